@@ -1,0 +1,6 @@
+"""Membership-inference attacks: one module each, registered by a decorator."""
+
+from lmaudit.attacks import gap_k, loss, min_k, min_k_pp, reference, zlib_ratio  # noqa: F401  (registration)
+from lmaudit.attacks.registry import AttackSpec, get_attack, list_attacks, register_attack
+
+__all__ = ["AttackSpec", "get_attack", "list_attacks", "register_attack"]

@@ -1,0 +1,100 @@
+"""The attack registry: every attack registers itself with its metadata.
+
+An attack is a pure function from probe records to one score per sample, with
+keyword-only hyper-parameters; higher score = more likely a member, always.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from lmaudit.errors import LmauditError
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    name: str
+    kind: str  # "ar" or "dlm"
+    needs_reference: bool
+    fn: Callable[..., np.ndarray]
+    params: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    direction: str = "higher = member"
+
+    def __call__(self, stats, *, reference=None, **params) -> np.ndarray:
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise LmauditError(
+                f"attack '{self.name}' has no parameter(s) {', '.join(sorted(unknown))}",
+                hint=f"its parameters are: {', '.join(self.params) or 'none'}",
+            )
+        if self.needs_reference:
+            if reference is None:
+                raise LmauditError(f"attack '{self.name}' needs a reference model", hint="pass --reference DIR")
+            scores = self.fn(stats, reference, **params)
+        else:
+            scores = self.fn(stats, **params)
+        return np.asarray(scores, dtype=np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "needs_reference": self.needs_reference,
+            "direction": self.direction,
+            "params": dict(self.params),
+            "summary": self.summary,
+        }
+
+
+_REGISTRY: dict[tuple[str, str], AttackSpec] = {}
+
+
+def register_attack(name: str, *, kind: str, needs_reference: bool = False):
+    """Decorator registering ``fn`` as attack ``name`` for models of ``kind``.
+
+    Default parameters are read from the function's keyword-only arguments; the
+    summary from the first line of its docstring. Duplicate names are rejected.
+    """
+    if kind not in ("ar", "dlm"):
+        raise ValueError(f"kind must be 'ar' or 'dlm', got {kind!r}")
+
+    def wrap(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        if (kind, name) in _REGISTRY:
+            raise ValueError(f"attack '{name}' ({kind}) is already registered")
+        sig = inspect.signature(fn)
+        params = {
+            p.name: p.default
+            for p in sig.parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
+        }
+        summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
+        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary)
+        return fn
+
+    return wrap
+
+
+def list_attacks(kind: str | None = None) -> list[AttackSpec]:
+    _load_builtin()
+    return [s for (k, _), s in sorted(_REGISTRY.items()) if kind is None or k == kind]
+
+
+def get_attack(name: str, kind: str) -> AttackSpec:
+    _load_builtin()
+    spec = _REGISTRY.get((kind, name))
+    if spec is None:
+        names = [n for (k, n) in _REGISTRY if k == kind]
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"available {kind} attacks: {', '.join(sorted(names))}"
+        raise LmauditError(f"unknown {kind} attack '{name}'", hint=hint)
+    return spec
+
+
+def _load_builtin() -> None:
+    import lmaudit.attacks  # noqa: F401  (registers the built-in attacks)

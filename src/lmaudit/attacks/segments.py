@@ -1,0 +1,65 @@
+"""Vectorised per-sample reductions over flat ragged arrays (values + offsets)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def segment_mean(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Mean of each segment, (S,) float64. Segments must be non-empty."""
+    sums = np.add.reduceat(values.astype(np.float64), offsets[:-1])
+    return sums / np.diff(offsets)
+
+
+def bottom_k_mean(values: np.ndarray, offsets: np.ndarray, k: float) -> np.ndarray:
+    """Mean of the lowest ``max(1, floor(k * n))`` values of each segment of length n."""
+    if not 0.0 < k <= 1.0:
+        raise ValueError(f"k must be in (0, 1], got {k}")
+    lengths = np.diff(offsets)
+    seg = np.repeat(np.arange(len(lengths)), lengths)
+    order = np.lexsort((values, seg))  # sorted by value within each segment
+    rank = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
+    keep_n = np.maximum(1, np.floor(k * lengths + 1e-9).astype(np.int64))
+    keep = rank < keep_n[seg]
+    sums = np.bincount(seg[keep], weights=values[order][keep].astype(np.float64), minlength=len(lengths))
+    return sums / keep_n
+
+
+def moving_average(values: np.ndarray, offsets: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Valid-mode moving average of width ``window`` within each segment.
+
+    A segment shorter than ``window`` yields one value, its plain mean. Returns the
+    smoothed flat values and their offsets.
+    """
+    if window < 1:
+        raise ValueError(f"window must be ≥ 1, got {window}")
+    lengths = np.diff(offsets)
+    out_len = np.where(lengths >= window, lengths - window + 1, 1)
+    out_off = np.concatenate([[0], np.cumsum(out_len)]).astype(np.int64)
+    csum = np.concatenate([[0.0], np.cumsum(values.astype(np.float64))])
+    seg = np.repeat(np.arange(len(lengths)), out_len)
+    start = offsets[:-1][seg] + (np.arange(out_off[-1]) - out_off[:-1][seg])
+    width = np.where(lengths >= window, window, lengths)[seg]
+    return (csum[start + width] - csum[start]) / width, out_off
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """Counter-based pseudo-random uint64 hash (SplitMix64 finaliser), vectorised."""
+    z = np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def shuffle_within(values: np.ndarray, offsets: np.ndarray, keys: np.ndarray, seed: int) -> np.ndarray:
+    """Permute values within each segment by a hash of (segment key, position, seed).
+
+    The permutation of a sample depends only on its own key, never on its index in
+    the set, so scores stay permutation-invariant across samples.
+    """
+    lengths = np.diff(offsets)
+    seg = np.repeat(np.arange(len(lengths)), lengths)
+    pos = (np.arange(len(values)) - np.repeat(offsets[:-1], lengths)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        rand = splitmix64(keys[seg].astype(np.uint64) ^ splitmix64(pos + np.uint64(seed) * np.uint64(0x100000001)))
+    return values[np.lexsort((rand, seg))]

@@ -1,0 +1,81 @@
+"""``lmaudit demo``: the whole AR pipeline on the embedded default.
+
+Corpus → tokenizer → pretrained tiny AR model → fine-tuned on a member split →
+every AR attack (the pretrained base is the reference model) → table and results.
+Corpus, tokenizer and models are cached, so a second run only re-reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmaudit.data.corpus import build_corpus
+from lmaudit.data.loaders import load_texts
+from lmaudit.mia import MIAResult, RunConfig, run_mia
+from lmaudit.models.build import cached_build, corpus_tokenizer, finetune, pretrain
+from lmaudit.models.loading import load_causal_lm
+from lmaudit.progress import info
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    preset: str = "tiny"
+    pretrain_tokens: int = 1_500_000
+    n_members: int = 1000
+    n_nonmembers: int = 1000
+    passage_chars: int = 300
+    finetune_epochs: float = 4
+    finetune_lr: float = 1e-3
+    seed: int = 0
+
+
+FULL = DemoConfig()
+QUICK = DemoConfig(pretrain_tokens=300_000, n_members=300, n_nonmembers=300, finetune_epochs=4)
+
+
+def _write_jsonl(path: Path, texts: list[str], prefix: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for i, t in enumerate(texts):
+            fh.write(json.dumps({"id": f"{prefix}{i}", "text": t}, ensure_ascii=False) + "\n")
+
+
+def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> MIAResult:
+    out = Path(out_dir)
+    t_start = time.perf_counter()
+    corpus = build_corpus()
+    info(f"corpus: {corpus.manifest['n_documents']} documents, {corpus.manifest['n_chars'] / 1e6:.1f}M chars "
+         f"({', '.join(f'{k} {v}' for k, v in corpus.manifest['pools'].items())})")
+    tokenizer = corpus_tokenizer(corpus)
+
+    base = cached_build(
+        "models",
+        ("pretrain", "ar", cfg.preset, corpus.fingerprint, len(tokenizer), cfg.pretrain_tokens, cfg.seed),
+        lambda tmp: pretrain(corpus, tokenizer, tmp, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed),
+    )
+    info(f"base model: {base}")
+
+    _write_jsonl(out / "members.jsonl", corpus.passages("member", cfg.n_members, max_chars=cfg.passage_chars, seed=cfg.seed), "m")
+    _write_jsonl(out / "nonmembers.jsonl",
+                 corpus.passages("nonmember", cfg.n_nonmembers, max_chars=cfg.passage_chars, seed=cfg.seed), "n")
+
+
+    members, nonmembers = load_texts(out / "members.jsonl"), load_texts(out / "nonmembers.jsonl")
+
+    target = cached_build(
+        "models",
+        ("finetune", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.finetune_lr, cfg.seed),
+        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr, seed=cfg.seed),
+    )
+    info(f"fine-tuned target: {target}")
+
+    result = run_mia(load_causal_lm(target), members, nonmembers, reference=load_causal_lm(base),
+                     config=RunConfig(seed=cfg.seed))
+    result.timings_s["demo_total"] = time.perf_counter() - t_start
+    result.write(out)
+    return result
+
+

@@ -1,0 +1,30 @@
+"""User-facing errors.
+
+Every problem a user can fix (a missing file, a malformed line, a model without a
+tokenizer) is raised as :class:`LmauditError`. The CLI prints it as one line with
+the cause and a hint, and exits non-zero; tracebacks appear only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+
+class LmauditError(Exception):
+    """An error caused by the user's input or environment, with a hint to fix it."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} (hint: {self.hint})"
+        return self.message
+
+
+class DataError(LmauditError):
+    """Malformed or invalid input data; the message names the file, line or field."""
+
+
+class ModelLoadError(LmauditError):
+    """A model folder that cannot be loaded safely and offline."""

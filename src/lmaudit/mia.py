@@ -1,0 +1,166 @@
+"""Membership inference run: probe once per model, score every attack, write results.
+
+``OUT/results.json`` holds provenance, configuration and per-attack metrics;
+``OUT/scores.parquet`` one row per sample (id, label, one column per attack).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from lmaudit import __version__
+from lmaudit.attacks import get_attack, list_attacks
+from lmaudit.data.loaders import Record, TextSet, check_overlap
+from lmaudit.errors import LmauditError
+from lmaudit.metrics import summarize
+from lmaudit.models.loading import LoadedModel
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.progress import info
+from lmaudit.utils import cache_dir, git_commit, package_versions, write_json_atomic
+
+
+@dataclass
+class RunConfig:
+    """What a membership-inference run did, recorded in ``results.json``."""
+
+    attacks: list[str] | None = None  # None: every attack of the model's kind that can run
+    params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
+    seed: int = 0
+    batch_size: int = 32
+    max_length: int | None = None
+    n_bootstrap: int = 1000
+    use_cache: bool = True
+
+
+@dataclass
+class MIAResult:
+    config: RunConfig
+    target: dict
+    reference: dict | None
+    n_members: int
+    n_nonmembers: int
+    attacks: dict[str, dict]
+    scores: dict[str, np.ndarray]
+    labels: np.ndarray
+    ids: list[str]
+    timings_s: dict[str, float]
+
+    def to_json(self) -> dict:
+        return {
+            "lmaudit_version": __version__,
+            "git_commit": git_commit(),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "packages": package_versions(),
+            "config": asdict(self.config),
+            "target": self.target,
+            "reference": self.reference,
+            "n_members": self.n_members,
+            "n_nonmembers": self.n_nonmembers,
+            "attacks": self.attacks,
+            "timings_s": self.timings_s,
+        }
+
+    def write(self, out_dir: str | Path) -> Path:
+        import pandas as pd
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "results.json", self.to_json())
+        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores})
+        tmp = out / ".scores.parquet.tmp"
+        frame.to_parquet(tmp, index=False)
+        tmp.replace(out / "scores.parquet")
+        return out / "results.json"
+
+
+def _select_attacks(names: list[str] | None, kind: str, has_reference: bool):
+    if names is None:
+        specs = [s for s in list_attacks(kind) if has_reference or not s.needs_reference]
+        skipped = [s.name for s in list_attacks(kind) if s.needs_reference and not has_reference]
+        if skipped:
+            info(f"[dim]skipping {', '.join(skipped)} (needs --reference)[/dim]")
+        return specs
+    specs = [get_attack(n, kind) for n in names]
+    missing = [s.name for s in specs if s.needs_reference and not has_reference]
+    if missing:
+        raise LmauditError(f"attack(s) {', '.join(missing)} need a reference model", hint="pass --reference DIR")
+    return specs
+
+
+def run_mia(
+    target: LoadedModel,
+    members: TextSet,
+    nonmembers: TextSet,
+    *,
+    reference: LoadedModel | None = None,
+    config: RunConfig | None = None,
+) -> MIAResult:
+    """Score members and non-members with every selected attack (one probe pass per model)."""
+    config = config or RunConfig()
+    if target.kind != "ar":
+        raise LmauditError(f"'{target.path}' is a {target.kind} model; only AR attacks are available in this version")
+    specs = _select_attacks(config.attacks, target.kind, reference is not None)
+    unknown = set(config.params) - {s.name for s in specs}
+    if unknown:
+        raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
+    check_overlap(members, nonmembers)
+    both = TextSet(
+        [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
+        + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
+        source=f"{members.source} + {nonmembers.source}",
+    )
+    labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
+    probe_cfg = ARProbeConfig(max_length=config.max_length, batch_size=config.batch_size)
+    cache = cache_dir() if config.use_cache else None
+    timings: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    stats = probe_ar(target.model, target.tokenizer, both, probe_cfg, model_fingerprint=target.fingerprint,
+                     cache_dir=cache, description="probe target")
+    timings["probe_target"] = time.perf_counter() - t0
+    ref_stats = None
+    if reference is not None and any(s.needs_reference for s in specs):
+        t0 = time.perf_counter()
+        ref_stats = probe_ar(reference.model, reference.tokenizer, both, probe_cfg,
+                             model_fingerprint=reference.fingerprint, cache_dir=cache, description="probe reference")
+        timings["probe_reference"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    scores, metrics = {}, {}
+    for spec in specs:
+        params = {**spec.params, **config.params.get(spec.name, {})}
+        s = spec(stats, reference=ref_stats, **params)
+        scores[spec.name] = s
+        metrics[spec.name] = {"params": params, **summarize(labels, s, n_resamples=config.n_bootstrap, seed=config.seed)}
+    timings["attacks_and_metrics"] = time.perf_counter() - t0
+    return MIAResult(
+        config=config,
+        target={"path": target.path, "fingerprint": target.fingerprint, "kind": target.kind},
+        reference=None if reference is None else {"path": reference.path, "fingerprint": reference.fingerprint},
+        n_members=len(members),
+        n_nonmembers=len(nonmembers),
+        attacks=metrics,
+        scores=scores,
+        labels=labels,
+        ids=[r.id for r in members.records] + [r.id for r in nonmembers.records],
+        timings_s=timings,
+    )
+
+
+def results_table(result: MIAResult):
+    """A rich table of the run's metrics, best AUC first."""
+    from rich.table import Table
+
+    table = Table(title=f"Membership inference: {result.n_members} members vs {result.n_nonmembers} non-members")
+    for col in ("attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
+        table.add_column(col, justify="left" if col == "attack" else "right")
+    for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
+        lo, hi = m["auc_ci95"]
+        table.add_row(name, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", f"{m['tpr@10%fpr']:.1%}",
+                      f"{m['tpr@1%fpr']:.1%}", f"{m['tpr@0.1%fpr']:.1%}")
+    return table

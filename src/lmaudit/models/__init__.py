@@ -1,0 +1,1 @@
+"""Models: adapters, loading, tiny built-in presets, training."""

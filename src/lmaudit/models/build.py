@@ -1,0 +1,138 @@
+"""Build, cache and save the tiny models of the embedded default.
+
+A model folder holds the ``save_pretrained`` weights (safetensors), the tokenizer
+and ``lmaudit_training.json`` (what made it). Cached builds are keyed by a hash
+of everything that determines the weights, and written to a temporary folder
+that is renamed into place, so a killed build is never mistaken for a finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from lmaudit.data.corpus import Corpus
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.models.presets import Preset, build_ar_model, get_preset
+from lmaudit.models.train import TrainConfig, dft_examples, ift_examples, train
+from lmaudit.progress import info
+from lmaudit.utils import cache_dir, stable_hash
+
+TRAINING_FILE = "lmaudit_training.json"
+
+
+def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
+    """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent."""
+    folder = cache_dir() / kind / stable_hash(key)
+    if folder.exists():  # only ever created by the atomic rename below
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        build(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return folder
+
+
+def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
+    """The BPE tokenizer trained on the corpus' pretraining pool (cached)."""
+    from transformers import AutoTokenizer
+
+    from lmaudit.models.tokenizer import train_tokenizer
+
+    def build(tmp: Path) -> None:
+        info("training the BPE tokenizer on the pretraining pool")
+        train_tokenizer((d.text for d in corpus.pool("pretrain")), vocab_size=vocab_size, out_dir=tmp)
+
+    folder = cached_build("tokenizer", ("tokenizer", corpus.fingerprint, vocab_size), build)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+
+def save_model(model, tokenizer, out: Path, training: dict) -> None:
+    from lmaudit.models.loading import quiet_transformers
+
+    quiet_transformers()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / TRAINING_FILE).write_text(json.dumps(training, indent=2, default=str))
+
+
+def _loss_summary(losses: list[float]) -> dict:
+    head, tail = losses[: max(1, len(losses) // 20)], losses[-max(1, len(losses) // 20) :]
+    return {"steps": len(losses), "loss_start": float(np.mean(head)), "loss_end": float(np.mean(tail))}
+
+
+def pretrain(
+    corpus: Corpus,
+    tokenizer,
+    out: Path,
+    *,
+    kind: str = "ar",
+    preset: str | Preset = "tiny",
+    tokens: int | None = None,
+    seed: int = 0,
+) -> Path:
+    """Pretrain a model of ``preset`` size on the corpus' pretraining pool; save to ``out``."""
+    if kind != "ar":
+        raise LmauditError(f"--kind {kind} is not available in this version", hint="use --kind ar")
+    p = get_preset(preset) if isinstance(preset, str) else preset
+    tokens = tokens or p.pretrain_tokens
+    docs = TextSet.from_texts([d.text for d in corpus.pool("pretrain")], source="corpus:pretrain")
+    examples = dft_examples(tokenizer, docs, block=p.block)
+    n_blocks = max(1, tokens // p.block)
+    epochs = n_blocks / len(examples)
+    model = build_ar_model(p, tokenizer, seed=seed)
+    steps = max(1, round(epochs * len(examples) / p.batch))
+    cfg = TrainConfig(epochs=epochs, batch_size=p.batch, lr=p.lr, warmup_steps=max(1, min(100, steps // 10)), seed=seed)
+    losses = train(model, examples, cfg, pad_id=tokenizer.pad_token_id, description=f"pretrain {kind}/{p.name}")
+    save_model(model, tokenizer, Path(out), {
+        "stage": "pretrain", "kind": kind, "preset": p.name, "tokens": n_blocks * p.block, "block": p.block,
+        "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **_loss_summary(losses),
+    })
+    return Path(out)
+
+
+def finetune(
+    base: str | Path,
+    data: TextSet,
+    out: Path,
+    *,
+    mode: str = "dft",
+    epochs: float = 4,
+    lr: float = 1e-3,
+    block: int = 64,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> Path:
+    """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``."""
+    from lmaudit.models.loading import load_causal_lm
+
+    if mode not in ("dft", "ift"):
+        raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
+    loaded = load_causal_lm(base)
+    if loaded.kind != "ar":
+        raise LmauditError(f"'{base}' is a {loaded.kind} model; only AR fine-tuning is available in this version")
+    model, tok = loaded.model, loaded.tokenizer
+    ctx = getattr(model.config, "max_position_embeddings", 2048)
+    examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
+    warmup = max(1, min(20, len(examples) // batch_size))
+    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
+    losses = train(model, examples, cfg, pad_id=tok.pad_token_id or 0, description=f"fine-tune ({mode})")
+    save_model(model, tok, Path(out), {
+        "stage": "finetune", "mode": mode, "base": str(base), "base_fingerprint": loaded.fingerprint,
+        "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
+        "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **_loss_summary(losses),
+    })
+    return Path(out)

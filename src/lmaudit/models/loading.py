@@ -1,0 +1,107 @@
+"""Safe, offline loading of local Hugging Face model folders.
+
+Nothing is fetched from the network: the path must exist locally. Weights load
+from safetensors; pickle checkpoints (``.bin``/``.pt``) need ``allow_pickle``.
+Modeling code shipped with a checkpoint runs only with ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmaudit.errors import ModelLoadError
+from lmaudit.models.fingerprint import model_dir_fingerprint
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' own progress bars and info logs (lmaudit shows its own)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+@dataclass
+class LoadedModel:
+    model: object
+    tokenizer: object
+    path: str
+    fingerprint: str
+    kind: str  # "ar" or "dlm"
+
+
+def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
+    """Validate a local model folder; return it as a Path."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(
+            f"model path '{path}' does not exist",
+            hint="lmaudit never downloads models: pass a local folder written by save_pretrained",
+        )
+    if not p.is_dir() or not (p / "config.json").exists():
+        raise ModelLoadError(f"'{path}' is not a model folder (no config.json)")
+    names = [f.name for f in p.iterdir()]
+    has_safe = any(n.endswith(".safetensors") for n in names)
+    has_pickle = any(n.endswith((".bin", ".pt", ".pth")) for n in names)
+    if not has_safe and has_pickle and not allow_pickle:
+        raise ModelLoadError(
+            f"'{path}' holds only pickle weights (.bin/.pt), which can run arbitrary code when loaded",
+            hint="convert them to safetensors, or pass --allow-pickle if you trust the file",
+        )
+    if not has_safe and not has_pickle:
+        raise ModelLoadError(f"'{path}' has no weight files (*.safetensors)")
+    return p
+
+
+def _read_config(p: Path) -> dict:
+    return json.loads((p / "config.json").read_text())
+
+
+def detect_kind(path: str | Path) -> str:
+    """"dlm" for a model saved by lmaudit as a diffusion LM (or a known DLM family), else "ar"."""
+    cfg = _read_config(Path(path))
+    if cfg.get("lmaudit_kind") in ("ar", "dlm"):
+        return cfg["lmaudit_kind"]
+    family = (cfg.get("model_type") or "").lower()
+    return "dlm" if family in ("llada", "dream") else "ar"
+
+
+def load_causal_lm(
+    path: str | Path,
+    *,
+    trust_remote_code: bool = False,
+    allow_pickle: bool = False,
+    device: str | None = None,
+) -> LoadedModel:
+    """Load an ``AutoModelForCausalLM`` and its tokenizer from a local folder, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = check_model_dir(path, allow_pickle=allow_pickle)
+    quiet_transformers()
+    cfg = _read_config(p)
+    if cfg.get("auto_map") and not trust_remote_code:
+        raise ModelLoadError(
+            f"'{path}' needs custom modeling code shipped with the checkpoint",
+            hint="pass --trust-remote-code if you trust that code",
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"'{path}': cannot load the tokenizer ({exc})", hint="save the tokenizer into the model folder") from None
+    model = AutoModelForCausalLM.from_pretrained(
+        p,
+        local_files_only=True,
+        trust_remote_code=trust_remote_code,
+        use_safetensors=None if allow_pickle else True,
+    )
+    model.eval()
+    model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return LoadedModel(model, tokenizer, str(p), model_dir_fingerprint(p), detect_kind(p))

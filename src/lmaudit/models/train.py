@@ -1,0 +1,159 @@
+"""One training loop for pretraining, DFT and IFT; the objective is pluggable.
+
+An example is ``(input_ids, loss_mask)``: the loss is taken on positions whose
+``loss_mask`` is True. DFT packs texts into fixed-length blocks (all tokens
+trained); IFT keeps each ``prompt``/``response`` pair as one variable-length example
+with the prompt tokens never trained. The AR objective is next-token cross-entropy;
+a diffusion objective plugs into the same loop through the ``objective`` argument.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.progress import progress
+
+Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
+Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+
+
+@dataclass
+class TrainConfig:
+    epochs: float = 1.0
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    seed: int = 0
+    min_lr_ratio: float = 0.1
+
+
+def ar_objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
+    """Mean next-token cross-entropy over positions with ``loss_mask`` (position t predicted from < t)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits  # (B, T, V)
+    target_mask = loss_mask[:, 1:]
+    rows = logits[:, :-1][target_mask].float()  # (n, V)
+    return F.cross_entropy(rows, input_ids[:, 1:][target_mask])
+
+
+def dft_examples(tokenizer, textset: TextSet, *, block: int = 64) -> list[Example]:
+    """Pack texts (each followed by EOS) into consecutive blocks of ``block`` tokens.
+
+    Every token is trained. The tail shorter than a block is kept as a shorter block
+    so that no member text is left out of training.
+    """
+    eos = tokenizer.eos_token_id
+    stream: list[int] = []
+    for ids in tokenizer(textset.texts, add_special_tokens=True)["input_ids"]:
+        stream.extend(ids)
+        if eos is not None:
+            stream.append(eos)
+    arr = np.asarray(stream, dtype=np.int64)
+    blocks = [arr[i : i + block] for i in range(0, len(arr), block)]
+    blocks = [b for b in blocks if len(b) >= 2]
+    return [(b, np.ones(len(b), dtype=bool)) for b in blocks]
+
+
+def ift_examples(tokenizer, textset: TextSet, *, max_length: int) -> list[Example]:
+    """One example per prompt/response pair; only response tokens (and EOS) are trained."""
+    missing = [r.id for r in textset.records if not r.context]
+    if missing:
+        raise LmauditError(
+            f"{textset.source}: IFT needs 'prompt' and 'response' in every record; '{missing[0]}' has no prompt",
+            hint="use --mode dft for plain texts",
+        )
+    prompts = tokenizer([r.context for r in textset.records], add_special_tokens=True)["input_ids"]
+    responses = tokenizer([r.target for r in textset.records], add_special_tokens=False)["input_ids"]
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    out = []
+    for p, r in zip(prompts, responses):
+        ids = np.asarray(list(p) + list(r) + eos, dtype=np.int64)[:max_length]
+        mask = np.zeros(len(ids), dtype=bool)
+        mask[len(p) :] = True
+        out.append((ids, mask))
+    return out
+
+
+def _collate(batch: Sequence[Example], pad_id: int):
+    T = max(len(ids) for ids, _ in batch)
+    ids = np.full((len(batch), T), pad_id, dtype=np.int64)
+    attn = np.zeros((len(batch), T), dtype=np.int64)
+    mask = np.zeros((len(batch), T), dtype=bool)
+    for i, (x, m) in enumerate(batch):
+        ids[i, : len(x)] = x
+        attn[i, : len(x)] = 1
+        mask[i, : len(x)] = m
+    return torch.from_numpy(ids), torch.from_numpy(attn), torch.from_numpy(mask)
+
+
+def train(
+    model: torch.nn.Module,
+    examples: list[Example],
+    config: TrainConfig,
+    *,
+    objective: Objective = ar_objective,
+    pad_id: int = 0,
+    description: str = "training",
+) -> list[float]:
+    """Train ``model`` in place with AdamW, linear warm-up and cosine decay.
+
+    Returns the loss of every step. Deterministic for a given seed on one device.
+    """
+    if not examples:
+        raise LmauditError("no training examples", hint="the training data is empty after tokenisation")
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    gen = torch.Generator().manual_seed(config.seed)
+    steps_per_epoch = math.ceil(len(examples) / config.batch_size)
+    total = max(1, round(config.epochs * steps_per_epoch))
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+    )
+
+    def lr_at(step: int) -> float:
+        if step < config.warmup_steps:
+            return config.lr * (step + 1) / config.warmup_steps
+        frac = (step - config.warmup_steps) / max(1, total - config.warmup_steps)
+        return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+    device = next(model.parameters()).device
+    model.train()
+    losses: list[float] = []
+    order = np.empty(0, dtype=np.int64)
+    with progress(description, total=total) as bar:
+        for step in range(total):
+            if len(order) < config.batch_size:
+                order = np.concatenate([order, rng.permutation(len(examples))])
+            idx, order = order[: config.batch_size], order[config.batch_size :]
+            ids, attn, mask = (t.to(device) for t in _collate([examples[i] for i in idx], pad_id))
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step)
+            loss = objective(model, ids, attn, mask, gen)
+            if not torch.isfinite(loss):
+                raise LmauditError(f"training diverged (loss {loss.item()}) at step {step}", hint="lower the learning rate")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            opt.step()
+            losses.append(loss.item())
+            bar.advance(1)
+            if step % 10 == 0:
+                bar.update(extra=f"loss {np.mean(losses[-10:]):.3f}")
+    model.eval()
+    return losses

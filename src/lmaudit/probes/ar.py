@@ -1,0 +1,153 @@
+"""The AR probe: one causal forward pass per text → :class:`ARStats`.
+
+Batched and length-bucketed; right padding with an attention mask, so padding does
+not change any statistic. Only the per-token statistics leave the device; the
+(B, T, V) logits are reduced in row chunks in float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.probes.cache import cached
+from lmaudit.probes.records import ARStats
+from lmaudit.probes.tokenize import length_batches, pad_batch, tokenize_records
+from lmaudit.progress import progress
+
+PROBE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ARProbeConfig:
+    max_length: int | None = None  # None: the model's context length
+    batch_size: int = 32
+    row_chunk: int = 256  # logits rows reduced at a time (keeps the work in cache)
+
+
+def token_stats(logits: torch.Tensor, targets: torch.Tensor, *, row_chunk: int = 256) -> torch.Tensor:
+    """Per-row statistics of next-token distributions.
+
+    Parameters
+    ----------
+    logits : (N, V) tensor, any float dtype; reduced in float32.
+    targets : (N,) int64 tensor of the observed tokens.
+
+    Returns
+    -------
+    (N, 4) float32 tensor with columns ``logp``, ``top1_logp``, ``mu``, ``sigma``
+    (``sigma`` clamped ≥ 1e-8). ``entropy`` is ``-mu``.
+    """
+    out = torch.empty((logits.shape[0], 4), dtype=torch.float32, device=logits.device)
+    for s in range(0, logits.shape[0], row_chunk):
+        x = logits[s : s + row_chunk].float()  # (n, V)
+        y = x - x.amax(dim=-1, keepdim=True)  # (n, V), ≤ 0, max = 0
+        e = torch.exp(y)  # (n, V)
+        z = e.sum(dim=-1)  # (n,)
+        log_z = torch.log(z)
+        ey = e.mul_(y)  # e·y, in place
+        m1 = ey.sum(dim=-1) / z  # E_p[y]
+        m2 = ey.mul_(y).sum(dim=-1) / z  # E_p[y^2]
+        tgt = y.gather(1, targets[s : s + row_chunk, None]).squeeze(1)
+        out[s : s + row_chunk, 0] = tgt - log_z
+        out[s : s + row_chunk, 1] = -log_z
+        out[s : s + row_chunk, 2] = m1 - log_z
+        out[s : s + row_chunk, 3] = torch.sqrt(torch.clamp(m2 - m1 * m1, min=1e-16))
+    return out
+
+
+def _pad_id(tokenizer) -> int:
+    for tok_id in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
+        if tok_id is not None:
+            return int(tok_id)
+    return 0
+
+
+def model_context_length(model, tokenizer=None) -> int:
+    cfg = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        val = getattr(cfg, name, None)
+        if isinstance(val, int) and val > 0:
+            return val
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 10**7:
+        return limit
+    return 2048
+
+
+@torch.inference_mode()
+def _run_ar_probe(model, tokenizer, textset: TextSet, config: ARProbeConfig, description: str) -> ARStats:
+    max_length = config.max_length or model_context_length(model, tokenizer)
+    tok = tokenize_records(tokenizer, textset, max_length=max_length)
+    lengths = np.array([len(x) for x in tok.ids])
+    per_sample: list[np.ndarray | None] = [None] * len(textset)
+    device = next(model.parameters()).device
+    pad_id = _pad_id(tokenizer)
+    batches = length_batches(lengths, config.batch_size)
+    with progress(description, total=len(textset)) as bar:
+        for index in batches:
+            input_ids, attn, mask = pad_batch(tok.ids, tok.scored, index, pad_id)
+            ids_t = torch.from_numpy(input_ids).to(device)
+            logits = model(input_ids=ids_t, attention_mask=torch.from_numpy(attn).to(device), use_cache=False).logits
+            sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
+            rows = logits[:, :-1][sel]  # (n, V)
+            targets = ids_t[:, 1:][sel]  # (n,)
+            stats = token_stats(rows, targets, row_chunk=config.row_chunk)
+            if not torch.isfinite(stats).all():
+                raise LmauditError(
+                    f"the model produced NaN or inf logits on {textset.source}",
+                    hint="check the model weights and dtype (try float32)",
+                )
+            stats = stats.cpu().numpy()
+            bounds = np.concatenate([[0], np.cumsum(mask[:, 1:].sum(axis=1))])
+            for row, i in enumerate(index):
+                per_sample[i] = stats[bounds[row] : bounds[row + 1]]
+            bar.advance(len(index))
+    flat = np.concatenate(per_sample)  # (N, 4)
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
+    return ARStats(
+        logp=flat[:, 0].copy(),
+        top1_logp=flat[:, 1].copy(),
+        mu=flat[:, 2].copy(),
+        sigma=flat[:, 3].copy(),
+        entropy=(-flat[:, 2]).copy(),
+        offsets=offsets,
+        zlib_len=tok.zlib_len,
+        sample_keys=tok.sample_keys,
+    )
+
+
+def probe_ar(
+    model,
+    tokenizer,
+    textset: TextSet,
+    config: ARProbeConfig = ARProbeConfig(),
+    *,
+    model_fingerprint: str | None = None,
+    cache_dir=None,
+    description: str = "AR probe",
+) -> ARStats:
+    """Score ``textset`` with a causal LM and return its :class:`ARStats`.
+
+    With ``cache_dir`` and ``model_fingerprint`` given, the records are cached on
+    disk under a key of (model fingerprint, tokenizer, data, probe config); a
+    second call with the same key does no forward pass.
+    """
+    from lmaudit.models.fingerprint import tokenizer_fingerprint
+
+    if cache_dir is None or model_fingerprint is None:
+        return _run_ar_probe(model, tokenizer, textset, config, description)
+    key_cfg = asdict(config)
+    key_cfg.pop("batch_size")
+    key_cfg.pop("row_chunk")
+    key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), textset.fingerprint(), key_cfg)
+    return cached(
+        cache_dir,
+        key,
+        compute=lambda: _run_ar_probe(model, tokenizer, textset, config, description),
+        load=ARStats.load,
+    )

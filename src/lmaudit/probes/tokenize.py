@@ -1,0 +1,100 @@
+"""Tokenisation of records for scoring: context + target, scored-position masks."""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import DataError
+from lmaudit.utils import stable_hash
+
+
+@dataclass
+class TokenizedSet:
+    """Token ids per sample and which positions are scored.
+
+    ``ids[i]`` is the full input (context then target, truncated to ``max_length``);
+    ``scored[i]`` is a bool mask of the same length, True where the token belongs to
+    the target, is not a special token, and is not position 0 (a causal model has no
+    prediction for its first token).
+    """
+
+    ids: list[np.ndarray]
+    scored: list[np.ndarray]
+    zlib_len: np.ndarray
+    sample_keys: np.ndarray
+    n_truncated: int
+
+
+def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scorable: int = 1) -> TokenizedSet:
+    """Tokenise every record of ``textset`` with ``tokenizer``.
+
+    Texts longer than ``max_length`` tokens are **truncated** to their first
+    ``max_length`` tokens (a warning gives the count); lmaudit does not window.
+    A record with no scorable target token left is a :class:`DataError` naming it.
+    """
+    special = np.array(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
+    with_ctx = [r for r in textset.records if r.context]
+    plain_ids = tokenizer([r.target for r in textset.records], add_special_tokens=True)["input_ids"]
+    ctx_ids = tokenizer([r.context for r in with_ctx], add_special_tokens=True)["input_ids"] if with_ctx else []
+    tgt_ids = tokenizer([r.target for r in with_ctx], add_special_tokens=False)["input_ids"] if with_ctx else []
+    ctx_iter = iter(zip(ctx_ids, tgt_ids))
+
+    ids_out, scored_out, keys = [], [], np.empty(len(textset), dtype=np.uint64)
+    n_truncated = 0
+    for i, rec in enumerate(textset.records):
+        if rec.context:
+            c, t = next(ctx_iter)
+            ids = np.asarray(list(c) + list(t), dtype=np.int64)
+            start = len(c)
+        else:
+            ids = np.asarray(plain_ids[i], dtype=np.int64)
+            start = 0
+        if len(ids) > max_length:
+            ids = ids[:max_length]
+            n_truncated += 1
+        scored = np.zeros(len(ids), dtype=bool)
+        scored[max(start, first_scorable):] = True
+        scored &= ~np.isin(ids, special)
+        if not scored.any():
+            raise DataError(
+                f"{textset.source}: record '{rec.id}' has no scorable token "
+                f"({len(ids)} token(s) after tokenisation{', truncated' if start >= max_length else ''})",
+                hint="records need at least two tokens of target text",
+            )
+        ids_out.append(ids)
+        scored_out.append(scored)
+        keys[i] = np.uint64(int(stable_hash(rec.context, rec.target, digest_size=8), 16))
+    if n_truncated:
+        warnings.warn(
+            f"{n_truncated} of {len(textset)} text(s) in {textset.source} exceed the model context of "
+            f"{max_length} tokens and were truncated to their first {max_length} tokens",
+            stacklevel=2,
+        )
+    zlib_len = np.array([len(zlib.compress(r.target.encode("utf-8"))) for r in textset.records], dtype=np.int64)
+    return TokenizedSet(ids_out, scored_out, zlib_len, keys, n_truncated)
+
+
+def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Indices grouped into batches of similar length (longest first), so padding is small."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def pad_batch(ids: list[np.ndarray], scored: list[np.ndarray], index: np.ndarray, pad_id: int):
+    """Right-pad the selected samples: (input_ids, attention_mask, scored) as (B, T) arrays."""
+    T = max(len(ids[i]) for i in index)
+    B = len(index)
+    input_ids = np.full((B, T), pad_id, dtype=np.int64)
+    attn = np.zeros((B, T), dtype=np.int64)
+    mask = np.zeros((B, T), dtype=bool)
+    for row, i in enumerate(index):
+        n = len(ids[i])
+        input_ids[row, :n] = ids[i]
+        attn[row, :n] = 1
+        mask[row, :n] = scored[i]
+    return input_ids, attn, mask

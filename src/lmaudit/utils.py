@@ -1,0 +1,106 @@
+"""Small shared helpers: stable hashing, atomic writes, provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+def stable_hash(*parts: Any, digest_size: int = 16) -> str:
+    """Hex digest of ``parts`` that is stable across processes and platforms.
+
+    Strings, bytes, numbers and JSON-serialisable containers are accepted; numpy
+    arrays are hashed by dtype, shape and raw bytes. Python's ``hash()`` is never
+    used because it is salted per process.
+    """
+    h = hashlib.blake2b(digest_size=digest_size)
+    for part in parts:
+        if isinstance(part, bytes):
+            h.update(b"b" + part)
+        elif isinstance(part, np.ndarray):
+            arr = np.ascontiguousarray(part)
+            h.update(f"a{arr.dtype.str}{arr.shape}".encode())
+            h.update(arr.tobytes())
+        else:
+            h.update(b"j" + json.dumps(part, sort_keys=True, default=str).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def stable_seed(*parts: Any) -> int:
+    """A 63-bit integer seed derived from :func:`stable_hash` of ``parts``."""
+    return int(stable_hash(*parts, digest_size=8), 16) & ((1 << 63) - 1)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` on success.
+
+    A reader never sees a half-written file: either the old content, or the new one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def package_versions(names: tuple[str, ...] = ("lmaudit", "torch", "transformers", "tokenizers", "numpy")) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_commit() -> str | None:
+    """The commit of the lmaudit source tree, or None outside a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def cache_dir() -> Path:
+    """Root of lmaudit's on-disk cache (``$LMAUDIT_CACHE`` or ``~/.cache/lmaudit``)."""
+    root = os.environ.get("LMAUDIT_CACHE")
+    path = Path(root) if root else Path.home() / ".cache" / "lmaudit"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

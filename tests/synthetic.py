@@ -1,0 +1,41 @@
+"""Synthetic probe records with a known member/non-member signal, built from real logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from lmaudit.probes.ar import token_stats
+from lmaudit.probes.records import ARStats
+
+
+def synthetic_stats(n_members: int = 40, n_nonmembers: int = 40, *, vocab: int = 50, seed: int = 0):
+    """(target ARStats, reference ARStats, labels).
+
+    Every sample has its own random logits. Under the target model members' tokens
+    are drawn mostly from the top of the distribution, non-members' uniformly; the
+    reference model sees both like non-members.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    labels = np.r_[np.ones(n_members, dtype=np.int64), np.zeros(n_nonmembers, dtype=np.int64)]
+    lengths = rng.integers(3, 30, size=len(labels))
+    logits = torch.randn(int(lengths.sum()), vocab, generator=gen) * 2.0  # (N, V)
+    seg = np.repeat(np.arange(len(labels)), lengths)
+    member_tok = torch.from_numpy(labels[seg] == 1)
+    top = logits.topk(3, dim=-1).indices[torch.arange(len(seg)), torch.from_numpy(rng.integers(0, 3, len(seg)))]
+    uniform = torch.from_numpy(rng.integers(0, vocab, len(seg)))
+    targets = torch.where(member_tok & torch.from_numpy(rng.random(len(seg)) < 0.6), top, uniform)
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    zlib_len = rng.integers(40, 120, size=len(labels))
+    keys = rng.integers(0, 2**63, size=len(labels), dtype=np.uint64)
+
+    def pack(stats: torch.Tensor) -> ARStats:
+        s = stats.numpy()
+        return ARStats(logp=s[:, 0].copy(), top1_logp=s[:, 1].copy(), mu=s[:, 2].copy(), sigma=s[:, 3].copy(),
+                       entropy=-s[:, 2].copy(), offsets=offsets, zlib_len=zlib_len, sample_keys=keys)
+
+    target = pack(token_stats(logits, targets))
+    ref_logits = logits + torch.randn(logits.shape, generator=gen) * 0.5
+    reference = pack(token_stats(ref_logits, uniform))
+    return target, reference, labels

@@ -1,0 +1,55 @@
+"""A tiny seeded model fine-tuned on 64 texts: the loss attack must separate members."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from lmaudit.data.loaders import load_texts
+from lmaudit.mia import RunConfig, run_mia
+from lmaudit.models.build import finetune
+from lmaudit.models.loading import load_causal_lm
+from conftest import make_texts
+
+
+def write_jsonl(path, texts):
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("e2e")
+    members = load_texts(write_jsonl(root / "members.jsonl", make_texts(64, seed=100)))
+    nonmembers = load_texts(write_jsonl(root / "nonmembers.jsonl", make_texts(64, seed=200)))
+    out = finetune(tiny_model_dir, members, root / "target", mode="dft", epochs=25, lr=3e-3, block=32, batch_size=8)
+    return root, out, members, nonmembers
+
+
+def test_loss_attack_separates_members(finetuned, tiny_model_dir):
+    root, target_dir, members, nonmembers = finetuned
+    result = run_mia(load_causal_lm(target_dir), members, nonmembers, reference=load_causal_lm(tiny_model_dir),
+                     config=RunConfig(n_bootstrap=200))
+    assert result.attacks["loss"]["auc"] > 0.8
+    assert result.attacks["reference"]["auc"] > 0.8
+    path = result.write(root / "run")
+    data = json.loads(path.read_text())
+    for key in ("lmaudit_version", "git_commit", "created", "config", "target", "reference", "n_members", "n_nonmembers"):
+        assert key in data
+    assert data["target"]["fingerprint"] and data["n_members"] == 64
+    m = data["attacks"]["gap_k"]
+    assert m["params"] == {"k": 0.2, "window": 3, "smooth": "sequential"}
+    assert m["auc_ci95"][0] <= m["auc"] <= m["auc_ci95"][1]
+    assert {"tpr@10%fpr", "tpr@1%fpr", "tpr@0.1%fpr"} <= set(m)
+    scores = pd.read_parquet(root / "run" / "scores.parquet")
+    assert len(scores) == 128 and scores["label"].sum() == 64
+    assert set(scores.columns) == {"id", "label", "loss", "zlib", "min_k", "min_k_pp", "gap_k", "reference"}
+
+
+def test_same_seed_same_scores(finetuned):
+    root, target_dir, members, nonmembers = finetuned
+    a = run_mia(load_causal_lm(target_dir), members, nonmembers, config=RunConfig(n_bootstrap=50, use_cache=False))
+    b = run_mia(load_causal_lm(target_dir), members, nonmembers, config=RunConfig(n_bootstrap=50))
+    for name in a.scores:
+        assert (a.scores[name] == b.scores[name]).all()
+    assert a.attacks["loss"]["auc_ci95"] == b.attacks["loss"]["auc_ci95"]

@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score, roc_curve as sk_roc_curve
+
+from lmaudit.errors import LmauditError
+from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr
+
+
+def test_auc_and_roc_match_scikit_learn_with_ties():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    s = np.round(rng.normal(size=400) + 0.7 * y, 1)  # many ties
+    assert auc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    f, t, th = roc_curve(y, s)
+    f2, t2, th2 = sk_roc_curve(y, s, drop_intermediate=False)
+    np.testing.assert_allclose(f, f2)
+    np.testing.assert_allclose(t, t2)
+
+
+def test_tpr_at_fpr_hand_computed():
+    # scores sorted: members at 9, 8, 6, 3; non-members at 7, 5, 2, 1
+    y = np.array([1, 1, 0, 1, 0, 1, 0, 0])
+    s = np.array([9, 8, 7, 6, 5, 3, 2, 1], dtype=float)
+    assert tpr_at_fpr(y, s, fpr=0.0) == 0.5  # two members above every non-member
+    assert tpr_at_fpr(y, s, fpr=0.25) == 0.75  # one non-member (7) allowed, then 6 counts
+    assert tpr_at_fpr(y, s, fpr=0.5) == 1.0
+    assert auc(y, s) == pytest.approx(13 / 16)
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_auc():
+    rng = np.random.default_rng(1)
+    y = np.r_[np.ones(200), np.zeros(200)].astype(int)
+    s = rng.normal(size=400) + y
+    lo, hi = auc_bootstrap_ci(y, s, n_resamples=1000, seed=3)
+    assert lo < auc(y, s) < hi and hi - lo < 0.15
+    assert (lo, hi) == auc_bootstrap_ci(y, s, n_resamples=1000, seed=3)
+    assert (lo, hi) != auc_bootstrap_ci(y, s, n_resamples=1000, seed=4)
+
+
+def test_single_class_and_nan_are_clear_errors():
+    with pytest.raises(LmauditError, match="single class"):
+        auc([1, 1, 1], [0.1, 0.2, 0.3])
+    with pytest.raises(LmauditError, match="NaN or infinite"):
+        summarize([1, 0], [np.nan, 0.0])

@@ -1,0 +1,72 @@
+"""Tests that run over every registered attack."""
+
+import numpy as np
+import pytest
+
+from lmaudit.attacks import get_attack, list_attacks, register_attack
+from lmaudit.errors import LmauditError
+from lmaudit.metrics import auc
+from synthetic import synthetic_stats
+
+TARGET, REFERENCE, LABELS = synthetic_stats(seed=0)
+AR_ATTACKS = [s.name for s in list_attacks("ar")]
+
+
+def run(name, target=TARGET, reference=REFERENCE):
+    spec = get_attack(name, "ar")
+    return spec(target, reference=reference if spec.needs_reference else None)
+
+
+def test_registry_lists_the_ar_attacks():
+    assert set(AR_ATTACKS) >= {"loss", "zlib", "min_k", "min_k_pp", "gap_k", "reference"}
+
+
+@pytest.mark.parametrize("name", AR_ATTACKS)
+def test_shape_and_finiteness(name):
+    s = run(name)
+    assert s.shape == (TARGET.n_samples,) and s.dtype == np.float64
+    assert np.isfinite(s).all()
+
+
+@pytest.mark.parametrize("name", AR_ATTACKS)
+def test_determinism(name):
+    np.testing.assert_array_equal(run(name), run(name))
+
+
+@pytest.mark.parametrize("name", AR_ATTACKS)
+def test_permutation_invariance(name):
+    perm = np.random.default_rng(7).permutation(TARGET.n_samples)
+    np.testing.assert_allclose(run(name, TARGET.take(perm), REFERENCE.take(perm)), run(name)[perm], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", AR_ATTACKS)
+def test_direction_higher_means_member(name):
+    assert auc(LABELS, run(name)) > 0.75
+
+
+@pytest.mark.parametrize("smooth", ["none", "sequential", "shuffled"])
+def test_gap_k_ablations_permutation_invariant(smooth):
+    spec = get_attack("gap_k", "ar")
+    perm = np.random.default_rng(3).permutation(TARGET.n_samples)
+    np.testing.assert_allclose(spec(TARGET.take(perm), smooth=smooth), spec(TARGET, smooth=smooth)[perm])
+
+
+def test_duplicate_registration_rejected():
+    with pytest.raises(ValueError, match="already registered"):
+        register_attack("loss", kind="ar")(lambda stats: stats)
+
+
+def test_typo_suggests_close_name():
+    with pytest.raises(LmauditError, match="did you mean min_k"):
+        get_attack("min_kk", "ar")
+
+
+def test_unknown_parameter_and_missing_reference():
+    with pytest.raises(LmauditError, match="has no parameter"):
+        get_attack("loss", "ar")(TARGET, k=0.1)
+    with pytest.raises(LmauditError, match="needs a reference"):
+        get_attack("reference", "ar")(TARGET)
+
+
+def test_defaults_are_read_from_the_signature():
+    assert get_attack("gap_k", "ar").params == {"k": 0.2, "window": 3, "smooth": "sequential"}

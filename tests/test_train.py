@@ -1,0 +1,48 @@
+import numpy as np
+import pytest
+import torch
+
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.models.presets import Preset, build_ar_model
+from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
+from conftest import make_texts
+
+
+def test_dft_packs_every_token_into_fixed_blocks(tokenizer):
+    texts = TextSet.from_texts(make_texts(30, seed=0))
+    blocks = dft_examples(tokenizer, texts, block=16)
+    n_tokens = sum(len(ids) + 1 for ids in tokenizer(texts.texts)["input_ids"])  # + EOS per text
+    assert sum(len(b) for b, _ in blocks) == n_tokens
+    assert all(len(b) == 16 for b, _ in blocks[:-1]) and all(m.all() for _, m in blocks)
+
+
+def test_ift_trains_response_tokens_only(tokenizer):
+    data = TextSet([Record("a", target=" the answer value", context="Question: which index?")])
+    (ids, mask), = ift_examples(tokenizer, data, max_length=128)
+    n_prompt = len(tokenizer("Question: which index?")["input_ids"])
+    assert not mask[:n_prompt].any() and mask[n_prompt:].all()
+    assert ids[-1] == tokenizer.eos_token_id
+    with pytest.raises(LmauditError, match="IFT needs 'prompt' and 'response'"):
+        ift_examples(tokenizer, TextSet.from_texts(["plain text only"]), max_length=128)
+
+
+def test_ar_objective_equals_transformers_loss(tiny_model, tokenizer):
+    rows = tokenizer(make_texts(2, seed=1, min_words=10, max_words=10))["input_ids"]
+    ids = torch.tensor([r[: min(map(len, rows))] for r in rows])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    with torch.no_grad():
+        ours = ar_objective(tiny_model, ids, torch.ones_like(ids), mask, None)
+        theirs = tiny_model(input_ids=ids, labels=ids).loss
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_training_lowers_loss_and_is_deterministic(tokenizer):
+    preset = Preset("t", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32, batch=8, lr=3e-3)
+    examples = dft_examples(tokenizer, TextSet.from_texts(make_texts(20, seed=2)), block=32)
+    runs = []
+    for _ in range(2):
+        model = build_ar_model(preset, tokenizer, seed=1)
+        runs.append(train(model, examples, TrainConfig(epochs=8, batch_size=8, lr=3e-3, warmup_steps=2, seed=4)))
+    assert runs[0] == runs[1]
+    assert np.mean(runs[0][-3:]) < np.mean(runs[0][:3]) - 1.0
