@@ -57,3 +57,23 @@ def tiny_model_dir(tmp_path_factory, tiny_model, tokenizer):
     tiny_model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+TEST_PRESET_ARGS = dict(hidden=32, layers=2, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32, batch=8, lr=1e-3)
+
+
+@pytest.fixture(scope="session")
+def tiny_dlm(tokenizer):
+    from lmaudit.models.dlm import adapter_for, build_dlm_model
+    from lmaudit.models.presets import Preset
+
+    model = build_dlm_model(Preset("test-dlm", **TEST_PRESET_ARGS), tokenizer, seed=0)
+    return adapter_for(model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_dlm_dir(tmp_path_factory, tiny_dlm, tokenizer):
+    path = tmp_path_factory.mktemp("tiny_dlm")
+    tiny_dlm.model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

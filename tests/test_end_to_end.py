@@ -53,3 +53,36 @@ def test_same_seed_same_scores(finetuned):
     for name in a.scores:
         assert (a.scores[name] == b.scores[name]).all()
     assert a.attacks["loss"]["auc_ci95"] == b.attacks["loss"]["auc_ci95"]
+
+
+def test_reference_with_its_own_tokenizer(finetuned, tmp_path):
+    """Each model tokenises the text itself; the reference attack compares per-sample means."""
+    from lmaudit.models.presets import Preset, build_ar_model
+    from lmaudit.models.tokenizer import train_tokenizer
+
+    root, target_dir, members, nonmembers = finetuned
+    other_tok = train_tokenizer(make_texts(500, seed=7), vocab_size=300)
+    preset = Preset("ref", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32, batch=8, lr=1e-3)
+    build_ar_model(preset, other_tok, seed=3).save_pretrained(tmp_path / "ref")
+    other_tok.save_pretrained(tmp_path / "ref")
+    ref = load_causal_lm(tmp_path / "ref")
+    assert len(ref.tokenizer) != len(load_causal_lm(target_dir).tokenizer)
+    result = run_mia(load_causal_lm(target_dir), members, nonmembers, reference=ref,
+                     config=RunConfig(attacks=["reference"], n_bootstrap=50))
+    assert result.attacks["reference"]["auc"] > 0.8  # the untrained reference does not mask the target's memorisation
+
+
+def test_dlm_finetuned_members_are_detected(tmp_path, tiny_dlm_dir):
+    """A tiny DLM fine-tuned with the diffusion objective: every DLM attack runs, and the
+    likelihood-based ones separate members from held-out texts."""
+    members = load_texts(write_jsonl(tmp_path / "m.jsonl", make_texts(48, seed=300)))
+    nonmembers = load_texts(write_jsonl(tmp_path / "n.jsonl", make_texts(48, seed=400)))
+    target = finetune(tiny_dlm_dir, members, tmp_path / "dlm", mode="dft", epochs=40, lr=3e-3, block=32, batch_size=8)
+    result = run_mia(load_causal_lm(target) if False else __import__("lmaudit.models.loading", fromlist=["x"]).load_model(target),
+                     members, nonmembers,
+                     reference=__import__("lmaudit.models.loading", fromlist=["x"]).load_model(tiny_dlm_dir),
+                     config=RunConfig(n_bootstrap=50))
+    aucs = {k: v["auc"] for k, v in result.attacks.items()}
+    print(aucs)
+    assert set(aucs) == {"q_skew", "loss", "min_k", "min_k_pp", "gap_k", "calibration", "secmi_dlm", "sama"}
+    assert aucs["loss"] > 0.8 and aucs["calibration"] > 0.8

@@ -64,7 +64,7 @@ def corpus_build(
 @app.command()
 def pretrain(
     out: Path = typer.Option(..., help="Folder to save the model to."),
-    kind: str = typer.Option("ar", help="Model kind: ar."),
+    kind: str = typer.Option("ar", help="Model kind: ar (causal) or dlm (masked diffusion)."),
     preset: str = typer.Option("tiny", help="Model size: tiny or small."),
     tokens: Optional[int] = typer.Option(None, help="Training tokens (default: the preset's)."),
     seed: int = typer.Option(0),
@@ -90,12 +90,15 @@ def finetune(
     block: int = typer.Option(64, help="DFT block length in tokens."),
     batch_size: int = typer.Option(16),
     seed: int = typer.Option(0),
+    kind: Optional[str] = typer.Option(None, help="ar or dlm (default: from the saved config)."),
+    mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning)."""
     from lmaudit.data.loaders import load_texts
     from lmaudit.models.build import finetune as do_finetune
 
-    do_finetune(base, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed)
+    do_finetune(base, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
+                seed=seed, kind=kind, mask_ratio=mask_ratio)
     info(f"saved to {out}")
 
 
@@ -114,18 +117,25 @@ def mia(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the probe cache."),
     trust_remote_code: bool = typer.Option(False, help="Allow modeling code shipped with the checkpoint."),
     allow_pickle: bool = typer.Option(False, help="Allow pickle (.bin) weights."),
+    kind: Optional[str] = typer.Option(None, help="ar or dlm (default: detected from the saved config)."),
+    budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),
+    mask_token_id: Optional[int] = typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer)."),
+    shift_logits: Optional[bool] = typer.Option(None, "--shift-logits/--no-shift-logits",
+                                                help="DLM: Dream-style shifted logits (default: detected)."),
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     from lmaudit.data.loaders import load_texts
     from lmaudit.mia import RunConfig, results_table, run_mia
-    from lmaudit.models.loading import load_causal_lm
+    from lmaudit.models.loading import load_model
 
     mem, non = load_texts(members), load_texts(nonmembers)
     names = [a.strip() for a in attacks.split(",") if a.strip()] if attacks else None
     cfg = RunConfig(attacks=names, params=_parse_params(param), seed=seed, batch_size=batch_size,
-                    n_bootstrap=bootstrap, use_cache=not no_cache)
-    tgt = load_causal_lm(target, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
-    ref = load_causal_lm(reference, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle) if reference else None
+                    n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
+    opts = dict(trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, mask_token_id=mask_token_id,
+                shift_logits=shift_logits)
+    tgt = load_model(target, kind=kind, **opts)
+    ref = load_model(reference, kind=tgt.kind, **opts) if reference else None
     result = run_mia(tgt, mem, non, reference=ref, config=cfg)
     path = result.write(out)
     stdout_console.print(results_table(result))
@@ -167,6 +177,20 @@ def demo(
     result = run_demo(out, QUICK if quick else FULL)
     stdout_console.print(results_table(result))
     stdout_console.print(f"results: {out / 'results.json'}  (total {result.timings_s['demo_total']:.0f} s)")
+
+
+@app.command("run")
+def run_cmd(
+    experiment: Path = typer.Argument(..., help="Experiment file (TOML), e.g. experiments/dlm-dft.toml."),
+    out: Path = typer.Option(Path("results"), help="Results root; the experiment writes OUT/NAME/."),
+) -> None:
+    """Run an experiment file and write its results, table and plots."""
+    from lmaudit.experiments import load_experiment, run_experiment
+
+    cfg = load_experiment(experiment)
+    folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
+    stdout_console.print((folder / "table.md").read_text())
+    stdout_console.print(f"results: {folder}")
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

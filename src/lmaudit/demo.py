@@ -23,7 +23,7 @@ from lmaudit.progress import info
 @dataclass(frozen=True)
 class DemoConfig:
     preset: str = "tiny"
-    pretrain_tokens: int = 1_500_000
+    pretrain_tokens: int = 2_000_000
     n_members: int = 1000
     n_nonmembers: int = 1000
     passage_chars: int = 300

@@ -35,6 +35,7 @@ class RunConfig:
     max_length: int | None = None
     n_bootstrap: int = 1000
     use_cache: bool = True
+    budget: int = 16  # DLM: masked forwards per model per sample for every attack
 
 
 @dataclass
@@ -92,33 +93,8 @@ def _select_attacks(names: list[str] | None, kind: str, has_reference: bool):
     return specs
 
 
-def run_mia(
-    target: LoadedModel,
-    members: TextSet,
-    nonmembers: TextSet,
-    *,
-    reference: LoadedModel | None = None,
-    config: RunConfig | None = None,
-) -> MIAResult:
-    """Score members and non-members with every selected attack (one probe pass per model)."""
-    config = config or RunConfig()
-    if target.kind != "ar":
-        raise LmauditError(f"'{target.path}' is a {target.kind} model; only AR attacks are available in this version")
-    specs = _select_attacks(config.attacks, target.kind, reference is not None)
-    unknown = set(config.params) - {s.name for s in specs}
-    if unknown:
-        raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
-    check_overlap(members, nonmembers)
-    both = TextSet(
-        [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
-        + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
-        source=f"{members.source} + {nonmembers.source}",
-    )
-    labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
+def _score_ar(target, reference, both, specs, params, config, cache, timings):
     probe_cfg = ARProbeConfig(max_length=config.max_length, batch_size=config.batch_size)
-    cache = cache_dir() if config.use_cache else None
-    timings: dict[str, float] = {}
-
     t0 = time.perf_counter()
     stats = probe_ar(target.model, target.tokenizer, both, probe_cfg, model_fingerprint=target.fingerprint,
                      cache_dir=cache, description="probe target")
@@ -129,15 +105,70 @@ def run_mia(
         ref_stats = probe_ar(reference.model, reference.tokenizer, both, probe_cfg,
                              model_fingerprint=reference.fingerprint, cache_dir=cache, description="probe reference")
         timings["probe_reference"] = time.perf_counter() - t0
+    return {s.name: s(stats, reference=ref_stats, **params[s.name]) for s in specs}, {s.name: 1 for s in specs}
+
+
+def _score_dlm(target, reference, both, specs, params, config, cache, timings):
+    from lmaudit.probes.masked import probe_masked
+
+    if reference is not None and reference.kind != "dlm":
+        raise LmauditError(f"the reference '{reference.path}' is an AR model; a DLM target needs a DLM reference")
+    plans: dict = {}
+    for spec in specs:
+        plans.setdefault(spec.plan(params[spec.name], config.budget), []).append(spec)
+    scores, forwards = {}, {}
+    fps = (target.fingerprint, None if reference is None else reference.fingerprint)
+    for plan, group in plans.items():
+        t0 = time.perf_counter()
+        use_ref = reference is not None and any(s.needs_reference for s in group)
+        stats = probe_masked(target.adapter, target.tokenizer, both, plan,
+                             reference=reference.adapter if use_ref else None, seed=config.seed,
+                             batch_size=config.batch_size, fingerprints=fps, cache_dir=cache)
+        timings[f"probe_{plan.kind}"] = timings.get(f"probe_{plan.kind}", 0.0) + time.perf_counter() - t0
+        for spec in group:
+            scores[spec.name] = spec(stats, **params[spec.name])
+            forwards[spec.name] = float(stats.n_patterns.mean())
+    return scores, forwards
+
+
+def run_mia(
+    target: LoadedModel,
+    members: TextSet,
+    nonmembers: TextSet,
+    *,
+    reference: LoadedModel | None = None,
+    config: RunConfig | None = None,
+) -> MIAResult:
+    """Score members and non-members with every selected attack.
+
+    AR: one probe pass per model serves every attack. DLM: one masked probe per
+    distinct mask plan (target and reference on identical masks), each attack
+    spending ``config.budget`` forwards per model per sample.
+    """
+    config = config or RunConfig()
+    specs = _select_attacks(config.attacks, target.kind, reference is not None)
+    unknown = set(config.params) - {s.name for s in specs}
+    if unknown:
+        raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
+    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    check_overlap(members, nonmembers)
+    both = TextSet(
+        [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
+        + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
+        source=f"{members.source} + {nonmembers.source}",
+    )
+    labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
+    cache = cache_dir() if config.use_cache else None
+    timings: dict[str, float] = {}
+    score_fn = _score_dlm if target.kind == "dlm" else _score_ar
+    scores, forwards = score_fn(target, reference, both, specs, params, config, cache, timings)
 
     t0 = time.perf_counter()
-    scores, metrics = {}, {}
+    metrics = {}
     for spec in specs:
-        params = {**spec.params, **config.params.get(spec.name, {})}
-        s = spec(stats, reference=ref_stats, **params)
-        scores[spec.name] = s
-        metrics[spec.name] = {"params": params, **summarize(labels, s, n_resamples=config.n_bootstrap, seed=config.seed)}
-    timings["attacks_and_metrics"] = time.perf_counter() - t0
+        metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
+                              **summarize(labels, scores[spec.name], n_resamples=config.n_bootstrap, seed=config.seed)}
+    timings["metrics"] = time.perf_counter() - t0
     return MIAResult(
         config=config,
         target={"path": target.path, "fingerprint": target.fingerprint, "kind": target.kind},
@@ -145,7 +176,7 @@ def run_mia(
         n_members=len(members),
         n_nonmembers=len(nonmembers),
         attacks=metrics,
-        scores=scores,
+        scores={s.name: scores[s.name] for s in specs},
         labels=labels,
         ids=[r.id for r in members.records] + [r.id for r in nonmembers.records],
         timings_s=timings,

@@ -24,6 +24,7 @@ class AttackSpec:
     fn: Callable[..., np.ndarray]
     params: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    plan: Callable[[dict, int], Any] | None = None  # DLM: (params, budget) -> MaskPlan the attack reads
     direction: str = "higher = member"
 
     def __call__(self, stats, *, reference=None, **params) -> np.ndarray:
@@ -34,8 +35,10 @@ class AttackSpec:
                 hint=f"its parameters are: {', '.join(self.params) or 'none'}",
             )
         if self.needs_reference:
-            if reference is None:
+            has_ref = stats.has_reference if self.kind == "dlm" else reference is not None
+            if not has_ref:
                 raise LmauditError(f"attack '{self.name}' needs a reference model", hint="pass --reference DIR")
+        if self.needs_reference and self.kind == "ar":
             scores = self.fn(stats, reference, **params)
         else:
             scores = self.fn(stats, **params)
@@ -55,12 +58,15 @@ class AttackSpec:
 _REGISTRY: dict[tuple[str, str], AttackSpec] = {}
 
 
-def register_attack(name: str, *, kind: str, needs_reference: bool = False):
+def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan=None):
     """Decorator registering ``fn`` as attack ``name`` for models of ``kind``.
 
     Default parameters are read from the function's keyword-only arguments; the
     summary from the first line of its docstring. Duplicate names are rejected.
+    A DLM attack names the mask plan it reads: ``plan(params, budget) -> MaskPlan``.
     """
+    if kind == "dlm" and plan is None:
+        raise ValueError(f"DLM attack '{name}' must declare its mask plan")
     if kind not in ("ar", "dlm"):
         raise ValueError(f"kind must be 'ar' or 'dlm', got {kind!r}")
 
@@ -74,7 +80,7 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False):
             if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
         }
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
-        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary)
+        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary, plan=plan)
         return fn
 
     return wrap

@@ -63,3 +63,37 @@ def shuffle_within(values: np.ndarray, offsets: np.ndarray, keys: np.ndarray, se
     with np.errstate(over="ignore"):
         rand = splitmix64(keys[seg].astype(np.uint64) ^ splitmix64(pos + np.uint64(seed) * np.uint64(0x100000001)))
     return values[np.lexsort((rand, seg))]
+
+
+def segment_ranks(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Rank (1..n, ties averaged) of every value within its segment, flat float64."""
+    lengths = np.diff(offsets)
+    seg = np.repeat(np.arange(len(lengths)), lengths)
+    order = np.lexsort((values, seg))
+    sv, ss = values[order], seg[order]
+    # a new tie group starts where the segment or the value changes
+    start = np.r_[True, (ss[1:] != ss[:-1]) | (sv[1:] != sv[:-1])]
+    group = np.cumsum(start) - 1
+    pos = np.arange(len(values)) - np.repeat(offsets[:-1], lengths) + 1  # 1-based rank in sorted order
+    mean_rank = np.bincount(group, weights=pos) / np.bincount(group)
+    ranks = np.empty(len(values))
+    ranks[order] = mean_rank[group]
+    return ranks
+
+
+def segment_median(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Median of each segment (mean of the two middle values for even lengths)."""
+    lengths = np.diff(offsets)
+    seg = np.repeat(np.arange(len(lengths)), lengths)
+    sv = values[np.lexsort((values, seg))].astype(np.float64)
+    lo = offsets[:-1] + (lengths - 1) // 2
+    hi = offsets[:-1] + lengths // 2
+    return (sv[lo] + sv[hi]) / 2
+
+
+def segment_std(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Population standard deviation of each segment."""
+    lengths = np.diff(offsets)
+    mean = segment_mean(values, offsets)
+    dev = values.astype(np.float64) - np.repeat(mean, lengths)
+    return np.sqrt(np.add.reduceat(dev * dev, offsets[:-1]) / lengths)

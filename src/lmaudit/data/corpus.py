@@ -155,20 +155,24 @@ class Corpus:
             raise LmauditError(f"unknown pool '{name}'", hint=f"one of {', '.join(POOL_FRACTIONS)}")
         return [d for d in self.documents if d.pool == name]
 
+    def shuffled(self, pool: str, seed: int = 0) -> list[Document]:
+        """The pool's documents in a seeded order (a stable hash of seed and id)."""
+        return sorted(self.pool(pool), key=lambda d: stable_hash(seed, d.id))
+
     def passages(self, pool: str, n: int, *, max_chars: int = 300, seed: int = 0) -> list[str]:
         """``n`` distinct passages of ``pool``: each a document's first ``max_chars``
         characters, cut back to a word boundary; documents taken in a seeded hash order
         and passages that repeat an earlier one skipped."""
-        docs = sorted(self.pool(pool), key=lambda d: stable_hash(seed, d.id))
         out: dict[str, None] = {}
-        for d in docs:
-            out.setdefault(_cut(d.text, max_chars))
+        for d in self.shuffled(pool, seed):
+            out.setdefault(cut_at_word(d.text, max_chars))
             if len(out) == n:
                 return list(out)
         raise LmauditError(f"pool '{pool}' has {len(out)} distinct passages, {n} requested", hint="ask for fewer samples")
 
 
-def _cut(text: str, max_chars: int) -> str:
+def cut_at_word(text: str, max_chars: int) -> str:
+    """The first ``max_chars`` characters of ``text``, cut back to a word boundary when one is near."""
     if len(text) <= max_chars:
         return text
     head = text[:max_chars]

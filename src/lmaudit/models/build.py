@@ -20,7 +20,7 @@ from lmaudit.data.corpus import Corpus
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
-from lmaudit.models.train import TrainConfig, dft_examples, ift_examples, train
+from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
 from lmaudit.utils import cache_dir, stable_hash
 
@@ -74,6 +74,27 @@ def _loss_summary(losses: list[float]) -> dict:
     return {"steps": len(losses), "loss_start": float(np.mean(head)), "loss_end": float(np.mean(tail))}
 
 
+def _build(kind: str, preset: Preset, tokenizer, seed: int):
+    if kind == "ar":
+        return build_ar_model(preset, tokenizer, seed=seed)
+    if kind == "dlm":
+        from lmaudit.models.dlm import build_dlm_model
+
+        return build_dlm_model(preset, tokenizer, seed=seed)
+    raise LmauditError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
+
+
+def objective_for(kind: str, tokenizer, *, mask_ratio: float | None = None):
+    """The training objective of a model kind (next-token CE, or masked diffusion)."""
+    if kind == "ar":
+        if mask_ratio is not None:
+            raise LmauditError("--mask-ratio applies to DLM training only")
+        return ar_objective
+    from lmaudit.models.dlm import adapter_for, diffusion_objective
+
+    return diffusion_objective(lambda model: adapter_for(model, tokenizer), mask_ratio=mask_ratio)
+
+
 def pretrain(
     corpus: Corpus,
     tokenizer,
@@ -84,19 +105,22 @@ def pretrain(
     tokens: int | None = None,
     seed: int = 0,
 ) -> Path:
-    """Pretrain a model of ``preset`` size on the corpus' pretraining pool; save to ``out``."""
-    if kind != "ar":
-        raise LmauditError(f"--kind {kind} is not available in this version", hint="use --kind ar")
+    """Pretrain a model of ``preset`` size on the corpus' pretraining pool; save to ``out``.
+
+    ``kind="ar"``: a causal Llama-style LM; ``kind="dlm"``: a bidirectional masked LM
+    trained with the masked-diffusion objective.
+    """
     p = get_preset(preset) if isinstance(preset, str) else preset
     tokens = tokens or p.pretrain_tokens
     docs = TextSet.from_texts([d.text for d in corpus.pool("pretrain")], source="corpus:pretrain")
     examples = dft_examples(tokenizer, docs, block=p.block)
     n_blocks = max(1, tokens // p.block)
     epochs = n_blocks / len(examples)
-    model = build_ar_model(p, tokenizer, seed=seed)
+    model = _build(kind, p, tokenizer, seed)
     steps = max(1, round(epochs * len(examples) / p.batch))
     cfg = TrainConfig(epochs=epochs, batch_size=p.batch, lr=p.lr, warmup_steps=max(1, min(100, steps // 10)), seed=seed)
-    losses = train(model, examples, cfg, pad_id=tokenizer.pad_token_id, description=f"pretrain {kind}/{p.name}")
+    losses = train(model, examples, cfg, objective=objective_for(kind, tokenizer), pad_id=tokenizer.pad_token_id,
+                   description=f"pretrain {kind}/{p.name}")
     save_model(model, tokenizer, Path(out), {
         "stage": "pretrain", "kind": kind, "preset": p.name, "tokens": n_blocks * p.block, "block": p.block,
         "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **_loss_summary(losses),
@@ -115,23 +139,29 @@ def finetune(
     block: int = 64,
     batch_size: int = 16,
     seed: int = 0,
+    kind: str | None = None,
+    mask_ratio: float | None = None,
 ) -> Path:
-    """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``."""
-    from lmaudit.models.loading import load_causal_lm
+    """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
+
+    The objective follows the model's kind (detected from its config unless
+    ``kind`` is given). ``mask_ratio`` fixes a DLM's mask ratio instead of t ~ U(eps, 1).
+    """
+    from lmaudit.models.loading import load_model
 
     if mode not in ("dft", "ift"):
         raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
-    loaded = load_causal_lm(base)
-    if loaded.kind != "ar":
-        raise LmauditError(f"'{base}' is a {loaded.kind} model; only AR fine-tuning is available in this version")
+    loaded = load_model(base, kind=kind)
     model, tok = loaded.model, loaded.tokenizer
     ctx = getattr(model.config, "max_position_embeddings", 2048)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
     warmup = max(1, min(20, len(examples) // batch_size))
     cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
-    losses = train(model, examples, cfg, pad_id=tok.pad_token_id or 0, description=f"fine-tune ({mode})")
+    objective = objective_for(loaded.kind, tok, mask_ratio=mask_ratio)
+    losses = train(model, examples, cfg, objective=objective, pad_id=tok.pad_token_id or 0,
+                   description=f"fine-tune {loaded.kind} ({mode})")
     save_model(model, tok, Path(out), {
-        "stage": "finetune", "mode": mode, "base": str(base), "base_fingerprint": loaded.fingerprint,
+        "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **_loss_summary(losses),
     })

@@ -35,6 +35,7 @@ class LoadedModel:
     path: str
     fingerprint: str
     kind: str  # "ar" or "dlm"
+    adapter: object = None  # DLMAdapter for kind "dlm"
 
 
 def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
@@ -73,16 +74,24 @@ def detect_kind(path: str | Path) -> str:
     return "dlm" if family in ("llada", "dream") else "ar"
 
 
-def load_causal_lm(
+def load_model(
     path: str | Path,
     *,
+    kind: str | None = None,
     trust_remote_code: bool = False,
     allow_pickle: bool = False,
+    mask_token_id: int | None = None,
+    shift_logits: bool | None = None,
     device: str | None = None,
 ) -> LoadedModel:
-    """Load an ``AutoModelForCausalLM`` and its tokenizer from a local folder, in eval mode."""
+    """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
+
+    ``kind`` defaults to what the saved config says (:func:`detect_kind`). A DLM is
+    wrapped in a :class:`~lmaudit.models.dlm.DLMAdapter`; ``mask_token_id`` and
+    ``shift_logits`` override the detected convention. The model is in eval mode.
+    """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()
@@ -92,16 +101,30 @@ def load_causal_lm(
             f"'{path}' needs custom modeling code shipped with the checkpoint",
             hint="pass --trust-remote-code if you trust that code",
         )
+    kind = kind or detect_kind(p)
+    if kind not in ("ar", "dlm"):
+        raise ModelLoadError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
     try:
         tokenizer = AutoTokenizer.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"'{path}': cannot load the tokenizer ({exc})", hint="save the tokenizer into the model folder") from None
-    model = AutoModelForCausalLM.from_pretrained(
-        p,
-        local_files_only=True,
-        trust_remote_code=trust_remote_code,
-        use_safetensors=None if allow_pickle else True,
+    if kind == "ar":
+        auto = AutoModelForCausalLM
+    else:
+        auto = AutoModel if cfg.get("auto_map") and "AutoModelForMaskedLM" not in cfg.get("auto_map", {}) else AutoModelForMaskedLM
+    model = auto.from_pretrained(
+        p, local_files_only=True, trust_remote_code=trust_remote_code, use_safetensors=None if allow_pickle else True
     )
     model.eval()
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    return LoadedModel(model, tokenizer, str(p), model_dir_fingerprint(p), detect_kind(p))
+    adapter = None
+    if kind == "dlm":
+        from lmaudit.models.dlm import adapter_for
+
+        adapter = adapter_for(model, tokenizer, mask_token_id=mask_token_id, shift_logits=shift_logits)
+    return LoadedModel(model, tokenizer, str(p), model_dir_fingerprint(p), kind, adapter)
+
+
+def load_causal_lm(path: str | Path, **kwargs) -> LoadedModel:
+    """Load an autoregressive model (see :func:`load_model`)."""
+    return load_model(path, kind="ar", **kwargs)

@@ -1,0 +1,70 @@
+"""Experiment files (TOML): keys, defaults and validation.
+
+Unknown keys are errors that name the key and the file; values are type-checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from lmaudit.errors import LmauditError
+
+TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio")
+
+
+@dataclass
+class ExperimentConfig:
+    name: str
+    type: str
+    kind: str = "dlm"
+    preset: str = "tiny"
+    pretrain_tokens: int = 1_000_000
+    mode: str = "dft"  # dft: corpus passages; ift: instruction pairs
+    n_members: int = 200
+    n_nonmembers: int = 200
+    passage_chars: int = 250
+    epochs: int = 6
+    lr: float = 1e-3
+    block: int = 64
+    batch_size: int = 16
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    budget: int = 16
+    attacks: list[str] | None = None
+    variants: dict[str, dict] = field(default_factory=dict)  # ablation: label -> {attack, params}
+    references: list[str] = field(default_factory=lambda: ["golden", "other-seed", "perturbed"])
+    mask_ratios: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75])
+    description: str = ""
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    path = Path(path)
+    if not path.exists():
+        raise LmauditError(f"{path}: no such experiment file")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise LmauditError(f"{path}: malformed TOML ({exc})") from None
+    known = {f.name: f for f in fields(ExperimentConfig)}
+    for key in raw:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            raise LmauditError(f"{path}: unknown key '{key}'", hint=f"did you mean '{close[0]}'?" if close else
+                               f"known keys: {', '.join(known)}")
+    for key in ("name", "type"):
+        if key not in raw:
+            raise LmauditError(f"{path}: missing key '{key}'")
+    if raw["type"] not in TYPES:
+        raise LmauditError(f"{path}: type '{raw['type']}' is not one of {', '.join(TYPES)}")
+    defaults = ExperimentConfig(name="", type="mia")
+    for key, value in raw.items():
+        want = type(getattr(defaults, key))
+        if getattr(defaults, key) is None or key in ("name", "type"):
+            continue
+        if want is float and isinstance(value, int):
+            continue
+        if not isinstance(value, want):
+            raise LmauditError(f"{path}: key '{key}' must be {want.__name__}, got {type(value).__name__}")
+    return ExperimentConfig(**raw)

@@ -1,0 +1,126 @@
+"""Masked diffusion language models (DLMs): adapter, tiny model, training objective.
+
+The adapter hides the two public logit conventions:
+
+- **LLaDA-style** (``shift_logits=False``): the logits at position i predict token i.
+- **Dream-style** (``shift_logits=True``): the network's output at position i−1
+  predicts token i; the adapter realigns them so that row i always predicts token i
+  (row 0 reuses the output at 0, as Dream's sampler does).
+
+The objective is the masked-diffusion ELBO: per sequence t ~ U(eps, 1), every
+trainable token is replaced by the mask token with probability t, and the
+cross-entropy on masked tokens is weighted by 1/t and normalised by the number of
+trainable tokens. With ``mask_ratio`` set, t is that fixed value instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from lmaudit.errors import LmauditError
+
+
+@dataclass
+class DLMAdapter:
+    """A bidirectional masked-LM with its mask token and logit convention."""
+
+    model: torch.nn.Module
+    mask_token_id: int
+    shift_logits: bool = False
+
+    def __post_init__(self) -> None:
+        vocab = self.model.get_output_embeddings().weight.shape[0] if self.model.get_output_embeddings() is not None else None
+        if self.mask_token_id is None or self.mask_token_id < 0 or (vocab is not None and self.mask_token_id >= vocab):
+            raise LmauditError(
+                f"mask token id {self.mask_token_id} is not in the model's vocabulary ({vocab})",
+                hint="pass --mask-token-id with the id of the [MASK] token",
+            )
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits aligned with positions: row i predicts token i. (B, T) → (B, T, V)."""
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
+        if self.shift_logits:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+        return logits
+
+
+def build_dlm_model(preset, tokenizer, *, seed: int = 0, shift_logits: bool = False):
+    """A randomly initialised bidirectional transformer masked-LM of the preset's size."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from lmaudit.models.presets import get_preset
+
+    p = get_preset(preset) if isinstance(preset, str) else preset
+    cfg = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=p.hidden,
+        num_hidden_layers=p.layers,
+        num_attention_heads=p.heads,
+        intermediate_size=p.intermediate,
+        max_position_embeddings=p.context,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=tokenizer.pad_token_id,
+        type_vocab_size=1,
+        tie_word_embeddings=True,
+    )
+    cfg.lmaudit_kind = "dlm"
+    cfg.lmaudit_preset = p.name
+    cfg.mask_token_id = tokenizer.mask_token_id
+    cfg.lmaudit_shift_logits = shift_logits
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(cfg)
+    model.eval()
+    return model
+
+
+def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None, shift_logits: bool | None = None) -> DLMAdapter:
+    """Detect the mask token and convention from the config/tokenizer; explicit values win."""
+    cfg = model.config
+    if mask_token_id is None:
+        mask_token_id = getattr(cfg, "mask_token_id", None)
+    if mask_token_id is None and tokenizer is not None:
+        mask_token_id = tokenizer.mask_token_id
+    if mask_token_id is None:
+        raise LmauditError("the model defines no mask token", hint="pass --mask-token-id")
+    if shift_logits is None:
+        shift_logits = bool(getattr(cfg, "lmaudit_shift_logits", (getattr(cfg, "model_type", "") or "").lower() == "dream"))
+    return DLMAdapter(model, int(mask_token_id), shift_logits)
+
+
+def diffusion_objective(adapter_factory, *, eps: float = 1e-3, mask_ratio: float | None = None):
+    """The masked-diffusion training objective, for :func:`lmaudit.models.train.train`.
+
+    ``adapter_factory(model) -> DLMAdapter``. Only positions with ``loss_mask`` (the
+    response of an IFT pair, or every real token for DFT) can be masked and trained;
+    prompts and padding are never masked.
+    """
+    if mask_ratio is not None and not 0.0 < mask_ratio <= 1.0:
+        raise LmauditError(f"--mask-ratio must be in (0, 1], got {mask_ratio}")
+
+    def objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
+        adapter = adapter_factory(model)
+        B, T = input_ids.shape
+        if mask_ratio is None:
+            t = eps + (1 - eps) * torch.rand(B, 1, generator=generator)  # (B, 1)
+        else:
+            t = torch.full((B, 1), float(mask_ratio))
+        t = t.to(input_ids.device)
+        masked = (torch.rand(B, T, generator=generator).to(input_ids.device) < t) & loss_mask  # (B, T)
+        noisy = torch.where(masked, torch.full_like(input_ids, adapter.mask_token_id), input_ids)
+        logits = adapter(noisy, attention_mask)  # (B, T, V)
+        nll = F.cross_entropy(logits[masked].float(), input_ids[masked], reduction="none")  # (n,)
+        weights = (1.0 / t.expand(B, T))[masked]
+        return (nll * weights).sum() / loss_mask.sum().clamp(min=1)
+
+    return objective

@@ -1,0 +1,107 @@
+"""The DLM adapter and masked probe: conventions, padding invariance, identical masks, errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.models.dlm import DLMAdapter, adapter_for, build_dlm_model, diffusion_objective
+from lmaudit.models.presets import Preset
+from lmaudit.probes.masked import probe_masked
+from lmaudit.probes.masks import MaskPlan
+from conftest import TEST_PRESET_ARGS, make_texts
+
+
+def texts(n=9, seed=5):
+    return TextSet.from_texts(make_texts(n, seed=seed, min_words=2, max_words=30))
+
+
+def test_padding_and_batching_do_not_change_statistics(tiny_dlm, tokenizer):
+    plan = MaskPlan("cyclic", budget=6, rho=0.35)
+    a = probe_masked(tiny_dlm, tokenizer, texts(), plan, reference=tiny_dlm, batch_size=7)
+    b = probe_masked(tiny_dlm, tokenizer, texts(), plan, reference=tiny_dlm, batch_size=1)
+    np.testing.assert_array_equal(a.position, b.position)
+    for name in ("logp", "top1_logp", "mu", "sigma", "ref_logp"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), atol=1e-5)
+    np.testing.assert_allclose(a.logp, a.ref_logp, atol=1e-6)  # same model on identical masks
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_logit_convention_matches_a_direct_forward(tokenizer, shift):
+    model = build_dlm_model(Preset("conv", **TEST_PRESET_ARGS), tokenizer, seed=1, shift_logits=shift)
+    adapter = adapter_for(model, tokenizer)
+    assert adapter.shift_logits is shift
+    text = make_texts(1, seed=8)[0]
+    stats = probe_masked(adapter, tokenizer, TextSet.from_texts([text]), MaskPlan("random", budget=1, rho=0.3))
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    positions = stats.position + 1  # scorable index i is token position i+1 (after <bos>)
+    noisy = ids.clone()
+    noisy[0, positions] = tokenizer.mask_token_id
+    with torch.no_grad():
+        raw = torch.log_softmax(model(input_ids=noisy).logits[0].double(), dim=-1)  # (T, V)
+    rows = positions - 1 if shift else positions  # Dream: output at i-1 predicts token i
+    want = raw[rows, ids[0, positions]].numpy()
+    np.testing.assert_allclose(stats.logp, want, atol=1e-5)
+
+
+def test_masks_are_seeded_by_content_and_seed(tiny_dlm, tokenizer):
+    plan = MaskPlan("random", budget=3, rho=0.35)
+    a = probe_masked(tiny_dlm, tokenizer, texts(), plan, seed=0)
+    b = probe_masked(tiny_dlm, tokenizer, texts(), plan, seed=0)
+    c = probe_masked(tiny_dlm, tokenizer, texts(), plan, seed=1)
+    np.testing.assert_array_equal(a.position, b.position)
+    np.testing.assert_array_equal(a.logp, b.logp)
+    assert not np.array_equal(a.position, c.position)
+    # a sample's masks do not depend on the other samples in the set
+    single = probe_masked(tiny_dlm, tokenizer, TextSet.from_texts([texts().texts[2]]), plan, seed=0)
+    np.testing.assert_array_equal(single.position, a.position[a.offsets[2]:a.offsets[3]])
+
+
+def test_every_attack_spends_the_budget(tiny_dlm_dir, tmp_path):
+    from lmaudit.mia import RunConfig, run_mia
+    from lmaudit.models.loading import load_model
+
+    m = load_model(tiny_dlm_dir)
+    assert m.kind == "dlm"
+    res = run_mia(m, texts(6, seed=1), texts(6, seed=2), reference=m, config=RunConfig(n_bootstrap=20, budget=16))
+    forwards = {k: v["forwards_per_sample"] for k, v in res.attacks.items()}
+    assert forwards.pop("q_skew") == 15  # R = ⌊16 / ⌈1/0.35⌉⌋ = 5 rounds of 3 chunks
+    assert set(forwards.values()) == {16}
+
+
+def test_vocabulary_mismatch_and_bad_mask_id(tiny_dlm, tokenizer):
+    from lmaudit.models.tokenizer import train_tokenizer
+
+    other = train_tokenizer(make_texts(300, seed=9), vocab_size=300)
+    ref = adapter_for(build_dlm_model(Preset("o", **TEST_PRESET_ARGS), other), other)
+    with pytest.raises(LmauditError, match="differ in vocabulary"):
+        probe_masked(tiny_dlm, tokenizer, texts(), MaskPlan("elbo"), reference=ref)
+    with pytest.raises(LmauditError, match="mask token id 99999"):
+        DLMAdapter(tiny_dlm.model, 99999)
+
+
+def test_diffusion_objective_never_masks_the_prompt(tiny_dlm, tokenizer):
+    seen = []
+
+    class Spy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = tiny_dlm.model
+            self.config = tiny_dlm.model.config
+
+        def get_output_embeddings(self):
+            return self.inner.get_output_embeddings()
+
+        def forward(self, input_ids, attention_mask=None):
+            seen.append(input_ids.clone())
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+    objective = diffusion_objective(lambda m: DLMAdapter(m, tokenizer.mask_token_id), mask_ratio=0.9)
+    ids = torch.tensor([r[:20] for r in tokenizer(make_texts(4, seed=3, min_words=20, max_words=20))["input_ids"]])
+    loss_mask = torch.zeros_like(ids, dtype=torch.bool)
+    loss_mask[:, 10:] = True  # tokens 0..9 are the prompt
+    loss = objective(Spy(), ids, torch.ones_like(ids), loss_mask, torch.Generator().manual_seed(0))
+    masked = seen[0] == tokenizer.mask_token_id
+    assert not masked[:, :10].any() and masked[:, 10:].float().mean() > 0.6
+    assert torch.isfinite(loss) and loss > 0
