@@ -30,6 +30,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_probe_ar.py
+	$(BIN)/python benchmarks/bench_probe_dlm.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -12,27 +12,14 @@ times and the fastest run is kept. Target: ratio ≤ 1.15.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from common import bench_texts, best_of
 
-from lmaudit.data.corpus import extract_documents
-from lmaudit.data.loaders import TextSet
 from lmaudit.models.presets import build_ar_model, get_preset
-from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.tokenize import length_batches, pad_batch, tokenize_records
-from lmaudit.progress import set_quiet
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
@@ -42,12 +29,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--chars", type=int, default=600, help="characters per text (≈150 tokens)")
     args = ap.parse_args()
-    set_quiet(True)
     torch.manual_seed(0)
-
-    docs = [d.text for d in extract_documents(("numpy",), min_chars=300)]
-    tokenizer = train_tokenizer(docs, vocab_size=4096)
-    texts = TextSet.from_texts([d[: args.chars] for d in docs[: args.texts]])
+    tokenizer, texts = bench_texts(args.texts, args.chars)
     print(f"{len(texts)} texts of ≤{args.chars} chars, vocab {len(tokenizer)}, batch {args.batch_size}, "
           f"best of {args.repeats}, torch threads {torch.get_num_threads()}")
     print(f"{'preset':<8}{'tokens':>9}{'bare s':>9}{'probe s':>9}{'ratio':>8}  {'probe tok/s':>11}")

@@ -105,3 +105,26 @@ def test_diffusion_objective_never_masks_the_prompt(tiny_dlm, tokenizer):
     masked = seen[0] == tokenizer.mask_token_id
     assert not masked[:, :10].any() and masked[:, 10:].float().mean() > 0.6
     assert torch.isfinite(loss) and loss > 0
+
+
+def test_ar_model_made_bidirectional_sees_both_sides(tiny_model, tokenizer):
+    """A causal network adapted Dream-style: full attention (later tokens matter), shifted logits,
+    and padding still changes nothing."""
+    import copy
+
+    from lmaudit.models.dlm import dlm_from_ar
+
+    adapter = adapter_for(dlm_from_ar(copy.deepcopy(tiny_model), tokenizer), tokenizer)
+    assert adapter.bidirectional and adapter.shift_logits
+    ids = torch.tensor([tokenizer("model data train value index batch")["input_ids"]])
+    changed = ids.clone()
+    changed[0, -1] = (changed[0, -1] + 1) % len(tokenizer)
+    with torch.no_grad():
+        a, b = adapter(ids), adapter(changed)
+        causal_a, causal_b = (tiny_model(input_ids=x).logits for x in (ids, changed))
+    assert not torch.allclose(a[0, 1], b[0, 1])  # an early position sees the last token
+    torch.testing.assert_close(causal_a[0, :-1], causal_b[0, :-1])  # the causal original does not
+    plan = MaskPlan("elbo", budget=4)
+    one = probe_masked(adapter, tokenizer, texts(), plan, batch_size=1)
+    many = probe_masked(adapter, tokenizer, texts(), plan, batch_size=5)
+    np.testing.assert_allclose(one.logp, many.logp, atol=1e-5)

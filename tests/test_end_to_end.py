@@ -8,7 +8,7 @@ import pytest
 from lmaudit.data.loaders import load_texts
 from lmaudit.mia import RunConfig, run_mia
 from lmaudit.models.build import finetune
-from lmaudit.models.loading import load_causal_lm
+from lmaudit.models.loading import load_causal_lm, load_model
 from conftest import make_texts
 
 
@@ -72,17 +72,15 @@ def test_reference_with_its_own_tokenizer(finetuned, tmp_path):
     assert result.attacks["reference"]["auc"] > 0.8  # the untrained reference does not mask the target's memorisation
 
 
+@pytest.mark.slow
 def test_dlm_finetuned_members_are_detected(tmp_path, tiny_dlm_dir):
     """A tiny DLM fine-tuned with the diffusion objective: every DLM attack runs, and the
     likelihood-based ones separate members from held-out texts."""
     members = load_texts(write_jsonl(tmp_path / "m.jsonl", make_texts(48, seed=300)))
     nonmembers = load_texts(write_jsonl(tmp_path / "n.jsonl", make_texts(48, seed=400)))
-    target = finetune(tiny_dlm_dir, members, tmp_path / "dlm", mode="dft", epochs=40, lr=3e-3, block=32, batch_size=8)
-    result = run_mia(load_causal_lm(target) if False else __import__("lmaudit.models.loading", fromlist=["x"]).load_model(target),
-                     members, nonmembers,
-                     reference=__import__("lmaudit.models.loading", fromlist=["x"]).load_model(tiny_dlm_dir),
+    target = finetune(tiny_dlm_dir, members, tmp_path / "dlm", mode="dft", epochs=120, lr=5e-3, block=32, batch_size=8)
+    result = run_mia(load_model(target), members, nonmembers, reference=load_model(tiny_dlm_dir),
                      config=RunConfig(n_bootstrap=50))
     aucs = {k: v["auc"] for k, v in result.attacks.items()}
-    print(aucs)
     assert set(aucs) == {"q_skew", "loss", "min_k", "min_k_pp", "gap_k", "calibration", "secmi_dlm", "sama"}
     assert aucs["loss"] > 0.8 and aucs["calibration"] > 0.8

@@ -68,6 +68,7 @@ def pretrain(
     preset: str = typer.Option("tiny", help="Model size: tiny or small."),
     tokens: Optional[int] = typer.Option(None, help="Training tokens (default: the preset's)."),
     seed: int = typer.Option(0),
+    init_from: Optional[Path] = typer.Option(None, help="DLM: adapt this AR model folder instead of starting from scratch."),
 ) -> None:
     """Pretrain a tiny model on the embedded corpus' pretraining pool."""
     from lmaudit.data.corpus import build_corpus
@@ -75,7 +76,8 @@ def pretrain(
     from lmaudit.models.build import pretrain as do_pretrain
 
     corpus = build_corpus()
-    do_pretrain(corpus, corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed)
+    do_pretrain(corpus, corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
+                init_from=init_from)
     info(f"saved to {out}")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import load_texts
 from lmaudit.mia import MIAResult, RunConfig, run_mia
-from lmaudit.models.build import cached_build, corpus_tokenizer, finetune, pretrain
+from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_causal_lm
 from lmaudit.progress import info
 
@@ -51,11 +51,7 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> MIAResult:
          f"({', '.join(f'{k} {v}' for k, v in corpus.manifest['pools'].items())})")
     tokenizer = corpus_tokenizer(corpus)
 
-    base = cached_build(
-        "models",
-        ("pretrain", "ar", cfg.preset, corpus.fingerprint, len(tokenizer), cfg.pretrain_tokens, cfg.seed),
-        lambda tmp: pretrain(corpus, tokenizer, tmp, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed),
-    )
+    base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed)
     info(f"base model: {base}")
 
     _write_jsonl(out / "members.jsonl", corpus.passages("member", cfg.n_members, max_chars=cfg.passage_chars, seed=cfg.seed), "m")

@@ -21,7 +21,8 @@ class ExperimentConfig:
     type: str
     kind: str = "dlm"
     preset: str = "tiny"
-    pretrain_tokens: int = 1_000_000
+    pretrain_tokens: int = 2_000_000  # the AR stage (shared with the demo's base model)
+    adapt_tokens: int = 500_000  # DLM: diffusion training of the AR base (Dream-style adaptation)
     mode: str = "dft"  # dft: corpus passages; ift: instruction pairs
     n_members: int = 200
     n_nonmembers: int = 200
@@ -37,6 +38,8 @@ class ExperimentConfig:
     references: list[str] = field(default_factory=lambda: ["golden", "other-seed", "perturbed"])
     mask_ratios: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75])
     description: str = ""
+    packages: list[str] = field(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"])
+    vocab_size: int = 4096
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

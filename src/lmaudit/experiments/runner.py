@@ -21,7 +21,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.experiments.config import ExperimentConfig
 from lmaudit.experiments.report import write_outputs
 from lmaudit.mia import RunConfig, run_mia
-from lmaudit.models.build import cached_build, corpus_tokenizer, finetune, pretrain
+from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_model
 from lmaudit.progress import info
 from lmaudit.utils import git_commit, package_versions
@@ -34,15 +34,18 @@ class Workspace:
 
     def __init__(self, cfg: ExperimentConfig) -> None:
         self.cfg = cfg
-        self.corpus = build_corpus()
-        self.tokenizer = corpus_tokenizer(self.corpus)
+        self.corpus = build_corpus(tuple(cfg.packages))
+        self.tokenizer = corpus_tokenizer(self.corpus, vocab_size=cfg.vocab_size)
         self._loaded: dict[str, object] = {}
 
     def base(self, seed: int = 0) -> Path:
+        """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective."""
         c = self.cfg
-        key = ("pretrain", c.kind, c.preset, self.corpus.fingerprint, len(self.tokenizer), c.pretrain_tokens, seed)
-        return cached_build("models", key, lambda tmp: pretrain(self.corpus, self.tokenizer, tmp, kind=c.kind,
-                                                                 preset=c.preset, tokens=c.pretrain_tokens, seed=seed))
+        ar = cached_pretrain(self.corpus, self.tokenizer, kind="ar", preset=c.preset, tokens=c.pretrain_tokens, seed=seed)
+        if c.kind == "ar":
+            return ar
+        return cached_pretrain(self.corpus, self.tokenizer, kind="dlm", preset=c.preset, tokens=c.adapt_tokens,
+                               seed=seed, init_from=ar)
 
     def data(self, seed: int) -> tuple[TextSet, TextSet]:
         c = self.cfg

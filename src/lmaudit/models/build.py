@@ -104,11 +104,14 @@ def pretrain(
     preset: str | Preset = "tiny",
     tokens: int | None = None,
     seed: int = 0,
+    init_from: str | Path | None = None,
 ) -> Path:
     """Pretrain a model of ``preset`` size on the corpus' pretraining pool; save to ``out``.
 
-    ``kind="ar"``: a causal Llama-style LM; ``kind="dlm"``: a bidirectional masked LM
-    trained with the masked-diffusion objective.
+    ``kind="ar"``: a causal Llama-style LM. ``kind="dlm"``: a masked diffusion LM
+    trained with the masked-diffusion objective — from scratch (a bidirectional
+    encoder, LLaDA-style aligned logits), or, with ``init_from`` an AR model folder,
+    adapted from that model as Dream is from Qwen (full attention, shifted logits).
     """
     p = get_preset(preset) if isinstance(preset, str) else preset
     tokens = tokens or p.pretrain_tokens
@@ -116,16 +119,35 @@ def pretrain(
     examples = dft_examples(tokenizer, docs, block=p.block)
     n_blocks = max(1, tokens // p.block)
     epochs = n_blocks / len(examples)
-    model = _build(kind, p, tokenizer, seed)
+    if init_from is not None:
+        from lmaudit.models.dlm import dlm_from_ar
+        from lmaudit.models.loading import load_model
+
+        if kind != "dlm":
+            raise LmauditError("--init-from adapts an AR model into a DLM", hint="use it with --kind dlm")
+        model = dlm_from_ar(load_model(init_from, kind="ar").model, tokenizer)
+        model.train()
+    else:
+        model = _build(kind, p, tokenizer, seed)
     steps = max(1, round(epochs * len(examples) / p.batch))
     cfg = TrainConfig(epochs=epochs, batch_size=p.batch, lr=p.lr, warmup_steps=max(1, min(100, steps // 10)), seed=seed)
     losses = train(model, examples, cfg, objective=objective_for(kind, tokenizer), pad_id=tokenizer.pad_token_id,
                    description=f"pretrain {kind}/{p.name}")
     save_model(model, tokenizer, Path(out), {
-        "stage": "pretrain", "kind": kind, "preset": p.name, "tokens": n_blocks * p.block, "block": p.block,
+        "stage": "pretrain", "kind": kind, "preset": p.name, "init_from": None if init_from is None else str(init_from), "tokens": n_blocks * p.block, "block": p.block,
         "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **_loss_summary(losses),
     })
     return Path(out)
+
+
+def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str = "tiny", tokens: int,
+                    seed: int = 0, init_from: Path | None = None) -> Path:
+    """:func:`pretrain` through the model cache: the same arguments reuse the same folder."""
+    key = ("pretrain", kind, preset, corpus.fingerprint, len(tokenizer), tokens, seed)
+    if init_from is not None:
+        key += ("init_from", str(init_from))
+    return cached_build("models", key, lambda tmp: pretrain(corpus, tokenizer, tmp, kind=kind, preset=preset,
+                                                             tokens=tokens, seed=seed, init_from=init_from))
 
 
 def finetune(

@@ -1,11 +1,14 @@
 """Masked diffusion language models (DLMs): adapter, tiny model, training objective.
 
-The adapter hides the two public logit conventions:
+The adapter hides the two public logit conventions and the attention pattern:
 
 - **LLaDA-style** (``shift_logits=False``): the logits at position i predict token i.
 - **Dream-style** (``shift_logits=True``): the network's output at position i−1
   predicts token i; the adapter realigns them so that row i always predicts token i
   (row 0 reuses the output at 0, as Dream's sampler does).
+- A causal-architecture checkpoint made bidirectional (``bidirectional=True``, as
+  Dream is a Qwen2 network with full attention): the adapter passes a full 4-D
+  attention mask that only hides padding, so every token sees both sides.
 
 The objective is the masked-diffusion ELBO: per sequence t ~ U(eps, 1), every
 trainable token is replaced by the mask token with probability t, and the
@@ -30,6 +33,7 @@ class DLMAdapter:
     model: torch.nn.Module
     mask_token_id: int
     shift_logits: bool = False
+    bidirectional: bool = False
 
     def __post_init__(self) -> None:
         vocab = self.model.get_output_embeddings().weight.shape[0] if self.model.get_output_embeddings() is not None else None
@@ -48,14 +52,56 @@ class DLMAdapter:
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits aligned with positions: row i predicts token i. (B, T) → (B, T, V)."""
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
+        if self.bidirectional:
+            attention_mask = full_attention_mask(input_ids, attention_mask, self.model.dtype)
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        else:
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
         if self.shift_logits:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         return logits
 
 
-def build_dlm_model(preset, tokenizer, *, seed: int = 0, shift_logits: bool = False):
-    """A randomly initialised bidirectional transformer masked-LM of the preset's size."""
+def full_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype) -> torch.Tensor:
+    """Additive (B, 1, T, T) mask letting every query see every non-padding key."""
+    B, T = input_ids.shape
+    keep = torch.ones(B, T, dtype=torch.bool, device=input_ids.device) if attention_mask is None else attention_mask.bool()
+    mask = torch.zeros(B, 1, T, T, dtype=dtype, device=input_ids.device)
+    return mask.masked_fill(~keep[:, None, None, :], torch.finfo(dtype).min)
+
+
+def mark_as_dlm(model, tokenizer, *, shift_logits: bool, bidirectional: bool) -> None:
+    """Record in the model's config that it is a DLM and how to run it."""
+    cfg = model.config
+    cfg.lmaudit_kind = "dlm"
+    cfg.mask_token_id = tokenizer.mask_token_id
+    cfg.lmaudit_shift_logits = shift_logits
+    cfg.lmaudit_bidirectional = bidirectional
+
+
+def dlm_from_ar(ar_model, tokenizer):
+    """Turn a causal LM into a Dream-style DLM in place: full attention, shifted logits.
+
+    The weights are kept, so the AR model's next-token head still predicts token i
+    from position i−1; diffusion training then adapts it to masked inputs.
+    """
+    mark_as_dlm(ar_model, tokenizer, shift_logits=True, bidirectional=True)
+    ar_model.config.lmaudit_init = "ar"
+    return ar_model
+
+
+def build_dlm_model(preset, tokenizer, *, seed: int = 0, shift_logits: bool = False, arch: str = "bert"):
+    """A randomly initialised DLM of the preset's size.
+
+    ``arch="bert"``: a bidirectional encoder masked-LM (``BertForMaskedLM``);
+    ``arch="llama"``: a Llama network run with full attention by the adapter.
+    """
+    if arch == "llama":
+        from lmaudit.models.presets import build_ar_model
+
+        model = build_ar_model(preset, tokenizer, seed=seed)
+        mark_as_dlm(model, tokenizer, shift_logits=shift_logits, bidirectional=True)
+        return model
     from transformers import BertConfig, BertForMaskedLM
 
     from lmaudit.models.presets import get_preset
@@ -74,12 +120,10 @@ def build_dlm_model(preset, tokenizer, *, seed: int = 0, shift_logits: bool = Fa
         type_vocab_size=1,
         tie_word_embeddings=True,
     )
-    cfg.lmaudit_kind = "dlm"
     cfg.lmaudit_preset = p.name
-    cfg.mask_token_id = tokenizer.mask_token_id
-    cfg.lmaudit_shift_logits = shift_logits
     torch.manual_seed(seed)
     model = BertForMaskedLM(cfg)
+    mark_as_dlm(model, tokenizer, shift_logits=shift_logits, bidirectional=False)
     model.eval()
     return model
 
@@ -95,7 +139,7 @@ def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None, shif
         raise LmauditError("the model defines no mask token", hint="pass --mask-token-id")
     if shift_logits is None:
         shift_logits = bool(getattr(cfg, "lmaudit_shift_logits", (getattr(cfg, "model_type", "") or "").lower() == "dream"))
-    return DLMAdapter(model, int(mask_token_id), shift_logits)
+    return DLMAdapter(model, int(mask_token_id), shift_logits, bool(getattr(cfg, "lmaudit_bidirectional", False)))
 
 
 def diffusion_objective(adapter_factory, *, eps: float = 1e-3, mask_ratio: float | None = None):

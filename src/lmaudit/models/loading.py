@@ -108,7 +108,8 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"'{path}': cannot load the tokenizer ({exc})", hint="save the tokenizer into the model folder") from None
-    if kind == "ar":
+    causal_arch = any(a.endswith("ForCausalLM") for a in cfg.get("architectures") or [])
+    if kind == "ar" or (cfg.get("lmaudit_bidirectional") and causal_arch):
         auto = AutoModelForCausalLM
     else:
         auto = AutoModel if cfg.get("auto_map") and "AutoModelForMaskedLM" not in cfg.get("auto_map", {}) else AutoModelForMaskedLM

@@ -105,7 +105,7 @@ class _Jobs:
     ratio: np.ndarray  # (J,)
 
 
-def _plan_jobs(tok, plan: MaskPlan, seed: int) -> _Jobs:
+def plan_jobs(tok, plan: MaskPlan, seed: int) -> _Jobs:
     sample, pattern, masks, index, ratio = [], [], [], [], []
     for i, scored in enumerate(tok.scored):
         pos = np.flatnonzero(scored)  # token positions of the L scorable tokens
@@ -121,25 +121,34 @@ def _plan_jobs(tok, plan: MaskPlan, seed: int) -> _Jobs:
     return _Jobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
 
 
+def masked_batches(tok, jobs: _Jobs, batch_size: int, pad_id: int):
+    """Yield (job indices, input_ids, attention_mask, masked) as (B, T) arrays, length-bucketed.
+
+    ``input_ids`` are the clean tokens; ``masked`` marks the positions the job masks.
+    """
+    lengths = np.array([len(tok.ids[s]) for s in jobs.sample])
+    for index in length_batches(lengths, batch_size):
+        T = lengths[index].max()
+        ids = np.full((len(index), T), pad_id, dtype=np.int64)
+        attn = np.zeros((len(index), T), dtype=np.int64)
+        sel = np.zeros((len(index), T), dtype=bool)
+        for row, j in enumerate(index):
+            x = tok.ids[jobs.sample[j]]
+            ids[row, : len(x)] = x
+            attn[row, : len(x)] = 1
+            sel[row, jobs.masks[j]] = True
+        yield index, ids, attn, sel
+
+
 @torch.inference_mode()
 def _masked_forward_stats(adapter, tok, jobs: _Jobs, batch_size: int, pad_id: int, description: str) -> np.ndarray:
     """(E, 4) float32 statistics at every masked position of every job, in job order."""
     device = next(adapter.parameters()).device
-    lengths = np.array([len(tok.ids[s]) for s in jobs.sample])
     counts = np.array([len(m) for m in jobs.masks])
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = np.empty((starts[-1], 4), dtype=np.float32)
     with progress(description, total=len(jobs.sample)) as bar:
-        for index in length_batches(lengths, batch_size):
-            T = lengths[index].max()
-            ids = np.full((len(index), T), pad_id, dtype=np.int64)
-            attn = np.zeros((len(index), T), dtype=np.int64)
-            sel = np.zeros((len(index), T), dtype=bool)
-            for row, j in enumerate(index):
-                x = tok.ids[jobs.sample[j]]
-                ids[row, : len(x)] = x
-                attn[row, : len(x)] = 1
-                sel[row, jobs.masks[j]] = True
+        for index, ids, attn, sel in masked_batches(tok, jobs, batch_size, pad_id):
             ids_t = torch.from_numpy(ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
             noisy = torch.where(sel_t, torch.full_like(ids_t, adapter.mask_token_id), ids_t)
@@ -207,7 +216,7 @@ def probe_masked(
         _check_vocab(target, reference)
     max_length = getattr(target.config, "max_position_embeddings", 512)
     tok = tokenize_records(tokenizer, textset, max_length=max_length, first_scorable=0)
-    jobs = _plan_jobs(tok, plan, seed)
+    jobs = plan_jobs(tok, plan, seed)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     data_key = (tokenizer_fingerprint(tokenizer), textset.fingerprint(), max_length, plan.key(), seed)
 

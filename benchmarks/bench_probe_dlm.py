@@ -1,0 +1,75 @@
+"""DLM masked-probe overhead and forward budget.
+
+1. Masked-probe time ÷ bare masked forward time on the same batches, for the tiny
+   and small presets (random weights): the same (sample, pattern) jobs are batched
+   once; the bare pass runs the adapter's forward on the masked inputs, the probe
+   pass runs ``probe_masked`` end to end (tokenisation, masks, forward, float32
+   statistics at masked positions). Best of ``--repeats``. Target: ratio ≤ 1.15.
+2. Forwards per sample per model for each DLM attack, measured from the probe
+   records, against the configured budget.
+
+    python benchmarks/bench_probe_dlm.py [--texts 256] [--budget 16] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+from common import bench_texts, best_of
+
+from lmaudit.attacks import list_attacks
+from lmaudit.models.dlm import adapter_for, build_dlm_model
+from lmaudit.models.presets import get_preset
+from lmaudit.probes.masked import masked_batches, plan_jobs, probe_masked
+from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.tokenize import tokenize_records
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--texts", type=int, default=256)
+    ap.add_argument("--chars", type=int, default=300, help="characters per text (≈75 tokens)")
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    tokenizer, texts = bench_texts(args.texts, args.chars)
+    plan = MaskPlan("elbo", budget=args.budget)
+    print(f"{len(texts)} texts of ≤{args.chars} chars, vocab {len(tokenizer)}, plan elbo × {args.budget}, "
+          f"batch {args.batch_size}, best of {args.repeats}, torch threads {torch.get_num_threads()}")
+    print(f"{'preset':<8}{'forwards':>9}{'bare s':>9}{'probe s':>9}{'ratio':>8}")
+    adapter = None
+    for name in ("tiny", "small"):
+        adapter = adapter_for(build_dlm_model(get_preset(name), tokenizer, seed=0), tokenizer)
+        tok = tokenize_records(tokenizer, texts, max_length=adapter.config.max_position_embeddings, first_scorable=0)
+        jobs = plan_jobs(tok, plan, seed=0)
+        batches = [(torch.from_numpy(np.where(sel, adapter.mask_token_id, ids)), torch.from_numpy(attn))
+                   for _, ids, attn, sel in masked_batches(tok, jobs, args.batch_size, tokenizer.pad_token_id)]
+
+        @torch.inference_mode()
+        def bare() -> None:
+            for noisy, attn in batches:
+                adapter(noisy, attn)
+
+        def probe() -> None:
+            probe_masked(adapter, tokenizer, texts, plan, batch_size=args.batch_size)
+
+        bare(), probe()  # warm-up
+        t_bare, t_probe = best_of(bare, args.repeats), best_of(probe, args.repeats)
+        print(f"{name:<8}{len(jobs.sample):>9}{t_bare:>9.3f}{t_probe:>9.3f}{t_probe / t_bare:>8.3f}")
+
+    print(f"\nforwards per sample per model (budget {args.budget})")
+    print(f"{'attack':<13}{'plan':<8}{'target':>8}{'reference':>10}")
+    sub = texts.__class__(texts.records[:32], source=texts.source)
+    for spec in list_attacks("dlm"):
+        p = spec.plan(spec.params, args.budget)
+        stats = probe_masked(adapter, tokenizer, sub, p, reference=adapter if spec.needs_reference else None)
+        ref = f"{stats.n_patterns.mean():.1f}" if spec.needs_reference else "-"
+        print(f"{spec.name:<13}{p.kind:<8}{stats.n_patterns.mean():>8.1f}{ref:>10}")
+
+
+if __name__ == "__main__":
+    main()
