@@ -72,6 +72,12 @@ class Workspace:
             base, data, tmp, mode=c.mode, epochs=epochs, lr=c.lr, block=c.block, batch_size=c.batch_size, seed=seed,
             mask_ratio=mask_ratio))
 
+    def fine_tuned_run(self, seed: int):
+        """(members, non-members, base, target fine-tuned on the members) for one seed."""
+        members, nonmembers = self.data(seed)
+        base = self.base()
+        return members, nonmembers, base, self.finetuned(base, members, seed)
+
     def load(self, path: Path):
         if str(path) not in self._loaded:
             self._loaded[str(path)] = load_model(path)
@@ -97,9 +103,8 @@ def _aggregate(per_seed: list[dict[str, float]]) -> dict[str, list[float]]:
 def _run_mia_table(ws: Workspace) -> dict:
     rows: dict[str, list] = {}
     for seed in ws.cfg.seeds:
-        members, nonmembers = ws.data(seed)
-        base = ws.base()
-        result = ws.mia(ws.finetuned(base, members, seed), base, members, nonmembers, seed)
+        members, nonmembers, base, target = ws.fine_tuned_run(seed)
+        result = ws.mia(target, base, members, nonmembers, seed)
         for name in result.attacks:
             rows.setdefault(name, []).append(_metrics(result, name))
     return {"rows": {k: {"per_seed": v, **_aggregate(v)} for k, v in rows.items()}}
@@ -108,9 +113,7 @@ def _run_mia_table(ws: Workspace) -> dict:
 def _run_ablation(ws: Workspace) -> dict:
     rows: dict[str, list] = {}
     for seed in ws.cfg.seeds:
-        members, nonmembers = ws.data(seed)
-        base = ws.base()
-        target = ws.finetuned(base, members, seed)
+        members, nonmembers, base, target = ws.fine_tuned_run(seed)
         for label, variant in ws.cfg.variants.items():
             attack = variant["attack"]
             params = {k: v for k, v in variant.items() if k != "attack"}
@@ -122,9 +125,7 @@ def _run_ablation(ws: Workspace) -> dict:
 def _run_misaligned(ws: Workspace) -> dict:
     rows: dict[str, list] = {}
     for seed in ws.cfg.seeds:
-        members, nonmembers = ws.data(seed)
-        base = ws.base()
-        target = ws.finetuned(base, members, seed)
+        members, nonmembers, base, target = ws.fine_tuned_run(seed)
         refs = {"golden": base, "other-seed": ws.base(seed=1),
                 "perturbed": ws.finetuned(base, ws.other_data(seed), seed)}
         for ref_name in ws.cfg.references:

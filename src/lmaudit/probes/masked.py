@@ -10,7 +10,6 @@ and patterns, length-bucketed and right-padded.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,6 +19,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.probes.ar import token_stats
 from lmaudit.probes.cache import cached
 from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import NpzRecord
 from lmaudit.probes.tokenize import length_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import atomic_path, stable_seed
@@ -29,7 +29,7 @@ STAT_NAMES = ("logp", "top1_logp", "mu", "sigma")
 
 
 @dataclass
-class MaskedStats:
+class MaskedStats(NpzRecord):
     """Per masked (pattern, position) entry, flat and grouped by sample.
 
     Entries of sample i are ``offsets[i]:offsets[i+1]``, ordered by pattern then
@@ -82,16 +82,6 @@ class MaskedStats:
             n_patterns=self.n_patterns[indices],
             sample_keys=self.sample_keys[indices],
         )
-
-    def save(self, path: str | Path) -> None:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **{f.name: getattr(self, f.name) for f in fields(self)})
-
-    @classmethod
-    def load(cls, path: str | Path) -> "MaskedStats":
-        with np.load(path, allow_pickle=False) as z:
-            return cls(**{f.name: z[f.name] for f in fields(cls)})
 
 
 @dataclass
@@ -176,7 +166,7 @@ def _check_vocab(target, reference) -> None:
 
 @dataclass
 class _Side:
-    """One model's (E, 4) statistics on a probe's masked entries (cached per model)."""
+    """One model's (E, 4) statistics on a probe's masked entries (cached per model as ``.npy``)."""
 
     stats: np.ndarray
 

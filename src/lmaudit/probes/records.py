@@ -17,8 +17,22 @@ from lmaudit.utils import atomic_path
 TOKEN_FIELDS = ("logp", "top1_logp", "mu", "sigma", "entropy")
 
 
+class NpzRecord:
+    """Save/load for dataclass records of numpy arrays: one uncompressed ``.npz``, written atomically."""
+
+    def save(self, path: str | Path) -> None:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **{f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def load(cls, path: str | Path):
+        with np.load(path, allow_pickle=False) as z:
+            return cls(**{f.name: z[f.name] for f in fields(cls)})
+
+
 @dataclass
-class ARStats:
+class ARStats(NpzRecord):
     """Per-token statistics of one causal forward pass per text.
 
     For every scored position t (ragged per sample, flat arrays of length N):
@@ -96,14 +110,3 @@ class ARStats:
             zlib_len=np.concatenate([p.zlib_len for p in parts]),
             sample_keys=np.concatenate([p.sample_keys for p in parts]),
         )
-
-    def save(self, path: str | Path) -> None:
-        """Write atomically as an uncompressed ``.npz``."""
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **{f.name: getattr(self, f.name) for f in fields(self)})
-
-    @classmethod
-    def load(cls, path: str | Path) -> "ARStats":
-        with np.load(path, allow_pickle=False) as z:
-            return cls(**{f.name: z[f.name] for f in fields(cls)})
