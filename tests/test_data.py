@@ -85,3 +85,8 @@ def test_overlap_between_members_and_nonmembers_warns_with_count():
     n = TextSet.from_texts(["two text", "three text", "four text"])
     with pytest.warns(UserWarning, match="2 text"):
         assert check_overlap(m, n) == 2
+
+
+def test_tsv_uses_tabs(tmp_path):
+    p = write(tmp_path / "a.tsv", "id\ttext\nr1\tone, with a comma\n")
+    assert load_texts(p).texts == ["one, with a comma"]

@@ -131,3 +131,11 @@ def test_skew_separates_where_the_mean_cannot():
     assert auc(labels, weighted_skew(values, offsets)) > 0.9
     means = np.add.reduceat(values, offsets[:-1]) / 60
     assert auc(labels, means) < 0.75
+
+
+def test_sama_score_of_a_sample_does_not_depend_on_the_others():
+    spec = get_attack("sama", "dlm")
+    stats, labels = synthetic_masked(spec.plan(spec.params, 16), seed=3)
+    alone = spec(stats.take([0]))[0]
+    assert spec(stats)[0] == alone
+    assert spec(stats.take([0, 5, 17]))[0] == alone

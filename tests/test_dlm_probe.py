@@ -128,3 +128,17 @@ def test_ar_model_made_bidirectional_sees_both_sides(tiny_model, tokenizer):
     one = probe_masked(adapter, tokenizer, texts(), plan, batch_size=1)
     many = probe_masked(adapter, tokenizer, texts(), plan, batch_size=5)
     np.testing.assert_allclose(one.logp, many.logp, atol=1e-5)
+
+
+def test_dlm_reference_with_another_tokenizer_is_refused(tiny_dlm_dir, tmp_path):
+    from lmaudit.mia import run_mia
+    from lmaudit.models.loading import load_model
+    from lmaudit.models.tokenizer import train_tokenizer
+
+    other = train_tokenizer(make_texts(400, seed=11), vocab_size=400)  # same size, other merges
+    model = load_model(tiny_dlm_dir).model
+    assert len(other) == model.get_output_embeddings().weight.shape[0]
+    model.save_pretrained(tmp_path / "ref")
+    other.save_pretrained(tmp_path / "ref")
+    with pytest.raises(LmauditError, match="another tokenizer"):
+        run_mia(load_model(tiny_dlm_dir), texts(4, seed=1), texts(4, seed=2), reference=load_model(tmp_path / "ref"))

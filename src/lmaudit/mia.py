@@ -18,6 +18,7 @@ from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.data.loaders import Record, TextSet, check_overlap
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.loading import LoadedModel
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.progress import info
@@ -113,6 +114,11 @@ def _score_dlm(target, reference, both, specs, params, config, cache, timings):
 
     if reference is not None and reference.kind != "dlm":
         raise LmauditError(f"the reference '{reference.path}' is an AR model; a DLM target needs a DLM reference")
+    if reference is not None and tokenizer_fingerprint(reference.tokenizer) != tokenizer_fingerprint(target.tokenizer):
+        raise LmauditError(
+            f"the reference '{reference.path}' uses another tokenizer than the target",
+            hint="masked probes feed both models the same token ids: use a reference with the target's tokenizer",
+        )
     plans: dict = {}
     for spec in specs:
         plans.setdefault(spec.plan(params[spec.name], config.budget), []).append(spec)

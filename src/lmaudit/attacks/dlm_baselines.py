@@ -51,7 +51,8 @@ def dlm_min_k_pp(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
 def dlm_gap_k(stats: MaskedStats, *, k: float = 0.2, window: int = 3, smooth: str = "sequential") -> np.ndarray:
     """Gap-K% on masked tokens: per-token top-1 gap averaged over patterns, smoothed in text order.
 
-    Shape (S,); higher = member.
+    Shape (S,); higher = member. Tokens that no pattern masked are absent, so a
+    window may join the tokens on either side of such a gap (rare with 16 masks).
     """
     gaps = np.minimum((stats.logp.astype(np.float64) - stats.top1_logp) / stats.sigma, 0.0)
     values, offsets = token_means(stats, gaps)

@@ -72,7 +72,8 @@ def sama(stats: MaskedStats, *, n_subsets: int = N_SUBSETS, subset_size: int = S
         valid = slot[None, :] < size[g, None]  # (G, M)
         vals = np.where(valid, d[np.minimum(start[g, None] + slot[None, :], len(d) - 1)], 0.0)  # (G, M)
         seed = stats.sample_keys[uniq[g] // n_steps].astype(np.uint64) ^ splitmix64(uniq[g] % n_steps)
-        counter = np.arange(n_subsets, dtype=np.uint64)[:, None] * np.uint64(m_max) + slot.astype(np.uint64)[None, :]
+        # a fixed stride (not the set's largest group) keeps each sample's subsets independent of the others
+        counter = (np.arange(n_subsets, dtype=np.uint64)[:, None] << np.uint64(32)) | slot.astype(np.uint64)[None, :]
         with np.errstate(over="ignore"):
             keys = splitmix64(seed[:, None, None] ^ splitmix64(counter)[None])  # (G, n_subsets, M)
         keys = np.where(valid[:, None, :], keys, np.iinfo(np.uint64).max)

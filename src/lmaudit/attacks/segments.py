@@ -5,17 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 
+def _lengths(offsets: np.ndarray) -> np.ndarray:
+    """Segment lengths; an empty segment is an error (reduceat would return a neighbour's value)."""
+    lengths = np.diff(offsets)
+    if np.any(lengths < 1):
+        raise ValueError("every segment needs at least one value")
+    return lengths
+
+
 def segment_mean(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Mean of each segment, (S,) float64. Segments must be non-empty."""
     sums = np.add.reduceat(values.astype(np.float64), offsets[:-1])
-    return sums / np.diff(offsets)
+    return sums / _lengths(offsets)
 
 
 def bottom_k_mean(values: np.ndarray, offsets: np.ndarray, k: float) -> np.ndarray:
     """Mean of the lowest ``max(1, floor(k * n))`` values of each segment of length n."""
     if not 0.0 < k <= 1.0:
         raise ValueError(f"k must be in (0, 1], got {k}")
-    lengths = np.diff(offsets)
+    lengths = _lengths(offsets)
     seg = np.repeat(np.arange(len(lengths)), lengths)
     order = np.lexsort((values, seg))  # sorted by value within each segment
     rank = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
@@ -33,7 +41,7 @@ def moving_average(values: np.ndarray, offsets: np.ndarray, window: int) -> tupl
     """
     if window < 1:
         raise ValueError(f"window must be ≥ 1, got {window}")
-    lengths = np.diff(offsets)
+    lengths = _lengths(offsets)
     out_len = np.where(lengths >= window, lengths - window + 1, 1)
     out_off = np.concatenate([[0], np.cumsum(out_len)]).astype(np.int64)
     csum = np.concatenate([[0.0], np.cumsum(values.astype(np.float64))])
@@ -67,7 +75,7 @@ def shuffle_within(values: np.ndarray, offsets: np.ndarray, keys: np.ndarray, se
 
 def segment_ranks(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Rank (1..n, ties averaged) of every value within its segment, flat float64."""
-    lengths = np.diff(offsets)
+    lengths = _lengths(offsets)
     seg = np.repeat(np.arange(len(lengths)), lengths)
     order = np.lexsort((values, seg))
     sv, ss = values[order], seg[order]
@@ -83,7 +91,7 @@ def segment_ranks(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def segment_median(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Median of each segment (mean of the two middle values for even lengths)."""
-    lengths = np.diff(offsets)
+    lengths = _lengths(offsets)
     seg = np.repeat(np.arange(len(lengths)), lengths)
     sv = values[np.lexsort((values, seg))].astype(np.float64)
     lo = offsets[:-1] + (lengths - 1) // 2

@@ -122,7 +122,7 @@ def _load_jsonl(path: Path, text_field: str) -> list[Record]:
 
 def _load_csv(path: Path, text_field: str) -> list[Record]:
     content = _decode(path.read_bytes(), path)
-    reader = csv.DictReader(io.StringIO(content, newline=""))
+    reader = csv.DictReader(io.StringIO(content, newline=""), delimiter="\t" if path.suffix == ".tsv" else ",")
     if reader.fieldnames is None:
         raise DataError(f"{path}: empty CSV file (no header row)")
     if text_field not in reader.fieldnames and not {"prompt", "response"} <= set(reader.fieldnames):
@@ -138,7 +138,7 @@ def _load_csv(path: Path, text_field: str) -> list[Record]:
                 raise DataError(f"{where}: more fields than header columns")
             records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{reader.line_num}", text_field=text_field))
     except csv.Error as exc:
-        raise DataError(f"{path}: line {reader.line_num}: malformed CSV ({exc})") from None
+        raise DataError(f"{path}: line {reader.line_num}: malformed {path.suffix[1:].upper()} ({exc})") from None
     return records
 
 

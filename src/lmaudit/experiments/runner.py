@@ -17,9 +17,9 @@ import numpy as np
 from lmaudit import __version__
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
-from lmaudit.data.loaders import TextSet
+from lmaudit.data.loaders import Record, TextSet
 from lmaudit.experiments.config import ExperimentConfig
-from lmaudit.experiments.report import write_outputs
+from lmaudit.experiments.tables import write_outputs
 from lmaudit.mia import RunConfig, run_mia
 from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_model
@@ -59,8 +59,13 @@ class Workspace:
                 TextSet.from_texts(non, prefix="n", source="corpus:nonmember"))
 
     def other_data(self, seed: int) -> TextSet:
-        """Perturbed passages of the pretraining pool (never members or non-members)."""
-        texts = self.corpus.passages("pretrain", self.cfg.n_members, max_chars=self.cfg.passage_chars, seed=seed + 1000)
+        """Perturbed texts from the pretraining pool (never members or non-members), in the experiment's mode."""
+        c = self.cfg
+        if c.mode == "ift":
+            pairs = instruction_set(self.corpus.shuffled("pretrain", seed + 1000), c.n_members, seed=seed, prefix="o")
+            return TextSet([Record(r.id, perturb_words(r.target, seed=seed), r.context) for r in pairs.records],
+                           source="corpus:perturbed")
+        texts = self.corpus.passages("pretrain", c.n_members, max_chars=c.passage_chars, seed=seed + 1000)
         return TextSet.from_texts([perturb_words(t, seed=seed) for t in texts], prefix="o", source="corpus:perturbed")
 
     def finetuned(self, base: Path, data: TextSet, seed: int, *, epochs: int | None = None,

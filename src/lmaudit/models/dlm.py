@@ -5,7 +5,8 @@ The adapter hides the two public logit conventions and the attention pattern:
 - **LLaDA-style** (``shift_logits=False``): the logits at position i predict token i.
 - **Dream-style** (``shift_logits=True``): the network's output at position i−1
   predicts token i; the adapter realigns them so that row i always predicts token i
-  (row 0 reuses the output at 0, as Dream's sampler does).
+  (row 0 reuses the output at 0, as Dream's own code does; lmaudit's tokenizer puts
+  an unscored ``<bos>`` there).
 - A causal-architecture checkpoint made bidirectional (``bidirectional=True``, as
   Dream is a Qwen2 network with full attention): the adapter passes a full 4-D
   attention mask that only hides padding, so every token sees both sides.

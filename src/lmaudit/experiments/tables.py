@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit.report import plots
 from lmaudit.utils import atomic_path, write_json_atomic
 
 HEADERS = ("AUC", "TPR@10%FPR", "TPR@1%FPR")
@@ -44,47 +45,9 @@ def ratio_table(ratios: dict[str, dict]) -> str:
             "cyclic masks, by the fixed mask ratio used in fine-tuning.\n\n" + "\n".join(lines))
 
 
-def _save_fig(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
+def _write_png(path: Path, png: bytes) -> None:
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-
-
-def plot_epochs(curves: dict[str, dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name, c in sorted(curves.items()):
-        epochs = sorted(int(e) for e in c)
-        mean = np.array([c[str(e)]["auc"][0] for e in epochs])
-        std = np.array([c[str(e)]["auc"][1] for e in epochs])
-        ax.plot(epochs, mean, marker="o", lw=2.2 if name == "q_skew" else 1.2, label=name)
-        ax.fill_between(epochs, mean - std, mean + std, alpha=0.12)
-    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-    ax.set(xlabel="fine-tuning epochs", ylabel="AUC", title="Membership inference vs fine-tuning epochs")
-    ax.legend(fontsize=8, ncol=2)
-    _save_fig(fig, path)
-
-
-def plot_gains(gains: dict[str, list], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ratios = sorted(gains, key=float)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    data = [np.asarray(gains[r]) for r in ratios]
-    ax.violinplot(data, showmeans=True, showextrema=False)
-    ax.set_xticks(range(1, len(ratios) + 1), [f"mask ratio {r}" for r in ratios])
-    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
-    ax.set(ylabel="per-token gain Δ (nats)", title="Memorisation gain by fine-tuning mask ratio")
-    _save_fig(fig, path)
+        tmp.write_bytes(png)
 
 
 def write_outputs(folder: Path, record: dict) -> Path:
@@ -100,11 +63,11 @@ def write_outputs(folder: Path, record: dict) -> Path:
         body = rows_table(record["rows"], first)
     elif "curves" in record:
         body = epochs_table(record["curves"])
-        plot_epochs(record["curves"], folder / "auc_vs_epochs.png")
+        _write_png(folder / "auc_vs_epochs.png", plots.auc_vs_epochs(record["curves"]))
         body += "\n\n![AUC vs epochs](auc_vs_epochs.png)"
     else:
         body = ratio_table(record["ratios"])
-        plot_gains(gains, folder / "gain_by_mask_ratio.png")
+        _write_png(folder / "gain_by_mask_ratio.png", plots.gain_by_ratio(gains))
         body += "\n\n![gain by mask ratio](gain_by_mask_ratio.png)"
     seeds = ", ".join(map(str, exp["seeds"]))
     head = (f"# {exp['name']}\n\n{exp['description']}\n\n"

@@ -1,0 +1,115 @@
+"""Plot functions, one per figure kind. Each returns PNG bytes (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from lmaudit.metrics import auc, roc_curve
+
+_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool = False) -> bytes:
+    """ROC curve of every attack, AUC in the legend; ``log=True`` uses log-log axes (low-FPR regime)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    n_neg = int((np.asarray(labels) == 0).sum())
+    ranked = sorted(scores.items(), key=lambda kv: -auc(labels, kv[1]))
+    for i, (name, s) in enumerate(ranked):
+        fpr, tpr, _ = roc_curve(labels, s)
+        ax.plot(fpr, tpr, lw=1.6, color=_PALETTE[i % len(_PALETTE)], label=f"{name} (AUC {auc(labels, s):.3f})")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
+    if log:
+        floor = 1.0 / max(n_neg, 1)
+        ax.set(xscale="log", yscale="log", xlim=(floor / 2, 1), ylim=(floor / 2, 1.05))
+    else:
+        ax.set(xlim=(0, 1), ylim=(0, 1.01))
+    ax.set(xlabel="false positive rate", ylabel="true positive rate",
+           title="ROC (log-log)" if log else "ROC")
+    ax.legend(fontsize=7.5, loc="lower right")
+    return _png(fig)
+
+
+def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
+    """Member vs non-member score histograms, one panel per attack."""
+    plt = _plt()
+    n = len(scores)
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.8 * rows), squeeze=False)
+    labels = np.asarray(labels)
+    for ax, (name, s) in zip(axes.flat, sorted(scores.items())):
+        s = np.asarray(s, dtype=float)
+        bins = np.histogram_bin_edges(s, bins=40)
+        ax.hist(s[labels == 0], bins=bins, alpha=0.55, color=_PALETTE[0], label="non-members")
+        ax.hist(s[labels == 1], bins=bins, alpha=0.55, color=_PALETTE[1], label="members")
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle("Scores (higher = member)", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_score: float, nonmember_score: float) -> bytes:
+    """Q-Skew: the Δ = log p_target − log p_ref values of one member and one non-member."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    both = np.concatenate([member, nonmember])
+    bins = np.histogram_bin_edges(both, bins=40)
+    ax.hist(nonmember, bins=bins, alpha=0.55, color=_PALETTE[0], label=f"non-member (Q-Skew {nonmember_score:.2f})")
+    ax.hist(member, bins=bins, alpha=0.55, color=_PALETTE[1], label=f"member (Q-Skew {member_score:.2f})")
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set(xlabel="Δ = log p_target − log p_ref per masked token", ylabel="count",
+           title="Q-Skew: per-token gaps of a typical member and non-member")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def auc_vs_epochs(curves: dict[str, dict]) -> bytes:
+    """AUC (mean ± std over seeds) of every attack against the number of fine-tuning epochs."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, (name, c) in enumerate(sorted(curves.items())):
+        epochs = sorted(int(e) for e in c)
+        mean = np.array([c[str(e)]["auc"][0] for e in epochs])
+        std = np.array([c[str(e)]["auc"][1] for e in epochs])
+        color = _PALETTE[i % len(_PALETTE)]
+        ax.plot(epochs, mean, marker="o", color=color, lw=2.4 if name == "q_skew" else 1.2, label=name)
+        ax.fill_between(epochs, mean - std, mean + std, color=color, alpha=0.12)
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.set(xlabel="fine-tuning epochs", ylabel="AUC", title="Membership inference vs fine-tuning epochs")
+    ax.legend(fontsize=8, ncol=2)
+    return _png(fig)
+
+
+def gain_by_ratio(gains: dict[str, np.ndarray]) -> bytes:
+    """Violin plot of per-token memorisation gains by the fine-tuning mask ratio."""
+    plt = _plt()
+    ratios = sorted(gains, key=float)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.violinplot([np.asarray(gains[r]) for r in ratios], showmeans=True, showextrema=False)
+    ax.set_xticks(range(1, len(ratios) + 1), [f"mask ratio {r}" for r in ratios])
+    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
+    ax.set(ylabel="per-token gain Δ (nats)", title="Memorisation gain by fine-tuning mask ratio")
+    return _png(fig)
