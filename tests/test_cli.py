@@ -72,3 +72,34 @@ def test_pickle_only_model_refused_without_flag(tmp_path, tiny_model_dir):
     out = lmaudit("mia", "--target", str(folder), "--members", str(tmp_path / "x.jsonl"),
                   "--nonmembers", str(tmp_path / "x.jsonl"))
     assert out.returncode == 2 and "pickle weights" in out.stderr and "--allow-pickle" in out.stderr
+
+
+def test_config_file_sets_defaults_and_command_line_wins(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('kind = "dlm"\nas-json = true\n')
+    out = lmaudit("attacks", "--config", str(cfg))
+    assert out.returncode == 0 and {s["kind"] for s in json.loads(out.stdout)} == {"dlm"}
+    out = lmaudit("attacks", "--config", str(cfg), "--kind", "ar")
+    assert out.returncode == 0 and {s["kind"] for s in json.loads(out.stdout)} == {"ar"}
+
+
+def test_unknown_config_key_is_named(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('kinds = "dlm"\n')
+    out = lmaudit("attacks", "--config", str(cfg))
+    assert out.returncode == 2 and "unknown key 'kinds'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_report_command_on_a_mia_run(tmp_path, tiny_model_dir):
+    for name, seed in (("m.jsonl", 1), ("n.jsonl", 2)):
+        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in make_texts(10, seed=seed)))
+    cfg = tmp_path / "mia.toml"
+    cfg.write_text(f'target = "{tiny_model_dir}"\nmembers = "{tmp_path / "m.jsonl"}"\n'
+                   f'nonmembers = "{tmp_path / "n.jsonl"}"\nattacks = ["loss", "min_k"]\nbootstrap = 50\n')
+    out = lmaudit("mia", "--config", str(cfg), "--out", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr
+    assert set(json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]) == {"loss", "min_k"}
+    assert (tmp_path / "run" / "report.html").stat().st_size > 10000
+    (tmp_path / "run" / "report.html").unlink()
+    out = lmaudit("report", str(tmp_path / "run"))
+    assert out.returncode == 0 and (tmp_path / "run" / "report.html").exists()

@@ -32,6 +32,37 @@ def _global(
     _state["debug"] = debug
 
 
+def _load_config(ctx: typer.Context, param, value: Optional[Path]):
+    """``--config FILE.toml``: the file's keys become the command's defaults; the command line overrides them."""
+    if value is None:
+        return value
+    import tomllib
+
+    if not value.exists():
+        raise LmauditError(f"{value}: no such config file")
+    try:
+        data = tomllib.loads(value.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise LmauditError(f"{value}: malformed TOML ({exc})") from None
+    params = {p.name: p for p in ctx.command.params if p.name != "config"}
+    defaults = {}
+    for key, val in data.items():
+        name = key.replace("-", "_")
+        if name not in params:
+            raise LmauditError(f"{value}: unknown key '{key}' for 'lmaudit {ctx.info_name}'",
+                               hint=f"known keys: {', '.join(sorted(params))}")
+        if isinstance(val, list) and not params[name].multiple:
+            val = ",".join(map(str, val))  # e.g. attacks = ["loss", "gap_k"]
+        defaults[name] = val
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+def config_option():
+    return typer.Option(None, "--config", is_eager=True, callback=_load_config,
+                        help="TOML file with the same keys as the options; the command line overrides it.")
+
+
 def _parse_params(items: list[str]) -> dict[str, dict]:
     """``NAME.KEY=VALUE`` options → {NAME: {KEY: value}} (values parsed as JSON when possible)."""
     out: dict[str, dict] = {}
@@ -51,6 +82,7 @@ def _parse_params(items: list[str]) -> dict[str, dict]:
 
 @corpus_app.command("build")
 def corpus_build(
+    config: Optional[Path] = config_option(),
     packages: str = typer.Option("numpy,scipy,torch,transformers", help="Comma-separated packages (names or folders)."),
     force: bool = typer.Option(False, help="Rebuild even if cached."),
 ) -> None:
@@ -63,6 +95,7 @@ def corpus_build(
 
 @app.command()
 def pretrain(
+    config: Optional[Path] = config_option(),
     out: Path = typer.Option(..., help="Folder to save the model to."),
     kind: str = typer.Option("ar", help="Model kind: ar (causal) or dlm (masked diffusion)."),
     preset: str = typer.Option("tiny", help="Model size: tiny or small."),
@@ -83,6 +116,7 @@ def pretrain(
 
 @app.command()
 def finetune(
+    config: Optional[Path] = config_option(),
     base: Path = typer.Option(..., help="Model folder to start from."),
     data: Path = typer.Option(..., help="JSONL/CSV/folder: 'text' (dft) or 'prompt'+'response' (ift)."),
     out: Path = typer.Option(..., help="Folder to save the fine-tuned model to."),
@@ -106,6 +140,7 @@ def finetune(
 
 @app.command()
 def mia(
+    config: Optional[Path] = config_option(),
     target: Path = typer.Option(..., help="Local model folder to audit."),
     members: Path = typer.Option(..., help="Texts known to be in the training data."),
     nonmembers: Path = typer.Option(..., help="Texts known not to be in the training data."),
@@ -124,6 +159,7 @@ def mia(
     mask_token_id: Optional[int] = typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer)."),
     shift_logits: Optional[bool] = typer.Option(None, "--shift-logits/--no-shift-logits",
                                                 help="DLM: Dream-style shifted logits (default: detected)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     from lmaudit.data.loaders import load_texts
@@ -142,10 +178,12 @@ def mia(
     path = result.write(out)
     stdout_console.print(results_table(result))
     stdout_console.print(f"results: {path}")
+    _maybe_report(out, no_report)
 
 
 @app.command("attacks")
 def attacks_cmd(
+    config: Optional[Path] = config_option(),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     kind: Optional[str] = typer.Option(None, help="Only attacks for ar or dlm models."),
 ) -> None:
@@ -169,8 +207,10 @@ def attacks_cmd(
 
 @app.command()
 def demo(
+    config: Optional[Path] = config_option(),
     quick: bool = typer.Option(False, "--quick", help="A smaller, faster version of the same pipeline."),
     out: Path = typer.Option(Path("runs/demo"), help="Output folder."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR attack)."""
     from lmaudit.demo import FULL, QUICK, run_demo
@@ -179,12 +219,15 @@ def demo(
     result = run_demo(out, QUICK if quick else FULL)
     stdout_console.print(results_table(result))
     stdout_console.print(f"results: {out / 'results.json'}  (total {result.timings_s['demo_total']:.0f} s)")
+    _maybe_report(out, no_report)
 
 
 @app.command("run")
 def run_cmd(
+    config: Optional[Path] = config_option(),
     experiment: Path = typer.Argument(..., help="Experiment file (TOML), e.g. experiments/dlm-dft.toml."),
     out: Path = typer.Option(Path("results"), help="Results root; the experiment writes OUT/NAME/."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Run an experiment file and write its results, table and plots."""
     from lmaudit.experiments import load_experiment, run_experiment
@@ -193,6 +236,28 @@ def run_cmd(
     folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
     stdout_console.print((folder / "table.md").read_text())
     stdout_console.print(f"results: {folder}")
+    _maybe_report(folder, no_report)
+
+
+@app.command()
+def report(
+    config: Optional[Path] = config_option(),run_dir: Path = typer.Argument(..., help="A folder written by mia, demo or run.")) -> None:
+    """Write RUN_DIR/report.html (self-contained, plots embedded) and RUN_DIR/report.md."""
+    import time
+
+    from lmaudit.report.build import write_report
+
+    t0 = time.perf_counter()
+    path = write_report(run_dir)
+    stdout_console.print(f"report: {path}  ({time.perf_counter() - t0:.1f} s)")
+
+
+def _maybe_report(folder: Path, no_report: bool) -> None:
+    if no_report:
+        return
+    from lmaudit.report.build import write_report
+
+    stdout_console.print(f"report: {write_report(folder)}")
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

@@ -51,6 +51,7 @@ class MIAResult:
     labels: np.ndarray
     ids: list[str]
     timings_s: dict[str, float]
+    examples: dict = field(default_factory=dict)  # per attack: data a report shows (e.g. Q-Skew's Δ values)
 
     def to_json(self) -> dict:
         return {
@@ -73,6 +74,8 @@ class MIAResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "results.json", self.to_json())
+        if self.examples:
+            write_json_atomic(out / "examples.json", self.examples)
         frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores})
         tmp = out / ".scores.parquet.tmp"
         frame.to_parquet(tmp, index=False)
@@ -94,7 +97,7 @@ def _select_attacks(names: list[str] | None, kind: str, has_reference: bool):
     return specs
 
 
-def _score_ar(target, reference, both, specs, params, config, cache, timings):
+def _score_ar(target, reference, both, specs, params, config, cache, timings, n_members):
     probe_cfg = ARProbeConfig(max_length=config.max_length, batch_size=config.batch_size)
     t0 = time.perf_counter()
     stats = probe_ar(target.model, target.tokenizer, both, probe_cfg, model_fingerprint=target.fingerprint,
@@ -106,10 +109,10 @@ def _score_ar(target, reference, both, specs, params, config, cache, timings):
         ref_stats = probe_ar(reference.model, reference.tokenizer, both, probe_cfg,
                              model_fingerprint=reference.fingerprint, cache_dir=cache, description="probe reference")
         timings["probe_reference"] = time.perf_counter() - t0
-    return {s.name: s(stats, reference=ref_stats, **params[s.name]) for s in specs}, {s.name: 1 for s in specs}
+    return {s.name: s(stats, reference=ref_stats, **params[s.name]) for s in specs}, {s.name: 1 for s in specs}, {}
 
 
-def _score_dlm(target, reference, both, specs, params, config, cache, timings):
+def _score_dlm(target, reference, both, specs, params, config, cache, timings, n_members):
     from lmaudit.probes.masked import probe_masked
 
     if reference is not None and reference.kind != "dlm":
@@ -122,7 +125,7 @@ def _score_dlm(target, reference, both, specs, params, config, cache, timings):
     plans: dict = {}
     for spec in specs:
         plans.setdefault(spec.plan(params[spec.name], config.budget), []).append(spec)
-    scores, forwards = {}, {}
+    scores, forwards, examples = {}, {}, {}
     fps = (target.fingerprint, None if reference is None else reference.fingerprint)
     for plan, group in plans.items():
         t0 = time.perf_counter()
@@ -134,7 +137,20 @@ def _score_dlm(target, reference, both, specs, params, config, cache, timings):
         for spec in group:
             scores[spec.name] = spec(stats, **params[spec.name])
             forwards[spec.name] = float(stats.n_patterns.mean())
-    return scores, forwards
+            if spec.name == "q_skew" and stats.has_reference:
+                examples["q_skew"] = _typical_deltas(stats, scores["q_skew"], n_members)
+    return scores, forwards, examples
+
+
+def _typical_deltas(stats, score: np.ndarray, n_members: int) -> dict:
+    """Δ values of the member and the non-member whose scores are the medians of their sets."""
+    out = {}
+    for name, idx in (("member", np.arange(n_members)), ("nonmember", np.arange(n_members, stats.n_samples))):
+        i = int(idx[np.argsort(score[idx])[len(idx) // 2]])
+        lo, hi = stats.offsets[i], stats.offsets[i + 1]
+        out[name] = np.round(stats.logp[lo:hi].astype(np.float64) - stats.ref_logp[lo:hi], 5).tolist()
+        out[f"{name}_score"] = float(score[i])
+    return out
 
 
 def run_mia(
@@ -167,7 +183,7 @@ def run_mia(
     cache = cache_dir() if config.use_cache else None
     timings: dict[str, float] = {}
     score_fn = _score_dlm if target.kind == "dlm" else _score_ar
-    scores, forwards = score_fn(target, reference, both, specs, params, config, cache, timings)
+    scores, forwards, examples = score_fn(target, reference, both, specs, params, config, cache, timings, len(members))
 
     t0 = time.perf_counter()
     metrics = {}
@@ -186,6 +202,7 @@ def run_mia(
         labels=labels,
         ids=[r.id for r in members.records] + [r.id for r in nonmembers.records],
         timings_s=timings,
+        examples=examples,
     )
 
 

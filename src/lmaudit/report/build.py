@@ -1,0 +1,136 @@
+"""Build the report of a run folder written by ``mia``, ``demo`` or ``run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from lmaudit.errors import LmauditError
+from lmaudit.report import plots
+from lmaudit.report.document import Figure, Report, Section, write
+
+
+def _facts_common(res: dict) -> dict[str, str]:
+    pkgs = ", ".join(f"{k} {v}" for k, v in (res.get("packages") or {}).items())
+    return {"created": str(res.get("created")), "lmaudit": str(res.get("lmaudit_version")),
+            "commit": str(res.get("git_commit")), "packages": pkgs}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
+    """Sections of one membership-inference run: summary table, ROC, histograms, Q-Skew examples."""
+    import pandas as pd
+
+    scores = pd.read_parquet(run / "scores.parquet")
+    labels = scores["label"].to_numpy()
+    names = [n for n in res["attacks"] if n in scores.columns]
+    by_attack = {n: scores[n].to_numpy() for n in names}
+    header = ["attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards", "parameters"]
+    rows = []
+    for n, m in sorted(res["attacks"].items(), key=lambda kv: -kv[1]["auc"]):
+        lo, hi = m["auc_ci95"]
+        params = ", ".join(f"{k}={v}" for k, v in m["params"].items()) or "-"
+        rows.append([n, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", _pct(m["tpr@10%fpr"]), _pct(m["tpr@1%fpr"]),
+                     _pct(m["tpr@0.1%fpr"]), f"{m.get('forwards_per_sample', 1):g}", params])
+    kind = res["target"].get("kind", "ar").upper()
+    tag = prefix.lower().replace(" ", "_")
+    sections = [
+        Section(f"{prefix}Membership inference ({kind})",
+                f"{res['n_members']} members vs {res['n_nonmembers']} non-members; higher score = more likely a member. "
+                "The interval is a stratified bootstrap (1,000 resamples unless configured otherwise).",
+                table=(header, rows)),
+        Section(f"{prefix}ROC curves", "Linear axes show the bulk; log-log axes show the low false-positive regime "
+                "that matters for an audit.",
+                figures=[Figure(f"{tag}roc", "ROC, linear axes", plots.roc_curves(labels, by_attack)),
+                         Figure(f"{tag}roc_log", "ROC, log-log axes", plots.roc_curves(labels, by_attack, log=True))]),
+        Section(f"{prefix}Score distributions",
+                figures=[Figure(f"{tag}hist", "Member vs non-member scores", plots.score_histograms(labels, by_attack))]),
+    ]
+    examples = run / "examples.json"
+    if examples.exists():
+        ex = json.loads(examples.read_text())["q_skew"]
+        sections.append(Section(
+            f"{prefix}Q-Skew: what the statistic sees",
+            "Per-token gaps Δ between target and reference log-probabilities under cyclic masks, for the member and the "
+            "non-member whose Q-Skew scores are the medians of their sets. Members' gains are right-skewed.",
+            figures=[Figure(f"{tag}qskew_examples", "Δ distributions of a typical member and non-member",
+                            plots.delta_distributions(np.asarray(ex["member"]), np.asarray(ex["nonmember"]),
+                                                      member_score=ex["member_score"],
+                                                      nonmember_score=ex["nonmember_score"]))]))
+    return sections
+
+
+def mia_facts(res: dict) -> dict[str, str]:
+    ref = res.get("reference")
+    cfg = res.get("config", {})
+    return {
+        "target": f"{res['target']['path']} ({res['target']['kind']}, fingerprint {res['target']['fingerprint']})",
+        "reference": "none" if not ref else f"{ref['path']} (fingerprint {ref['fingerprint']})",
+        "data": f"{res['n_members']} members, {res['n_nonmembers']} non-members",
+        "seed": str(cfg.get("seed")),
+        "configuration": json.dumps({k: v for k, v in cfg.items() if k != "params"}),
+        **_facts_common(res),
+    }
+
+
+def experiment_report(run: Path, res: dict) -> Report:
+    from lmaudit.experiments.tables import KEYS
+
+    exp = res["experiment"]
+    sections = []
+    if "rows" in res:
+        header = ["variant" if exp["type"] == "ablation" else "attack", "AUC", "TPR@10%FPR", "TPR@1%FPR"]
+        rows = [[label] + [f"{100 * r[k][0]:.1f} ± {100 * r[k][1]:.1f}" for k in KEYS]
+                for label, r in sorted(res["rows"].items(), key=lambda kv: -kv[1]["auc"][0])]
+        sections.append(Section("Results (mean ± std over seeds, %)", exp["description"], table=(header, rows)))
+    if "curves" in res:
+        sections.append(Section("AUC vs fine-tuning epochs", exp["description"],
+                                figures=[Figure("auc_vs_epochs", "AUC after 1..N epochs", plots.auc_vs_epochs(res["curves"]))]))
+    if "ratios" in res:
+        header = ["mask ratio", "tokens", "mean gain", "median gain", "gain per exposure", "Q-Skew AUC"]
+        rows = [[r, str(s["n_tokens"]), f"{s['mean_gain']:.3f}", f"{s['median_gain']:.3f}",
+                 f"{s['mean_gain_per_exposure']:.4f}", f"{100 * s['q_skew_auc']:.1f}"]
+                for r, s in sorted(res["ratios"].items(), key=lambda kv: float(kv[0]))]
+        figs = []
+        if (run / "gains.npz").exists():
+            with np.load(run / "gains.npz") as z:
+                gains = {k.removeprefix("ratio_"): z[k] for k in z.files}
+            figs.append(Figure("gain_by_ratio", "Per-token gain by training mask ratio", plots.gain_by_ratio(gains)))
+        sections.append(Section("Memorisation gain by mask ratio", exp["description"], table=(header, rows), figures=figs))
+    facts = {"command": res.get("command", ""), "run time": f"{res['runtime_s'] / 60:.1f} min",
+             "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp['preset']}",
+             "data": f"{exp['n_members']} members, {exp['n_nonmembers']} non-members ({exp['mode']})",
+             "configuration": json.dumps(exp), **_facts_common(res)}
+    return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections)
+
+
+def build_report(run_dir: str | Path) -> Report:
+    run = Path(run_dir)
+    path = run / "results.json"
+    if not path.exists():
+        raise LmauditError(f"{run}: no results.json", hint="pass a folder written by lmaudit mia, demo or run")
+    res = json.loads(path.read_text())
+    if "experiment" in res:
+        return experiment_report(run, res)
+    if "attacks" in res and "target" in res:
+        sections = mia_sections(run, res)
+        dlm = run / "dlm"
+        if (dlm / "results.json").exists():  # the demo's diffusion-LM part
+            dres = json.loads((dlm / "results.json").read_text())
+            sections += mia_sections(dlm, dres, prefix="DLM: ")
+        if res.get("timings_s"):
+            sections.append(Section("Timings", table=(["step", "seconds"],
+                                                      [[k, f"{v:.1f}"] for k, v in res["timings_s"].items()])))
+        return Report("lmaudit membership-inference report", f"Run folder: {run}", mia_facts(res), sections)
+    raise LmauditError(f"{path}: not a results file lmaudit knows how to report")
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write ``report.html`` and ``report.md`` into ``run_dir``; return the HTML path."""
+    html_path, _ = write(build_report(run_dir), Path(run_dir))
+    return html_path

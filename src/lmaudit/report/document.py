@@ -1,0 +1,120 @@
+"""A report as a list of sections, rendered to one self-contained HTML file and to Markdown.
+
+Figures are PNG bytes: embedded as base64 data URIs in the HTML (no external
+reference of any kind) and written beside the Markdown in ``report_files/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lmaudit.utils import atomic_path
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1d2330;background:#fafbfc;line-height:1.45;padding:0 1rem}
+h1{font-size:1.7rem;margin-bottom:.2rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #dde2ea;
+padding-bottom:.3rem}.sub{color:#5b6475;margin-top:0}
+table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.9rem;background:#fff}
+th,td{border:1px solid #dde2ea;padding:.3rem .6rem;text-align:right}th{background:#eef1f6}
+td:first-child,th:first-child{text-align:left}
+.figs{display:flex;flex-wrap:wrap;gap:1rem}.fig{background:#fff;border:1px solid #dde2ea;padding:.5rem}
+.fig img{max-width:100%;height:auto;display:block}.fig p{margin:.3rem 0 0;color:#5b6475;font-size:.85rem}
+dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem;font-size:.88rem}dt{color:#5b6475}
+dd{margin:0;font-family:ui-monospace,Menlo,monospace;word-break:break-all}
+"""
+
+
+@dataclass
+class Figure:
+    name: str  # file stem, e.g. "roc"
+    caption: str
+    png: bytes
+
+
+@dataclass
+class Section:
+    title: str
+    text: str = ""
+    table: tuple[list[str], list[list[str]]] | None = None  # (header, rows)
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    subtitle: str
+    facts: dict[str, str]
+    sections: list[Section]
+
+    @property
+    def figures(self) -> list[Figure]:
+        return [f for s in self.sections for f in s.figures]
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Report) -> str:
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(report.title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(report.title)}</h1><p class='sub'>{html.escape(report.subtitle)}</p>",
+        "<dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in report.facts.items()) + "</dl>",
+    ]
+    for s in report.sections:
+        parts.append(f"<h2>{html.escape(s.title)}</h2>")
+        if s.text:
+            parts.append(f"<p>{html.escape(s.text)}</p>")
+        if s.table:
+            parts.append(_html_table(*s.table))
+        if s.figures:
+            parts.append("<div class='figs'>")
+            for f in s.figures:
+                data = base64.b64encode(f.png).decode("ascii")
+                parts.append(f"<div class='fig'><img alt='{html.escape(f.caption)}' src='data:image/png;base64,{data}'>"
+                             f"<p>{html.escape(f.caption)}</p></div>")
+            parts.append("</div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, files_dir: str = "report_files") -> str:
+    lines = [f"# {report.title}", "", report.subtitle, ""]
+    lines += [f"- **{k}**: `{v}`" for k, v in report.facts.items()]
+    for s in report.sections:
+        lines += ["", f"## {s.title}", ""]
+        if s.text:
+            lines += [s.text, ""]
+        if s.table:
+            header, rows = s.table
+            lines.append("| " + " | ".join(map(_md_cell, header)) + " |")
+            lines.append("|---|" + "---:|" * (len(header) - 1))
+            lines += ["| " + " | ".join(map(_md_cell, r)) + " |" for r in rows]
+            lines.append("")
+        lines += [f"![{f.caption}]({files_dir}/{f.name}.png)" for f in s.figures]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: Report, folder: Path) -> tuple[Path, Path]:
+    """Write ``report.html`` (self-contained) and ``report.md`` (+ ``report_files/*.png``) into ``folder``."""
+    files = folder / "report_files"
+    files.mkdir(parents=True, exist_ok=True)
+    for f in report.figures:
+        with atomic_path(files / f"{f.name}.png") as tmp:
+            tmp.write_bytes(f.png)
+    with atomic_path(folder / "report.html") as tmp:
+        tmp.write_text(render_html(report), encoding="utf-8")
+    with atomic_path(folder / "report.md") as tmp:
+        tmp.write_text(render_markdown(report), encoding="utf-8")
+    return folder / "report.html", folder / "report.md"
