@@ -36,14 +36,9 @@ def _load_config(ctx: typer.Context, param, value: Optional[Path]):
     """``--config FILE.toml``: the file's keys become the command's defaults; the command line overrides them."""
     if value is None:
         return value
-    import tomllib
+    from lmaudit.utils import read_toml
 
-    if not value.exists():
-        raise LmauditError(f"{value}: no such config file")
-    try:
-        data = tomllib.loads(value.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise LmauditError(f"{value}: malformed TOML ({exc})") from None
+    data = read_toml(value, "config file")
     params = {p.name: p for p in ctx.command.params if p.name != "config"}
     defaults = {}
     for key, val in data.items():
@@ -216,8 +211,9 @@ def demo(
     from lmaudit.demo import FULL, QUICK, run_demo
     from lmaudit.mia import results_table
 
-    result = run_demo(out, QUICK if quick else FULL)
+    result, dlm_result = run_demo(out, QUICK if quick else FULL)
     stdout_console.print(results_table(result))
+    stdout_console.print(results_table(dlm_result))
     stdout_console.print(f"results: {out / 'results.json'}  (total {result.timings_s['demo_total']:.0f} s)")
     _maybe_report(out, no_report)
 

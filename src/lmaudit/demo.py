@@ -1,7 +1,9 @@
-"""``lmaudit demo``: the whole AR pipeline on the embedded default.
+"""``lmaudit demo``: the whole pipeline on the embedded default.
 
 Corpus → tokenizer → pretrained tiny AR model → fine-tuned on a member split →
-every AR attack (the pretrained base is the reference model) → table and results.
+every AR attack (the pretrained base is the reference model). Then the AR base is
+adapted into a diffusion LM (Dream-style), fine-tuned on the same members, and every
+DLM attack runs on a subset (``OUT/dlm/``). Tables, results and one report follow.
 Corpus, tokenizer and models are cached, so a second run only re-reads them.
 """
 
@@ -13,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.data.corpus import build_corpus
-from lmaudit.data.loaders import load_texts
+from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.mia import MIAResult, RunConfig, run_mia
 from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
-from lmaudit.models.loading import load_causal_lm
+from lmaudit.models.loading import load_model
 from lmaudit.progress import info
 
 
@@ -30,10 +32,13 @@ class DemoConfig:
     finetune_epochs: float = 4
     finetune_lr: float = 1e-3
     seed: int = 0
+    dlm_adapt_tokens: int = 500_000  # diffusion training of the AR base
+    dlm_samples: int = 300  # members and as many non-members scored by the DLM attacks
 
 
 FULL = DemoConfig()
-QUICK = DemoConfig(pretrain_tokens=300_000, n_members=300, n_nonmembers=300, finetune_epochs=4)
+QUICK = DemoConfig(pretrain_tokens=300_000, n_members=300, n_nonmembers=300, finetune_epochs=4,
+                   dlm_adapt_tokens=100_000, dlm_samples=100)
 
 
 def _write_jsonl(path: Path, texts: list[str], prefix: str) -> None:
@@ -43,7 +48,16 @@ def _write_jsonl(path: Path, texts: list[str], prefix: str) -> None:
             fh.write(json.dumps({"id": f"{prefix}{i}", "text": t}, ensure_ascii=False) + "\n")
 
 
-def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> MIAResult:
+def _finetuned(base: Path, members: TextSet, cfg: DemoConfig) -> Path:
+    return cached_build(
+        "models",
+        ("finetune", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.finetune_lr, cfg.seed),
+        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr, seed=cfg.seed),
+    )
+
+
+def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> tuple[MIAResult, MIAResult]:
+    """Run the AR and DLM parts; write ``OUT/`` and ``OUT/dlm/``; return both results."""
     out = Path(out_dir)
     t_start = time.perf_counter()
     corpus = build_corpus()
@@ -57,21 +71,23 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> MIAResult:
     _write_jsonl(out / "members.jsonl", corpus.passages("member", cfg.n_members, max_chars=cfg.passage_chars, seed=cfg.seed), "m")
     _write_jsonl(out / "nonmembers.jsonl",
                  corpus.passages("nonmember", cfg.n_nonmembers, max_chars=cfg.passage_chars, seed=cfg.seed), "n")
-
-
     members, nonmembers = load_texts(out / "members.jsonl"), load_texts(out / "nonmembers.jsonl")
 
-    target = cached_build(
-        "models",
-        ("finetune", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.finetune_lr, cfg.seed),
-        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr, seed=cfg.seed),
-    )
+    target = _finetuned(base, members, cfg)
     info(f"fine-tuned target: {target}")
+    result = run_mia(load_model(target), members, nonmembers, reference=load_model(base), config=RunConfig(seed=cfg.seed))
 
-    result = run_mia(load_causal_lm(target), members, nonmembers, reference=load_causal_lm(base),
-                     config=RunConfig(seed=cfg.seed))
+    dlm_base = cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg.preset, tokens=cfg.dlm_adapt_tokens,
+                               seed=cfg.seed, init_from=base)
+    dlm_target = _finetuned(dlm_base, members, cfg)
+    info(f"diffusion LM: base {dlm_base}, fine-tuned {dlm_target}")
+    n = cfg.dlm_samples
+    dlm_result = run_mia(load_model(dlm_target), TextSet(members.records[:n], source=members.source),
+                         TextSet(nonmembers.records[:n], source=nonmembers.source), reference=load_model(dlm_base),
+                         config=RunConfig(seed=cfg.seed))
+    dlm_result.write(out / "dlm")
     result.timings_s["demo_total"] = time.perf_counter() - t_start
     result.write(out)
-    return result
+    return result, dlm_result
 
 

@@ -210,7 +210,8 @@ def results_table(result: MIAResult):
     """A rich table of the run's metrics, best AUC first."""
     from rich.table import Table
 
-    table = Table(title=f"Membership inference: {result.n_members} members vs {result.n_nonmembers} non-members")
+    kind = result.target.get("kind", "ar").upper()
+    table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
     for col in ("attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
         table.add_column(col, justify="left" if col == "attack" else "right")
     for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):

@@ -114,3 +114,18 @@ def cache_dir() -> Path:
     path = Path(root) if root else Path.home() / ".cache" / "lmaudit"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def read_toml(path: str | os.PathLike[str], what: str = "file") -> dict:
+    """Parse a TOML file; a missing or malformed file is a one-line :class:`LmauditError`."""
+    import tomllib
+
+    from lmaudit.errors import LmauditError
+
+    path = Path(path)
+    if not path.exists():
+        raise LmauditError(f"{path}: no such {what}")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise LmauditError(f"{path}: malformed TOML ({exc})") from None

@@ -6,11 +6,11 @@ Unknown keys are errors that name the key and the file; values are type-checked.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from lmaudit.errors import LmauditError
+from lmaudit.utils import read_toml
 
 TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio")
 
@@ -44,12 +44,7 @@ class ExperimentConfig:
 
 def load_experiment(path: str | Path) -> ExperimentConfig:
     path = Path(path)
-    if not path.exists():
-        raise LmauditError(f"{path}: no such experiment file")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise LmauditError(f"{path}: malformed TOML ({exc})") from None
+    raw = read_toml(path, "experiment file")
     known = {f.name: f for f in fields(ExperimentConfig)}
     for key in raw:
         if key not in known:
