@@ -6,7 +6,7 @@ forward on those padded batches, the probe pass runs ``probe_ar`` end to end
 (tokenisation, forward, float32 statistics, gathering). Each is timed ``--repeats``
 times and the fastest run is kept. Target: ratio ≤ 1.15.
 
-    python benchmarks/bench_probe_ar.py [--texts 512] [--batch-size 32] [--repeats 3]
+    python benchmarks/bench_probe_ar.py [--texts 256] [--batch-size 32] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from lmaudit.probes.tokenize import length_batches, pad_batch, tokenize_records
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--texts", type=int, default=512)
+    ap.add_argument("--texts", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--chars", type=int, default=600, help="characters per text (≈150 tokens)")

@@ -1,14 +1,15 @@
 """DLM masked-probe overhead and forward budget.
 
 1. Masked-probe time ÷ bare masked forward time on the same batches, for the tiny
-   and small presets (random weights): the same (sample, pattern) jobs are batched
+   and small presets (random weights; the architecture lmaudit's DLMs use: a Llama
+   network with full attention and shifted logits): the same (sample, pattern) jobs are batched
    once; the bare pass runs the adapter's forward on the masked inputs, the probe
    pass runs ``probe_masked`` end to end (tokenisation, masks, forward, float32
    statistics at masked positions). Best of ``--repeats``. Target: ratio ≤ 1.15.
 2. Forwards per sample per model for each DLM attack, measured from the probe
    records, against the configured budget.
 
-    python benchmarks/bench_probe_dlm.py [--texts 256] [--budget 16] [--repeats 3]
+    python benchmarks/bench_probe_dlm.py [--texts 128] [--budget 16] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from lmaudit.probes.tokenize import tokenize_records
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--texts", type=int, default=256)
+    ap.add_argument("--texts", type=int, default=128)
     ap.add_argument("--chars", type=int, default=300, help="characters per text (≈75 tokens)")
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=64)
@@ -43,7 +44,9 @@ def main() -> None:
     print(f"{'preset':<8}{'forwards':>9}{'bare s':>9}{'probe s':>9}{'ratio':>8}")
     adapter = None
     for name in ("tiny", "small"):
-        adapter = adapter_for(build_dlm_model(get_preset(name), tokenizer, seed=0), tokenizer)
+        # the DLMs lmaudit trains: a Llama network with full attention and Dream-style shifted logits
+        adapter = adapter_for(build_dlm_model(get_preset(name), tokenizer, seed=0, arch="llama", shift_logits=True),
+                              tokenizer)
         tok = tokenize_records(tokenizer, texts, max_length=adapter.config.max_position_embeddings, first_scorable=0)
         jobs = plan_jobs(tok, plan, seed=0)
         batches = [(torch.from_numpy(np.where(sel, adapter.mask_token_id, ids)), torch.from_numpy(attn))

@@ -142,3 +142,17 @@ def test_dlm_reference_with_another_tokenizer_is_refused(tiny_dlm_dir, tmp_path)
     other.save_pretrained(tmp_path / "ref")
     with pytest.raises(LmauditError, match="another tokenizer"):
         run_mia(load_model(tiny_dlm_dir), texts(4, seed=1), texts(4, seed=2), reference=load_model(tmp_path / "ref"))
+
+
+def test_fused_output_layer_matches_full_logits_for_a_dlm(tiny_model, tokenizer):
+    import copy
+
+    from lmaudit.models.dlm import dlm_from_ar
+
+    adapter = adapter_for(dlm_from_ar(copy.deepcopy(tiny_model), tokenizer), tokenizer)
+    assert adapter.fused_head() is not None
+    plan = MaskPlan("cyclic", budget=6)
+    fused = probe_masked(adapter, tokenizer, texts(), plan)
+    full = probe_masked(DLMAdapter(adapter.model, adapter.mask_token_id, True, True, fuse=False), tokenizer, texts(), plan)
+    np.testing.assert_allclose(fused.logp, full.logp, atol=1e-5)
+    np.testing.assert_allclose(fused.sigma, full.sigma, atol=1e-5)

@@ -100,3 +100,14 @@ def test_nan_logits_are_a_clear_error(tiny_model, tokenizer):
 
     with pytest.raises(LmauditError, match="NaN or inf"):
         probe_ar(NaNModel(), tokenizer, TextSet.from_texts(["model data train value"]))
+
+
+def test_fused_output_layer_equals_full_logits(tiny_model, tokenizer):
+    from lmaudit.probes.ar import fused_head
+
+    assert fused_head(tiny_model) is not None
+    texts = TextSet.from_texts(make_texts(7, seed=12))
+    fused = probe_ar(tiny_model, tokenizer, texts, ARProbeConfig(fused_head=True, row_chunk=16))
+    full = probe_ar(tiny_model, tokenizer, texts, ARProbeConfig(fused_head=False))
+    for name in ("logp", "top1_logp", "mu", "sigma"):
+        np.testing.assert_allclose(getattr(fused, name), getattr(full, name), atol=1e-5)

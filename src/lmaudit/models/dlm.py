@@ -35,6 +35,7 @@ class DLMAdapter:
     mask_token_id: int
     shift_logits: bool = False
     bidirectional: bool = False
+    fuse: bool = True  # let probes apply a plain output layer in chunks (same statistics, less memory traffic)
 
     def __post_init__(self) -> None:
         vocab = self.model.get_output_embeddings().weight.shape[0] if self.model.get_output_embeddings() is not None else None
@@ -51,6 +52,16 @@ class DLMAdapter:
     def parameters(self):
         return self.model.parameters()
 
+    def fused_head(self):
+        """(base, output layer) when the logits are a plain linear head (see ``probes.ar.fused_head``), else None."""
+        from lmaudit.probes.ar import fused_head
+
+        return fused_head(self.model) if self.fuse else None
+
+    def hidden(self, base, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden states aligned like :meth:`__call__`'s logits, for a fused output layer."""
+        return _adapter_hidden(self, base, input_ids, attention_mask)
+
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits aligned with positions: row i predicts token i. (B, T) → (B, T, V)."""
         if self.bidirectional:
@@ -61,6 +72,16 @@ class DLMAdapter:
         if self.shift_logits:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         return logits
+
+
+def _adapter_hidden(adapter: "DLMAdapter", base, input_ids, attention_mask):
+    """Last hidden states realigned like the logits (row i → token i). (B, T) → (B, T, d)."""
+    if adapter.bidirectional:
+        attention_mask = full_attention_mask(input_ids, attention_mask, adapter.model.dtype)
+    hidden = base(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    if adapter.shift_logits:
+        hidden = torch.cat([hidden[:, :1], hidden[:, :-1]], dim=1)
+    return hidden
 
 
 def full_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype) -> torch.Tensor:

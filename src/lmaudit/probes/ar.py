@@ -26,10 +26,27 @@ PROBE_VERSION = 1
 class ARProbeConfig:
     max_length: int | None = None  # None: the model's context length
     batch_size: int = 32
-    row_chunk: int = 256  # logits rows reduced at a time (keeps the work in cache)
+    row_chunk: int = 256  # rows per output-layer chunk when the head is fused
+    fused_head: bool = True  # apply a plain output layer in row chunks instead of materialising all logits
 
 
-def token_stats(logits: torch.Tensor, targets: torch.Tensor, *, row_chunk: int = 256) -> torch.Tensor:
+def _chunk_stats(x: torch.Tensor, targets: torch.Tensor, out: torch.Tensor) -> None:
+    """Write (logp, top1_logp, mu, sigma) of logits rows ``x`` (n, V) into ``out`` (n, 4)."""
+    x = x.float()
+    y = x - x.amax(dim=-1, keepdim=True)  # (n, V), ≤ 0, max = 0
+    e = torch.exp(y)  # (n, V)
+    z = e.sum(dim=-1)  # (n,)
+    log_z = torch.log(z)
+    ey = e.mul_(y)  # e·y, in place
+    m1 = ey.sum(dim=-1) / z  # E_p[y]
+    m2 = ey.mul_(y).sum(dim=-1) / z  # E_p[y^2]
+    out[:, 0] = y.gather(1, targets[:, None]).squeeze(1) - log_z
+    out[:, 1] = -log_z
+    out[:, 2] = m1 - log_z
+    out[:, 3] = torch.sqrt(torch.clamp(m2 - m1 * m1, min=1e-16))
+
+
+def token_stats(logits: torch.Tensor, targets: torch.Tensor, *, row_chunk: int = 48) -> torch.Tensor:
     """Per-row statistics of next-token distributions.
 
     Parameters
@@ -44,20 +61,37 @@ def token_stats(logits: torch.Tensor, targets: torch.Tensor, *, row_chunk: int =
     """
     out = torch.empty((logits.shape[0], 4), dtype=torch.float32, device=logits.device)
     for s in range(0, logits.shape[0], row_chunk):
-        x = logits[s : s + row_chunk].float()  # (n, V)
-        y = x - x.amax(dim=-1, keepdim=True)  # (n, V), ≤ 0, max = 0
-        e = torch.exp(y)  # (n, V)
-        z = e.sum(dim=-1)  # (n,)
-        log_z = torch.log(z)
-        ey = e.mul_(y)  # e·y, in place
-        m1 = ey.sum(dim=-1) / z  # E_p[y]
-        m2 = ey.mul_(y).sum(dim=-1) / z  # E_p[y^2]
-        tgt = y.gather(1, targets[s : s + row_chunk, None]).squeeze(1)
-        out[s : s + row_chunk, 0] = tgt - log_z
-        out[s : s + row_chunk, 1] = -log_z
-        out[s : s + row_chunk, 2] = m1 - log_z
-        out[s : s + row_chunk, 3] = torch.sqrt(torch.clamp(m2 - m1 * m1, min=1e-16))
+        _chunk_stats(logits[s : s + row_chunk], targets[s : s + row_chunk], out[s : s + row_chunk])
     return out
+
+
+# Architectures whose logits are exactly ``lm_head(last_hidden_state)`` (no scaling or soft-capping),
+# so the head can be applied in row chunks that stay in cache.
+_PLAIN_HEAD = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "GPT2LMHeadModel",
+               "GPTNeoXForCausalLM", "OPTForCausalLM", "PhiForCausalLM"}
+
+
+def head_stats(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, *, row_chunk: int = 256) -> torch.Tensor:
+    """:func:`token_stats` of ``head(hidden)`` without materialising the (N, V) logits.
+
+    ``hidden`` (N, d) rows go through the output layer ``row_chunk`` at a time, and each
+    chunk's logits are reduced while still in cache.
+    """
+    out = torch.empty((hidden.shape[0], 4), dtype=torch.float32, device=hidden.device)
+    for s in range(0, hidden.shape[0], row_chunk):
+        logits = torch.nn.functional.linear(hidden[s : s + row_chunk], head.weight, head.bias)  # (n, V)
+        _chunk_stats(logits, targets[s : s + row_chunk], out[s : s + row_chunk])
+    return out
+
+
+def fused_head(model):
+    """(base model, output layer) when logits are a plain linear head on the base model's output, else None."""
+    if type(model).__name__ not in _PLAIN_HEAD:
+        return None
+    head, base = model.get_output_embeddings(), getattr(model, "base_model", None)
+    if not isinstance(head, torch.nn.Linear) or base is None or base is model:
+        return None
+    return base, head
 
 
 def _pad_id(tokenizer) -> int:
@@ -88,15 +122,20 @@ def _run_ar_probe(model, tokenizer, textset: TextSet, config: ARProbeConfig, des
     device = next(model.parameters()).device
     pad_id = _pad_id(tokenizer)
     batches = length_batches(lengths, config.batch_size)
+    fused = fused_head(model) if config.fused_head else None
     with progress(description, total=len(textset)) as bar:
         for index in batches:
             input_ids, attn, mask = pad_batch(tok.ids, tok.scored, index, pad_id)
             ids_t = torch.from_numpy(input_ids).to(device)
-            logits = model(input_ids=ids_t, attention_mask=torch.from_numpy(attn).to(device), use_cache=False).logits
+            attn_t = torch.from_numpy(attn).to(device)
             sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
-            rows = logits[:, :-1][sel]  # (n, V)
             targets = ids_t[:, 1:][sel]  # (n,)
-            stats = token_stats(rows, targets, row_chunk=config.row_chunk)
+            if fused is not None:
+                hidden = fused[0](input_ids=ids_t, attention_mask=attn_t, use_cache=False).last_hidden_state  # (B, T, d)
+                stats = head_stats(hidden[:, :-1][sel], fused[1], targets, row_chunk=config.row_chunk)
+            else:
+                logits = model(input_ids=ids_t, attention_mask=attn_t, use_cache=False).logits  # (B, T, V)
+                stats = token_stats(logits[:, :-1][sel], targets, row_chunk=config.row_chunk)
             if not torch.isfinite(stats).all():
                 raise LmauditError(
                     f"the model produced NaN or inf logits on {textset.source}",
@@ -142,8 +181,8 @@ def probe_ar(
     if cache_dir is None or model_fingerprint is None:
         return _run_ar_probe(model, tokenizer, textset, config, description)
     key_cfg = asdict(config)
-    key_cfg.pop("batch_size")
-    key_cfg.pop("row_chunk")
+    for name in ("batch_size", "row_chunk", "fused_head"):  # speed settings: the statistics do not depend on them
+        key_cfg.pop(name)
     key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), textset.fingerprint(), key_cfg)
     return cached(
         cache_dir,

@@ -16,7 +16,7 @@ import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.probes.ar import token_stats
+from lmaudit.probes.ar import head_stats, token_stats
 from lmaudit.probes.cache import cached
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import NpzRecord
@@ -137,13 +137,19 @@ def _masked_forward_stats(adapter, tok, jobs: _Jobs, batch_size: int, pad_id: in
     counts = np.array([len(m) for m in jobs.masks])
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = np.empty((starts[-1], 4), dtype=np.float32)
+    fused = adapter.fused_head()
     with progress(description, total=len(jobs.sample)) as bar:
         for index, ids, attn, sel in masked_batches(tok, jobs, batch_size, pad_id):
             ids_t = torch.from_numpy(ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
             noisy = torch.where(sel_t, torch.full_like(ids_t, adapter.mask_token_id), ids_t)
-            logits = adapter(noisy, torch.from_numpy(attn).to(device))  # (B, T, V)
-            stats = token_stats(logits[sel_t], ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
+            attn_t = torch.from_numpy(attn).to(device)
+            if fused is not None:  # apply the output layer to masked rows only, in cache-sized chunks
+                hidden = adapter.hidden(fused[0], noisy, attn_t)  # (B, T, d)
+                stats = head_stats(hidden[sel_t], fused[1], ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
+            else:
+                logits = adapter(noisy, attn_t)  # (B, T, V)
+                stats = token_stats(logits[sel_t], ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
             if not np.isfinite(stats).all():
                 raise LmauditError("the model produced NaN or inf logits", hint="check the weights and dtype")
             bounds = np.concatenate([[0], np.cumsum(sel.sum(axis=1))])
