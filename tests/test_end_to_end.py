@@ -73,13 +73,21 @@ def test_reference_with_its_own_tokenizer(finetuned, tmp_path):
 
 
 @pytest.mark.slow
-def test_dlm_finetuned_members_are_detected(tmp_path, tiny_dlm_dir):
-    """A tiny DLM fine-tuned with the diffusion objective: every DLM attack runs, and the
-    likelihood-based ones separate members from held-out texts."""
+def test_dlm_finetuned_members_are_detected(tmp_path, tiny_model, tokenizer):
+    """A tiny Dream-style DLM (the causal fixture run with full attention and shifted logits)
+    fine-tuned with the diffusion objective: every DLM attack runs, and the likelihood-based
+    ones separate members from held-out texts."""
+    import copy
+
+    from lmaudit.models.dlm import dlm_from_ar
+
+    base = tmp_path / "base"
+    dlm_from_ar(copy.deepcopy(tiny_model), tokenizer).save_pretrained(base)
+    tokenizer.save_pretrained(base)
     members = load_texts(write_jsonl(tmp_path / "m.jsonl", make_texts(48, seed=300)))
     nonmembers = load_texts(write_jsonl(tmp_path / "n.jsonl", make_texts(48, seed=400)))
-    target = finetune(tiny_dlm_dir, members, tmp_path / "dlm", mode="dft", epochs=120, lr=5e-3, block=32, batch_size=8)
-    result = run_mia(load_model(target), members, nonmembers, reference=load_model(tiny_dlm_dir),
+    target = finetune(base, members, tmp_path / "dlm", mode="dft", epochs=150, lr=3e-3, block=32, batch_size=8)
+    result = run_mia(load_model(target), members, nonmembers, reference=load_model(base),
                      config=RunConfig(n_bootstrap=50))
     aucs = {k: v["auc"] for k, v in result.attacks.items()}
     assert set(aucs) == {"q_skew", "loss", "min_k", "min_k_pp", "gap_k", "calibration", "secmi_dlm", "sama"}
