@@ -29,6 +29,8 @@ class Record:
     id: str
     target: str
     context: str = ""
+    # Other string columns of the row (e.g. the true value of a PII field), kept as given.
+    fields: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -90,13 +92,15 @@ def _decode(raw: bytes, path: Path) -> str:
 
 def _record_from_mapping(row: dict, *, where: str, default_id: str, text_field: str) -> Record:
     rid = str(row.get("id", default_id))
+    extra = {str(k): v for k, v in row.items() if k not in ("id", text_field, "prompt", "response") and isinstance(v, str)}
     if text_field in row:
-        return Record(id=rid, target=_check_text(row[text_field], where=where, name=text_field))
+        return Record(id=rid, target=_check_text(row[text_field], where=where, name=text_field), fields=extra)
     if "prompt" in row and "response" in row:
         prompt = row["prompt"]
         if not isinstance(prompt, str):
             raise DataError(f"{where}: field 'prompt' must be a string, got {type(prompt).__name__}")
-        return Record(id=rid, context=prompt, target=_check_text(row["response"], where=where, name="response"))
+        return Record(id=rid, context=prompt, target=_check_text(row["response"], where=where, name="response"),
+                      fields=extra)
     raise DataError(
         f"{where}: missing field '{text_field}' (found: {', '.join(sorted(map(str, row))) or 'none'})",
         hint=f"each record needs '{text_field}', or 'prompt' and 'response'",

@@ -1,0 +1,205 @@
+"""Extraction runs: masks → trajectory probabilities → (n, p) counts, step effects, relaxed rates."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import DataError, LmauditError
+from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
+from lmaudit.extraction.masks import MaskSpec, is_contiguous
+from lmaudit.extraction.sampler import ar_sample, denoise
+from lmaudit.extraction.trajectories import Target, ar_suffix_logp, dlm_trajectories
+from lmaudit.progress import progress
+from lmaudit.utils import stable_hash
+
+
+@dataclass
+class ExtractConfig:
+    """Settings of an extraction run (recorded in ``results.json``)."""
+
+    mask: str = "suffix:32"
+    steps: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "max"])
+    order: str = "random"
+    trajectories: int = 512
+    temperature: float = 1.0
+    n: int = 10_000
+    p: list[float] = field(default_factory=lambda: [0.5, 0.99])
+    context: str = "both"  # DLM: "left" hides the tokens after the mask, as an AR model never sees them
+    relaxed: int | None = None  # largest Hamming tolerance ε for relaxed extraction
+    samples: int = 128  # generations per record for relaxed extraction
+    seed: int = 0
+    max_tokens: int = 131072  # rows × length per forward call
+
+
+def parse_steps(values) -> list[str]:
+    out = []
+    for v in (values.split(",") if isinstance(values, str) else values):
+        v = str(v).strip()
+        if v != "max" and not (v.isdigit() and int(v) >= 1):
+            raise LmauditError(f"step count '{v}' is not a positive integer or 'max'", hint="e.g. --steps 1,2,4,8,max")
+        out.append(v)
+    if not out:
+        raise LmauditError("no step counts given", hint="e.g. --steps 1,2,4,8,max")
+    return list(dict.fromkeys(out))
+
+
+def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, kind: str, max_length: int,
+                    context: str = "both", seed: int = 0) -> list[Target]:
+    """Tokenise each record and resolve its mask to positions in the input ids."""
+    if context not in ("both", "left"):
+        raise LmauditError(f"unknown context '{context}'", hint="use both or left")
+    special = set(tokenizer.all_special_ids)
+    enc = tokenizer(textset.texts, add_special_tokens=True, return_offsets_mapping=True)
+    targets, n_truncated = [], 0
+    for i, rec in enumerate(textset.records):
+        ids = np.asarray(enc["input_ids"][i], dtype=np.int64)
+        if len(ids) > max_length:
+            ids, n_truncated = ids[:max_length], n_truncated + 1
+        text_idx = np.array([j for j, t in enumerate(ids) if int(t) not in special], dtype=np.int64)
+        offsets = [tuple(enc["offset_mapping"][i][j]) for j in text_idx]
+        pos = spec.resolve(len(text_idx), record_id=rec.id, where=f"{textset.source}: ", text=rec.text,
+                           fields=rec.fields, offsets=offsets, seed=seed)
+        masked = text_idx[pos]
+        if kind == "ar" and not is_contiguous(pos):
+            raise DataError(f"{textset.source}: record '{rec.id}': mask {spec.text} is not one contiguous span",
+                            hint="an AR model extracts a suffix: use suffix:K, span:A-B or a single PII field")
+        if kind == "ar" or context == "left":
+            ids = ids[: masked[-1] + 1]
+        if masked[0] == 0 and kind == "ar":
+            raise DataError(f"{textset.source}: record '{rec.id}': an AR model needs at least one token before the mask")
+        targets.append(Target(stable_hash(rec.id, rec.text), ids, masked))
+    if n_truncated:
+        warnings.warn(f"{n_truncated} record(s) of {textset.source} were longer than {max_length} tokens and were "
+                      "truncated; masks must fall inside the kept tokens", stacklevel=2)
+    return targets
+
+
+def _groups(n_rows: np.ndarray, lengths: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Records grouped (similar lengths together) so that rows × length of a group stays ≤ max_tokens."""
+    order = np.argsort(-lengths, kind="stable")
+    groups, cur, cur_rows = [], [], 0
+    for i in order:
+        if cur and (cur_rows + n_rows[i]) * lengths[cur[0]] > max_tokens:
+            groups.append(np.array(cur))
+            cur, cur_rows = [], 0
+        cur.append(i)
+        cur_rows += n_rows[i]
+    if cur:
+        groups.append(np.array(cur))
+    return groups
+
+
+def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig) -> dict[str, dict[str, np.ndarray]]:
+    """{label: {log_p_hat, p_hat, std_error, forwards, steps}} per record, one label per step count ('ar' for AR)."""
+    pad = loaded.tokenizer.pad_token_id or 0
+    if loaded.kind == "ar":
+        res = ar_suffix_logp(loaded.model, targets, temperature=cfg.temperature, pad_id=pad)
+        return {"ar": _columns(res, np.array([len(t.masked) for t in targets]))}
+    n_masked = np.array([len(t.masked) for t in targets])
+    lengths = np.array([len(t.ids) for t in targets])
+    out = {}
+    with progress("extraction trajectories", total=len(targets) * len(cfg.steps)) as bar:
+        for label in cfg.steps:
+            steps = n_masked if label == "max" else np.minimum(int(label), n_masked)
+            deterministic = (steps == 1) | (cfg.order == "low_confidence")
+            n_rows = np.where(deterministic, 1, cfg.trajectories)
+            results: list = [None] * len(targets)
+            for group in _groups(n_rows, lengths, cfg.max_tokens):
+                res = dlm_trajectories(loaded.adapter, [targets[i] for i in group], steps=[int(steps[i]) for i in group],
+                                       order=cfg.order, trajectories=cfg.trajectories, temperature=cfg.temperature,
+                                       seed=cfg.seed, pad_id=pad, max_tokens=cfg.max_tokens)
+                for i, r in zip(group, res):
+                    results[i] = r
+                bar.advance(len(group))
+            out[label] = _columns(results, steps)
+    return out
+
+
+def _columns(results, steps) -> dict[str, np.ndarray]:
+    return {"log_p_hat": np.array([r.log_p_hat for r in results]), "p_hat": np.array([r.p_hat for r in results]),
+            "std_error": np.array([r.std_error for r in results]), "forwards": np.array([r.forwards for r in results]),
+            "steps": np.asarray(steps)}
+
+
+def summarise(table: dict[str, dict[str, np.ndarray]], cfg: ExtractConfig) -> dict:
+    """Counts of (n, p)-discoverable records, n needed for each p, and step effects relative to the first label."""
+    labels = list(table)
+    first = table[labels[0]]["log_p_hat"]
+    summary = {}
+    for label, col in table.items():
+        entry = {"median_log_p_hat": float(np.median(col["log_p_hat"])),
+                 "mean_forwards_per_record": float(np.mean(col["forwards"]))}
+        for p in cfg.p:
+            entry[f"discoverable@p={p:g}"] = int(discoverable(col["p_hat"], n=cfg.n, p=p).sum())
+            entry[f"median_n_needed@p={p:g}"] = float(np.median(queries_needed(col["p_hat"], p)))
+        with np.errstate(invalid="ignore"):
+            delta = col["log_p_hat"] - first
+        finite = delta[np.isfinite(delta)]
+        entry["median_delta_log_p"] = float(np.median(finite)) if len(finite) else float("nan")
+        summary[label] = entry
+    if len(labels) > 1:
+        stacked = np.stack([table[lb]["log_p_hat"] for lb in labels])  # (labels, records)
+        summary["monotone_fraction"] = float(np.mean(np.all(np.diff(stacked, axis=0) >= -1e-9, axis=0)))
+    return summary
+
+
+def relaxed_extraction(loaded, targets: list[Target], cfg: ExtractConfig, steps_label: str) -> dict:
+    """Sample ``cfg.samples`` generations per record; Hamming distances; Gaussian vs empirical Pr(d ≤ ε)."""
+    eps = np.arange(cfg.relaxed + 1)
+    pred, emp, mus, sigmas = [], [], [], []
+    mask_id = loaded.adapter.mask_token_id if loaded.kind == "dlm" else None
+    with progress("relaxed extraction (sampling)", total=len(targets)) as bar:
+        for i, t in enumerate(targets):
+            seed = cfg.seed * 1_000_003 + i
+            if loaded.kind == "ar":
+                gen = ar_sample(loaded.model, t.ids[: t.masked[0]], len(t.masked), samples=cfg.samples,
+                                temperature=cfg.temperature, seed=seed)
+            else:
+                noisy = np.tile(t.ids, (cfg.samples, 1))
+                noisy[:, t.masked] = mask_id
+                steps = len(t.masked) if steps_label == "max" else min(int(steps_label), len(t.masked))
+                filled = denoise(loaded.adapter, noisy, np.ones_like(noisy), steps=steps, temperature=cfg.temperature,
+                                 remasking="low_confidence" if cfg.order == "low_confidence" else "random", seed=seed)
+                gen = filled[:, t.masked]
+            d = (gen != t.ids[t.masked][None, :]).sum(axis=1)
+            p_, e_, mu, sigma = gaussian_relaxed_rate(d, eps)
+            pred.append(p_)
+            emp.append(e_)
+            mus.append(mu)
+            sigmas.append(sigma)
+            bar.advance()
+    pred, emp = np.array(pred), np.array(emp)
+    return {"eps": eps.tolist(), "steps": steps_label, "predicted": pred.mean(axis=0).tolist(),
+            "empirical": emp.mean(axis=0).tolist(), "mean_abs_error": float(np.abs(pred - emp).mean()),
+            "mu": mus, "sigma": sigmas}
+
+
+def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig) -> dict:
+    """Run an extraction audit on ``textset``; return the payload of ``results.json`` plus per-record columns."""
+    from lmaudit.probes.ar import model_context_length
+
+    t0 = time.perf_counter()
+    spec = MaskSpec.parse(cfg.mask)
+    cfg.steps = parse_steps(cfg.steps)
+    if loaded.kind == "ar" and cfg.order != "random":
+        warnings.warn("an AR model reads left to right; --order is ignored", stacklevel=2)
+    targets = prepare_targets(loaded.tokenizer, textset, spec, kind=loaded.kind,
+                              max_length=model_context_length(loaded.model, loaded.tokenizer),
+                              context=cfg.context, seed=cfg.seed)
+    table = trajectory_table(loaded, targets, cfg)
+    payload = {"config": asdict(cfg), "kind": loaded.kind, "n_records": len(targets),
+               "n_masked": {"median": float(np.median([len(t.masked) for t in targets])),
+                            "min": int(min(len(t.masked) for t in targets)),
+                            "max": int(max(len(t.masked) for t in targets))},
+               "summary": summarise(table, cfg)}
+    if cfg.relaxed is not None:
+        payload["relaxed"] = relaxed_extraction(loaded, targets, cfg, list(table)[-1])
+    payload["runtime_s"] = round(time.perf_counter() - t0, 2)
+    payload["records"] = {"id": [r.id for r in textset.records],
+                          **{f"{k}@{label}": v.tolist() for label, col in table.items() for k, v in col.items()}}
+    return payload
