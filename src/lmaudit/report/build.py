@@ -117,6 +117,10 @@ def build_report(run_dir: str | Path) -> Report:
     res = json.loads(path.read_text())
     if "experiment" in res:
         return experiment_report(run, res)
+    if res.get("type") == "extraction":
+        from lmaudit.report.extraction import extraction_report
+
+        return extraction_report(run, res)
     if "attacks" in res and "target" in res:
         sections = mia_sections(run, res)
         dlm = run / "dlm"
