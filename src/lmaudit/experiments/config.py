@@ -12,7 +12,8 @@ from pathlib import Path
 from lmaudit.errors import LmauditError
 from lmaudit.utils import read_toml
 
-TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio")
+TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio", "extraction-steps", "pii-extraction",
+         "extraction-relaxed")
 
 
 @dataclass
@@ -40,6 +41,10 @@ class ExperimentConfig:
     description: str = ""
     packages: list[str] = field(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"])
     vocab_size: int = 4096
+    extract: dict = field(default_factory=dict)  # extraction experiments: keys of ExtractConfig
+    pii_fields: list[str] = field(default_factory=lambda: ["email", "phone"])
+    n_relaxed: int = 30  # extraction-relaxed: records sampled
+    budget_p: float = 0.5  # extraction-relaxed: target probability of the query-budget curve
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

@@ -18,6 +18,7 @@ from lmaudit import __version__
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
+from lmaudit.experiments import extraction
 from lmaudit.experiments.config import ExperimentConfig
 from lmaudit.experiments.tables import write_outputs
 from lmaudit.mia import RunConfig, run_mia
@@ -38,11 +39,11 @@ class Workspace:
         self.tokenizer = corpus_tokenizer(self.corpus, vocab_size=cfg.vocab_size)
         self._loaded: dict[str, object] = {}
 
-    def base(self, seed: int = 0) -> Path:
+    def base(self, seed: int = 0, kind: str | None = None) -> Path:
         """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective."""
         c = self.cfg
         ar = cached_pretrain(self.corpus, self.tokenizer, kind="ar", preset=c.preset, tokens=c.pretrain_tokens, seed=seed)
-        if c.kind == "ar":
+        if (kind or c.kind) == "ar":
             return ar
         return cached_pretrain(self.corpus, self.tokenizer, kind="dlm", preset=c.preset, tokens=c.adapt_tokens,
                                seed=seed, init_from=ar)
@@ -186,7 +187,8 @@ def _run_mask_ratio(ws: Workspace) -> dict:
 
 
 RUNNERS = {"mia": _run_mia_table, "ablation": _run_ablation, "misaligned-ref": _run_misaligned,
-           "epochs": _run_epochs, "mask-ratio": _run_mask_ratio}
+           "epochs": _run_epochs, "mask-ratio": _run_mask_ratio, "extraction-steps": extraction.run_steps,
+           "pii-extraction": extraction.run_pii, "extraction-relaxed": extraction.run_relaxed}
 
 
 def run_experiment(cfg: ExperimentConfig, *, out_root: str | Path = "results", command: str = "") -> Path:

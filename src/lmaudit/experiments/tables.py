@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit.experiments import extraction_tables
 from lmaudit.report import plots
 from lmaudit.utils import atomic_path, write_json_atomic
 
@@ -58,7 +59,11 @@ def write_outputs(folder: Path, record: dict) -> Path:
     if gains is not None:
         np.savez_compressed(folder / "gains.npz", **{f"ratio_{r}": np.asarray(v, dtype=np.float32) for r, v in gains.items()})
     write_json_atomic(folder / "results.json", record)
-    if "rows" in record:
+    if exp["type"] in extraction_tables.TYPES:
+        body, pngs = extraction_tables.markdown(record)
+        for name, png in pngs:
+            _write_png(folder / name, png)
+    elif "rows" in record:
         first = {"ablation": "variant", "misaligned-ref": "reference / attack"}.get(exp["type"], "attack")
         body = rows_table(record["rows"], first)
     elif "curves" in record:
@@ -70,6 +75,13 @@ def write_outputs(folder: Path, record: dict) -> Path:
         _write_png(folder / "gain_by_mask_ratio.png", plots.gain_by_ratio(gains))
         body += "\n\n![gain by mask ratio](gain_by_mask_ratio.png)"
     seeds = ", ".join(map(str, exp["seeds"]))
+    if exp["type"] in extraction_tables.TYPES:
+        head = (f"# {exp['name']}\n\n{exp['description']}\n\n"
+                f"Command: `{record['command']}` — run time {record['runtime_s'] / 60:.1f} min; seeds {seeds}; "
+                f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs.\n\n")
+        with atomic_path(folder / "table.md") as tmp:
+            tmp.write_text(head + body + "\n")
+        return folder
     head = (f"# {exp['name']}\n\n{exp['description']}\n\n"
             f"Command: `{record['command']}` — run time {record['runtime_s'] / 60:.1f} min; seeds {seeds}; "
             f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members; {exp['kind']} `{exp['preset']}`, "

@@ -83,6 +83,14 @@ def experiment_report(run: Path, res: dict) -> Report:
 
     exp = res["experiment"]
     sections = []
+    from lmaudit.experiments import extraction_tables
+
+    if exp["type"] in extraction_tables.TYPES:
+        tabs = extraction_tables.tables(res)
+        figs = [Figure(stem, caption, png) for stem, caption, png in extraction_tables.figures(res)]
+        for i, (caption, header, rows) in enumerate(tabs):
+            sections.append(Section("Results" if i == 0 else "Results (continued)", caption, table=(header, rows),
+                                    figures=figs if i == len(tabs) - 1 else []))
     if "rows" in res:
         header = ["variant" if exp["type"] == "ablation" else "attack", "AUC", "TPR@10%FPR", "TPR@1%FPR"]
         rows = [[label] + [f"{100 * r[k][0]:.1f} ± {100 * r[k][1]:.1f}" for k in KEYS]
@@ -104,7 +112,7 @@ def experiment_report(run: Path, res: dict) -> Report:
         sections.append(Section("Memorisation gain by mask ratio", exp["description"], table=(header, rows), figures=figs))
     facts = {"command": res.get("command", ""), "run time": f"{res['runtime_s'] / 60:.1f} min",
              "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp['preset']}",
-             "data": f"{exp['n_members']} members, {exp['n_nonmembers']} non-members ({exp['mode']})",
+             "data": f"{exp['n_members']} / {exp['n_nonmembers']} records ({exp['mode']})",
              "configuration": json.dumps(exp), **_facts_common(res)}
     return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections)
 
