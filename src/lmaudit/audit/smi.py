@@ -1,0 +1,375 @@
+"""Set-level membership audits: what fraction ρ of a suspect set behaves like non-members.
+
+From per-sample features of members ``m`` (retained training data), non-members
+``n`` (held out) and a suspect set ``u`` (e.g. a forget set), both estimators fit
+``F_u ≈ (1 − ρ) F_m + ρ F_n``: ρ = 0 looks like members, ρ = 1 like non-members.
+:func:`smi` matches the mixture covariance ``Σ_u = (1−ρ)Σ_m + ρΣ_n + ρ(1−ρ)ddᵀ``
+(``d = μ_n − μ_m``, unbiased covariances; a pure shift of the suspect mean is
+invisible to it); :func:`smi_m` projects the suspect kernel mean embedding on the
+segment from ``m`` to ``n`` (within-set means are U-statistics). Both give a
+percentile-bootstrap 90% interval over resamples of the suspect set and flag an
+anomaly when the unclipped estimate falls well outside [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from lmaudit.errors import LmauditError
+
+KERNELS = ("rbf", "laplacian", "linear")
+_BANDWIDTH_SAMPLE = 1000  # points of m ∪ n used by the median heuristic
+_KBLOCK = 512  # kernel blocks hold about _KBLOCK² values
+_CHUNK = 1 << 21  # bootstrap weights per chunk
+_Replicate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class SetEstimate:
+    """One set-level audit. ``rho`` is the fraction of the suspect set that behaves like non-members."""
+
+    method: str  # "smi" or "smi-m"
+    rho: float  # in [0, 1]
+    rho_unclipped: float
+    ci90: tuple[float, float]  # 5th and 95th bootstrap percentiles of the clipped estimate
+    n_suspect: int
+    n_members: int
+    n_nonmembers: int
+    anomaly: bool  # rho_unclipped outside [-anomaly_tol, 1 + anomaly_tol]
+    details: dict
+    timings_ms: dict  # "fit" and "bootstrap"
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (a NaN interval, from ``bootstrap=0``, becomes ``None``)."""
+        out = asdict(self)
+        out["ci90"] = [None if math.isnan(x) else x for x in self.ci90]
+        return out
+
+
+def _as_sets(named: dict[str, object]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for name, x in named.items():
+        try:
+            a = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise LmauditError(f"{name} is not a numeric array ({e})") from None
+        if a.ndim != 2 or a.shape[1] == 0:
+            raise LmauditError(f"{name} must be a 2-D array (n_samples, n_features), got shape {a.shape}")
+        if a.shape[0] < 2:
+            raise LmauditError(f"{name} has {a.shape[0]} row(s); each set needs at least 2 rows")
+        if out and a.shape[1] != out[0].shape[1]:
+            first = next(iter(named))
+            raise LmauditError(
+                f"feature dimensions differ: {first} has {out[0].shape[1]} features, {name} has {a.shape[1]}",
+                hint="all sets must come from the same feature extractor",
+            )
+        bad = int(a.size - np.isfinite(a).sum())
+        if bad:
+            raise LmauditError(f"{name} contains {bad} NaN or infinite feature value(s)", hint="drop or impute them")
+        out.append(a)
+    return out
+
+
+def standardise(members, nonmembers, *others) -> tuple[np.ndarray, ...]:
+    """Z-score every set with the mean and (population) std of members ∪ non-members pooled.
+
+    Parameters
+    ----------
+    members, nonmembers, *others : array_like, shape (n_m, d), (n_n, d), (n_k, d)
+        Reference sets (they define the scaling) and further sets, e.g. the suspect set.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(members, nonmembers, *others)`` in float64; constant columns get std 1.
+    """
+    named = {"members": members, "nonmembers": nonmembers} | {f"others[{i}]": o for i, o in enumerate(others)}
+    sets = _as_sets(named)
+    ref = np.vstack(sets[:2])
+    mu, sd = ref.mean(axis=0), ref.std(axis=0)
+    sd[sd <= 1e-12 * np.maximum(1.0, np.abs(mu))] = 1.0
+    return tuple((s - mu) / sd for s in sets)
+
+
+def _bootstrap_batches(n: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Resample indices (b, n) in chunks, all drawn from ``default_rng(seed)`` in order."""
+    rng = np.random.default_rng(seed)
+    step = max(1, _CHUNK // n)
+    for s in range(0, n_boot, step):
+        yield rng.integers(0, n, size=(min(step, n_boot - s), n))
+
+
+def _resample_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """All bootstrap resamples (n_boot, n) that an estimator with this ``seed`` uses."""
+    return np.vstack(list(_bootstrap_batches(n, n_boot, seed)))
+
+
+def _counts(idx: np.ndarray, n: int) -> np.ndarray:
+    """Resample indices (k, n) -> float count weights (k, n)."""
+    k = len(idx)
+    flat = (idx + n * np.arange(k)[:, None]).ravel()
+    return np.bincount(flat, minlength=k * n).reshape(k, n).astype(np.float64)
+
+
+def _minimise(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Minimisers of the quartic f with f'(ρ)/2 = c3ρ³ + c2ρ² + c1ρ + c0, one row of ``c`` (k, 4) each.
+
+    Returns ``(on [0, 1], over the real line)``. Candidates are the real parts of all
+    roots, raw and Newton-polished (an extra candidate never beats a true minimiser).
+    """
+    c3, c2, c1, c0 = c[:, :1], c[:, 1:2], c[:, 2:3], c[:, 3:]
+    with np.errstate(all="ignore"):
+        if np.all(c3 > 0):
+            comp = np.zeros((len(c), 3, 3))
+            comp[:, 0, :] = -c[:, 1:] / c3
+            comp[:, 1, 0] = comp[:, 2, 1] = 1.0
+            r = np.linalg.eigvals(comp).real
+        else:  # equal means: c3 = c2 = 0 and f is quadratic
+            r = -c0 / np.where(c1 > 0, c1, np.inf)
+        p, dp = ((c3 * r + c2) * r + c1) * r + c0, (3 * c3 * r + 2 * c2) * r + c1
+        polished = np.where(dp != 0, r - p / dp, r)
+        cand = np.nan_to_num(np.concatenate([r, polished], axis=1), nan=0.0, posinf=0.0, neginf=0.0)
+
+        def argmin(x: np.ndarray) -> np.ndarray:
+            f = np.nan_to_num((((c3 / 4 * x + c2 / 3) * x + c1 / 2) * x + c0) * x, nan=np.inf)
+            return x[np.arange(len(x)), np.argmin(f, axis=1)]
+
+        ends = np.broadcast_to([0.0, 1.0], (len(c), 2))
+        return argmin(np.concatenate([np.clip(cand, 0.0, 1.0), ends], axis=1)), argmin(cand)
+
+
+def _smi_fit(M: np.ndarray, N: np.ndarray, U: np.ndarray) -> tuple[_Replicate, dict]:
+    """Precompute what does not depend on suspect weights: ``(replicate, details)``.
+
+    ``replicate(W)`` maps count weights (k, n_u) to ``(clipped, unclipped)`` estimates (k,).
+    """
+    nm, nn = len(M), len(N)
+    mu_m, mu_n = M.mean(axis=0), N.mean(axis=0)
+    Mc, Nc, U0 = M - mu_m, N - mu_n, U - U.mean(axis=0)
+    d = mu_n - mu_m
+    dd = float(d @ d)
+    mB, nB = float(np.sum((Mc @ d) ** 2)) / (nm - 1), float(np.sum((Nc @ d) ** 2)) / (nn - 1)
+    if M.shape[1] <= nm + nn:  # d×d path: D = Σ_n − Σ_m formed once
+        Sm, Sn = (Mc.T @ Mc) / (nm - 1), (Nc.T @ Nc) / (nn - 1)
+        D = Sn - Sm
+        DD, mD, scale = float(np.sum(D * D)), float(np.sum(Sm * D)), float(np.sum(Sm * Sm) + np.sum(Sn * Sn))
+        quad = lambda V: np.einsum("ij,ij->i", V @ D, V)  # noqa: E731
+        path = "dxd"
+    else:  # Gram path: ⟨XᵀX, YᵀY⟩ = ‖X Yᵀ‖²
+        gm, gn = np.sum((Mc @ Mc.T) ** 2) / (nm - 1) ** 2, np.sum((Nc @ Nc.T) ** 2) / (nn - 1) ** 2
+        gx = np.sum((Nc @ Mc.T) ** 2) / ((nm - 1) * (nn - 1))
+        DD, mD, scale = float(max(gn - 2 * gx + gm, 0.0)), float(gx - gm), float(gm + gn)
+        quad = lambda V: (  # noqa: E731
+            np.sum((V @ Nc.T) ** 2, axis=1) / (nn - 1) - np.sum((V @ Mc.T) ** 2, axis=1) / (nm - 1)
+        )
+        path = "gram"
+    GG = DD + 2 * (nB - mB) + dd * dd  # ‖G‖²
+    if dd * dd <= 1e-10 * scale and GG <= 1e-10 * scale:
+        raise LmauditError(
+            "the reference sets (members, non-members) are indistinguishable: same mean and covariance, "
+            "so ρ is not identifiable",
+            hint="check that the reference sets are different data and the features separate them",
+        )
+    c3, c2 = 2 * dd * dd, -3 * (nB - mB + dd * dd)
+    c1, c0 = GG - 2 * mB, mD + mB
+    qD, qB = quad(U0), (U0 @ d) ** 2
+
+    def replicate(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = W.sum(axis=1)
+        P = (W @ U0) / s[:, None]  # resampled means, centred frame
+        aD = (W @ qD - s * quad(P)) / (s - 1)  # ⟨Σ_u, Σ_n − Σ_m⟩
+        aB = (W @ qB - s * (P @ d) ** 2) / (s - 1)  # dᵀ Σ_u d
+        coefs = np.column_stack([np.full(len(W), c3), np.full(len(W), c2), c1 + 2 * aB, c0 - aD - aB])
+        return _minimise(coefs)
+
+    details = {"covariance": "unbiased (n-1)", "path": path, "mean_gap_sq": dd, "cov_gap_fro": math.sqrt(DD)}
+    return replicate, details
+
+
+def _sqdist(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    S = X @ Y.T
+    S *= -2.0
+    S += np.einsum("ij,ij->i", X, X)[:, None]
+    S += np.einsum("ij,ij->i", Y, Y)[None, :]
+    return np.maximum(S, 0.0, out=S)
+
+
+def _kernel(X: np.ndarray, Y: np.ndarray, a: np.ndarray, b: np.ndarray, kernel: str) -> np.ndarray:
+    """Kernel block for rows already divided by h; ``a``, ``b`` are their half squared norms."""
+    E = X @ Y.T
+    E -= a[:, None]
+    E -= b[None, :]  # E = −‖x − y‖²/2 (up to rounding)
+    if kernel == "laplacian":
+        E *= -2.0
+        np.sqrt(np.maximum(E, 0.0, out=E), out=E)
+        np.negative(E, out=E)
+    return np.exp(E, out=E)
+
+
+def _half_norms(X: np.ndarray) -> np.ndarray:
+    return 0.5 * np.einsum("ij,ij->i", X, X)
+
+
+def _row_sums(X: np.ndarray, Y: np.ndarray, kernel: str) -> np.ndarray:
+    """Σ_j k(x_i, y_j) for every row of X (rows scaled by 1/h), in blocks of rows."""
+    a, b = _half_norms(X), _half_norms(Y)
+    step = max(1, _KBLOCK * _KBLOCK // len(Y))
+    return np.concatenate(
+        [_kernel(X[i : i + step], Y, a[i : i + step], b, kernel).sum(axis=1) for i in range(0, len(X), step)]
+    )
+
+
+def _self_sum(X: np.ndarray, kernel: str) -> float:
+    """Σ_{i≠j} k(x_i, x_j) (rows scaled by 1/h), evaluating only blocks on or above the diagonal."""
+    a, total, B = _half_norms(X), 0.0, _KBLOCK
+    for i in range(0, len(X), B):
+        Xi = X[i : i + B]
+        for j in range(i, len(X), B):
+            K = _kernel(Xi, Xi if j == i else X[j : j + B], a[i : i + B], a[j : j + B], kernel)
+            if j == i:
+                np.fill_diagonal(K, 0.0)
+            total += float(K.sum()) * (1.0 if j == i else 2.0)
+    return total
+
+
+def _median_distance(M: np.ndarray, N: np.ndarray, seed: int) -> float:
+    """Median pairwise Euclidean distance of m ∪ n, or of a seeded subsample of it."""
+    idx = np.arange(len(M) + len(N))
+    if len(idx) > _BANDWIDTH_SAMPLE:
+        idx = np.sort(np.random.default_rng([seed, 1]).choice(len(idx), _BANDWIDTH_SAMPLE, replace=False))
+    R = np.vstack([M[idx[idx < len(M)]], N[idx[idx >= len(M)] - len(M)]])
+    v = _sqdist(R, R)[np.triu(np.ones((len(R), len(R)), dtype=bool), 1)]
+    mid = [(len(v) - 1) // 2, len(v) // 2]
+    med = float(np.sqrt(np.partition(v, mid)[mid]).mean())
+    if not med > 0:
+        raise LmauditError("median pairwise distance of the reference sets is 0", hint="are most rows duplicates?")
+    return med
+
+
+def _smim_fit(
+    M: np.ndarray, N: np.ndarray, U: np.ndarray, *, kernel: str, bandwidth_factor: float, seed: int
+) -> tuple[_Replicate, dict]:
+    """Precompute kernel means: ``(replicate, details)`` as in :func:`_smi_fit`."""
+    nm, nn = len(M), len(N)
+    if kernel == "linear":
+        mu_m, mu_n = M.mean(axis=0), N.mean(axis=0)
+        kmm = (nm * nm * (mu_m @ mu_m) - np.einsum("ij,ij->", M, M)) / (nm * (nm - 1))
+        knn = (nn * nn * (mu_n @ mu_n) - np.einsum("ij,ij->", N, N)) / (nn * (nn - 1))
+        knm, rm, rn, h = float(mu_n @ mu_m), U @ mu_m, U @ mu_n, None
+        scale = float(np.einsum("ij,ij->", M, M) / nm + np.einsum("ij,ij->", N, N) / nn)
+    else:
+        h = _median_distance(M, N, seed) * bandwidth_factor
+        Ms, Ns, Us = M / h, N / h, U / h
+        kmm, knn = _self_sum(Ms, kernel) / (nm * (nm - 1)), _self_sum(Ns, kernel) / (nn * (nn - 1))
+        knm = float(_row_sums(Ns, Ms, kernel).sum()) / (nm * nn)
+        rm, rn, scale = _row_sums(Us, Ms, kernel) / nm, _row_sums(Us, Ns, kernel) / nn, 1.0
+    denom = float(knn - 2 * knm + kmm)  # MMD² (U-statistic)
+    if denom <= 1e-9 * scale:
+        raise LmauditError(
+            f"the reference sets (members, non-members) are indistinguishable under the {kernel} kernel "
+            f"(MMD² = {denom:.3g}), so ρ is not identifiable",
+            hint="check that the reference sets differ, or try another kernel or bandwidth_factor",
+        )
+    r, base = rn - rm, float(kmm - knm)
+
+    def replicate(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rho = ((W @ r) / W.sum(axis=1) + base) / denom
+        return np.clip(rho, 0.0, 1.0), rho
+
+    details = {"kernel": kernel, "bandwidth": h, "bandwidth_factor": bandwidth_factor, "statistic": "U", "mmd2": denom,
+               "kernel_means": {"mm": float(kmm), "nn": float(knn), "nm": knm, "um": float(rm.mean()),
+                                "un": float(rn.mean())}}  # um, un ≈ 0: suspect far from both references
+    return replicate, details
+
+
+def _estimate(method: str, sets: list[np.ndarray], fit: Callable[[], tuple[_Replicate, dict]], *,
+              bootstrap: int, seed: int, anomaly_tol: float) -> SetEstimate:
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
+        raise LmauditError(f"bootstrap must be a non-negative integer, got {bootstrap!r}")
+    if not (isinstance(anomaly_tol, (int, float)) and anomaly_tol >= 0):
+        raise LmauditError(f"anomaly_tol must be >= 0, got {anomaly_tol!r}")
+    M, N, U = sets
+    t0 = time.perf_counter()
+    replicate, details = fit()
+    (rho,), (rho_u,) = replicate(np.ones((1, len(U))))
+    t1 = time.perf_counter()
+    boot = [replicate(_counts(idx, len(U)))[0] for idx in _bootstrap_batches(len(U), bootstrap, seed)]
+    lo, hi = np.percentile(np.concatenate(boot), [5, 95]) if boot else (math.nan, math.nan)
+    t2 = time.perf_counter()
+    return SetEstimate(
+        method=method, rho=float(rho), rho_unclipped=float(rho_u), ci90=(float(lo), float(hi)),
+        n_suspect=len(U), n_members=len(M), n_nonmembers=len(N),
+        anomaly=bool(rho_u < -anomaly_tol or rho_u > 1 + anomaly_tol),
+        details={**details, "bootstrap": int(bootstrap), "seed": seed, "anomaly_tol": anomaly_tol},
+        timings_ms={"fit": (t1 - t0) * 1e3, "bootstrap": (t2 - t1) * 1e3},
+    )
+
+
+def smi(members, nonmembers, suspect, *, bootstrap: int = 200, seed: int = 0, anomaly_tol: float = 0.1) -> SetEstimate:
+    """Second-moment matching: ρ minimising f(ρ) = ‖A − ρG + ρ²B‖_F² on [0, 1].
+
+    ``A = Σ_u − Σ_m``, ``B = ddᵀ`` (``d = μ_n − μ_m``), ``G = Σ_n − Σ_m + B``, unbiased
+    covariances. Roots of the cubic f' = 0 and the endpoints are compared;
+    ``rho_unclipped`` minimises f over the real line. Cost O((n_m + n_n + n_u)·d·k),
+    k = min(d, n_m + n_n) (no d×d matrix when d > n_m + n_n), plus O(n_u·d + d·k) per
+    bootstrap replicate.
+
+    Parameters
+    ----------
+    members, nonmembers, suspect : array_like, shape (n_m, d), (n_n, d), (n_u, d)
+        Per-sample features; at least 2 rows per set, all finite.
+    bootstrap : int
+        Resamples of the suspect set (with replacement) for ``ci90``; 0 skips it.
+    seed : int
+        Seed of ``numpy.random.default_rng`` for the resamples.
+    anomaly_tol : float
+        ``anomaly`` is set when ``rho_unclipped`` is outside ``[-tol, 1 + tol]``.
+
+    Returns
+    -------
+    SetEstimate
+        ``rho``: fraction of the suspect set behaving like non-members (0: members).
+    """
+    sets = _as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect})
+    return _estimate("smi", sets, lambda: _smi_fit(*sets), bootstrap=bootstrap, seed=seed, anomaly_tol=anomaly_tol)
+
+
+def smi_m(members, nonmembers, suspect, *, kernel: str = "rbf", bandwidth_factor: float = 1.0,
+          bootstrap: int = 200, seed: int = 0, anomaly_tol: float = 0.1) -> SetEstimate:
+    """Kernel mean-embedding matching: ρ = (K̄_un − K̄_um − K̄_mn + K̄_mm) / (K̄_nn − 2K̄_nm + K̄_mm).
+
+    K̄_xy is the mean kernel value over pairs; K̄_mm and K̄_nn leave out i = j
+    (U-statistics). Cost O((n_m + n_n)·(n_m + n_n + n_u)·d) kernel work (linear:
+    O(n·d)), plus O(n_u) per bootstrap replicate.
+
+    Parameters
+    ----------
+    members, nonmembers, suspect : array_like, shape (n_m, d), (n_n, d), (n_u, d)
+        Per-sample features; at least 2 rows per set, all finite.
+    kernel : {"rbf", "laplacian", "linear"}
+        ``exp(−‖x−y‖²/(2h²))``, ``exp(−‖x−y‖₂/h)`` or ``xᵀy``; ``h`` is the median
+        pairwise distance of members ∪ non-members (a seeded subsample of 1,000
+        points when larger) times ``bandwidth_factor``.
+    bandwidth_factor : float
+        Multiplies the median-heuristic bandwidth (ignored by "linear").
+    bootstrap, seed, anomaly_tol
+        As in :func:`smi`.
+
+    Returns
+    -------
+    SetEstimate
+        ``rho``: fraction of the suspect set behaving like non-members, i.e.
+        ``rho_unclipped`` clipped to [0, 1].
+    """
+    if kernel not in KERNELS:
+        raise LmauditError(f"unknown kernel {kernel!r}", hint=f"choose one of: {', '.join(KERNELS)}")
+    if not (isinstance(bandwidth_factor, (int, float)) and math.isfinite(bandwidth_factor) and bandwidth_factor > 0):
+        raise LmauditError(f"bandwidth_factor must be a positive number, got {bandwidth_factor!r}")
+    sets = _as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect})
+    fit = lambda: _smim_fit(*sets, kernel=kernel, bandwidth_factor=bandwidth_factor, seed=seed)  # noqa: E731
+    return _estimate("smi-m", sets, fit, bootstrap=bootstrap, seed=seed, anomaly_tol=anomaly_tol)
