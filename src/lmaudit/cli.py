@@ -248,9 +248,11 @@ def report(
     stdout_console.print(f"report: {path}  ({time.perf_counter() - t0:.1f} s)")
 
 
+from lmaudit.commands import audit as _audit  # noqa: E402
 from lmaudit.commands import extraction as _extraction  # noqa: E402
 
 _extraction.register(app, corpus_app, config_option)
+_audit.register(app, config_option)
 
 
 def _maybe_report(folder: Path, no_report: bool) -> None:

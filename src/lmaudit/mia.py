@@ -137,7 +137,7 @@ def _score_dlm(target, reference, both, specs, params, config, cache, timings, n
         for spec in group:
             scores[spec.name] = spec(stats, **params[spec.name])
             forwards[spec.name] = float(stats.n_patterns.mean())
-            if spec.name == "q_skew" and stats.has_reference:
+            if spec.name == "q_skew" and stats.has_reference and 0 < n_members < stats.n_samples:
                 examples["q_skew"] = _typical_deltas(stats, scores["q_skew"], n_members)
     return scores, forwards, examples
 
@@ -204,6 +204,21 @@ def run_mia(
         timings_s=timings,
         examples=examples,
     )
+
+
+def score_set(target: LoadedModel, textset: TextSet, *, reference: LoadedModel | None = None,
+              config: RunConfig | None = None) -> dict[str, np.ndarray]:
+    """Attack scores of one unlabelled text set: {attack: (n,) scores, higher = more member-like}.
+
+    The probes are the ones :func:`run_mia` uses (and share its cache).
+    """
+    config = config or RunConfig()
+    specs = _select_attacks(config.attacks, target.kind, reference is not None)
+    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    score_fn = _score_dlm if target.kind == "dlm" else _score_ar
+    cache = cache_dir() if config.use_cache else None
+    scores, _, _ = score_fn(target, reference, textset, specs, params, config, cache, {}, 0)
+    return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}
 
 
 def results_table(result: MIAResult):

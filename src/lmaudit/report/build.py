@@ -125,6 +125,18 @@ def build_report(run_dir: str | Path) -> Report:
     res = json.loads(path.read_text())
     if "experiment" in res:
         return experiment_report(run, res)
+    if res.get("type") == "set-audit":
+        from lmaudit.commands.audit import audit_rows
+
+        text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
+                f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
+                "standardised on the reference sets. ρ is the fraction of the suspect set that behaves like "
+                "non-members; the interval holds the 5th–95th percentiles of bootstrap resamples of the suspect set. "
+                "An unclipped ρ far outside [0, 1] flags a suspect set that resembles neither reference.")
+        facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
+                 "configuration": json.dumps(res["config"])}
+        return Report("lmaudit set-level audit", f"Run folder: {run}", facts,
+                      [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))])
     if res.get("type") == "extraction":
         from lmaudit.report.extraction import extraction_report
 

@@ -1,0 +1,75 @@
+"""``lmaudit audit-set`` and ``lmaudit unlearn``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lmaudit.progress import stdout_console
+
+
+def audit_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a set-level audit: one row per method."""
+    header = ["method", "ρ (non-member-like)", "90% interval", "unclipped ρ", "trained fraction 1−ρ", "anomaly",
+              "fit + bootstrap (ms)"]
+    rows = []
+    for name, est in payload["methods"].items():
+        lo, hi = est["ci90"] if est["ci90"][0] is not None else (float("nan"), float("nan"))
+        rows.append([name, f"{est['rho']:.3f}", f"[{lo:.3f}, {hi:.3f}]", f"{est['rho_unclipped']:.3f}",
+                     f"{est['trained_fraction']:.3f}", "YES" if est["anomaly"] else "no",
+                     f"{est['timings_ms']['fit'] + est['timings_ms']['bootstrap']:.0f}"])
+    return header, rows
+
+
+def register(app: typer.Typer, config_option) -> None:
+    @app.command("audit-set")
+    def audit_set(
+        config: Optional[Path] = config_option(),
+        model: Path = typer.Option(..., help="Local model folder (AR or DLM) to audit."),
+        members: Path = typer.Option(..., help="Texts known to be in the training data (e.g. the retain set)."),
+        nonmembers: Path = typer.Option(..., help="Texts known not to be in the training data."),
+        suspect: Path = typer.Option(..., help="The set to audit (a forget set, a benchmark, ...)."),
+        method: str = typer.Option("both", help="smi, smi-m or both."),
+        features: str = typer.Option("hidden", help="hidden (mean-pooled last hidden state) or scores (attack scores)."),
+        kernel: str = typer.Option("rbf", help="SMI-M kernel: rbf, laplacian or linear."),
+        bandwidth_factor: float = typer.Option(1.0, help="SMI-M: multiplies the median-distance bandwidth."),
+        bootstrap: int = typer.Option(200, help="Bootstrap resamples of the suspect set for the 90% interval."),
+        attacks: Optional[str] = typer.Option(None, help="features=scores: comma-separated attacks (default: all)."),
+        reference: Optional[Path] = typer.Option(None, help="features=scores: reference model for reference attacks."),
+        seed: int = typer.Option(0),
+        out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
+        kind: Optional[str] = typer.Option(None, help="ar or dlm (default: from the saved config)."),
+        no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
+    ) -> None:
+        """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
+        from rich.table import Table
+
+        from lmaudit.audit.run import AuditConfig, run_audit
+        from lmaudit.data.loaders import load_texts
+        from lmaudit.models.loading import load_model
+        from lmaudit.utils import write_json_atomic
+
+        names = [a.strip() for a in attacks.split(",") if a.strip()] if attacks else None
+        cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
+                          bootstrap=bootstrap, seed=seed, attacks=names)
+        cfg.validate()
+        loaded = load_model(model, kind=kind)
+        ref = load_model(reference, kind=loaded.kind) if reference else None
+        payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg, reference=ref)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "results.json", payload)
+        header, rows = audit_rows(payload)
+        table = Table(title=f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
+                            f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
+        for i, col in enumerate(header):
+            table.add_column(col, justify="left" if i == 0 else "right")
+        for row in rows:
+            table.add_row(*row)
+        stdout_console.print(table)
+        stdout_console.print(f"results: {out / 'results.json'}")
+        if not no_report:
+            from lmaudit.report.build import write_report
+
+            stdout_console.print(f"report: {write_report(out)}")

@@ -1,0 +1,96 @@
+"""Set-level audits on real texts: features, monotone estimates over member mixtures, the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from lmaudit.audit.features import hidden_features, score_features
+from lmaudit.audit.run import AuditConfig, estimate_rho, run_audit
+from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.errors import LmauditError
+from lmaudit.models.build import finetune
+from lmaudit.models.loading import load_model
+from conftest import make_texts
+from test_cli import lmaudit
+from test_end_to_end import write_jsonl
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory, tiny_model_dir):
+    """A tiny AR model fine-tuned on 128 texts: 64 serve as the member reference, 64 as suspect members."""
+    root = tmp_path_factory.mktemp("audit")
+    members = make_texts(128, seed=300)
+    nonmembers = make_texts(128, seed=400)
+    trained = load_texts(write_jsonl(root / "trained.jsonl", members))
+    out = finetune(tiny_model_dir, trained, root / "target", mode="dft", epochs=25, lr=3e-3, block=32, batch_size=8)
+    return root, load_model(out), members, nonmembers
+
+
+def _mixture(members, nonmembers, fraction_members: float, n: int = 40) -> TextSet:
+    k = int(round(fraction_members * n))
+    return TextSet.from_texts(members[64 : 64 + k] + nonmembers[64 : 64 + n - k], prefix="u", source="suspect")
+
+
+def test_hidden_features_are_mean_pooled(audited):
+    _, loaded, members, _ = audited
+    ts = TextSet.from_texts(members[:3])
+    feats = hidden_features(loaded, ts, batch_size=2)
+    import torch
+
+    ids = loaded.tokenizer(members[1], return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        h = loaded.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0].double().mean(0).numpy()
+    assert feats.shape == (3, loaded.model.config.hidden_size)
+    np.testing.assert_allclose(feats[1], h, atol=1e-5)
+
+
+def test_estimates_are_monotone_in_the_member_fraction(audited):
+    _, loaded, members, nonmembers = audited
+    ref_m = TextSet.from_texts(members[:64], prefix="m", source="members")
+    ref_n = TextSet.from_texts(nonmembers[:64], prefix="n", source="nonmembers")
+    feats = {}
+    for name, ts in (("m", ref_m), ("n", ref_n)):
+        feats[name], cols = score_features(loaded, ts, attacks=["loss", "min_k", "zlib"])
+    assert cols == ["loss", "min_k", "zlib"]
+    rhos = {"smi": [], "smi-m": []}
+    for frac in (0.0, 0.3, 0.7, 1.0):
+        u, _ = score_features(loaded, _mixture(members, nonmembers, frac), attacks=["loss", "min_k", "zlib"])
+        est = estimate_rho(feats["m"], feats["n"], u, AuditConfig(bootstrap=50))
+        for name in rhos:
+            rhos[name].append(est[name]["rho"])
+    for name, values in rhos.items():
+        assert all(a >= b - 0.02 for a, b in zip(values, values[1:])), (name, values)
+        assert values[0] - values[-1] > 0.5, (name, values)  # all non-members vs all members
+
+
+def test_run_audit_payload_and_anomaly_on_a_forged_set(audited):
+    _, loaded, members, nonmembers = audited
+    forged = TextSet.from_texts(["zzzz qqqq xxxx " * 8 for _ in range(20)], prefix="f", source="forged")
+    payload = run_audit(loaded, TextSet.from_texts(members[:64]), TextSet.from_texts(nonmembers[:64]), forged,
+                        AuditConfig(features="scores", attacks=["loss", "min_k"], kernel="linear", bootstrap=20))
+    assert payload["features"] == {"kind": "scores", "dim": 2, "columns": ["loss", "min_k"]}
+    assert payload["n_suspect"] == 20 and set(payload["methods"]) == {"smi", "smi-m"}
+    # far beyond the non-members (garbage text has a huge loss): the projection overshoots and is flagged
+    assert payload["methods"]["smi-m"]["anomaly"] and payload["methods"]["smi-m"]["rho_unclipped"] > 1.1
+
+
+def test_bad_audit_options_are_clear_errors():
+    with pytest.raises(LmauditError, match="unknown method 'smim'"):
+        AuditConfig(method="smim").validate()
+    with pytest.raises(LmauditError, match="unknown kernel"):
+        AuditConfig(kernel="cosine").validate()
+
+
+def test_audit_set_cli(audited, tmp_path):
+    root, loaded, members, nonmembers = audited
+    m = write_jsonl(tmp_path / "m.jsonl", members[:64])
+    n = write_jsonl(tmp_path / "n.jsonl", nonmembers[:64])
+    u = write_jsonl(tmp_path / "u.jsonl", members[64:84])
+    res = lmaudit("audit-set", "--model", loaded.path, "--members", str(m), "--nonmembers", str(n), "--suspect", str(u),
+                  "--bootstrap", "30", "--out", str(tmp_path / "audit"))
+    assert res.returncode == 0, res.stderr
+    payload = json.loads((tmp_path / "audit" / "results.json").read_text())
+    assert payload["type"] == "set-audit" and payload["features"]["kind"] == "hidden"
+    assert payload["methods"]["smi"]["ci90"][0] <= payload["methods"]["smi"]["ci90"][1]
+    assert "Set-level audit" in res.stdout and (tmp_path / "audit" / "report.html").exists()
