@@ -31,6 +31,8 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_probe_ar.py
 	$(BIN)/python benchmarks/bench_probe_dlm.py
+	$(BIN)/python benchmarks/bench_extraction.py
+	$(BIN)/python benchmarks/bench_smi.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

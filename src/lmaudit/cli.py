@@ -250,9 +250,11 @@ def report(
 
 from lmaudit.commands import audit as _audit  # noqa: E402
 from lmaudit.commands import extraction as _extraction  # noqa: E402
+from lmaudit.commands import pii as _pii  # noqa: E402
 
 _extraction.register(app, corpus_app, config_option)
 _audit.register(app, config_option)
+_pii.register(app, config_option)
 
 
 def _maybe_report(folder: Path, no_report: bool) -> None:

@@ -137,6 +137,17 @@ def build_report(run_dir: str | Path) -> Report:
                  "configuration": json.dumps(res["config"])}
         return Report("lmaudit set-level audit", f"Run folder: {run}", facts,
                       [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))])
+    if res.get("type") == "pii-reconstruction":
+        from lmaudit.commands.pii import asr_rows
+
+        cfg = res["config"]
+        text = (f"{res['n_records']} redacted records ({cfg['field']}); {cfg['candidates']} generations per record "
+                f"({res['mean_candidates']:.1f} distinct candidates on average); the true value was among the "
+                f"candidates for {res['coverage']['percent']:.0f}% of records. PII values are not shown in this report.")
+        facts = {"model": str(res["model"]), "reference": str(res["reference"]), "alpha": str(res["alpha"]),
+                 "configuration": json.dumps(cfg)}
+        return Report("lmaudit PII reconstruction", f"Run folder: {run}", facts,
+                      [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))])
     if res.get("type") == "extraction":
         from lmaudit.report.extraction import extraction_report
 

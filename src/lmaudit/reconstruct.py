@@ -1,0 +1,279 @@
+"""PII reconstruction: recover a redacted field by generating candidates and ranking them.
+
+A record is a text with one placeholder (``[REDACTED]`` by default) where the value
+was, and, for evaluation, the true value. Candidates come from the model itself (a
+DLM fills ``mask_length`` mask tokens at the placeholder; an AR model continues the
+left context); they are trimmed to the field's pattern and de-duplicated. Each
+candidate is filled back into the record and ranked (higher = more likely true):
+
+- ``ce``: −cross-entropy of the filled text under random 35% masks (DLM; mean NLL for AR);
+- ``skew_pii`` / ``skew_context``: Q-Skew of Δ = log p_target − log p_reference over a
+  window of ``window`` tokens around the field, cyclic masks restricted to the field
+  or to the context (DLM with a reference);
+- ``combined``: −(1−α)·Z(ce) + α·Z(skew) with z-scores over the candidate set
+  (Z(ce) of the cross-entropy, so lower loss ranks higher).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+from lmaudit.attacks.q_skew import weighted_skew
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import DataError, LmauditError
+from lmaudit.probes.masks import MaskPlan
+from lmaudit.utils import stable_seed
+
+PLACEHOLDER = "[REDACTED]"
+PATTERNS = {"email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
+            "phone": re.compile(r"\+?\d[\d\s().-]{6,}\d")}
+SIGNALS = ("ce", "skew_pii", "skew_context", "combined")
+
+
+@dataclass
+class PIIRecord:
+    id: str
+    left: str
+    right: str
+    truth: str | None
+
+    def filled(self, value: str) -> str:
+        return self.left + value + self.right
+
+
+def redacted_records(textset: TextSet, field: str, *, placeholder: str = PLACEHOLDER) -> list[PIIRecord]:
+    """Records whose text holds exactly one placeholder; the true value (if given) is the ``field`` column."""
+    if field not in PATTERNS:
+        raise LmauditError(f"unknown field '{field}'", hint=f"use one of {', '.join(PATTERNS)}")
+    out = []
+    for r in textset.records:
+        n = r.text.count(placeholder)
+        if n != 1:
+            raise DataError(f"{textset.source}: record '{r.id}' has {n} '{placeholder}' placeholders; exactly one needed",
+                            hint="redact one field per record (--placeholder sets the marker)")
+        left, right = r.text.split(placeholder)
+        out.append(PIIRecord(r.id, left, right, r.fields.get(field)))
+    return out
+
+
+def redact(textset: TextSet, field: str, *, placeholder: str = PLACEHOLDER) -> TextSet:
+    """Replace the first occurrence of each record's ``field`` value by the placeholder (keeps the value as a field)."""
+    from lmaudit.data.loaders import Record
+
+    records = []
+    for r in textset.records:
+        value = r.fields.get(field)
+        if not value or value not in r.text:
+            raise DataError(f"{textset.source}: record '{r.id}' has no '{field}' value in its text")
+        records.append(Record(r.id, r.text.replace(value, placeholder, 1), fields=dict(r.fields)))
+    return TextSet(records, source=f"{textset.source} (redacted {field})")
+
+
+def trim(text: str, field: str) -> str | None:
+    """The first substring of a generation that matches the field's pattern; else its first word."""
+    match = PATTERNS[field].search(text)
+    if match:
+        return match.group(0)
+    words = text.strip().split()
+    word = words[0].strip("<>()[],;:\"'") if words else ""
+    return word or None
+
+
+def dedupe(values) -> list[str]:
+    return list(dict.fromkeys(v for v in values if v))
+
+
+def mask_value(value: str | None) -> str:
+    """A PII value with every letter and digit but the first hidden: 'amy@x.org' → 'a**@*.***'."""
+    if not value:
+        return "-"
+    return value[0] + re.sub(r"[A-Za-z0-9]", "*", value[1:])
+
+
+def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int = 20,
+                        steps: int | None = None, temperature: float = 1.0, seed: int = 0) -> list[str]:
+    """Trimmed, de-duplicated candidates from ``n`` independent generations at the placeholder."""
+    from lmaudit.extraction.sampler import ar_sample, denoise
+
+    tok = loaded.tokenizer
+    left = np.asarray(tok(rec.left)["input_ids"], dtype=np.int64)
+    gen_seed = stable_seed("pii-candidates", rec.id, seed)
+    if loaded.kind == "ar":
+        new = ar_sample(loaded.model, left, mask_length, samples=n, temperature=temperature, seed=gen_seed)
+    else:
+        right = np.asarray(tok(rec.right, add_special_tokens=False)["input_ids"], dtype=np.int64)
+        x = np.concatenate([left, np.full(mask_length, loaded.adapter.mask_token_id), right])
+        x = np.tile(x, (n, 1))
+        filled = denoise(loaded.adapter, x, np.ones_like(x), steps=steps or mask_length, temperature=temperature,
+                         remasking="low_confidence", seed=gen_seed)
+        new = filled[:, len(left) : len(left) + mask_length]
+    return dedupe(trim(t, field) for t in tok.batch_decode(new, skip_special_tokens=True))
+
+
+def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8, seed: int = 0) -> np.ndarray:
+    """−(mean masked cross-entropy) of each text: DLM under ``batches`` random masks of ``ratio``; AR: −mean NLL."""
+    from lmaudit.attacks.segments import segment_mean
+
+    ts = TextSet.from_texts(texts, prefix="c", source="candidates")
+    if loaded.kind == "ar":
+        from lmaudit.probes.ar import ARProbeConfig, probe_ar
+
+        stats = probe_ar(loaded.model, loaded.tokenizer, ts, ARProbeConfig(), description="score candidates")
+    else:
+        from lmaudit.probes.masked import probe_masked
+
+        stats = probe_masked(loaded.adapter, loaded.tokenizer, ts, MaskPlan("random", budget=batches, rho=ratio),
+                             seed=seed)
+    return segment_mean(stats.logp.astype(np.float64), stats.offsets)
+
+
+def _window(tok, rec: PIIRecord, value: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(window token ids, bool mask of the field's tokens in it): ~40% of the width before the field."""
+    left = tok(rec.left, add_special_tokens=False)["input_ids"]
+    mid = tok(value, add_special_tokens=False)["input_ids"]
+    right = tok(rec.right, add_special_tokens=False)["input_ids"]
+    before = max(0, min(len(left), int(0.4 * width), width - len(mid)))
+    after = max(0, width - before - len(mid))
+    ids = left[len(left) - before :] + mid + right[:after]
+    is_field = np.zeros(len(ids), dtype=bool)
+    is_field[before : before + len(mid)] = True
+    return np.asarray(ids, dtype=np.int64), is_field
+
+
+def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: str, window: int = 20,
+                rho: float = 0.35, budget: int = 12, seed: int = 0) -> np.ndarray:
+    """Q-Skew per candidate, masks restricted to the field (``where="pii"``) or to its context (``"context"``)."""
+    from lmaudit.probes.masked import _masked_forward_stats
+
+    plan = MaskPlan("cyclic", budget=budget, rho=rho)
+    ids, jobs = [], {"sample": [], "pattern": [], "masks": [], "scored_index": [], "ratio": []}
+    for i, value in enumerate(values):
+        w, is_field = _window(target.tokenizer, rec, value, window)
+        allowed = np.flatnonzero(is_field if where == "pii" else ~is_field)
+        if len(allowed) == 0:
+            raise LmauditError(f"record '{rec.id}': the window holds no {where} token", hint="use a wider --window")
+        ids.append(w)
+        for j, p in enumerate(plan.patterns(len(allowed), stable_seed("pii-skew", rec.id, value, seed))):
+            jobs["sample"].append(i)
+            jobs["pattern"].append(j)
+            jobs["masks"].append(allowed[np.sort(p)])
+            jobs["scored_index"].append(np.sort(p))
+            jobs["ratio"].append(len(p) / len(allowed))
+    tok = types.SimpleNamespace(ids=ids)
+    job_set = types.SimpleNamespace(**{k: (v if k in ("masks", "scored_index") else np.asarray(v))
+                                       for k, v in jobs.items()})
+    pad = target.tokenizer.pad_token_id or 0
+    tar = _masked_forward_stats(target.adapter, tok, job_set, 256, pad, f"Q-Skew ({where}) target")[:, 0]
+    ref = _masked_forward_stats(reference.adapter, tok, job_set, 256, pad, f"Q-Skew ({where}) reference")[:, 0]
+    counts = np.bincount(job_set.sample, weights=[len(m) for m in job_set.masks], minlength=len(values))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return weighted_skew(tar.astype(np.float64) - ref, offsets)
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    sd = x.std()
+    return np.zeros_like(x) if sd <= 1e-12 else (x - x.mean()) / sd
+
+
+def combined(ce: np.ndarray, skew: np.ndarray, alpha: float) -> np.ndarray:
+    """−(1−α)·Z(cross-entropy) + α·Z(skew); ``ce`` holds −cross-entropy (higher = better), as :func:`ce_scores`."""
+    return (1 - alpha) * zscore(ce) + alpha * zscore(skew)
+
+
+def rank_of(scores: np.ndarray, values: list[str], truth: str | None) -> int | None:
+    """1-based rank of the true value among the candidates (ties broken by generation order), None if absent."""
+    if truth is None or truth not in values:
+        return None
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    return int(np.flatnonzero(np.asarray(values, dtype=object)[order] == truth)[0]) + 1
+
+
+def fit_alpha(cases: list[dict], *, grid=None) -> tuple[float, int]:
+    """α maximising top-1 hits over ``cases`` ({values, truth, ce, skew}); ties go to the smallest α."""
+    grid = np.round(np.linspace(0, 1, 21), 2) if grid is None else np.asarray(grid)
+    hits = [sum(rank_of(combined(c["ce"], c["skew"], a), c["values"], c["truth"]) == 1 for c in cases) for a in grid]
+    best = int(np.argmax(hits))
+    return float(grid[best]), int(hits[best])
+
+
+@dataclass
+class ReconstructConfig:
+    field: str = "email"
+    candidates: int = 64
+    mask_length: int = 20
+    steps: int | None = None  # DLM denoising steps (default: mask_length)
+    temperature: float = 1.0
+    alpha: float | str = "auto"  # "auto": fitted on calibration records (0.5 without them)
+    skew_signal: str = "pii"  # the Q-Skew signal that ``combined`` uses: pii or context
+    window: int = 20
+    ce_batches: int = 8
+    seed: int = 0
+
+
+def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> dict:
+    """Candidates of one record and every available signal's scores over them."""
+    values = generate_candidates(target, rec, cfg.field, n=cfg.candidates, mask_length=cfg.mask_length,
+                                 steps=cfg.steps, temperature=cfg.temperature, seed=cfg.seed)
+    if not values:
+        return {"values": [], "truth": rec.truth}
+    out = {"values": values, "truth": rec.truth,
+           "ce": ce_scores(target, [rec.filled(v) for v in values], batches=cfg.ce_batches, seed=cfg.seed)}
+    if reference is not None and target.kind == "dlm":
+        for where in ("pii", "context"):
+            out[f"skew_{where}"] = skew_scores(target, reference, rec, values, where=where, window=cfg.window,
+                                               seed=cfg.seed)
+        out["skew"] = out[f"skew_{cfg.skew_signal}"]
+    return out
+
+
+def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig, *, reference=None,
+                       calibration: list[PIIRecord] | None = None) -> dict:
+    """Rank candidates for every record; top-1 attack success rate (ASR) and ranks per signal."""
+    from lmaudit.progress import progress
+
+    if cfg.skew_signal not in ("pii", "context"):
+        raise LmauditError(f"unknown skew signal '{cfg.skew_signal}'", hint="use pii or context")
+    if any(r.truth is None for r in records):
+        missing = next(r.id for r in records if r.truth is None)
+        raise DataError(f"record '{missing}' has no true '{cfg.field}' value to evaluate against",
+                        hint=f"add a '{cfg.field}' column with the true value")
+    with progress("PII reconstruction", total=len(records) + len(calibration or [])) as bar:
+        def scored(recs):
+            out = []
+            for r in recs:
+                out.append(score_record(target, reference, r, cfg))
+                bar.advance()
+            return out
+
+        cases, calib = scored(records), scored(calibration or [])
+    has_skew = any("skew" in c for c in cases)
+    alpha, calib_hits = cfg.alpha, None
+    if has_skew and alpha == "auto":
+        usable = [c for c in calib if "skew" in c]
+        alpha, calib_hits = fit_alpha(usable) if usable else (0.5, None)
+    signals = ["ce"] + (["skew_pii", "skew_context", "combined"] if has_skew else [])
+    ranks: dict[str, list] = {s: [] for s in signals}
+    for c in cases:
+        for s in signals:
+            if not c["values"]:
+                ranks[s].append(None)
+                continue
+            score = combined(c["ce"], c["skew"], float(alpha)) if s == "combined" else c[s]
+            ranks[s].append(rank_of(score, c["values"], c["truth"]))
+    n = len(records)
+    asr = {s: {"count": sum(r == 1 for r in ranks[s]), "percent": 100.0 * sum(r == 1 for r in ranks[s]) / n}
+           for s in signals}
+    generated = sum(c["truth"] in c["values"] for c in cases)
+    return {"type": "pii-reconstruction", "n_records": n, "asr": asr,
+            "coverage": {"count": generated, "percent": 100.0 * generated / n},
+            "alpha": None if not has_skew else float(alpha), "calibration_hits": calib_hits,
+            "n_calibration": len(calibration or []),
+            "mean_candidates": float(np.mean([len(c["values"]) for c in cases])),
+            "records": {"id": [r.id for r in records], "n_candidates": [len(c["values"]) for c in cases],
+                        **{f"rank_{s}": ranks[s] for s in signals}},
+            "_cases": cases}
