@@ -1,0 +1,254 @@
+"""Unlearning: make a fine-tuned AR or DLM model forget a set of texts.
+
+Four methods, all trained with the loop of :mod:`lmaudit.models.train`:
+
+- ``retrain`` (the gold standard): fine-tune the *base* model on the retain set only.
+- ``gradient_ascent``: from the fine-tuned model, minimise −L_forget + w · L_retain.
+- ``npo`` (Negative Preference Optimization, Zhang et al. 2024): minimise
+  (2/β) · mean softplus(β · (log π_θ(y) − log π_ref(y))) + w · L_retain, with π_ref
+  the frozen starting model.
+- ``finetune``: continue fine-tuning the fine-tuned model on the retain set only.
+
+L_forget and L_retain are the model kind's training objective (next-token CE, or the
+masked-diffusion loss). One step pairs a forget batch with a retain batch drawn by
+cycling through the retain set in a seeded order (no retain batch when w = 0); the
+number of steps is ``epochs`` passes over the forget set.
+
+NPO needs a per-sequence log-likelihood. It is *summed* (not averaged) over the
+trained tokens, so that it is log π(y) of the example (a packed block for DFT, the
+response for IFT). For a DLM it is the masked-diffusion ELBO estimate
+−Σ_masked CE / t, with one noise draw (t and mask) shared by the current and the
+reference model in a step, so that their difference has low variance.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.models.build import TRAINING_FILE, _loss_summary, finetune, objective_for, save_model
+from lmaudit.models.dlm import adapter_for
+from lmaudit.models.fingerprint import model_dir_fingerprint
+from lmaudit.models.train import Example, Objective, TrainConfig, _collate, dft_examples, ift_examples, train
+
+METHODS = ("retrain", "gradient_ascent", "npo", "finetune")
+Noise = tuple[torch.Tensor, torch.Tensor]  # (t (B, 1), masked (B, T) bool) of one diffusion draw
+
+
+def draw_noise(input_ids: torch.Tensor, loss_mask: torch.Tensor, generator: torch.Generator, *, eps: float = 1e-3) -> Noise:
+    """One masked-diffusion draw, as in :func:`~lmaudit.models.dlm.diffusion_objective`: t ~ U(eps, 1) per sequence."""
+    B, T = input_ids.shape
+    t = (eps + (1 - eps) * torch.rand(B, 1, generator=generator)).to(input_ids.device)  # (B, 1)
+    masked = (torch.rand(B, T, generator=generator).to(input_ids.device) < t) & loss_mask  # (B, T)
+    return t, masked
+
+
+def sequence_logprob(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor, *,
+                     kind: str, tokenizer=None, noise: Noise | None = None) -> torch.Tensor:
+    """Per-sequence log-likelihood, summed over trained tokens: (B, T) → (B,).
+
+    AR: Σ log p(x_t | x_<t) over positions t ≥ 1 with ``loss_mask``. DLM: the ELBO
+    estimate −Σ_masked CE / t of the given ``noise`` draw (:func:`draw_noise`).
+    """
+    if kind == "ar":
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits  # (B, T, V)
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
+        token = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+        return (token * loss_mask[:, 1:]).sum(dim=1)  # (B,)
+    if noise is None:
+        raise LmauditError("a DLM's sequence log-likelihood needs a noise draw", hint="pass noise=draw_noise(...)")
+    adapter = adapter_for(model, tokenizer)
+    t, masked = noise
+    noisy = torch.where(masked, torch.full_like(input_ids, adapter.mask_token_id), input_ids)  # (B, T)
+    logits = adapter(noisy, attention_mask).float()  # (B, T, V)
+    nll = F.cross_entropy(logits.transpose(1, 2), input_ids, reduction="none")  # (B, T)
+    return -(nll * masked / t).sum(dim=1)  # (B,)
+
+
+def npo_objective(reference: torch.nn.Module, kind: str, tokenizer=None, *, beta: float = 0.1) -> Objective:
+    """The NPO forget term (2/β) · mean softplus(β · (log π_θ − log π_ref)), as a train-loop objective.
+
+    Equals (2/β) · log 2 while the model equals ``reference`` (frozen, no gradient).
+    """
+    def objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
+        noise = draw_noise(input_ids, loss_mask, generator) if kind == "dlm" else None
+        args = (input_ids, attention_mask, loss_mask)
+        logp = sequence_logprob(model, *args, kind=kind, tokenizer=tokenizer, noise=noise)  # (B,)
+        with torch.no_grad():
+            ref = sequence_logprob(reference, *args, kind=kind, tokenizer=tokenizer, noise=noise)  # (B,)
+        return F.softplus(beta * (logp - ref)).mean() * 2 / beta
+
+    return objective
+
+
+def _paired_objective(forget_term: Objective, sign: float, retain_loss: Objective, retain: list[Example], *,
+                      weight: float, batch_size: int, pad_id: int, seed: int, log: dict[str, list[float]]) -> Objective:
+    """sign · forget_term(forget batch) + weight · retain_loss(next retain batch); logs both parts."""
+    rng = np.random.default_rng(seed + 1)
+    state = {"order": np.empty(0, dtype=np.int64)}
+
+    def objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
+        forget = forget_term(model, input_ids, attention_mask, loss_mask, generator)
+        log["forget"].append(forget.item())  # L_forget for gradient ascent, the NPO term for NPO
+        if weight == 0:
+            return sign * forget
+        while len(state["order"]) < batch_size:  # cycle the retain set, reshuffled each pass
+            state["order"] = np.concatenate([state["order"], rng.permutation(len(retain))])
+        idx, state["order"] = state["order"][:batch_size], state["order"][batch_size:]
+        batch = (t.to(input_ids.device) for t in _collate([retain[i] for i in idx], pad_id))
+        kept = retain_loss(model, *batch, generator)
+        log["retain"].append(kept.item())
+        return sign * forget + weight * kept
+
+    return objective
+
+
+def _examples(tokenizer, data: TextSet, mode: str, block: int, model) -> list[Example]:
+    if mode == "dft":
+        return dft_examples(tokenizer, data, block=block)
+    return ift_examples(tokenizer, data, max_length=getattr(model.config, "max_position_embeddings", 2048))
+
+
+def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, batch_size: int = 16, seed: int = 0) -> float:
+    """Mean training loss of a loaded model on ``textset`` (no gradient), weighted by trained tokens.
+
+    The loss is the kind's objective (next-token CE, or the masked-diffusion loss
+    with noise from a generator seeded by ``seed``, so that two models of the same
+    tokenizer see the same masks). Use it for "forget loss before/after".
+    """
+    model, tok = loaded.model, loaded.tokenizer
+    examples = _examples(tok, textset, mode, block, model)
+    objective = objective_for(loaded.kind, tok)
+    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    total = weight = 0.0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(examples), batch_size):
+            ids, attn, mask = (t.to(device) for t in _collate(examples[i : i + batch_size], tok.pad_token_id or 0))
+            n = float(mask.sum())
+            total += objective(model, ids, attn, mask, gen).item() * n
+            weight += n
+    model.train(was_training)
+    return total / max(weight, 1.0)
+
+
+def _validate(method: str, forget: TextSet, retain: TextSet, *, base_dir: str | Path | None, epochs: float, lr: float, batch_size: int,
+              block: int, mode: str, retain_weight: float, npo_beta: float) -> None:
+    if method not in METHODS:
+        close = difflib.get_close_matches(method, METHODS, n=1)
+        hint = (f"did you mean '{close[0]}'? " if close else "") + "valid methods: " + ", ".join(METHODS)
+        raise LmauditError(f"unknown unlearning method '{method}'", hint=hint)
+    if mode not in ("dft", "ift"):
+        raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
+    for name, value in (("lr", lr), ("epochs", epochs), ("npo_beta", npo_beta)):
+        if not value > 0:
+            raise LmauditError(f"{name} must be positive, got {value}")
+    if batch_size < 1 or block < 2:
+        raise LmauditError(f"batch_size must be ≥ 1 and block ≥ 2, got {batch_size} and {block}")
+    if retain_weight < 0:
+        raise LmauditError(f"retain_weight must be ≥ 0, got {retain_weight}", hint="0 disables the retain term")
+    if method == "retrain" and base_dir is None:
+        raise LmauditError("method 'retrain' fine-tunes the base model on the retain set and needs base_dir",
+                           hint="pass the model the fine-tuned model started from")
+    if method in ("gradient_ascent", "npo") and len(forget) == 0:
+        raise LmauditError(f"the forget set ({forget.source}) is empty", hint=f"'{method}' needs texts to forget")
+    if (method in ("retrain", "finetune") or retain_weight > 0) and len(retain) == 0:
+        hint = "pass retain_weight=0 to unlearn without a retain term" if method in ("gradient_ascent", "npo") else None
+        raise LmauditError(f"the retain set ({retain.source}) is empty", hint=hint)
+
+
+def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | Path, *, method: str,
+            base_dir: str | Path | None = None, epochs: float = 2,
+            lr: float = 1e-4, batch_size: int = 16, block: int = 64, mode: str = "dft", retain_weight: float = 1.0,
+            npo_beta: float = 0.1, seed: int = 0, kind: str | None = None) -> Path:
+    """Unlearn ``forget`` from the model at ``model_dir`` and save the result to ``out``.
+
+    Parameters
+    ----------
+    model_dir
+        The fine-tuned model (AR or DLM) to unlearn from; the objective follows its kind.
+    forget, retain
+        Texts to forget, and texts whose knowledge should be kept.
+    out
+        Output folder (weights, tokenizer and ``lmaudit_training.json``).
+    method
+        One of :data:`METHODS` (see the module docstring).
+    base_dir
+        The model ``model_dir`` was fine-tuned from; required by ``retrain``.
+    epochs, lr, batch_size, block, mode
+        Training settings; ``epochs`` counts passes over the forget set for
+        ``gradient_ascent``/``npo`` and over the retain set otherwise.
+    retain_weight
+        Weight w of the retain loss for ``gradient_ascent``/``npo`` (0 disables it).
+    npo_beta
+        β of NPO.
+    seed
+        Seeds batching and diffusion noise; the same seed gives the same weights.
+    kind
+        ``"ar"`` or ``"dlm"``; detected from the model's config when None.
+
+    Returns
+    -------
+    Path
+        ``out``.
+
+    Raises
+    ------
+    LmauditError
+        For an unknown method or mode, non-positive ``lr``/``epochs``/``npo_beta``, an
+        empty forget or retain set that the method needs, or ``retrain`` without ``base_dir``.
+    """
+    from lmaudit.models.loading import check_model_dir, load_model
+
+    _validate(method, forget, retain, base_dir=base_dir, epochs=epochs, lr=lr, batch_size=batch_size, block=block,
+              mode=mode, retain_weight=retain_weight, npo_beta=npo_beta)
+    check_model_dir(model_dir)
+    out = Path(out)
+    record = {
+        "stage": "unlearn", "method": method, "source": str(model_dir), "source_fingerprint": model_dir_fingerprint(model_dir),
+        "forget": forget.source, "forget_fingerprint": forget.fingerprint(), "n_forget": len(forget),
+        "retain": retain.source, "retain_fingerprint": retain.fingerprint(), "n_retain": len(retain),
+        "hyperparameters": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "block": block, "mode": mode,
+                            "retain_weight": retain_weight, "npo_beta": npo_beta, "seed": seed},
+    }
+    if method in ("retrain", "finetune"):
+        start = base_dir if method == "retrain" else model_dir
+        finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed, kind=kind)
+        training = json.loads((out / TRAINING_FILE).read_text())  # finetune's record: base, data, losses
+        (out / TRAINING_FILE).write_text(json.dumps({**training, **record, "started_from": str(start)}, indent=2, default=str))
+        return out
+
+    loaded = load_model(model_dir, kind=kind)
+    model, tok = loaded.model, loaded.tokenizer
+    pad_id = tok.pad_token_id or 0
+    forget_examples = _examples(tok, forget, mode, block, model)
+    retain_examples = _examples(tok, retain, mode, block, model) if retain_weight > 0 else []
+    base_loss = objective_for(loaded.kind, tok)
+    if method == "npo":
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+        forget_term, sign = npo_objective(reference, loaded.kind, tok, beta=npo_beta), 1.0
+    else:
+        forget_term, sign = base_loss, -1.0
+    log: dict[str, list[float]] = {"forget": [], "retain": []}
+    objective = _paired_objective(forget_term, sign, base_loss, retain_examples, weight=retain_weight,
+                                  batch_size=batch_size, pad_id=pad_id, seed=seed, log=log)
+    warmup = max(1, min(20, len(forget_examples) // batch_size))
+    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
+    losses = train(model, forget_examples, cfg, objective=objective, pad_id=pad_id,
+                   description=f"unlearn {loaded.kind} ({method})")
+    parts = {f"{name}_{key}": value for name, values in log.items() if values
+             for key, value in _loss_summary(values).items() if key != "steps"}
+    save_model(model, tok, out, {**record, "kind": loaded.kind, "started_from": str(model_dir),
+                                 "n_examples": len(forget_examples), "train_config": cfg.__dict__,
+                                 **_loss_summary(losses), **parts})
+    return out
