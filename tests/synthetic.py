@@ -39,3 +39,16 @@ def synthetic_stats(n_members: int = 40, n_nonmembers: int = 40, *, vocab: int =
     ref_logits = logits + torch.randn(logits.shape, generator=gen) * 0.5
     reference = pack(token_stats(ref_logits, uniform))
     return target, reference, labels
+
+
+def synthetic_shadows(reference, k: int = 8, *, seed: int = 0):
+    """ShadowStats for ``k`` shadows: each sample IN for a random half; IN raises φ by 0.8 nats, OUT is φ_ref + noise."""
+    from lmaudit.attacks.segments import segment_mean
+    from lmaudit.attacks.shadow import ShadowStats
+
+    rng = np.random.default_rng(seed + 99)
+    phi_ref = segment_mean(reference.logp, reference.offsets)
+    is_in = rng.random((k, len(phi_ref))) < 0.5
+    is_in[0], is_in[1] = False, True  # every sample has OUT and IN shadows
+    phi = phi_ref[None, :] + rng.normal(0, 0.1, (k, len(phi_ref))) + 0.8 * is_in
+    return ShadowStats(phi, is_in)

@@ -94,3 +94,20 @@ def test_audit_set_cli(audited, tmp_path):
     assert payload["type"] == "set-audit" and payload["features"]["kind"] == "hidden"
     assert payload["methods"]["smi"]["ci90"][0] <= payload["methods"]["smi"]["ci90"][1]
     assert "Set-level audit" in res.stdout and (tmp_path / "audit" / "report.html").exists()
+
+
+def test_threshold_forgetting_rate_corrects_for_attack_errors():
+    from lmaudit.audit.per_sample import threshold_forgetting
+
+    rng = np.random.default_rng(0)
+    m, n = rng.normal(1.0, 1.0, 20000), rng.normal(0.0, 1.0, 20000)
+    u = np.r_[rng.normal(1.0, 1.0, 6000), rng.normal(0.0, 1.0, 4000)]  # ρ = 0.4
+    out = threshold_forgetting(m, n, u, fpr=0.1)
+    assert out["fpr"] == pytest.approx(0.1, abs=0.002)
+    assert out["tpr"] == pytest.approx(0.389, abs=0.01)  # 1 − Φ(1.2816 − 1)
+    assert out["forgetting_rate"] == pytest.approx(0.6 * 0.611 + 0.4 * 0.9, abs=0.015)
+    assert out["rho"] == pytest.approx(0.4, abs=0.05)
+    flat = threshold_forgetting(n, n, u, fpr=0.1)
+    assert np.isnan(flat["rho"])
+    with pytest.raises(LmauditError, match="fpr must be"):
+        threshold_forgetting(m, n, u, fpr=1.5)

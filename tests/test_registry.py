@@ -6,15 +6,17 @@ import pytest
 from lmaudit.attacks import get_attack, list_attacks, register_attack
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import auc
-from synthetic import synthetic_stats
+from synthetic import synthetic_shadows, synthetic_stats
 
 TARGET, REFERENCE, LABELS = synthetic_stats(seed=0)
+SHADOWS = synthetic_shadows(REFERENCE)
 AR_ATTACKS = [s.name for s in list_attacks("ar")]
 
 
-def run(name, target=TARGET, reference=REFERENCE):
+def run(name, target=TARGET, reference=REFERENCE, shadows=SHADOWS):
     spec = get_attack(name, "ar")
-    return spec(target, reference=reference if spec.needs_reference else None)
+    return spec(target, reference=reference if spec.needs_reference else None,
+                shadows=shadows if spec.needs_shadows else None)
 
 
 def test_registry_lists_the_ar_attacks():
@@ -36,7 +38,8 @@ def test_determinism(name):
 @pytest.mark.parametrize("name", AR_ATTACKS)
 def test_permutation_invariance(name):
     perm = np.random.default_rng(7).permutation(TARGET.n_samples)
-    np.testing.assert_allclose(run(name, TARGET.take(perm), REFERENCE.take(perm)), run(name)[perm], rtol=1e-12)
+    np.testing.assert_allclose(run(name, TARGET.take(perm), REFERENCE.take(perm), SHADOWS.take(perm)), run(name)[perm],
+                               rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", AR_ATTACKS)
@@ -66,6 +69,24 @@ def test_unknown_parameter_and_missing_reference():
         get_attack("loss", "ar")(TARGET, k=0.1)
     with pytest.raises(LmauditError, match="needs a reference"):
         get_attack("reference", "ar")(TARGET)
+    with pytest.raises(LmauditError, match="needs shadow models"):
+        get_attack("lira", "ar")(TARGET)
+
+
+def test_lira_and_rmia_against_hand_computed_values():
+    from lmaudit.attacks.segments import segment_mean
+    from lmaudit.attacks.shadow import ShadowStats
+
+    phi = segment_mean(TARGET.logp, TARGET.offsets)
+    shadow_phi = np.stack([phi - 1.0, phi - 3.0, phi + 5.0])  # the third shadow trained on everything
+    shadows = ShadowStats(shadow_phi, np.array([[False] * len(phi), [False] * len(phi), [True] * len(phi)]))
+    # OUT mean φ − 2, pooled σ = sqrt((1 + 1) · S / (2S − S)) = sqrt(2)
+    np.testing.assert_allclose(get_attack("lira", "ar")(TARGET, shadows=shadows), 2 / np.sqrt(2), rtol=1e-9)
+    lr = phi - np.log(0.5 * (1.3 * (np.exp(phi - 1) + np.exp(phi - 3)) / 2 + 0.7))
+    expected = (np.argsort(np.argsort(lr)) + 1) / len(lr)  # rank share, no ties
+    np.testing.assert_allclose(get_attack("rmia", "ar")(TARGET, shadows=shadows), expected)
+    with pytest.raises(LmauditError, match="IN every shadow"):
+        get_attack("lira", "ar")(TARGET, shadows=ShadowStats(shadow_phi, np.ones_like(shadow_phi, dtype=bool)))
 
 
 def test_defaults_are_read_from_the_signature():

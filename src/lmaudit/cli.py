@@ -154,6 +154,7 @@ def mia(
     mask_token_id: Optional[int] = typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer)."),
     shift_logits: Optional[bool] = typer.Option(None, "--shift-logits/--no-shift-logits",
                                                 help="DLM: Dream-style shifted logits (default: detected)."),
+    shadows: Optional[Path] = typer.Option(None, help="Folder from 'lmaudit shadows' (enables lira and rmia)."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
@@ -169,7 +170,12 @@ def mia(
                 shift_logits=shift_logits)
     tgt = load_model(target, kind=kind, **opts)
     ref = load_model(reference, kind=tgt.kind, **opts) if reference else None
-    result = run_mia(tgt, mem, non, reference=ref, config=cfg)
+    shadow_set = None
+    if shadows is not None:
+        from lmaudit.shadows import ShadowSet
+
+        shadow_set = ShadowSet.load(shadows)
+    result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
     path = result.write(out)
     stdout_console.print(results_table(result))
     stdout_console.print(f"results: {path}")

@@ -83,21 +83,26 @@ class MIAResult:
         return out / "results.json"
 
 
-def _select_attacks(names: list[str] | None, kind: str, has_reference: bool):
+def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False):
     if names is None:
-        specs = [s for s in list_attacks(kind) if has_reference or not s.needs_reference]
-        skipped = [s.name for s in list_attacks(kind) if s.needs_reference and not has_reference]
-        if skipped:
-            info(f"[dim]skipping {', '.join(skipped)} (needs --reference)[/dim]")
+        specs = [s for s in list_attacks(kind)
+                 if (has_reference or not s.needs_reference) and (has_shadows or not s.needs_shadows)]
+        for what, skipped in (("--reference", [s.name for s in list_attacks(kind) if s.needs_reference and not has_reference]),
+                              ("--shadows", [s.name for s in list_attacks(kind) if s.needs_shadows and not has_shadows])):
+            if skipped:
+                info(f"[dim]skipping {', '.join(skipped)} (needs {what})[/dim]")
         return specs
     specs = [get_attack(n, kind) for n in names]
     missing = [s.name for s in specs if s.needs_reference and not has_reference]
     if missing:
         raise LmauditError(f"attack(s) {', '.join(missing)} need a reference model", hint="pass --reference DIR")
+    missing = [s.name for s in specs if s.needs_shadows and not has_shadows]
+    if missing:
+        raise LmauditError(f"attack(s) {', '.join(missing)} need shadow models", hint="pass --shadows DIR")
     return specs
 
 
-def _score_ar(target, reference, both, specs, params, config, cache, timings, n_members):
+def _score_ar(target, reference, both, specs, params, config, cache, timings, n_members, shadows=None):
     probe_cfg = ARProbeConfig(max_length=config.max_length, batch_size=config.batch_size)
     t0 = time.perf_counter()
     stats = probe_ar(target.model, target.tokenizer, both, probe_cfg, model_fingerprint=target.fingerprint,
@@ -109,10 +114,19 @@ def _score_ar(target, reference, both, specs, params, config, cache, timings, n_
         ref_stats = probe_ar(reference.model, reference.tokenizer, both, probe_cfg,
                              model_fingerprint=reference.fingerprint, cache_dir=cache, description="probe reference")
         timings["probe_reference"] = time.perf_counter() - t0
-    return {s.name: s(stats, reference=ref_stats, **params[s.name]) for s in specs}, {s.name: 1 for s in specs}, {}
+    shadow_stats = None
+    if shadows is not None and any(s.needs_shadows for s in specs):
+        from lmaudit.shadows import shadow_stats as compute_shadow_stats
+
+        t0 = time.perf_counter()
+        shadow_stats = compute_shadow_stats(shadows, both)
+        timings["probe_shadows"] = time.perf_counter() - t0
+    scores = {s.name: s(stats, reference=ref_stats, shadows=shadow_stats, **params[s.name]) for s in specs}
+    forwards = {s.name: 1 + (len(shadows.paths) if s.needs_shadows else 0) for s in specs}
+    return scores, forwards, {}
 
 
-def _score_dlm(target, reference, both, specs, params, config, cache, timings, n_members):
+def _score_dlm(target, reference, both, specs, params, config, cache, timings, n_members, shadows=None):
     from lmaudit.probes.masked import probe_masked
 
     if reference is not None and reference.kind != "dlm":
@@ -160,6 +174,7 @@ def run_mia(
     *,
     reference: LoadedModel | None = None,
     config: RunConfig | None = None,
+    shadows=None,
 ) -> MIAResult:
     """Score members and non-members with every selected attack.
 
@@ -168,7 +183,7 @@ def run_mia(
     spending ``config.budget`` forwards per model per sample.
     """
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None)
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
     unknown = set(config.params) - {s.name for s in specs}
     if unknown:
         raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
@@ -183,7 +198,8 @@ def run_mia(
     cache = cache_dir() if config.use_cache else None
     timings: dict[str, float] = {}
     score_fn = _score_dlm if target.kind == "dlm" else _score_ar
-    scores, forwards, examples = score_fn(target, reference, both, specs, params, config, cache, timings, len(members))
+    scores, forwards, examples = score_fn(target, reference, both, specs, params, config, cache, timings, len(members),
+                                          shadows=shadows)
 
     t0 = time.perf_counter()
     metrics = {}
@@ -207,17 +223,17 @@ def run_mia(
 
 
 def score_set(target: LoadedModel, textset: TextSet, *, reference: LoadedModel | None = None,
-              config: RunConfig | None = None) -> dict[str, np.ndarray]:
+              config: RunConfig | None = None, shadows=None) -> dict[str, np.ndarray]:
     """Attack scores of one unlabelled text set: {attack: (n,) scores, higher = more member-like}.
 
     The probes are the ones :func:`run_mia` uses (and share its cache).
     """
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None)
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     score_fn = _score_dlm if target.kind == "dlm" else _score_ar
     cache = cache_dir() if config.use_cache else None
-    scores, _, _ = score_fn(target, reference, textset, specs, params, config, cache, {}, 0)
+    scores, _, _ = score_fn(target, reference, textset, specs, params, config, cache, {}, 0, shadows=shadows)
     return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}
 
 

@@ -26,8 +26,9 @@ class AttackSpec:
     summary: str = ""
     plan: Callable[[dict, int], Any] | None = None  # DLM: (params, budget) -> MaskPlan the attack reads
     direction: str = "higher = member"
+    needs_shadows: bool = False  # reads shadow models' statistics (LiRA, RMIA)
 
-    def __call__(self, stats, *, reference=None, **params) -> np.ndarray:
+    def __call__(self, stats, *, reference=None, shadows=None, **params) -> np.ndarray:
         unknown = set(params) - set(self.params)
         if unknown:
             raise LmauditError(
@@ -38,7 +39,12 @@ class AttackSpec:
             has_ref = stats.has_reference if self.kind == "dlm" else reference is not None
             if not has_ref:
                 raise LmauditError(f"attack '{self.name}' needs a reference model", hint="pass --reference DIR")
-        if self.needs_reference and self.kind == "ar":
+        if self.needs_shadows:
+            if shadows is None:
+                raise LmauditError(f"attack '{self.name}' needs shadow models", hint="pass --shadows DIR "
+                                   "(trained with 'lmaudit shadows')")
+            scores = self.fn(stats, shadows, **params)
+        elif self.needs_reference and self.kind == "ar":
             scores = self.fn(stats, reference, **params)
         else:
             scores = self.fn(stats, **params)
@@ -49,6 +55,7 @@ class AttackSpec:
             "name": self.name,
             "kind": self.kind,
             "needs_reference": self.needs_reference,
+            "needs_shadows": self.needs_shadows,
             "direction": self.direction,
             "params": dict(self.params),
             "summary": self.summary,
@@ -58,7 +65,7 @@ class AttackSpec:
 _REGISTRY: dict[tuple[str, str], AttackSpec] = {}
 
 
-def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan=None):
+def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan=None, needs_shadows: bool = False):
     """Decorator registering ``fn`` as attack ``name`` for models of ``kind``.
 
     Default parameters are read from the function's keyword-only arguments; the
@@ -80,7 +87,8 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan
             if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
         }
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
-        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary, plan=plan)
+        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary, plan=plan,
+                                             needs_shadows=needs_shadows)
         return fn
 
     return wrap

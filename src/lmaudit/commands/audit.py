@@ -73,3 +73,53 @@ def register(app: typer.Typer, config_option) -> None:
             from lmaudit.report.build import write_report
 
             stdout_console.print(f"report: {write_report(out)}")
+
+    @app.command()
+    def unlearn(
+        config: Optional[Path] = config_option(),
+        model: Path = typer.Option(..., help="The fine-tuned model folder (AR or DLM)."),
+        forget: Path = typer.Option(..., help="Texts to forget."),
+        retain: Path = typer.Option(..., help="Texts to keep (the rest of the training data)."),
+        method: str = typer.Option(..., help="retrain, gradient_ascent, npo or finetune."),
+        out: Path = typer.Option(..., help="Folder to save the unlearned model to."),
+        base: Optional[Path] = typer.Option(None, help="retrain: the model the original fine-tuning started from."),
+        epochs: float = typer.Option(2.0),
+        lr: float = typer.Option(1e-4),
+        batch_size: int = typer.Option(16),
+        block: int = typer.Option(64, help="DFT block length in tokens."),
+        mode: str = typer.Option("dft", help="dft or ift (as the original fine-tuning)."),
+        retain_weight: float = typer.Option(1.0, help="gradient_ascent/npo: weight of the retain-set loss (0: none)."),
+        npo_beta: float = typer.Option(0.1, help="npo: inverse temperature β."),
+        seed: int = typer.Option(0),
+    ) -> None:
+        """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
+        from lmaudit.data.loaders import load_texts
+        from lmaudit.progress import info
+        from lmaudit.unlearn import unlearn as do_unlearn
+
+        do_unlearn(model, load_texts(forget), load_texts(retain), out, method=method, base_dir=base, epochs=epochs,
+                   lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
+                   npo_beta=npo_beta, seed=seed)
+        info(f"saved to {out}")
+
+    @app.command()
+    def shadows(
+        config: Optional[Path] = config_option(),
+        base: Path = typer.Option(..., help="The model the target was fine-tuned from."),
+        pool: Path = typer.Option(..., help="Population pool: each shadow trains on a random half."),
+        out: Path = typer.Option(..., help="Folder for the shadow models and shadows.json."),
+        k: int = typer.Option(8, help="Number of shadow models."),
+        epochs: float = typer.Option(4.0),
+        lr: float = typer.Option(1e-3),
+        block: int = typer.Option(64),
+        batch_size: int = typer.Option(16),
+        mode: str = typer.Option("dft"),
+        seed: int = typer.Option(0),
+    ) -> None:
+        """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings)."""
+        from lmaudit.data.loaders import load_texts
+        from lmaudit.shadows import train_shadows
+
+        path = train_shadows(base, load_texts(pool), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
+                             batch_size=batch_size, mode=mode)
+        stdout_console.print(f"shadows: {path}")

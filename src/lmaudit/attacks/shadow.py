@@ -1,0 +1,80 @@
+"""Attacks calibrated by shadow models: offline LiRA and offline RMIA (AR models).
+
+Shadow models are fine-tuned from the same base on random halves of a population
+pool (``lmaudit shadows``). For every scored sample, the shadows that did not train
+on it ("OUT" shadows) describe how a model scores it when it is not a member.
+The per-sample statistic is φ = mean token log-probability under a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lmaudit.attacks.registry import register_attack
+from lmaudit.attacks.segments import segment_mean
+from lmaudit.errors import LmauditError
+from lmaudit.probes.records import ARStats
+
+
+@dataclass
+class ShadowStats:
+    """φ of every scored sample under K shadow models, and which shadows trained on it."""
+
+    phi: np.ndarray  # (K, S) mean token log-probability
+    is_in: np.ndarray  # (K, S) bool: shadow k trained on sample s
+
+    def take(self, indices) -> "ShadowStats":
+        return ShadowStats(self.phi[:, indices], self.is_in[:, indices])
+
+    def out_mask(self, n_samples: int) -> np.ndarray:
+        if self.phi.shape[1] != n_samples:
+            raise LmauditError(f"shadow statistics cover {self.phi.shape[1]} samples, the target {n_samples}")
+        out = ~self.is_in
+        if not out.any(axis=0).all():
+            raise LmauditError(f"{int((~out.any(axis=0)).sum())} sample(s) are IN every shadow model",
+                               hint="offline attacks need shadows that did not train on each sample: use more shadows")
+        return out
+
+
+def _out_moments(shadows: ShadowStats, n: int, fix_variance: bool) -> tuple[np.ndarray, np.ndarray]:
+    out = shadows.out_mask(n)
+    k = out.sum(axis=0)  # (S,)
+    mu = np.where(out, shadows.phi, 0.0).sum(axis=0) / k
+    resid = np.where(out, shadows.phi - mu[None, :], 0.0)
+    if fix_variance:  # one pooled variance: stable with few OUT shadows per sample
+        sd = np.full(n, np.sqrt((resid**2).sum() / max(int(k.sum()) - n, 1)))
+    else:
+        sd = np.sqrt((resid**2).sum(axis=0) / np.maximum(k - 1, 1))
+    return mu, np.maximum(sd, 1e-6)
+
+
+@register_attack("lira", kind="ar", needs_shadows=True)
+def lira(stats: ARStats, shadows: ShadowStats, *, fix_variance: bool = True) -> np.ndarray:
+    """Offline LiRA: (φ_target − μ_OUT) / σ_OUT of the mean token log-probability.
+
+    Shape (S,); higher = member (Carlini et al., 2022, offline variant: a one-sided
+    Gaussian test against the OUT shadows; ``fix_variance`` pools σ over samples).
+    """
+    phi = segment_mean(stats.logp, stats.offsets)
+    mu, sd = _out_moments(shadows, len(phi), fix_variance)
+    return (phi - mu) / sd
+
+
+@register_attack("rmia", kind="ar", needs_shadows=True)
+def rmia(stats: ARStats, shadows: ShadowStats, *, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
+    """Offline RMIA: share of population samples z with LR(x) / LR(z) ≥ γ.
+
+    Shape (S,); higher = member (Zarifzadeh et al., 2024). LR(x) = p(x|θ) / Pr(x) with
+    p = exp(φ) and the offline estimate Pr(x) = ½((1+a)·mean_OUT p(x|θ_k) + 1 − a).
+    The population is the scored samples themselves (their labels are never used).
+    """
+    if not 0 <= a <= 1 or gamma <= 0:
+        raise LmauditError(f"rmia: need 0 ≤ a ≤ 1 and γ > 0, got a={a}, γ={gamma}")
+    phi = segment_mean(stats.logp, stats.offsets)
+    out = shadows.out_mask(len(phi))
+    p_out = np.where(out, np.exp(shadows.phi), 0.0).sum(axis=0) / out.sum(axis=0)
+    log_lr = phi - np.log(0.5 * ((1 + a) * p_out + (1 - a)))
+    ranked = np.sort(log_lr)
+    return np.searchsorted(ranked, log_lr - np.log(gamma), side="right") / len(log_lr)

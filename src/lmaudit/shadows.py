@@ -1,0 +1,93 @@
+"""Shadow models for LiRA and RMIA: fine-tuned from the target's base on random halves of a population pool.
+
+``lmaudit shadows`` writes ``OUT/shadows.json`` (the manifest: which texts each
+shadow trained on, by content hash) and one model folder per shadow; ``lmaudit mia
+--shadows OUT`` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lmaudit.attacks.shadow import ShadowStats
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.utils import stable_hash, stable_seed, write_json_atomic
+
+MANIFEST = "shadows.json"
+
+
+def text_key(record) -> str:
+    return stable_hash(record.context, record.target, digest_size=8)
+
+
+@dataclass
+class ShadowSet:
+    paths: list[Path]
+    trained: list[set[str]]  # text keys each shadow trained on
+
+    def save(self, folder: Path, meta: dict) -> Path:
+        shadows = [{"path": str(Path(p).relative_to(folder)) if Path(p).is_relative_to(folder) else str(p),
+                    "trained": sorted(t)} for p, t in zip(self.paths, self.trained)]
+        write_json_atomic(folder / MANIFEST, {**meta, "k": len(self.paths), "shadows": shadows})
+        return folder / MANIFEST
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "ShadowSet":
+        folder = Path(folder)
+        path = folder / MANIFEST
+        if not path.exists():
+            raise LmauditError(f"{folder}: no {MANIFEST}", hint="train shadows with 'lmaudit shadows --out DIR'")
+        data = json.loads(path.read_text())
+        return cls([folder / s["path"] for s in data["shadows"]], [set(s["trained"]) for s in data["shadows"]])
+
+
+def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
+    """``k`` random halves of the pool (seeded); each sample is left out by about half of the shadows."""
+    if k < 2:
+        raise LmauditError(f"need at least 2 shadow models, got {k}")
+    if len(pool) < 4:
+        raise LmauditError(f"{pool.source}: a shadow pool needs at least 4 texts, got {len(pool)}")
+    rng = np.random.default_rng(stable_seed("shadows", seed, pool.fingerprint()))
+    halves = []
+    for j in range(k):
+        idx = np.sort(rng.choice(len(pool), len(pool) // 2, replace=False))
+        halves.append(TextSet([pool.records[i] for i in idx], source=f"{pool.source} (shadow {j})"))
+    return halves
+
+
+def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 8, seed: int = 0,
+                  **finetune_kwargs) -> Path:
+    """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return its path."""
+    from lmaudit.models.build import finetune
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths, trained = [], []
+    for j, half in enumerate(shadow_splits(pool, k, seed)):
+        paths.append(finetune(base, half, out / f"shadow{j}", seed=seed + j, **finetune_kwargs))
+        trained.append({text_key(r) for r in half.records})
+    return ShadowSet(paths, trained).save(out, {"base": str(base), "pool": pool.source, "seed": seed,
+                                                "finetune": finetune_kwargs})
+
+
+def shadow_stats(shadows: ShadowSet, textset: TextSet, *, loader=None) -> ShadowStats:
+    """φ (mean token log-probability) of every text under every shadow, and the IN/OUT matrix."""
+    from lmaudit.attacks.segments import segment_mean
+    from lmaudit.models.loading import load_causal_lm
+    from lmaudit.probes.ar import probe_ar
+    from lmaudit.utils import cache_dir
+
+    keys = [text_key(r) for r in textset.records]
+    phi, is_in = [], []
+    for j, (path, trained) in enumerate(zip(shadows.paths, shadows.trained)):
+        m = (loader or load_causal_lm)(path)
+        stats = probe_ar(m.model, m.tokenizer, textset, model_fingerprint=m.fingerprint, cache_dir=cache_dir(),
+                         description=f"probe shadow {j + 1}/{len(shadows.paths)}")
+        phi.append(segment_mean(stats.logp, stats.offsets))
+        is_in.append([k in trained for k in keys])
+    return ShadowStats(np.array(phi), np.array(is_in, dtype=bool))
