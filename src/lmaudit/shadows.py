@@ -47,7 +47,8 @@ class ShadowSet:
 
 
 def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
-    """``k`` random halves of the pool (seeded); each sample is left out by about half of the shadows."""
+    """``k`` random halves of the pool (seeded), in complementary pairs: a sample left out of one half is in the
+    other, so every sample is OUT for ⌊k/2⌋ shadows (at least)."""
     if k < 2:
         raise LmauditError(f"need at least 2 shadow models, got {k}")
     if len(pool) < 4:
@@ -55,7 +56,11 @@ def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
     rng = np.random.default_rng(stable_seed("shadows", seed, pool.fingerprint()))
     halves = []
     for j in range(k):
-        idx = np.sort(rng.choice(len(pool), len(pool) // 2, replace=False))
+        if j % 2 == 0:
+            perm = rng.permutation(len(pool))
+            idx = np.sort(perm[: len(pool) // 2])
+        else:
+            idx = np.sort(perm[len(pool) // 2 :])
         halves.append(TextSet([pool.records[i] for i in idx], source=f"{pool.source} (shadow {j})"))
     return halves
 

@@ -13,7 +13,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.utils import read_toml
 
 TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio", "extraction-steps", "pii-extraction",
-         "extraction-relaxed")
+         "extraction-relaxed", "unlearning-audit")
 
 
 @dataclass
@@ -45,6 +45,11 @@ class ExperimentConfig:
     pii_fields: list[str] = field(default_factory=lambda: ["email", "phone"])
     n_relaxed: int = 30  # extraction-relaxed: records sampled
     budget_p: float = 0.5  # extraction-relaxed: target probability of the query-budget curve
+    forget_fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])  # unlearning-audit
+    unlearn_methods: list[str] = field(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo", "finetune"])
+    unlearn: dict = field(default_factory=dict)  # unlearning-audit: lr, epochs, retain_weight, npo_beta
+    n_shadows: int = 8  # unlearning-audit: LiRA shadow models
+    audit_fpr: float = 0.1  # unlearning-audit: FPR at which per-sample audits set their threshold
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

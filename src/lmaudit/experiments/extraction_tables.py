@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from lmaudit.report import extraction_plots as xplots
@@ -83,11 +85,22 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     return out
 
 
+def module_for(exp_type: str):
+    """The table/figure module of an experiment type outside the membership-inference family, else None."""
+    from lmaudit.experiments import unlearning_tables
+
+    for mod in (sys.modules[__name__], unlearning_tables):
+        if exp_type in mod.TYPES:
+            return mod
+    return None
+
+
 def markdown(record: dict) -> tuple[str, list[tuple[str, bytes]]]:
-    """(Markdown body, [(png file name, bytes)]) for table.md."""
-    parts = [f"{caption}\n\n{_md(header, rows)}" for caption, header, rows in tables(record)]
+    """(Markdown body, [(png file name, bytes)]) for table.md, for any type :func:`module_for` knows."""
+    mod = module_for(record["experiment"]["type"])
+    parts = [f"{caption}\n\n{_md(header, rows)}" for caption, header, rows in mod.tables(record)]
     pngs = []
-    for stem, caption, png in figures(record):
+    for stem, caption, png in mod.figures(record):
         pngs.append((f"{stem}.png", png))
         parts.append(f"![{caption}]({stem}.png)")
     return "\n\n".join(parts), pngs

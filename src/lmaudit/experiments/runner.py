@@ -18,7 +18,7 @@ from lmaudit import __version__
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.experiments import extraction
+from lmaudit.experiments import extraction, unlearning
 from lmaudit.experiments.config import ExperimentConfig
 from lmaudit.experiments.tables import write_outputs
 from lmaudit.mia import RunConfig, run_mia
@@ -188,7 +188,8 @@ def _run_mask_ratio(ws: Workspace) -> dict:
 
 RUNNERS = {"mia": _run_mia_table, "ablation": _run_ablation, "misaligned-ref": _run_misaligned,
            "epochs": _run_epochs, "mask-ratio": _run_mask_ratio, "extraction-steps": extraction.run_steps,
-           "pii-extraction": extraction.run_pii, "extraction-relaxed": extraction.run_relaxed}
+           "pii-extraction": extraction.run_pii, "extraction-relaxed": extraction.run_relaxed,
+           "unlearning-audit": unlearning.run_unlearning}
 
 
 def run_experiment(cfg: ExperimentConfig, *, out_root: str | Path = "results", command: str = "") -> Path:

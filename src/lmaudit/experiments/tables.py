@@ -59,7 +59,7 @@ def write_outputs(folder: Path, record: dict) -> Path:
     if gains is not None:
         np.savez_compressed(folder / "gains.npz", **{f"ratio_{r}": np.asarray(v, dtype=np.float32) for r, v in gains.items()})
     write_json_atomic(folder / "results.json", record)
-    if exp["type"] in extraction_tables.TYPES:
+    if extraction_tables.module_for(exp["type"]) is not None:
         body, pngs = extraction_tables.markdown(record)
         for name, png in pngs:
             _write_png(folder / name, png)
@@ -75,7 +75,7 @@ def write_outputs(folder: Path, record: dict) -> Path:
         _write_png(folder / "gain_by_mask_ratio.png", plots.gain_by_ratio(gains))
         body += "\n\n![gain by mask ratio](gain_by_mask_ratio.png)"
     seeds = ", ".join(map(str, exp["seeds"]))
-    if exp["type"] in extraction_tables.TYPES:
+    if extraction_tables.module_for(exp["type"]) is not None:
         head = (f"# {exp['name']}\n\n{exp['description']}\n\n"
                 f"Command: `{record['command']}` — run time {record['runtime_s'] / 60:.1f} min; seeds {seeds}; "
                 f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs.\n\n")

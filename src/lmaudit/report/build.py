@@ -85,9 +85,10 @@ def experiment_report(run: Path, res: dict) -> Report:
     sections = []
     from lmaudit.experiments import extraction_tables
 
-    if exp["type"] in extraction_tables.TYPES:
-        tabs = extraction_tables.tables(res)
-        figs = [Figure(stem, caption, png) for stem, caption, png in extraction_tables.figures(res)]
+    mod = extraction_tables.module_for(exp["type"])
+    if mod is not None:
+        tabs = mod.tables(res)
+        figs = [Figure(stem, caption, png) for stem, caption, png in mod.figures(res)]
         for i, (caption, header, rows) in enumerate(tabs):
             sections.append(Section("Results" if i == 0 else "Results (continued)", caption, table=(header, rows),
                                     figures=figs if i == len(tabs) - 1 else []))
