@@ -122,3 +122,13 @@ def test_mini_unlearning_audit_experiment(tmp_path):
     assert all(0 <= v["mean"] <= 1 or v["mean"] != v["mean"] for v in res["unlearning"].values())
     assert res["cost_s"]["lira_shadow_training"] >= 0 and (folder / "rho_by_method.png").exists()
     assert "gold standard" in (folder / "table.md").read_text()
+
+
+def test_mini_pii_reconstruction_experiment(tmp_path):
+    folder = run_experiment(mini(tmp_path, name="rc", type="pii-reconstruction", pii_fields=["email"], block=128,
+                                 n_targets=3, n_calibration=2,
+                                 reconstruct={"candidates": 3, "mask_length": 6, "steps": 3}), out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert set(res["asr"]) == {"ce", "skew_pii", "skew_context", "combined"}
+    assert len(res["asr"]["ce"]["email"]) == 1 and 0 <= res["fields"]["email"]["alpha"][0] <= 1
+    assert "Top-1 attack success rate" in (folder / "table.md").read_text()

@@ -13,7 +13,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.utils import read_toml
 
 TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio", "extraction-steps", "pii-extraction",
-         "extraction-relaxed", "unlearning-audit")
+         "extraction-relaxed", "unlearning-audit", "pii-reconstruction")
 
 
 @dataclass
@@ -50,6 +50,9 @@ class ExperimentConfig:
     unlearn: dict = field(default_factory=dict)  # unlearning-audit: lr, epochs, retain_weight, npo_beta
     n_shadows: int = 8  # unlearning-audit: LiRA shadow models
     audit_fpr: float = 0.1  # unlearning-audit: FPR at which per-sample audits set their threshold
+    reconstruct: dict = field(default_factory=dict)  # pii-reconstruction: keys of ReconstructConfig
+    n_targets: int = 50  # pii-reconstruction: redacted records per field
+    n_calibration: int = 10  # pii-reconstruction: known records to fit alpha on
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

@@ -69,13 +69,43 @@ def run_steps(ws) -> dict:
             "median_delta_monotone": bool(np.all(np.diff(deltas) >= 0)), "log_p_columns": columns}
 
 
-def pii_models(ws, seed: int):
-    """(train, unseen, {'ar': path, 'dlm': path}): both kinds fine-tuned on the same PII messages."""
+def pii_models(ws, seed: int, kinds=("ar", "dlm")):
+    """(train, unseen, {kind: path}): each kind fine-tuned on the same PII messages."""
     from lmaudit.data.pii import pii_corpus
 
     c = ws.cfg
     train, unseen = pii_corpus(ws.corpus, c.n_members, c.n_nonmembers, seed=seed, passage_chars=c.passage_chars)
-    return train, unseen, {kind: ws.finetuned(ws.base(kind=kind), train, seed) for kind in ("ar", "dlm")}
+    return train, unseen, {kind: ws.finetuned(ws.base(kind=kind), train, seed) for kind in kinds}
+
+
+def run_reconstruction_experiment(ws) -> dict:
+    """Top-1 ASR per ranking signal for redacted e-mails and phones of training messages (DLM)."""
+    import time
+
+    from lmaudit.reconstruct import ReconstructConfig, redact, redacted_records, run_reconstruction
+
+    c = ws.cfg
+    asr: dict[str, dict[str, list]] = {}
+    extra: dict[str, dict[str, list]] = {}
+    for seed in c.seeds:
+        train, _, models = pii_models(ws, seed, kinds=("dlm",))
+        target, base = ws.load(models["dlm"]), ws.load(ws.base(kind="dlm"))
+        for field in c.pii_fields:
+            recs = redacted_records(redact(TextSet(train.records[: c.n_targets], source=train.source), field), field)
+            calib_set = TextSet(train.records[c.n_targets : c.n_targets + c.n_calibration], source=train.source)
+            calib = redacted_records(redact(calib_set, field), field)
+            cfg = ReconstructConfig(**{"field": field, **c.reconstruct, "seed": seed})
+            t0 = time.perf_counter()
+            out = run_reconstruction(target, recs, cfg, reference=base, calibration=calib)
+            per_record = (time.perf_counter() - t0) / (len(recs) + len(calib))
+            for signal, a in out["asr"].items():
+                asr.setdefault(signal, {}).setdefault(field, []).append(a["percent"])
+            e = extra.setdefault(field, {"coverage": [], "alpha": [], "seconds_per_record": [], "mean_candidates": []})
+            e["coverage"].append(out["coverage"]["percent"])
+            e["alpha"].append(out["alpha"])
+            e["seconds_per_record"].append(per_record)
+            e["mean_candidates"].append(out["mean_candidates"])
+    return {"asr": asr, "fields": extra, "n_targets": c.n_targets, "n_calibration": c.n_calibration}
 
 
 def run_pii(ws) -> dict:

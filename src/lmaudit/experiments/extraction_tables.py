@@ -8,7 +8,7 @@ import numpy as np
 
 from lmaudit.report import extraction_plots as xplots
 
-TYPES = ("extraction-steps", "pii-extraction", "extraction-relaxed")
+TYPES = ("extraction-steps", "pii-extraction", "extraction-relaxed", "pii-reconstruction")
 BUDGET_POINTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -20,6 +20,17 @@ def _md(header: list[str], rows: list[list[str]]) -> str:
 def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """(caption, header, rows) of each table of an extraction experiment."""
     kind = record["experiment"]["type"]
+    if kind == "pii-reconstruction":
+        fields = list(record["fields"])
+        pm = lambda v: f"{np.mean(v):.1f} ± {np.std(v):.1f}"  # noqa: E731
+        rows = [[signal] + [pm(by_field[f]) for f in fields] for signal, by_field in record["asr"].items()]
+        info = [[label] + [pm(record["fields"][f][key]) for f in fields]
+                for label, key in (("true value among candidates (%)", "coverage"), ("fitted α", "alpha"),
+                                   ("distinct candidates per record", "mean_candidates"),
+                                   ("seconds per record", "seconds_per_record"))]
+        caption = (f"Top-1 attack success rate (%) on {record['n_targets']} redacted training messages per field "
+                   f"(mean ± std over seeds); α fitted on {record['n_calibration']} further known messages.")
+        return [(caption, ["signal"] + fields, rows), ("Candidates, α and cost.", [""] + fields, info)]
     if kind == "extraction-steps":
         rows = [[lb, f"{s['median_delta_log_p'][0]:+.2f} ± {s['median_delta_log_p'][1]:.2f}",
                  f"{s['median_log_p_hat'][0]:.2f}", f"{s['forwards_per_record']:.1f}"]
@@ -65,6 +76,8 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
 def figures(record: dict) -> list[tuple[str, str, bytes]]:
     """(file stem, caption, PNG) of each figure of an extraction experiment."""
     kind = record["experiment"]["type"]
+    if kind == "pii-reconstruction":
+        return []
     if kind == "extraction-steps":
         cols = {lb: np.asarray(v, dtype=float) for lb, v in record["log_p_columns"].items()}
         return [("log_p_by_steps", "log10 p̂ per mask by step count (first seed)", xplots.log_p_by_steps(cols))]

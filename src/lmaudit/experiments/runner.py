@@ -189,7 +189,7 @@ def _run_mask_ratio(ws: Workspace) -> dict:
 RUNNERS = {"mia": _run_mia_table, "ablation": _run_ablation, "misaligned-ref": _run_misaligned,
            "epochs": _run_epochs, "mask-ratio": _run_mask_ratio, "extraction-steps": extraction.run_steps,
            "pii-extraction": extraction.run_pii, "extraction-relaxed": extraction.run_relaxed,
-           "unlearning-audit": unlearning.run_unlearning}
+           "unlearning-audit": unlearning.run_unlearning, "pii-reconstruction": extraction.run_reconstruction_experiment}
 
 
 def run_experiment(cfg: ExperimentConfig, *, out_root: str | Path = "results", command: str = "") -> Path:
