@@ -264,3 +264,18 @@ def test_greedy_one_step_denoise_is_the_argmax(llama_dlm, tokenizer):
         expected = llama_dlm(torch.tensor(x), torch.ones(1, len(ids), dtype=torch.long))[0, [2, 4]].argmax(-1).numpy()
     out = denoise(llama_dlm, x, np.ones_like(x), steps=1, temperature=0.0)
     np.testing.assert_array_equal(out[0, [2, 4]], expected)
+
+
+def test_ar_sample_with_cache_matches_a_full_recompute(tiny_model, tokenizer):
+    from lmaudit.extraction.sampler import ar_sample
+
+    ids = np.asarray(tokenizer("array matrix function return")["input_ids"], dtype=np.int64)
+    out = ar_sample(tiny_model, ids, 6, samples=2, temperature=0.0)
+    x = torch.tensor(ids)[None]
+    with torch.inference_mode():
+        for _ in range(6):
+            x = torch.cat([x, tiny_model(input_ids=x).logits[0, -1].argmax().view(1, 1)], dim=1)
+    np.testing.assert_array_equal(out[0], x[0, len(ids):].numpy())
+    np.testing.assert_array_equal(out[1], out[0])
+    sampled = ar_sample(tiny_model, ids, 6, samples=4, temperature=1.0, seed=3)
+    np.testing.assert_array_equal(sampled, ar_sample(tiny_model, ids, 6, samples=4, temperature=1.0, seed=3))

@@ -101,15 +101,17 @@ def ar_sample(model, prefix: np.ndarray, n_tokens: int, *, samples: int, tempera
     """``samples`` continuations of ``n_tokens`` tokens after ``prefix`` (1-D ids). → (samples, n_tokens)."""
     if temperature < 0:
         raise LmauditError("temperature must be ≥ 0")
+    import inspect
+
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
+    # the key-value cache argument is ``cache`` in recent transformers, ``past_key_values`` before
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     x = torch.from_numpy(np.tile(np.asarray(prefix, dtype=np.int64), (samples, 1))).to(device)
     out = model(input_ids=x, use_cache=True)
-    past, logits = out.past_key_values, out.logits[:, -1].float()  # (S, V)
     new = []
     for _ in range(n_tokens):
-        tok = _sample(logits, temperature, generator)  # (S,)
+        tok = _sample(out.logits[:, -1].float(), temperature, generator)  # (S,)
         new.append(tok)
-        out = model(input_ids=tok[:, None], past_key_values=past, use_cache=True)
-        past, logits = out.past_key_values, out.logits[:, -1].float()
+        out = model(input_ids=tok[:, None], use_cache=True, **{cache_arg: getattr(out, cache_arg)})
     return torch.stack(new, dim=1).cpu().numpy()
