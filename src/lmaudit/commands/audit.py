@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from lmaudit.commands import finish, rich_table
 from lmaudit.progress import stdout_console
 
 
@@ -44,8 +45,6 @@ def register(app: typer.Typer, config_option) -> None:
         no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
     ) -> None:
         """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
-        from rich.table import Table
-
         from lmaudit.audit.run import AuditConfig, run_audit
         from lmaudit.data.loaders import load_texts
         from lmaudit.models.loading import load_model
@@ -60,19 +59,10 @@ def register(app: typer.Typer, config_option) -> None:
         payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg, reference=ref)
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "results.json", payload)
-        header, rows = audit_rows(payload)
-        table = Table(title=f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
-                            f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
-        for i, col in enumerate(header):
-            table.add_column(col, justify="left" if i == 0 else "right")
-        for row in rows:
-            table.add_row(*row)
-        stdout_console.print(table)
-        stdout_console.print(f"results: {out / 'results.json'}")
-        if not no_report:
-            from lmaudit.report.build import write_report
-
-            stdout_console.print(f"report: {write_report(out)}")
+        title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
+                 f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
+        stdout_console.print(rich_table(title, *audit_rows(payload)))
+        finish(out / "results.json", out, no_report)
 
     @app.command()
     def unlearn(

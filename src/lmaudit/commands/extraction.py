@@ -7,24 +7,17 @@ from typing import Optional
 
 import typer
 
+from lmaudit.commands import finish, rich_table
 from lmaudit.progress import stdout_console
 
 
 def extraction_table(payload: dict):
     """A rich table of an extraction summary: one row per step count (or 'ar')."""
-    from rich.table import Table
-
     from lmaudit.report.extraction import summary_rows
 
     cfg = payload["config"]
-    header, rows = summary_rows(payload)
-    table = Table(title=f"Extraction ({payload['kind'].upper()}): {payload['n_records']} records, mask {cfg['mask']}, "
-                        f"n = {cfg['n']:,} queries")
-    for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*row)
-    return table
+    return rich_table(f"Extraction ({payload['kind'].upper()}): {payload['n_records']} records, mask {cfg['mask']}, "
+                      f"n = {cfg['n']:,} queries", *summary_rows(payload))
 
 
 def write_extraction(payload: dict, out: Path) -> Path:
@@ -87,11 +80,7 @@ def register(app: typer.Typer, corpus_app: typer.Typer, config_option) -> None:
             r = payload["relaxed"]
             stdout_console.print("relaxed Pr(d ≤ ε), Gaussian vs empirical: " + ", ".join(
                 f"ε={e}: {a:.3f}/{b:.3f}" for e, a, b in zip(r["eps"], r["predicted"], r["empirical"])))
-        stdout_console.print(f"results: {path}")
-        if not no_report:
-            from lmaudit.report.build import write_report
-
-            stdout_console.print(f"report: {write_report(out)}")
+        finish(path, out, no_report)
 
     @app.command()
     def generate(

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from lmaudit.commands import finish, rich_table
 from lmaudit.progress import stdout_console
 
 
@@ -62,8 +63,6 @@ def register(app: typer.Typer, config_option) -> None:
         no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
     ) -> None:
         """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
-        from rich.table import Table
-
         from lmaudit.data.loaders import load_texts
         from lmaudit.errors import LmauditError
         from lmaudit.models.loading import load_model
@@ -85,21 +84,12 @@ def register(app: typer.Typer, config_option) -> None:
         payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": str(model),
                         "reference": None if reference is None else str(reference), "show_pii": show_pii})
         path = write_reconstruction(payload, out, show_pii=show_pii)
-        header, rows = asr_rows(payload)
-        table = Table(title=f"PII reconstruction ({field}): {payload['n_records']} records, "
-                            f"true value generated for {payload['coverage']['percent']:.0f}%"
-                            + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None else ""))
-        for i, col in enumerate(header):
-            table.add_column(col, justify="left" if i == 0 else "right")
-        for row in rows:
-            table.add_row(*row)
-        stdout_console.print(table)
+        title = (f"PII reconstruction ({field}): {payload['n_records']} records, true value generated for "
+                 f"{payload['coverage']['percent']:.0f}%" + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None
+                                                             else ""))
+        stdout_console.print(rich_table(title, *asr_rows(payload)))
         show = (lambda v: v or "-") if show_pii else mask_value
         for rid, c in list(zip(payload["records"]["id"], payload["_cases"]))[:5]:
             top = c["values"][0] if c["values"] else None
             stdout_console.print(f"  {rid}: true {show(c['truth'])}, first candidate {show(top)}", highlight=False)
-        stdout_console.print(f"results: {path}")
-        if not no_report:
-            from lmaudit.report.build import write_report
-
-            stdout_console.print(f"report: {write_report(out)}")
+        finish(path, out, no_report)
