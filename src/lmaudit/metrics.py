@@ -14,7 +14,10 @@ from lmaudit.errors import LmauditError
 
 def _validate(y_true, y_score) -> tuple[np.ndarray, np.ndarray]:
     y_true = np.asarray(y_true)
-    y_score = np.asarray(y_score, dtype=np.float64)
+    try:
+        y_score = np.asarray(y_score, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise LmauditError(f"scores must be numbers ({exc})") from None
     if y_true.shape != y_score.shape or y_true.ndim != 1:
         raise LmauditError(f"y_true {y_true.shape} and y_score {y_score.shape} must be 1-D of equal length")
     if not np.isin(y_true, (0, 1)).all():
@@ -28,6 +31,10 @@ def _validate(y_true, y_score) -> tuple[np.ndarray, np.ndarray]:
     if not np.isfinite(y_score).all():
         raise LmauditError(f"{int((~np.isfinite(y_score)).sum())} score(s) are NaN or infinite")
     return y_true.astype(np.int64), y_score
+
+
+def _is_real(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float, np.integer, np.floating))
 
 
 def roc_curve(y_true, y_score) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -64,8 +71,8 @@ def tpr_at_fpr(y_true, y_score, *, fpr: float = 0.01) -> float:
     With n non-members the finest attainable FPR step is 1/n; below it the value
     is the TPR at zero false positives.
     """
-    if not 0.0 <= fpr <= 1.0:
-        raise LmauditError(f"fpr must be in [0, 1], got {fpr}")
+    if not _is_real(fpr) or not 0.0 <= fpr <= 1.0:
+        raise LmauditError(f"fpr must be a number in [0, 1], got {fpr!r}")
     f, t, _ = roc_curve(y_true, y_score)
     return float(t[f <= fpr + 1e-12].max())
 
@@ -77,6 +84,10 @@ def auc_bootstrap_ci(y_true, y_score, *, n_resamples: int = 1000, level: float =
     keeps both classes and the class sizes; seeded and deterministic.
     """
     y_true, y_score = _validate(y_true, y_score)
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise LmauditError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
+    if not _is_real(level) or not 0.0 < level < 1.0:
+        raise LmauditError(f"level must be a number in (0, 1), got {level!r}")
     rng = np.random.default_rng(seed)
     pos, neg = y_score[y_true == 1], y_score[y_true == 0]
     labels = np.r_[np.ones(len(pos), dtype=np.int64), np.zeros(len(neg), dtype=np.int64)]

@@ -30,13 +30,20 @@ def weighted_skew(values: np.ndarray, offsets: np.ndarray, *, h: float = 0.1, we
     """
     if weighting not in ("quantile", "none"):
         raise LmauditError(f"q_skew: weighting must be 'quantile' or 'none', got '{weighting}'")
-    if h <= 0:
-        raise LmauditError(f"q_skew: bandwidth h must be > 0, got {h}")
+    if isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating)) or not 0 < h < np.inf:
+        raise LmauditError(f"q_skew: bandwidth h must be a finite number > 0, got {h!r}")
     lengths = np.diff(offsets)
-    v = values.astype(np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(v).all():
+        raise LmauditError(f"q_skew: {int((~np.isfinite(v)).sum())} loss gap(s) are NaN or infinite",
+                           hint="the probe records hold non-finite log-probabilities; re-run the probe")
     if weighting == "quantile":
         F = (segment_ranks(v, offsets) - 0.5) / np.repeat(lengths, lengths)  # mid-rank CDF: mirror-symmetric
-        w = sum(np.exp(-0.5 * ((F - q) / h) ** 2) for q in QUANTILES)
+        # log of the summed bumps, shifted by each segment's maximum: a narrow h cannot underflow all weights to 0
+        with np.errstate(over="ignore"):
+            logw = np.logaddexp(*(-0.5 * ((F - q) / h) ** 2 for q in QUANTILES))
+        logw = np.maximum(logw, np.finfo(np.float64).min)
+        w = np.exp(logw - np.repeat(np.maximum.reduceat(logw, offsets[:-1]), lengths))
         wmean = np.add.reduceat(w * v, offsets[:-1]) / np.add.reduceat(w, offsets[:-1])
     else:
         wmean = segment_mean(v, offsets)

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from lmaudit.errors import LmauditError
+
 
 def _lengths(offsets: np.ndarray) -> np.ndarray:
     """Segment lengths; an empty segment is an error (reduceat would return a neighbour's value)."""
     lengths = np.diff(offsets)
     if np.any(lengths < 1):
-        raise ValueError("every segment needs at least one value")
+        raise LmauditError("every sample needs at least one scored value (found an empty segment)")
     return lengths
+
+
+def _is_real(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float, np.integer, np.floating))
 
 
 def segment_mean(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -21,8 +27,8 @@ def segment_mean(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def bottom_k_mean(values: np.ndarray, offsets: np.ndarray, k: float) -> np.ndarray:
     """Mean of the lowest ``max(1, floor(k * n))`` values of each segment of length n."""
-    if not 0.0 < k <= 1.0:
-        raise ValueError(f"k must be in (0, 1], got {k}")
+    if not _is_real(k) or not 0.0 < k <= 1.0:
+        raise LmauditError(f"k must be a number in (0, 1], got {k!r}")
     lengths = _lengths(offsets)
     seg = np.repeat(np.arange(len(lengths)), lengths)
     order = np.lexsort((values, seg))  # sorted by value within each segment
@@ -39,16 +45,22 @@ def moving_average(values: np.ndarray, offsets: np.ndarray, window: int) -> tupl
     A segment shorter than ``window`` yields one value, its plain mean. Returns the
     smoothed flat values and their offsets.
     """
-    if window < 1:
-        raise ValueError(f"window must be ≥ 1, got {window}")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise LmauditError(f"window must be an integer ≥ 1, got {window!r}")
     lengths = _lengths(offsets)
     out_len = np.where(lengths >= window, lengths - window + 1, 1)
     out_off = np.concatenate([[0], np.cumsum(out_len)]).astype(np.int64)
-    csum = np.concatenate([[0.0], np.cumsum(values.astype(np.float64))])
+    v = values.astype(np.float64)
     seg = np.repeat(np.arange(len(lengths)), out_len)
     start = offsets[:-1][seg] + (np.arange(out_off[-1]) - out_off[:-1][seg])
-    width = np.where(lengths >= window, window, lengths)[seg]
-    return (csum[start + width] - csum[start]) / width, out_off
+    full = (lengths >= window)[seg]
+    out = np.repeat(segment_mean(v, offsets), out_len)  # a short segment: its plain mean
+    if full.any():
+        # every window summed on its own: a running cumsum over the flat array would carry the
+        # rounding error of other samples' (possibly huge) values into this sample's averages
+        sums = np.lib.stride_tricks.sliding_window_view(v, window).sum(axis=1)
+        out[full] = sums[start[full]] / window
+    return out, out_off
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:

@@ -70,7 +70,7 @@ def rmia(stats: ARStats, shadows: ShadowStats, *, a: float = 0.3, gamma: float =
     p = exp(φ) and the offline estimate Pr(x) = ½((1+a)·mean_OUT p(x|θ_k) + 1 − a).
     The population is the scored samples themselves (their labels are never used).
     """
-    if not 0 <= a <= 1 or gamma <= 0:
+    if not (0 <= a <= 1 and 0 < gamma < np.inf):  # also rejects NaN
         raise LmauditError(f"rmia: need 0 ≤ a ≤ 1 and γ > 0, got a={a}, γ={gamma}")
     phi = segment_mean(stats.logp, stats.offsets)
     out = shadows.out_mask(len(phi))

@@ -75,6 +75,17 @@ def _as_sets(named: dict[str, object]) -> list[np.ndarray]:
     return out
 
 
+def _unit_scale(sets: list[np.ndarray]) -> list[np.ndarray]:
+    """Features of extreme magnitude (beyond 1e±50) divided by the largest |value| of the reference sets.
+
+    ρ is invariant to a common positive scale, and fourth powers of such features would
+    overflow or underflow; ordinary features are left as they are (so ``details`` keep
+    their units).
+    """
+    top = max(float(np.max(np.abs(sets[0]))), float(np.max(np.abs(sets[1]))))
+    return [s / top for s in sets] if top > 0 and not 1e-50 < top < 1e50 else sets
+
+
 def standardise(members, nonmembers, *others) -> tuple[np.ndarray, ...]:
     """Z-score every set with the mean and (population) std of members ∪ non-members pooled.
 
@@ -335,7 +346,7 @@ def smi(members, nonmembers, suspect, *, bootstrap: int = 200, seed: int = 0, an
     SetEstimate
         ``rho``: fraction of the suspect set behaving like non-members (0: members).
     """
-    sets = _as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect})
+    sets = _unit_scale(_as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}))
     return _estimate("smi", sets, lambda: _smi_fit(*sets), bootstrap=bootstrap, seed=seed, anomaly_tol=anomaly_tol)
 
 
@@ -370,6 +381,6 @@ def smi_m(members, nonmembers, suspect, *, kernel: str = "rbf", bandwidth_factor
         raise LmauditError(f"unknown kernel {kernel!r}", hint=f"choose one of: {', '.join(KERNELS)}")
     if not (isinstance(bandwidth_factor, (int, float)) and math.isfinite(bandwidth_factor) and bandwidth_factor > 0):
         raise LmauditError(f"bandwidth_factor must be a positive number, got {bandwidth_factor!r}")
-    sets = _as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect})
+    sets = _unit_scale(_as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}))
     fit = lambda: _smim_fit(*sets, kernel=kernel, bandwidth_factor=bandwidth_factor, seed=seed)  # noqa: E731
     return _estimate("smi-m", sets, fit, bootstrap=bootstrap, seed=seed, anomaly_tol=anomaly_tol)

@@ -76,6 +76,15 @@ def _check_text(value: object, *, where: str, name: str) -> str:
             f"{where}: field '{name}' is empty or whitespace-only",
             hint="remove the record or give it text; lmaudit does not drop records silently",
         )
+    return _check_unicode(value, where=where, name=name)
+
+
+def _check_unicode(value: str, *, where: str, name: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate, e.g. a JSON escape "\ud800" without its pair
+        raise DataError(f"{where}: field '{name}' holds an unpaired surrogate {value[exc.start]!r} at character "
+                        f"{exc.start}, which is not valid Unicode") from None
     return value
 
 
@@ -91,7 +100,10 @@ def _decode(raw: bytes, path: Path) -> str:
 
 
 def _record_from_mapping(row: dict, *, where: str, default_id: str, text_field: str) -> Record:
-    rid = str(row.get("id", default_id))
+    rid = row.get("id", default_id)
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+        raise DataError(f"{where}: field 'id' must be a string or an integer, got {type(rid).__name__}")
+    rid = str(rid)
     extra = {str(k): v for k, v in row.items() if k not in ("id", text_field, "prompt", "response") and isinstance(v, str)}
     if text_field in row:
         return Record(id=rid, target=_check_text(row[text_field], where=where, name=text_field), fields=extra)
@@ -99,6 +111,7 @@ def _record_from_mapping(row: dict, *, where: str, default_id: str, text_field: 
         prompt = row["prompt"]
         if not isinstance(prompt, str):
             raise DataError(f"{where}: field 'prompt' must be a string, got {type(prompt).__name__}")
+        _check_unicode(prompt, where=where, name="prompt")
         return Record(id=rid, context=prompt, target=_check_text(row["response"], where=where, name="response"),
                       fields=extra)
     raise DataError(
@@ -110,7 +123,8 @@ def _record_from_mapping(row: dict, *, where: str, default_id: str, text_field: 
 def _load_jsonl(path: Path, text_field: str) -> list[Record]:
     content = _decode(path.read_bytes(), path)
     records = []
-    for lineno, line in enumerate(content.splitlines(), start=1):
+    # only \n, \r\n and \r end a line: str.splitlines() would also split inside strings at U+2028, U+0085, ...
+    for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
         if not line.strip():
             continue
         where = f"{path}: line {lineno}"
@@ -118,6 +132,9 @@ def _load_jsonl(path: Path, text_field: str) -> list[Record]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        except (ValueError, RecursionError) as exc:  # e.g. an integer of > 4300 digits, or nesting too deep
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
+            raise DataError(f"{where}: unreadable JSON ({reason})") from None
         if not isinstance(row, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
         records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{lineno}", text_field=text_field))
@@ -126,12 +143,31 @@ def _load_jsonl(path: Path, text_field: str) -> list[Record]:
 
 def _load_csv(path: Path, text_field: str) -> list[Record]:
     content = _decode(path.read_bytes(), path)
-    reader = csv.DictReader(io.StringIO(content, newline=""), delimiter="\t" if path.suffix == ".tsv" else ",")
-    if reader.fieldnames is None:
-        raise DataError(f"{path}: empty CSV file (no header row)")
-    if text_field not in reader.fieldnames and not {"prompt", "response"} <= set(reader.fieldnames):
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(content)))  # a long text is one field: never cut it at the default 128 KiB
+    try:
+        return _read_csv(path, content, text_field)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _read_csv(path: Path, content: str, text_field: str) -> list[Record]:
+    kind = path.suffix[1:].upper()
+    # strict: an unclosed quote is an error, not a field that swallows the rest of the file
+    reader = csv.DictReader(io.StringIO(content, newline=""), delimiter="\t" if path.suffix == ".tsv" else ",",
+                            strict=True)
+    try:
+        fieldnames = reader.fieldnames
+    except csv.Error as exc:
+        raise DataError(f"{path}: line {reader.reader.line_num}: malformed {kind} header ({exc})") from None
+    if fieldnames is None:
+        raise DataError(f"{path}: empty {kind} file (no header row)")
+    dupes = sorted({c for c in fieldnames if fieldnames.count(c) > 1})
+    if dupes:
+        raise DataError(f"{path}: line 1: duplicate column(s) {', '.join(map(repr, dupes))} in the header")
+    if text_field not in fieldnames and not {"prompt", "response"} <= set(fieldnames):
         raise DataError(
-            f"{path}: missing column '{text_field}' (columns: {', '.join(reader.fieldnames)})",
+            f"{path}: missing column '{text_field}' (columns: {', '.join(fieldnames)})",
             hint=f"name the text column '{text_field}'",
         )
     records = []
@@ -140,9 +176,11 @@ def _load_csv(path: Path, text_field: str) -> list[Record]:
             where = f"{path}: line {reader.line_num}"
             if None in row:
                 raise DataError(f"{where}: more fields than header columns")
+            if None in row.values():
+                raise DataError(f"{where}: fewer fields than header columns")
             records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{reader.line_num}", text_field=text_field))
-    except csv.Error as exc:
-        raise DataError(f"{path}: line {reader.line_num}: malformed {path.suffix[1:].upper()} ({exc})") from None
+    except csv.Error as exc:  # DictReader.line_num is the previous row's; the inner reader counts what it consumed
+        raise DataError(f"{path}: line {reader.reader.line_num}: malformed {kind} ({exc})") from None
     return records
 
 

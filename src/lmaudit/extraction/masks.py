@@ -74,6 +74,8 @@ class MaskSpec:
         only ``pii`` masks need them (and ``fields``, the record's other columns).
         """
         label = f"{where}record '{record_id}'"
+        if n_tokens < 1:
+            raise DataError(f"{label}: the text has no tokens to mask")
         if self.kind in ("suffix", "prefix"):
             if self.count > n_tokens:
                 raise DataError(f"{label}: mask {self.text} needs {self.count} tokens but the text has {n_tokens}",
