@@ -118,7 +118,8 @@ def test_mini_unlearning_audit_experiment(tmp_path):
     methods = {k.split(" / ")[1] for k in res["unlearning"]}
     audits = {k.split(" / ")[2] for k in res["unlearning"]}
     assert methods == {"none", "retrain", "gradient_ascent", "npo", "finetune"}
-    assert audits == {"smi", "smi-m", "threshold-loss", "threshold-reference", "threshold-lira"}
+    assert audits == {"smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference",
+                      "threshold-lira"}
     assert all(0 <= v["mean"] <= 1 or v["mean"] != v["mean"] for v in res["unlearning"].values())
     assert res["cost_s"]["lira_shadow_training"] >= 0 and (folder / "rho_by_method.png").exists()
     assert "gold standard" in (folder / "table.md").read_text()

@@ -8,6 +8,8 @@ fraction of F that behaves like non-members, against reference sets drawn from t
 retain set (members) and held-out non-members, disjoint from F:
 
 - ``smi`` / ``smi-m``: set-level estimates on hidden-state features;
+- ``smi-scores`` / ``smi-m-scores``: the same on the vector of attack scores
+  (loss, zlib, min_k, reference);
 - ``threshold-loss`` / ``threshold-reference``: a thresholded MIA at a fixed FPR,
   corrected for its TPR and FPR (:func:`~lmaudit.audit.per_sample.threshold_forgetting`);
 - ``threshold-lira``: the same on offline LiRA scores from K shadow models fine-tuned
@@ -28,7 +30,8 @@ from lmaudit.errors import LmauditError
 from lmaudit.mia import RunConfig, score_set
 from lmaudit.progress import info
 
-AUDITS = ("smi", "smi-m", "threshold-loss", "threshold-reference", "threshold-lira")
+AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
+SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
 
 
 def _sub(ts: TextSet, idx, source: str) -> TextSet:
@@ -102,20 +105,23 @@ def _audits(ws, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: Te
     t0 = time.perf_counter()
     feats = [hidden_features(model, ts) for ts in (ref_m, ref_n, forget)]
     cost["features"].append(time.perf_counter() - t0)
-    for method in ("smi", "smi-m"):
-        t0 = time.perf_counter()
-        try:
-            out[method] = estimate_rho(*feats, AuditConfig(method=method, seed=0))[method]["rho"]
-        except LmauditError as exc:  # reference sets not separable: ρ is not identifiable, recorded as NaN
-            info(f"[yellow]{method}: {exc.message}[/yellow]")
-            out[method] = float("nan")
-        cost[method].append(time.perf_counter() - t0)
     both = TextSet(ref_m.records + ref_n.records + forget.records, source="audit sets")
     n_m, n_n = len(ref_m), len(ref_n)
     t0 = time.perf_counter()
-    scores = score_set(model, both, reference=base, config=RunConfig(attacks=["loss", "reference", "lira"]),
+    scores = score_set(model, both, reference=base, config=RunConfig(attacks=[*SCORE_FEATURES, "lira"]),
                        shadows=shadows)
     cost["lira_probes"].append(time.perf_counter() - t0)
+    vec = np.column_stack([scores[a] for a in SCORE_FEATURES])
+    score_feats = [vec[:n_m], vec[n_m : n_m + n_n], vec[n_m + n_n :]]
+    for method, fs in (("smi", feats), ("smi-m", feats), ("smi-scores", score_feats), ("smi-m-scores", score_feats)):
+        base_method = method.removesuffix("-scores")
+        t0 = time.perf_counter()
+        try:
+            out[method] = estimate_rho(*fs, AuditConfig(method=base_method, seed=0))[base_method]["rho"]
+        except LmauditError as exc:  # reference sets not separable: ρ is not identifiable, recorded as NaN
+            info(f"[yellow]{method}: {exc.message}[/yellow]")
+            out[method] = float("nan")
+        cost.setdefault(method, []).append(time.perf_counter() - t0)
     for attack in ("loss", "reference", "lira"):
         s = scores[attack]
         out[f"threshold-{attack}"] = threshold_forgetting(s[:n_m], s[n_m : n_m + n_n], s[n_m + n_n :],

@@ -35,6 +35,8 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     audit_s = lambda m: (cost["features"] or 0) + (cost[m] or 0)  # noqa: E731
     cost_rows = [["SMI (hidden features + estimate)", f"{audit_s('smi'):.2f}"],
                  ["SMI-M (hidden features + estimate)", f"{audit_s('smi-m'):.2f}"],
+                 ["SMI / SMI-M on score features (estimate only; the scores come with the probes)",
+                  f"{cost.get('smi-scores') or 0:.3f} / {cost.get('smi-m-scores') or 0:.3f}"],
                  ["LiRA: shadow training (once per seed)", f"{cost['lira_shadow_training']:.1f}"],
                  ["LiRA: target + shadow probes (per model audited)", f"{cost['lira_probes']:.2f}"]]
     out.append(("Cost per audit in seconds (mean over runs; shadow training from the model cache is near 0 on "
@@ -59,5 +61,5 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     ax.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, methods)
     ax.set(ylabel="estimated ρ (forget set looks unseen)", ylim=(0, 1.05),
            title=f"Unlearning audit, forget {100 * float(frac):g}%")
-    ax.legend(fontsize=7.5, ncol=2)
+    ax.legend(fontsize=7, ncol=3)
     return [("rho_by_method", "Estimated ρ per unlearning method and audit", plots._png(fig))]
