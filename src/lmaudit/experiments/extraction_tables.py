@@ -32,14 +32,17 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                    f"(mean ± std over seeds); α fitted on {record['n_calibration']} further known messages.")
         return [(caption, ["signal"] + fields, rows), ("Candidates, α and cost.", [""] + fields, info)]
     if kind == "extraction-steps":
-        rows = [[lb, f"{s['median_delta_log_p'][0]:+.2f} ± {s['median_delta_log_p'][1]:.2f}",
+        one = len(record["experiment"]["seeds"]) == 1
+        pm = lambda v: f"{v[0]:+.2f}" if one else f"{v[0]:+.2f} ± {v[1]:.2f}"  # noqa: E731
+        rows = [[lb, pm(s["median_delta_log_p"]),
                  f"{s['median_log_p_hat'][0]:.2f}", f"{s['forwards_per_record']:.1f}"]
                 for lb, s in record["steps"].items()]
         mono = record["monotone_fraction"]
-        caption = (f"Median Δ log p̂ = median over records of log(p̂_N / p̂_1) (nats; mean ± std over seeds); "
+        caption = (f"Median Δ log p̂ = median over records of log(p̂_N / p̂_1) (nats{'' if one else '; mean ± std over seeds'}); "
                    f"masks of {record['n_masked']['median']:g} tokens (median). The medians "
                    f"{'rise' if record['median_delta_monotone'] else 'do not rise'} monotonically with N; per record, "
-                   f"log p̂ never fell as N grew on {100 * mono[0]:.0f}% ± {100 * mono[1]:.0f}% of masks.")
+                   f"log p̂ never fell as N grew on {100 * mono[0]:.0f}%{'' if one else f' ± {100 * mono[1]:.0f}%'} "
+                   "of masks.")
         return [(caption, ["steps N", "median Δ log p̂", "median log p̂", "forwards/record"], rows)]
     if kind == "pii-extraction":
         first = next(iter(record["pii_rows"].values()))[0]
