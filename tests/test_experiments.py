@@ -99,7 +99,7 @@ def test_mini_extraction_steps_and_pii_experiments(tmp_path):
 
 
 def test_mini_extraction_relaxed_experiment(tmp_path):
-    folder = run_experiment(mini(tmp_path, name="rx", type="extraction-relaxed", block=128, n_relaxed=3,
+    folder = run_experiment(mini(tmp_path, name="rx", type="extraction-relaxed", block=128, n_relaxed=3, n_members=4,
                                  extract={"mask": "suffix:6", "trajectories": 2, "relaxed": 6, "samples": 8}),
                             out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())

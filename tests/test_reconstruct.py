@@ -94,3 +94,17 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
     shown = lmaudit(*args, "--out", str(tmp_path / "shown"), "--show-pii", "--no-report")
     assert shown.returncode == 0 and truths[0] in shown.stdout
     assert truths[0] in (tmp_path / "shown" / "candidates.jsonl").read_text()
+
+
+def test_window_keeps_context_around_long_candidates(tokenizer):
+    from lmaudit.reconstruct import PIIRecord, _window
+
+    rec = PIIRecord("r", "the model data train token layer ", " value array matrix function", "x")
+    ids, is_field = _window(tokenizer, rec, "tensor", 20)
+    assert len(ids) <= 21 and is_field.sum() >= 1 and (~is_field).sum() >= 4
+    assert is_field.argmax() > 0 and not is_field[-1]  # context on both sides
+    long_value = " ".join(["shape"] * 30)
+    ids, is_field = _window(tokenizer, rec, long_value, 20)
+    assert (~is_field).sum() == 4 and is_field.sum() == len(tokenizer(long_value, add_special_tokens=False)["input_ids"])
+    ids, is_field = _window(tokenizer, PIIRecord("r", "", " value array matrix function", "x"), "tensor", 20)
+    assert not is_field[-1] and is_field[0]  # nothing before: all context after

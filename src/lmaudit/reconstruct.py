@@ -132,12 +132,18 @@ def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8
 
 
 def _window(tok, rec: PIIRecord, value: str, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(window token ids, bool mask of the field's tokens in it): ~40% of the width before the field."""
+    """(window token ids, bool mask of the field's tokens in it).
+
+    The context budget is ``width`` minus the field's length (at least 4 tokens, so a
+    long candidate keeps some context); about 40% of it goes before the field.
+    """
     left = tok(rec.left, add_special_tokens=False)["input_ids"]
     mid = tok(value, add_special_tokens=False)["input_ids"]
     right = tok(rec.right, add_special_tokens=False)["input_ids"]
-    before = max(0, min(len(left), int(0.4 * width), width - len(mid)))
-    after = max(0, width - before - len(mid))
+    ctx = max(width - len(mid), 4)
+    before = min(len(left), max(1, (2 * ctx) // 5))
+    after = min(len(right), ctx - before)
+    before = min(len(left), ctx - after)  # unused room after the field goes before it
     ids = left[len(left) - before :] + mid + right[:after]
     is_field = np.zeros(len(ids), dtype=bool)
     is_field[before : before + len(mid)] = True

@@ -45,6 +45,7 @@ class ExperimentConfig:
     pii_fields: list[str] = field(default_factory=lambda: ["email", "phone"])
     n_relaxed: int = 30  # extraction-relaxed: records sampled
     budget_p: float = 0.5  # extraction-relaxed: target probability of the query-budget curve
+    budget_mask: str = "pii:email"  # extraction-relaxed: the mask of the query-budget curve
     forget_fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])  # unlearning-audit
     unlearn_methods: list[str] = field(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo", "finetune"])
     unlearn: dict = field(default_factory=dict)  # unlearning-audit: lr, epochs, retain_weight, npo_beta

@@ -8,7 +8,8 @@
   (n, p)-discoverable records for AR, DLM one-step and DLM max-step, and the shift of
   log p̂ between training and unseen messages.
 - ``extraction-relaxed``: the same PII models; a suffix mask; Gaussian-predicted vs
-  empirical Pr(d ≤ ε) of sampled generations, and the extractable fraction vs the
+  empirical Pr(d ≤ ε) of sampled generations (DLM: max steps); and, for every training
+  message's e-mail (``budget_mask``, left context), the extractable fraction vs the
   query budget n.
 """
 
@@ -137,18 +138,23 @@ def run_pii(ws) -> dict:
 def run_relaxed(ws) -> dict:
     c = ws.cfg
     ns = np.unique(np.round(np.logspace(0, 6, 61)).astype(np.int64))
-    out: dict = {"budget": {"n": ns.tolist(), "p": c.budget_p, "fractions": {}}, "relaxed": {}}
+    out: dict = {"budget": {"n": ns.tolist(), "p": c.budget_p, "mask": c.budget_mask, "fractions": {}}, "relaxed": {}}
     seed = c.seeds[0]
     train, _, models = pii_models(ws, seed)
     data = TextSet(train.records[: c.n_relaxed], source=train.source)
     for kind in ("ar", "dlm"):
         steps = ["1"] if kind == "ar" else ["1", "max"]
-        payload = run_extraction(ws.load(models[kind]), data, extract_config(c.extract, seed, steps=steps))
+        payload = run_extraction(ws.load(models[kind]), data, extract_config(c.extract, seed, steps=[steps[-1]]))
+        out["relaxed"]["AR" if kind == "ar" else "DLM"] = payload["relaxed"]
+        out["n_masked"] = payload["n_masked"]
+        # the query-budget curve: every training message, the budget mask, left context only
+        budget_cfg = extract_config({k: v for k, v in c.extract.items() if k not in ("relaxed", "mask")}, seed,
+                                    steps=steps, mask=c.budget_mask, context="left")
+        payload = run_extraction(ws.load(models[kind]), train, budget_cfg)
         for label in _labels(payload["summary"]):
             name = "AR" if kind == "ar" else {"1": "DLM one-step", "max": "DLM max-step"}[label]
             p_hat = np.asarray(payload["records"][f"p_hat@{label}"])
             reached = success_within(p_hat[:, None], ns[None, :]) >= c.budget_p  # (records, n)
             out["budget"]["fractions"][name] = reached.mean(axis=0).tolist()
-        out["relaxed"]["AR" if kind == "ar" else "DLM"] = payload["relaxed"]
-        out["n_masked"] = payload["n_masked"]
+    out["budget"]["n_records"] = len(train)
     return out

@@ -70,7 +70,9 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                ["ε", "DLM Gaussian", "DLM empirical", "AR Gaussian", "AR empirical"], rows)
     ns = np.asarray(record["budget"]["n"])
     cols = [int(np.flatnonzero(ns == n)[0]) for n in BUDGET_POINTS if n in ns]
-    budget = (f"Extractable records (%) with probability ≥ {record['budget']['p']:g} within n queries.",
+    budget = (f"Extractable records (%) with probability ≥ {record['budget']['p']:g} within n queries: mask "
+              f"{record['budget'].get('mask', '?')} of {record['budget'].get('n_records', '?')} training messages, "
+              "left context only.",
               ["model"] + [f"n={ns[i]:,}" for i in cols],
               [[name] + [f"{100 * frac[i]:.1f}" for i in cols] for name, frac in record["budget"]["fractions"].items()])
     return [relaxed, budget]
