@@ -18,18 +18,18 @@ from test_end_to_end import write_jsonl
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory, tiny_model_dir):
-    """A tiny AR model fine-tuned on 128 texts: 64 serve as the member reference, 64 as suspect members."""
+    """A tiny AR model fine-tuned on 96 texts: 48 serve as the member reference, 48 as suspect members."""
     root = tmp_path_factory.mktemp("audit")
-    members = make_texts(128, seed=300)
-    nonmembers = make_texts(128, seed=400)
+    members = make_texts(96, seed=300)
+    nonmembers = make_texts(96, seed=400)
     trained = load_texts(write_jsonl(root / "trained.jsonl", members))
-    out = finetune(tiny_model_dir, trained, root / "target", mode="dft", epochs=25, lr=3e-3, block=32, batch_size=8)
+    out = finetune(tiny_model_dir, trained, root / "target", mode="dft", epochs=20, lr=3e-3, block=32, batch_size=8)
     return root, load_model(out), members, nonmembers
 
 
 def _mixture(members, nonmembers, fraction_members: float, n: int = 40) -> TextSet:
     k = int(round(fraction_members * n))
-    return TextSet.from_texts(members[64 : 64 + k] + nonmembers[64 : 64 + n - k], prefix="u", source="suspect")
+    return TextSet.from_texts(members[48 : 48 + k] + nonmembers[48 : 48 + n - k], prefix="u", source="suspect")
 
 
 def test_hidden_features_are_mean_pooled(audited):
@@ -47,8 +47,8 @@ def test_hidden_features_are_mean_pooled(audited):
 
 def test_estimates_are_monotone_in_the_member_fraction(audited):
     _, loaded, members, nonmembers = audited
-    ref_m = TextSet.from_texts(members[:64], prefix="m", source="members")
-    ref_n = TextSet.from_texts(nonmembers[:64], prefix="n", source="nonmembers")
+    ref_m = TextSet.from_texts(members[:48], prefix="m", source="members")
+    ref_n = TextSet.from_texts(nonmembers[:48], prefix="n", source="nonmembers")
     feats = {}
     for name, ts in (("m", ref_m), ("n", ref_n)):
         feats[name], cols = score_features(loaded, ts, attacks=["loss", "min_k", "zlib"])
@@ -67,7 +67,7 @@ def test_estimates_are_monotone_in_the_member_fraction(audited):
 def test_run_audit_payload_and_anomaly_on_a_forged_set(audited):
     _, loaded, members, nonmembers = audited
     forged = TextSet.from_texts(["zzzz qqqq xxxx " * 8 for _ in range(20)], prefix="f", source="forged")
-    payload = run_audit(loaded, TextSet.from_texts(members[:64]), TextSet.from_texts(nonmembers[:64]), forged,
+    payload = run_audit(loaded, TextSet.from_texts(members[:48]), TextSet.from_texts(nonmembers[:48]), forged,
                         AuditConfig(features="scores", attacks=["loss", "min_k"], kernel="linear", bootstrap=20))
     assert payload["features"] == {"kind": "scores", "dim": 2, "columns": ["loss", "min_k"]}
     assert payload["n_suspect"] == 20 and set(payload["methods"]) == {"smi", "smi-m"}
@@ -84,9 +84,9 @@ def test_bad_audit_options_are_clear_errors():
 
 def test_audit_set_cli(audited, tmp_path):
     root, loaded, members, nonmembers = audited
-    m = write_jsonl(tmp_path / "m.jsonl", members[:64])
-    n = write_jsonl(tmp_path / "n.jsonl", nonmembers[:64])
-    u = write_jsonl(tmp_path / "u.jsonl", members[64:84])
+    m = write_jsonl(tmp_path / "m.jsonl", members[:48])
+    n = write_jsonl(tmp_path / "n.jsonl", nonmembers[:48])
+    u = write_jsonl(tmp_path / "u.jsonl", members[48:68])
     res = lmaudit("audit-set", "--model", loaded.path, "--members", str(m), "--nonmembers", str(n), "--suspect", str(u),
                   "--bootstrap", "30", "--out", str(tmp_path / "audit"))
     assert res.returncode == 0, res.stderr

@@ -81,6 +81,7 @@ def test_mini_epochs_and_mask_ratio_write_plots(tmp_path):
     assert (folder / "gain_by_mask_ratio.png").stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_mini_extraction_steps_and_pii_experiments(tmp_path):
     folder = run_experiment(mini(tmp_path, name="st", type="extraction-steps",
                                  extract={"mask": "random:0.3", "steps": ["1", "2", "max"], "trajectories": 4}),
