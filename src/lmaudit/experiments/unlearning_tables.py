@@ -61,5 +61,5 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     ax.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, methods)
     ax.set(ylabel="estimated ρ (forget set looks unseen)", ylim=(0, 1.05),
            title=f"Unlearning audit, forget {100 * float(frac):g}%")
-    ax.legend(fontsize=7, ncol=3)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     return [("rho_by_method", "Estimated ρ per unlearning method and audit", plots._png(fig))]
