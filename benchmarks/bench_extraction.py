@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--chars", type=int, default=300, help="characters of the record (≈75 tokens)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up pass of each side")
     args = ap.parse_args()
     torch.manual_seed(0)
     tokenizer, texts = bench_texts(8, args.chars)
@@ -60,7 +61,8 @@ def main() -> None:
         result["r"] = dlm_trajectories(adapter, [target], steps=[N], trajectories=R, seed=0,
                                        max_tokens=R * len(ids))[0]
 
-    bare(), estimator()  # warm-up
+    if not args.no_warmup:
+        bare(), estimator()  # warm-up
     t_bare, t_est = best_of(bare, args.repeats), best_of(estimator, args.repeats)
     print(f"tiny DLM, record of {len(ids)} tokens, |M| = {args.masked}, R = {R}, N = {N}, best of {args.repeats}, "
           f"torch threads {torch.get_num_threads()}")
