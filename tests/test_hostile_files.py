@@ -86,12 +86,12 @@ def to_csv(rows: list[dict], delimiter: str = ",") -> str:
 ])
 def test_bad_jsonl_line_names_file_and_line(tmp_path, line, needle):
     path = write(tmp_path / "data.jsonl", '{"text": "fine"}\n\n' + line + '\n{"text": "after"}\n')
-    data_error(path, "line 3", needle)
+    assert data_error(path, "line 3", needle)
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n  \n", "\ufeff".encode()])
 def test_empty_jsonl_is_a_clear_error(tmp_path, content):
-    data_error(write(tmp_path / "empty.jsonl", content), "no records found")
+    assert data_error(write(tmp_path / "empty.jsonl", content), "no records found")
 
 
 @pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
@@ -111,7 +111,7 @@ def test_jsonl_line_separators_inside_strings_are_kept(tmp_path):
     path = write(tmp_path / "seps.jsonl", "\n".join(rows) + "\n")
     assert load_texts(path).texts == texts
     bad = write(tmp_path / "bad.jsonl", rows[0] + "\n{oops}\n")
-    data_error(bad, "line 2")  # line numbers still count only real line breaks
+    assert data_error(bad, "line 2")  # line numbers still count only real line breaks
 
 
 def test_escaped_nul_in_jsonl_is_kept(tmp_path):
@@ -122,18 +122,18 @@ def test_escaped_nul_in_jsonl_is_kept(tmp_path):
 def test_latin1_and_mixed_encodings_name_the_line(tmp_path):
     good = '{"text": "café ☕"}\n'.encode()
     path = write(tmp_path / "mixed.jsonl", good + good + '{"text": "café"}\n'.encode("latin-1") + good)
-    data_error(path, "line 3", "not valid UTF-8")
+    assert data_error(path, "line 3", "not valid UTF-8")
     utf16 = write(tmp_path / "utf16.jsonl", '{"text": "a"}\n'.encode("utf-16"))
-    data_error(utf16, "line 1", "not valid UTF-8")
+    assert data_error(utf16, "line 1", "not valid UTF-8")
 
 
 def test_jsonl_duplicate_ids(tmp_path):
     path = write(tmp_path / "dup.jsonl", '{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n{"id": "a", "text": "z"}\n')
-    data_error(path, "duplicate id 'a'", "records 1 and 3")
+    assert data_error(path, "duplicate id 'a'", "records 1 and 3")
     mixed = write(tmp_path / "dup2.jsonl", '{"id": 1, "text": "x"}\n{"id": "1", "text": "y"}\n')
-    data_error(mixed, "duplicate id '1'")
+    assert data_error(mixed, "duplicate id '1'")
     default = write(tmp_path / "dup3.jsonl", '{"text": "x"}\n{"id": "dup3:1", "text": "y"}\n')
-    data_error(default, "duplicate id 'dup3:1'")  # an explicit id colliding with a line-number id
+    assert data_error(default, "duplicate id 'dup3:1'")  # an explicit id colliding with a line-number id
 
 
 def test_jsonl_extra_string_fields_are_kept(tmp_path):
@@ -158,18 +158,18 @@ def test_jsonl_extra_string_fields_are_kept(tmp_path):
 ])
 def test_bad_csv_row_names_file_and_line(tmp_path, suffix, sep, body, line, needle):
     path = write(tmp_path / f"data{suffix}", f"id{sep}text\n" + body.format(s=sep))
-    data_error(path, line, needle)
+    assert data_error(path, line, needle)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv"])
 def test_empty_header_only_and_bad_header(tmp_path, suffix):
-    data_error(write(tmp_path / f"empty{suffix}", b""), "no header row")
+    assert data_error(write(tmp_path / f"empty{suffix}", b""), "no header row")
     sep = "\t" if suffix == ".tsv" else ","
-    data_error(write(tmp_path / f"header{suffix}", f"id{sep}text\n"), "no records found")
-    data_error(write(tmp_path / f"header2{suffix}", f"id{sep}text\r\n\r\n"), "no records found")
-    data_error(write(tmp_path / f"nocol{suffix}", f"id{sep}body\n1{sep}x\n"), "missing column 'text'", "columns: id, body")
-    data_error(write(tmp_path / f"dupcol{suffix}", f"text{sep}text\na{sep}b\n"), "line 1", "duplicate column(s) 'text'")
-    data_error(write(tmp_path / f"badhead{suffix}", f'"id{sep}text\n1{sep}a\n'), "malformed", "header")
+    assert data_error(write(tmp_path / f"header{suffix}", f"id{sep}text\n"), "no records found")
+    assert data_error(write(tmp_path / f"header2{suffix}", f"id{sep}text\r\n\r\n"), "no records found")
+    assert data_error(write(tmp_path / f"nocol{suffix}", f"id{sep}body\n1{sep}x\n"), "missing column 'text'", "columns: id, body")
+    assert data_error(write(tmp_path / f"dupcol{suffix}", f"text{sep}text\na{sep}b\n"), "line 1", "duplicate column(s) 'text'")
+    assert data_error(write(tmp_path / f"badhead{suffix}", f'"id{sep}text\n1{sep}a\n'), "malformed", "header")
 
 
 def test_csv_quoted_newlines_are_kept_and_later_lines_counted(tmp_path):
@@ -177,7 +177,7 @@ def test_csv_quoted_newlines_are_kept_and_later_lines_counted(tmp_path):
     path = write(tmp_path / "multi.csv", to_csv(rows))
     assert load_texts(path).texts == [r["text"] for r in rows]
     bad = write(tmp_path / "multi_bad.csv", 'id,text\na,"x\ny\nz"\nb,\n')
-    data_error(bad, "line 5", "empty or whitespace-only")
+    assert data_error(bad, "line 5", "empty or whitespace-only")
 
 
 def test_csv_bom_crlf_and_nul(tmp_path):
@@ -189,12 +189,12 @@ def test_csv_bom_crlf_and_nul(tmp_path):
 
 def test_csv_latin1_names_the_line(tmp_path):
     path = write(tmp_path / "latin.csv", b"id,text\n1,fine\n2,caf\xe9\n")
-    data_error(path, "line 3", "not valid UTF-8")
+    assert data_error(path, "line 3", "not valid UTF-8")
 
 
 def test_csv_duplicate_ids_and_extra_columns(tmp_path):
     path = write(tmp_path / "dup.csv", "id,text\n1,a\n2,b\n1,c\n")
-    data_error(path, "duplicate id '1'")
+    assert data_error(path, "duplicate id '1'")
     rows = [{"id": "r1", "text": "call 555", "phone": "555", "note": ""}]
     tsv = load_texts(write(tmp_path / "extra.tsv", to_csv(rows, delimiter="\t")))
     assert tsv.records[0].fields == {"phone": "555", "note": ""}
@@ -208,12 +208,12 @@ def test_csv_duplicate_ids_and_extra_columns(tmp_path):
 def test_folder_errors_name_the_file(tmp_path):
     folder = tmp_path / "texts"
     folder.mkdir()
-    data_error(folder, "no .txt files")
+    assert data_error(folder, "no .txt files")
     write(folder / "a.txt", "fine")
     write(folder / "b.txt", " \n\t ")
-    data_error(folder, "empty or whitespace-only", named=folder / "b.txt")
+    assert data_error(folder, "empty or whitespace-only", named=folder / "b.txt")
     write(folder / "b.txt", b"line one\ncaf\xe9\n")
-    data_error(folder, "line 2", "not valid UTF-8", named=folder / "b.txt")
+    assert data_error(folder, "line 2", "not valid UTF-8", named=folder / "b.txt")
 
 
 def test_folder_texts_are_kept_byte_for_byte(tmp_path):

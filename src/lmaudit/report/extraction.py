@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.report.document import Figure, Report, Section
 
@@ -57,8 +55,3 @@ def extraction_report(run: Path, res: dict) -> Report:
              "run time": f"{res['runtime_s']:.1f} s", **_facts_common(res)}
     return Report("lmaudit extraction report", f"Run folder: {run}", facts, sections)
 
-
-def median_finite(x) -> float:
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.median(x)) if len(x) else float("nan")
