@@ -62,8 +62,8 @@ def test_long_texts_are_truncated_with_a_warning(tiny_model, tokenizer):
 def test_cache_hit_does_no_forward_pass(tiny_model, tokenizer, tmp_path):
     texts = TextSet.from_texts(make_texts(6, seed=2))
     first = probe_ar(tiny_model, tokenizer, texts, model_fingerprint="fp", cache_dir=tmp_path)
-    files = list((tmp_path / "probes").glob("*.npz"))
-    assert len(files) == 1 and not list((tmp_path / "probes").glob("*.tmp"))
+    files = list((tmp_path / "probes" / "shards").glob("*.npz"))
+    assert len(files) == 1 and not list((tmp_path / "probes").rglob("*.tmp"))
 
     class Boom(torch.nn.Module):
         def forward(self, *a, **k):
@@ -73,7 +73,7 @@ def test_cache_hit_does_no_forward_pass(tiny_model, tokenizer, tmp_path):
     np.testing.assert_array_equal(first.logp, again.logp)
     other = TextSet.from_texts(make_texts(6, seed=3))
     probe_ar(tiny_model, tokenizer, other, model_fingerprint="fp", cache_dir=tmp_path)
-    assert len(list((tmp_path / "probes").glob("*.npz"))) == 2  # new data, new key
+    assert len(list((tmp_path / "probes" / "shards").glob("*.npz"))) == 2  # new data, new key
 
 
 def test_records_roundtrip_and_take(tmp_path, tiny_model, tokenizer):

@@ -42,6 +42,23 @@ def test_permutation_invariance(name):
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", [s.name for s in list_attacks("ar") if s.per_sample])
+def test_per_sample_attacks_score_a_shard_as_the_whole_set(name):
+    # run_mia scores these attacks one shard of records at a time
+    part = np.arange(3, 11)
+    whole = run(name)
+    alone = run(name, TARGET.take(part), REFERENCE.take(part), SHADOWS.take(part))
+    np.testing.assert_allclose(alone, whole[part], rtol=1e-12)
+
+
+def test_lira_pools_its_variance_over_the_set():
+    spec = get_attack("lira", "ar")
+    part = np.arange(3, 11)
+    assert not spec.per_sample
+    alone = spec(TARGET.take(part), shadows=SHADOWS.take(part))
+    assert not np.allclose(alone, run("lira")[part], rtol=1e-6)  # so it is scored on the whole set
+
+
 @pytest.mark.parametrize("name", AR_ATTACKS)
 def test_direction_higher_means_member(name):
     assert auc(LABELS, run(name)) > 0.75

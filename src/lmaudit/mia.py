@@ -20,7 +20,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.loading import LoadedModel
-from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.probes.ar import ARProbeConfig
 from lmaudit.progress import info
 from lmaudit.utils import cache_dir, git_commit, package_versions, write_json_atomic
 
@@ -102,17 +102,44 @@ def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has
     return specs
 
 
+def _score_shards(specs, params, n: int, shards, *, whole_stats, shadow_stats=None) -> dict[str, np.ndarray]:
+    """Scores of every attack: per-sample attacks one shard at a time, the others on the whole set.
+
+    ``shards`` yields ``((start, stop), stats, reference stats)``; ``whole_stats()``
+    returns (stats, reference stats) of the whole set and is called only when an
+    attack needs it. Peak memory thus follows the shard size, not the set size.
+    """
+    scores = {s.name: np.empty(n, dtype=np.float64) for s in specs}
+    per_sample = [s for s in specs if s.per_sample]
+    if per_sample:
+        for (a, b), stats, ref_stats in shards:
+            sub = None if shadow_stats is None else shadow_stats.take(np.arange(a, b))
+            for spec in per_sample:
+                scores[spec.name][a:b] = spec(stats, reference=ref_stats, shadows=sub if spec.needs_shadows else None,
+                                              **params[spec.name])
+    rest = [s for s in specs if not s.per_sample]
+    if rest:
+        stats, ref_stats = whole_stats()
+        for spec in rest:
+            scores[spec.name] = spec(stats, reference=ref_stats, shadows=shadow_stats if spec.needs_shadows else None,
+                                     **params[spec.name])
+    return scores
+
+
 def _score_ar(target, reference, both, specs, params, config, cache, timings, n_members, shadows=None):
+    from lmaudit.probes.ar import probe_ar_shards
+    from lmaudit.probes.records import ARStats
+
     probe_cfg = ARProbeConfig(max_length=config.max_length, batch_size=config.batch_size)
     t0 = time.perf_counter()
-    stats = probe_ar(target.model, target.tokenizer, both, probe_cfg, model_fingerprint=target.fingerprint,
-                     cache_dir=cache, description="probe target")
+    tar = probe_ar_shards(target.model, target.tokenizer, both, probe_cfg, model_fingerprint=target.fingerprint,
+                          cache_dir=cache, description="probe target")
     timings["probe_target"] = time.perf_counter() - t0
-    ref_stats = None
+    ref = None
     if reference is not None and any(s.needs_reference for s in specs):
         t0 = time.perf_counter()
-        ref_stats = probe_ar(reference.model, reference.tokenizer, both, probe_cfg,
-                             model_fingerprint=reference.fingerprint, cache_dir=cache, description="probe reference")
+        ref = probe_ar_shards(reference.model, reference.tokenizer, both, probe_cfg,
+                              model_fingerprint=reference.fingerprint, cache_dir=cache, description="probe reference")
         timings["probe_reference"] = time.perf_counter() - t0
     shadow_stats = None
     if shadows is not None and any(s.needs_shadows for s in specs):
@@ -121,13 +148,20 @@ def _score_ar(target, reference, both, specs, params, config, cache, timings, n_
         t0 = time.perf_counter()
         shadow_stats = compute_shadow_stats(shadows, both)
         timings["probe_shadows"] = time.perf_counter() - t0
-    scores = {s.name: s(stats, reference=ref_stats, shadows=shadow_stats, **params[s.name]) for s in specs}
+    shards = ((bounds, tar.get(i), None if ref is None else ref.get(i)) for i, bounds in enumerate(tar.bounds))
+
+    def whole():
+        return ARStats.concat(tar.all()), None if ref is None else ARStats.concat(ref.all())
+
+    t0 = time.perf_counter()
+    scores = _score_shards(specs, params, len(both), shards, whole_stats=whole, shadow_stats=shadow_stats)
+    timings["score"] = time.perf_counter() - t0
     forwards = {s.name: 1 + (len(shadows.paths) if s.needs_shadows else 0) for s in specs}
     return scores, forwards, {}
 
 
 def _score_dlm(target, reference, both, specs, params, config, cache, timings, n_members, shadows=None):
-    from lmaudit.probes.masked import probe_masked
+    from lmaudit.probes.masked import MaskedStats, probe_masked_shards
 
     if reference is not None and reference.kind != "dlm":
         raise LmauditError(f"the reference '{reference.path}' is an AR model; a DLM target needs a DLM reference")
@@ -144,24 +178,48 @@ def _score_dlm(target, reference, both, specs, params, config, cache, timings, n
     for plan, group in plans.items():
         t0 = time.perf_counter()
         use_ref = reference is not None and any(s.needs_reference for s in group)
-        stats = probe_masked(target.adapter, target.tokenizer, both, plan,
-                             reference=reference.adapter if use_ref else None, seed=config.seed,
-                             batch_size=config.batch_size, fingerprints=fps, cache_dir=cache)
+
+        def probe(textset, plan=plan, use_ref=use_ref):
+            return probe_masked_shards(target.adapter, target.tokenizer, textset, plan,
+                                       reference=reference.adapter if use_ref else None, seed=config.seed,
+                                       batch_size=config.batch_size, fingerprints=fps, cache_dir=cache)
+
+        n_patterns = np.zeros(len(both))
+
+        def shards(probe=probe, n_patterns=n_patterns):
+            for (a, b), stats in probe(both):
+                n_patterns[a:b] = stats.n_patterns
+                yield (a, b), stats, None
+
+        def whole(probe=probe):
+            return MaskedStats.concat([s for _, s in probe(both)]), None
+
+        group_scores = _score_shards(group, params, len(both), shards(), whole_stats=whole)
         timings[f"probe_{plan.kind}"] = timings.get(f"probe_{plan.kind}", 0.0) + time.perf_counter() - t0
         for spec in group:
-            scores[spec.name] = spec(stats, **params[spec.name])
-            forwards[spec.name] = float(stats.n_patterns.mean())
-            if spec.name == "q_skew" and stats.has_reference and 0 < n_members < stats.n_samples:
-                examples["q_skew"] = _typical_deltas(stats, scores["q_skew"], n_members)
+            scores[spec.name] = group_scores[spec.name]
+            forwards[spec.name] = float(n_patterns.mean())
+            if spec.name == "q_skew" and use_ref and 0 < n_members < len(both):
+                examples["q_skew"] = _typical_deltas(both, scores["q_skew"], n_members, probe)
     return scores, forwards, examples
 
 
-def _typical_deltas(stats, score: np.ndarray, n_members: int) -> dict:
-    """Δ values of the member and the non-member whose scores are the medians of their sets."""
+def _typical_deltas(both: TextSet, score: np.ndarray, n_members: int, probe) -> dict:
+    """Δ values of the member and the non-member whose scores are the medians of their sets.
+
+    The two records are probed again on their own (their masks depend only on their
+    content, so their Δ values are those the scores were computed from).
+    """
+    from lmaudit.probes.masked import MaskedStats
+
+    picks = {}
+    for name, idx in (("member", np.arange(n_members)), ("nonmember", np.arange(n_members, len(both)))):
+        picks[name] = int(idx[np.argsort(score[idx])[len(idx) // 2]])
+    stats = MaskedStats.concat([s for _, s in probe(TextSet([both.records[i] for i in picks.values()],
+                                                            source=both.source))])
     out = {}
-    for name, idx in (("member", np.arange(n_members)), ("nonmember", np.arange(n_members, stats.n_samples))):
-        i = int(idx[np.argsort(score[idx])[len(idx) // 2]])
-        lo, hi = stats.offsets[i], stats.offsets[i + 1]
+    for row, (name, i) in enumerate(picks.items()):
+        lo, hi = stats.offsets[row], stats.offsets[row + 1]
         out[name] = np.round(stats.logp[lo:hi].astype(np.float64) - stats.ref_logp[lo:hi], 5).tolist()
         out[f"{name}_score"] = float(score[i])
     return out

@@ -57,10 +57,11 @@ class _Bar:
 
 
 @contextmanager
-def progress(description: str, total: float | None) -> Iterator[_Bar]:
+def progress(description: str | None, total: float | None) -> Iterator[_Bar]:
     """A rich progress bar with ETA; a no-op when quiet or not attached to a terminal
-    that wants one (``LMAUDIT_PROGRESS=0`` disables it too)."""
-    disabled = _state["quiet"] or os.environ.get("LMAUDIT_PROGRESS") == "0"
+    that wants one (``LMAUDIT_PROGRESS=0`` disables it too), and for ``description=None``
+    (work whose caller shows the progress)."""
+    disabled = description is None or _state["quiet"] or os.environ.get("LMAUDIT_PROGRESS") == "0"
     if disabled:
         yield _Bar(None, None)
         return

@@ -84,15 +84,15 @@ def shadow_stats(shadows: ShadowSet, textset: TextSet, *, loader=None) -> Shadow
     """φ (mean token log-probability) of every text under every shadow, and the IN/OUT matrix."""
     from lmaudit.attacks.segments import segment_mean
     from lmaudit.models.loading import load_causal_lm
-    from lmaudit.probes.ar import probe_ar
+    from lmaudit.probes.ar import probe_ar_shards
     from lmaudit.utils import cache_dir
 
     keys = [text_key(r) for r in textset.records]
     phi, is_in = [], []
     for j, (path, trained) in enumerate(zip(shadows.paths, shadows.trained)):
         m = (loader or load_causal_lm)(path)
-        stats = probe_ar(m.model, m.tokenizer, textset, model_fingerprint=m.fingerprint, cache_dir=cache_dir(),
-                         description=f"probe shadow {j + 1}/{len(shadows.paths)}")
-        phi.append(segment_mean(stats.logp, stats.offsets))
+        shards = probe_ar_shards(m.model, m.tokenizer, textset, model_fingerprint=m.fingerprint, cache_dir=cache_dir(),
+                                 description=f"probe shadow {j + 1}/{len(shadows.paths)}")
+        phi.append(np.concatenate([segment_mean(s.logp, s.offsets) for _, s in shards]))
         is_in.append([k in trained for k in keys])
     return ShadowStats(np.array(phi), np.array(is_in, dtype=bool))

@@ -27,6 +27,8 @@ class AttackSpec:
     plan: Callable[[dict, int], Any] | None = None  # DLM: (params, budget) -> MaskPlan the attack reads
     direction: str = "higher = member"
     needs_shadows: bool = False  # reads shadow models' statistics (LiRA, RMIA)
+    # a sample's score depends on its own statistics only, so a set can be scored shard by shard
+    per_sample: bool = True
 
     def __call__(self, stats, *, reference=None, shadows=None, **params) -> np.ndarray:
         unknown = set(params) - set(self.params)
@@ -65,12 +67,16 @@ class AttackSpec:
 _REGISTRY: dict[tuple[str, str], AttackSpec] = {}
 
 
-def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan=None, needs_shadows: bool = False):
+def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan=None, needs_shadows: bool = False,
+                    per_sample: bool = True):
     """Decorator registering ``fn`` as attack ``name`` for models of ``kind``.
 
     Default parameters are read from the function's keyword-only arguments; the
     summary from the first line of its docstring. Duplicate names are rejected.
     A DLM attack names the mask plan it reads: ``plan(params, budget) -> MaskPlan``.
+    ``per_sample=False`` declares that a score also depends on the other samples of
+    the set (e.g. a variance pooled over the set): such an attack is scored on the
+    whole set, never shard by shard.
     """
     if kind == "dlm" and plan is None:
         raise ValueError(f"DLM attack '{name}' must declare its mask plan")
@@ -88,7 +94,7 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan
         }
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
         _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary, plan=plan,
-                                             needs_shadows=needs_shadows)
+                                             needs_shadows=needs_shadows, per_sample=per_sample)
         return fn
 
     return wrap

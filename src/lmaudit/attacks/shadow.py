@@ -50,7 +50,7 @@ def _out_moments(shadows: ShadowStats, n: int, fix_variance: bool) -> tuple[np.n
     return mu, np.maximum(sd, 1e-6)
 
 
-@register_attack("lira", kind="ar", needs_shadows=True)
+@register_attack("lira", kind="ar", needs_shadows=True, per_sample=False)  # σ pooled over the set
 def lira(stats: ARStats, shadows: ShadowStats, *, fix_variance: bool = True) -> np.ndarray:
     """Offline LiRA: (φ_target − μ_OUT) / σ_OUT of the mean token log-probability.
 
@@ -62,7 +62,7 @@ def lira(stats: ARStats, shadows: ShadowStats, *, fix_variance: bool = True) -> 
     return (phi - mu) / sd
 
 
-@register_attack("rmia", kind="ar", needs_shadows=True)
+@register_attack("rmia", kind="ar", needs_shadows=True, per_sample=False)
 def rmia(stats: ARStats, shadows: ShadowStats, *, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
     """Offline RMIA: share of population samples z with LR(x) / LR(z) ≥ γ.
 

@@ -14,6 +14,7 @@ from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate,
 from lmaudit.extraction.masks import MaskSpec, is_contiguous
 from lmaudit.extraction.sampler import ar_sample, denoise
 from lmaudit.extraction.trajectories import Target, ar_suffix_logp, dlm_trajectories
+from lmaudit.probes.records import ArrayDict
 from lmaudit.progress import progress
 from lmaudit.utils import stable_hash
 
@@ -94,7 +95,8 @@ def _groups(n_rows: np.ndarray, lengths: np.ndarray, max_tokens: int) -> list[np
     return groups
 
 
-def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig) -> dict[str, dict[str, np.ndarray]]:
+def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
+                     description: str | None = "extraction trajectories") -> dict[str, dict[str, np.ndarray]]:
     """{label: {log_p_hat, p_hat, std_error, forwards, steps}} per record, one label per step count ('ar' for AR)."""
     pad = loaded.tokenizer.pad_token_id or 0
     if loaded.kind == "ar":
@@ -103,7 +105,7 @@ def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig) -> dict[
     n_masked = np.array([len(t.masked) for t in targets])
     lengths = np.array([len(t.ids) for t in targets])
     out = {}
-    with progress("extraction trajectories", total=len(targets) * len(cfg.steps)) as bar:
+    with progress(description, total=len(targets) * len(cfg.steps)) as bar:
         for label in cfg.steps:
             steps = n_masked if label == "max" else np.minimum(int(label), n_masked)
             deterministic = (steps == 1) | (cfg.order == "low_confidence")
@@ -118,6 +120,9 @@ def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig) -> dict[
                 bar.advance(len(group))
             out[label] = _columns(results, steps)
     return out
+
+
+COLUMNS = ("log_p_hat", "p_hat", "std_error", "forwards", "steps")
 
 
 def _columns(results, steps) -> dict[str, np.ndarray]:
@@ -148,13 +153,17 @@ def summarise(table: dict[str, dict[str, np.ndarray]], cfg: ExtractConfig) -> di
     return summary
 
 
-def relaxed_extraction(loaded, targets: list[Target], cfg: ExtractConfig, steps_label: str) -> dict:
-    """Sample ``cfg.samples`` generations per record; Hamming distances; Gaussian vs empirical Pr(d ≤ ε)."""
+def relaxed_rows(loaded, targets: list[Target], cfg: ExtractConfig, steps_label: str, *, start: int = 0,
+                 description: str | None = "relaxed extraction (sampling)") -> ArrayDict:
+    """Per record: Gaussian and empirical Pr(d ≤ ε) of ``cfg.samples`` generations, and μ, σ of d.
+
+    ``start`` is the index of ``targets[0]`` in the whole set (record i samples with seed ``seed·1000003 + i``).
+    """
     eps = np.arange(cfg.relaxed + 1)
     pred, emp, mus, sigmas = [], [], [], []
     mask_id = loaded.adapter.mask_token_id if loaded.kind == "dlm" else None
-    with progress("relaxed extraction (sampling)", total=len(targets)) as bar:
-        for i, t in enumerate(targets):
+    with progress(description, total=len(targets)) as bar:
+        for i, t in enumerate(targets, start=start):
             seed = cfg.seed * 1_000_003 + i
             if loaded.kind == "ar":
                 gen = ar_sample(loaded.model, t.ids[: t.masked[0]], len(t.masked), samples=cfg.samples,
@@ -173,32 +182,85 @@ def relaxed_extraction(loaded, targets: list[Target], cfg: ExtractConfig, steps_
             mus.append(mu)
             sigmas.append(sigma)
             bar.advance()
-    pred, emp = np.array(pred), np.array(emp)
-    return {"eps": eps.tolist(), "steps": steps_label, "predicted": pred.mean(axis=0).tolist(),
+    return ArrayDict(predicted=np.array(pred).reshape(len(targets), len(eps)),
+                     empirical=np.array(emp).reshape(len(targets), len(eps)),
+                     mu=np.array(mus, dtype=np.float64), sigma=np.array(sigmas, dtype=np.float64))
+
+
+def relaxed_summary(rows: ArrayDict, cfg: ExtractConfig, steps_label: str) -> dict:
+    pred, emp = rows["predicted"], rows["empirical"]
+    return {"eps": list(range(cfg.relaxed + 1)), "steps": steps_label, "predicted": pred.mean(axis=0).tolist(),
             "empirical": emp.mean(axis=0).tolist(), "mean_abs_error": float(np.abs(pred - emp).mean()),
-            "mu": mus, "sigma": sigmas}
+            "mu": rows["mu"].tolist(), "sigma": rows["sigma"].tolist()}
 
 
-def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig) -> dict:
-    """Run an extraction audit on ``textset``; return the payload of ``results.json`` plus per-record columns."""
-    from lmaudit.probes.ar import model_context_length
+EXTRACT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ExtractionTask:
+    """Trajectory probabilities (and relaxed-extraction samples) of one shard's records.
+
+    Picklable: it runs in this process or on a Ray worker. Every random draw depends
+    on the record (masks, orders) or on its index in the whole set (relaxed samples),
+    never on the shard it falls in.
+    """
+
+    cfg: ExtractConfig
+    spec: MaskSpec
+
+    def __call__(self, handle, shard: TextSet) -> ArrayDict:
+        from lmaudit.probes.ar import model_context_length
+
+        cfg = self.cfg
+        targets = prepare_targets(handle.tokenizer, shard, self.spec, kind=handle.kind,
+                                  max_length=model_context_length(handle.model, handle.tokenizer),
+                                  context=cfg.context, seed=cfg.seed)
+        table = trajectory_table(handle, targets, cfg, description=None)
+        out = ArrayDict({f"{k}@{label}": v for label, col in table.items() for k, v in col.items()})
+        out["n_masked"] = np.array([len(t.masked) for t in targets], dtype=np.int64)
+        if cfg.relaxed is not None:
+            rows = relaxed_rows(handle, targets, cfg, list(table)[-1], start=shard.meta.get("shard_start", 0),
+                                description=None)
+            out.update({f"relaxed.{k}": v for k, v in rows.items()})
+        return out
+
+
+def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: bool = True) -> dict:
+    """Run an extraction audit on ``textset``; return the payload of ``results.json`` plus per-record columns.
+
+    The records are processed in shards on the current backend; with ``use_cache``
+    each shard's result is cached (a killed run resumes where it stopped).
+    """
+    from lmaudit.models.fingerprint import tokenizer_fingerprint
+    from lmaudit.probes.shards import run_sharded, shard_size_default
+    from lmaudit.utils import cache_dir
 
     t0 = time.perf_counter()
     spec = MaskSpec.parse(cfg.mask)
     cfg.steps = parse_steps(cfg.steps)
     if loaded.kind == "ar" and cfg.order != "random":
         warnings.warn("an AR model reads left to right; --order is ignored", stacklevel=2)
-    targets = prepare_targets(loaded.tokenizer, textset, spec, kind=loaded.kind,
-                              max_length=model_context_length(loaded.model, loaded.tokenizer),
-                              context=cfg.context, seed=cfg.seed)
-    table = trajectory_table(loaded, targets, cfg)
-    payload = {"config": asdict(cfg), "kind": loaded.kind, "n_records": len(targets),
-               "n_masked": {"median": float(np.median([len(t.masked) for t in targets])),
-                            "min": int(min(len(t.masked) for t in targets)),
-                            "max": int(max(len(t.masked) for t in targets))},
+    key = None
+    if use_cache and loaded.fingerprint:
+        settings = {k: v for k, v in asdict(cfg).items() if k not in ("max_tokens", "n", "p")}  # not in the shards
+        key = ("extraction", EXTRACT_VERSION, loaded.fingerprint, loaded.kind,
+               tokenizer_fingerprint(loaded.tokenizer), settings)
+    shards = run_sharded(textset, task=ExtractionTask(cfg, spec), handle=loaded, key=key, load=ArrayDict.load,
+                         cache_dir=cache_dir() if key else None, description="extraction",
+                         shard_size=min(64, shard_size_default()))
+    parts = shards.all()
+    merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    labels = ["ar"] if loaded.kind == "ar" else cfg.steps
+    table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
+    n_masked = merged["n_masked"]
+    payload = {"config": asdict(cfg), "kind": loaded.kind, "n_records": len(textset),
+               "n_masked": {"median": float(np.median(n_masked)), "min": int(n_masked.min()),
+                            "max": int(n_masked.max())},
                "summary": summarise(table, cfg)}
     if cfg.relaxed is not None:
-        payload["relaxed"] = relaxed_extraction(loaded, targets, cfg, list(table)[-1])
+        rows = ArrayDict({k.split(".", 1)[1]: v for k, v in merged.items() if k.startswith("relaxed.")})
+        payload["relaxed"] = relaxed_summary(rows, cfg, labels[-1])
     payload["runtime_s"] = round(time.perf_counter() - t0, 2)
     payload["records"] = {"id": [r.id for r in textset.records],
                           **{f"{k}@{label}": v.tolist() for label, col in table.items() for k, v in col.items()}}

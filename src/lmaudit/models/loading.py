@@ -118,6 +118,10 @@ def load_model(
     )
     model.eval()
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    # how to load this model again (a Ray worker does, from the same folder with the same options)
+    model.lmaudit_load_spec = {"path": str(p), "kind": kind, "trust_remote_code": trust_remote_code,
+                               "allow_pickle": allow_pickle, "mask_token_id": mask_token_id,
+                               "shift_logits": shift_logits}
     adapter = None
     if kind == "dlm":
         from lmaudit.models.dlm import adapter_for

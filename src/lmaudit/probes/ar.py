@@ -14,12 +14,12 @@ import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.probes.cache import cached
 from lmaudit.probes.records import ARStats
+from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.tokenize import length_batches, pad_batch, tokenize_records
 from lmaudit.progress import progress
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: cached per shard of records
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def model_context_length(model, tokenizer=None) -> int:
 
 
 @torch.inference_mode()
-def _run_ar_probe(model, tokenizer, textset: TextSet, config: ARProbeConfig, description: str) -> ARStats:
+def _run_ar_probe(model, tokenizer, textset: TextSet, config: ARProbeConfig, description: str | None) -> ARStats:
     max_length = config.max_length or model_context_length(model, tokenizer)
     tok = tokenize_records(tokenizer, textset, max_length=max_length)
     lengths = np.array([len(x) for x in tok.ids])
@@ -160,6 +160,47 @@ def _run_ar_probe(model, tokenizer, textset: TextSet, config: ARProbeConfig, des
     )
 
 
+@dataclass(frozen=True)
+class ARProbeTask:
+    """The AR probe of one shard (picklable: it runs in this process or on a Ray worker)."""
+
+    config: ARProbeConfig
+
+    def __call__(self, handle, shard: TextSet) -> ARStats:
+        return _run_ar_probe(handle.model, handle.tokenizer, shard, self.config, None)
+
+
+def probe_ar_shards(
+    model,
+    tokenizer,
+    textset: TextSet,
+    config: ARProbeConfig = ARProbeConfig(),
+    *,
+    model_fingerprint: str | None = None,
+    cache_dir=None,
+    description: str = "AR probe",
+    shard_size: int | None = None,
+) -> Sharded:
+    """:func:`probe_ar` shard by shard: a :class:`~lmaudit.probes.shards.Sharded` of ARStats.
+
+    With ``cache_dir`` and ``model_fingerprint``, each shard is cached under (model,
+    tokenizer, the shard's records, probe settings): a second call, or a run resumed
+    after being killed, does no forward pass for the shards already on disk.
+    """
+    from lmaudit.models.fingerprint import tokenizer_fingerprint
+    from lmaudit.models.loading import LoadedModel
+
+    key = None
+    if cache_dir is not None and model_fingerprint is not None:
+        key_cfg = asdict(config)
+        for name in ("batch_size", "row_chunk", "fused_head"):  # speed settings: the statistics do not depend on them
+            key_cfg.pop(name)
+        key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), key_cfg)
+    handle = LoadedModel(model, tokenizer, getattr(model, "name_or_path", ""), model_fingerprint or "", "ar")
+    return run_sharded(textset, task=ARProbeTask(config), handle=handle, key=key, load=ARStats.load,
+                       cache_dir=cache_dir, description=description, shard_size=shard_size)
+
+
 def probe_ar(
     model,
     tokenizer,
@@ -169,24 +210,14 @@ def probe_ar(
     model_fingerprint: str | None = None,
     cache_dir=None,
     description: str = "AR probe",
+    shard_size: int | None = None,
 ) -> ARStats:
     """Score ``textset`` with a causal LM and return its :class:`ARStats`.
 
-    With ``cache_dir`` and ``model_fingerprint`` given, the records are cached on
-    disk under a key of (model fingerprint, tokenizer, data, probe config); a
-    second call with the same key does no forward pass.
+    The work is done (and, with ``cache_dir`` and ``model_fingerprint``, cached) in
+    shards of records, on the current backend (:mod:`lmaudit.distributed`); see
+    :func:`probe_ar_shards`.
     """
-    from lmaudit.models.fingerprint import tokenizer_fingerprint
-
-    if cache_dir is None or model_fingerprint is None:
-        return _run_ar_probe(model, tokenizer, textset, config, description)
-    key_cfg = asdict(config)
-    for name in ("batch_size", "row_chunk", "fused_head"):  # speed settings: the statistics do not depend on them
-        key_cfg.pop(name)
-    key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), textset.fingerprint(), key_cfg)
-    return cached(
-        cache_dir,
-        key,
-        compute=lambda: _run_ar_probe(model, tokenizer, textset, config, description),
-        load=ARStats.load,
-    )
+    shards = probe_ar_shards(model, tokenizer, textset, config, model_fingerprint=model_fingerprint,
+                             cache_dir=cache_dir, description=description, shard_size=shard_size)
+    return ARStats.concat(shards.all())

@@ -17,14 +17,14 @@ import torch
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.probes.ar import head_stats, token_stats
-from lmaudit.probes.cache import cached
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import NpzRecord
+from lmaudit.probes.records import ArrayRecord, NpzRecord
+from lmaudit.probes.shards import run_sharded
 from lmaudit.probes.tokenize import length_batches, tokenize_records
 from lmaudit.progress import progress
-from lmaudit.utils import atomic_path, stable_seed
+from lmaudit.utils import stable_seed
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: cached per shard of records
 STAT_NAMES = ("logp", "top1_logp", "mu", "sigma")
 
 
@@ -83,6 +83,13 @@ class MaskedStats(NpzRecord):
             sample_keys=self.sample_keys[indices],
         )
 
+    @classmethod
+    def concat(cls, parts: list["MaskedStats"]) -> "MaskedStats":
+        base = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
+        offsets = np.concatenate([[0]] + [p.offsets[1:] + b for p, b in zip(parts, base)]).astype(np.int64)
+        return cls(offsets=offsets, **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                                       for f in fields(cls) if f.name != "offsets"})
+
 
 @dataclass
 class _Jobs:
@@ -131,7 +138,7 @@ def masked_batches(tok, jobs: _Jobs, batch_size: int, pad_id: int):
 
 
 @torch.inference_mode()
-def _masked_forward_stats(adapter, tok, jobs: _Jobs, batch_size: int, pad_id: int, description: str) -> np.ndarray:
+def _masked_forward_stats(adapter, tok, jobs: _Jobs, batch_size: int, pad_id: int, description: str | None) -> np.ndarray:
     """(E, 4) float32 statistics at every masked position of every job, in job order."""
     device = next(adapter.parameters()).device
     counts = np.array([len(m) for m in jobs.masks])
@@ -170,21 +177,84 @@ def _check_vocab(target, reference) -> None:
         )
 
 
-@dataclass
-class _Side:
-    """One model's (E, 4) statistics on a probe's masked entries (cached per model as ``.npy``)."""
+@dataclass(frozen=True)
+class MaskedSideTask:
+    """One model's statistics on one shard's masked entries (picklable: runs here or on a Ray worker)."""
 
-    stats: np.ndarray
+    plan: MaskPlan
+    seed: int
+    batch_size: int
+    max_length: int
 
-    def save(self, path) -> None:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, self.stats)
+    def prepare(self, tokenizer, shard: TextSet):
+        tok = tokenize_records(tokenizer, shard, max_length=self.max_length, first_scorable=0)
+        return tok, plan_jobs(tok, self.plan, self.seed)
 
-    @classmethod
-    def load(cls, path) -> "_Side":
-        with open(path, "rb") as fh:
-            return cls(np.load(fh, allow_pickle=False))
+    def __call__(self, handle, shard: TextSet) -> ArrayRecord:
+        tok, jobs = self.prepare(handle.tokenizer, shard)
+        pad_id = handle.tokenizer.pad_token_id if handle.tokenizer.pad_token_id is not None else 0
+        return ArrayRecord(_masked_forward_stats(handle.adapter, tok, jobs, self.batch_size, pad_id, None))
+
+
+def _assemble(tok, jobs: _Jobs, tar: np.ndarray, ref: np.ndarray) -> MaskedStats:
+    n = len(tok.ids)
+    counts = np.array([len(m) for m in jobs.masks], dtype=np.int64)
+    per_sample = np.bincount(jobs.sample, weights=counts, minlength=n).astype(np.int64)
+    return MaskedStats(
+        offsets=np.concatenate([[0], np.cumsum(per_sample)]).astype(np.int64),
+        pattern=np.repeat(jobs.pattern, counts).astype(np.int32),
+        position=np.concatenate(jobs.scored_index).astype(np.int32),
+        ratio=np.repeat(jobs.ratio, counts),
+        **{name: tar[:, k].copy() for k, name in enumerate(STAT_NAMES)},
+        **{f"ref_{name}": ref[:, k].copy() for k, name in enumerate(STAT_NAMES)},
+        n_positions=np.array([s.sum() for s in tok.scored], dtype=np.int64),
+        n_patterns=np.bincount(jobs.sample, minlength=n).astype(np.int64),
+        sample_keys=tok.sample_keys,
+    )
+
+
+def probe_masked_shards(
+    target,
+    tokenizer,
+    textset: TextSet,
+    plan: MaskPlan,
+    *,
+    reference=None,
+    seed: int = 0,
+    batch_size: int = 64,
+    fingerprints: tuple[str, str | None] | None = None,
+    cache_dir=None,
+    shard_size: int | None = None,
+):
+    """:func:`probe_masked` shard by shard: yields ``((start, stop), MaskedStats)`` in order.
+
+    Every shard of each model is computed (or found in the cache) before the first
+    one is yielded; the yielded statistics are read back one shard at a time.
+    """
+    from lmaudit.models.fingerprint import tokenizer_fingerprint
+    from lmaudit.models.loading import LoadedModel
+
+    if reference is not None:
+        _check_vocab(target, reference)
+    max_length = getattr(target.config, "max_position_embeddings", 512)
+    task = MaskedSideTask(plan, seed, batch_size, max_length)
+    data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.key(), seed)
+
+    def side(adapter, fingerprint, label):
+        key = None
+        if cache_dir is not None and fingerprint is not None:
+            key = ("masked-side", PROBE_VERSION, fingerprint, adapter.mask_token_id, adapter.shift_logits, data_key)
+        handle = LoadedModel(adapter.model, tokenizer, "", fingerprint or "", "dlm", adapter)
+        return run_sharded(textset, task=task, handle=handle, key=key, load=ArrayRecord.load, cache_dir=cache_dir,
+                           description=f"DLM probe ({plan.kind}) {label}", shard_size=shard_size, suffix=".npy")
+
+    fps = fingerprints or (None, None)
+    tar = side(target, fps[0], "target")
+    ref = side(reference, fps[1], "reference") if reference is not None else None
+    empty = np.empty((0, 4), dtype=np.float32)
+    for i, (a, b) in enumerate(tar.bounds):
+        tok, jobs = task.prepare(tokenizer, TextSet(textset.records[a:b], source=textset.source))
+        yield (a, b), _assemble(tok, jobs, tar.get(i).array, empty if ref is None else ref.get(i).array)
 
 
 def probe_masked(
@@ -198,48 +268,19 @@ def probe_masked(
     batch_size: int = 64,
     fingerprints: tuple[str, str | None] | None = None,
     cache_dir=None,
+    shard_size: int | None = None,
 ) -> MaskedStats:
     """Probe ``textset`` with DLM adapters ``target`` (and ``reference``) under ``plan``.
 
     Both models see identical masked inputs: the masks depend only on the tokenised
     sample, the plan and ``seed``. With ``fingerprints`` (target, reference) and
-    ``cache_dir``, each model's statistics are cached on disk separately, so a
-    reference shared by several targets is probed once.
+    ``cache_dir``, each model's statistics are cached on disk separately and per
+    shard of records, so a reference shared by several targets is probed once and a
+    killed run resumes where it stopped. The work runs on the current backend.
     """
-    from lmaudit.models.fingerprint import tokenizer_fingerprint
-
-    if reference is not None:
-        _check_vocab(target, reference)
-    max_length = getattr(target.config, "max_position_embeddings", 512)
-    tok = tokenize_records(tokenizer, textset, max_length=max_length, first_scorable=0)
-    jobs = plan_jobs(tok, plan, seed)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    data_key = (tokenizer_fingerprint(tokenizer), textset.fingerprint(), max_length, plan.key(), seed)
-
-    def side(adapter, fingerprint, label) -> np.ndarray:
-        compute = lambda: _Side(_masked_forward_stats(adapter, tok, jobs, batch_size, pad_id,  # noqa: E731
-                                                      f"DLM probe ({plan.kind}) {label}"))
-        if cache_dir is None or fingerprint is None:
-            return compute().stats
-        key = ("masked-side", PROBE_VERSION, fingerprint, adapter.mask_token_id, adapter.shift_logits, data_key)
-        return cached(cache_dir, key, compute=compute, load=_Side.load, suffix=".npy").stats
-
-    fps = fingerprints or (None, None)
-    tar = side(target, fps[0], "target")
-    ref = side(reference, fps[1], "reference") if reference is not None else np.empty((0, 4), dtype=np.float32)
-    counts = np.array([len(m) for m in jobs.masks])
-    per_sample = np.bincount(jobs.sample, weights=counts, minlength=len(textset)).astype(np.int64)
-    return MaskedStats(
-        offsets=np.concatenate([[0], np.cumsum(per_sample)]).astype(np.int64),
-        pattern=np.repeat(jobs.pattern, counts).astype(np.int32),
-        position=np.concatenate(jobs.scored_index).astype(np.int32),
-        ratio=np.repeat(jobs.ratio, counts),
-        **{name: tar[:, k].copy() for k, name in enumerate(STAT_NAMES)},
-        **{f"ref_{name}": ref[:, k].copy() for k, name in enumerate(STAT_NAMES)},
-        n_positions=np.array([s.sum() for s in tok.scored], dtype=np.int64),
-        n_patterns=np.bincount(jobs.sample, minlength=len(textset)).astype(np.int64),
-        sample_keys=tok.sample_keys,
-    )
+    return MaskedStats.concat([s for _, s in probe_masked_shards(
+        target, tokenizer, textset, plan, reference=reference, seed=seed, batch_size=batch_size,
+        fingerprints=fingerprints, cache_dir=cache_dir, shard_size=shard_size)])
 
 
-__all__ = ["MaskedStats", "probe_masked"]
+__all__ = ["MaskedStats", "probe_masked", "probe_masked_shards"]

@@ -32,6 +32,37 @@ class NpzRecord:
 
 
 @dataclass
+class ArrayRecord:
+    """One numpy array, saved as an uncompressed ``.npy`` atomically (a shard of features or statistics)."""
+
+    array: np.ndarray
+
+    def save(self, path: str | Path) -> None:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, self.array)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ArrayRecord":
+        with open(path, "rb") as fh:
+            return cls(np.load(fh, allow_pickle=False))
+
+
+class ArrayDict(dict):
+    """Named numpy arrays, saved as one uncompressed ``.npz`` atomically (no pickled objects)."""
+
+    def save(self, path: str | Path) -> None:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **self)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ArrayDict":
+        with np.load(path, allow_pickle=False) as z:
+            return cls({k: z[k] for k in z.files})
+
+
+@dataclass
 class ARStats(NpzRecord):
     """Per-token statistics of one causal forward pass per text.
 

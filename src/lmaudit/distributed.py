@@ -1,0 +1,191 @@
+"""Where shard work runs: in this process (``local``) or on Ray actors (``ray``).
+
+A *task* is a picklable callable ``task(handle, shard) -> result``: the probe code
+itself (see :mod:`lmaudit.probes.shards`), so both backends run one implementation
+of every statistic. ``handle`` is a :class:`~lmaudit.models.loading.LoadedModel`.
+
+The Ray backend starts ``workers`` actors per model; each loads the model once —
+from its local folder with the options it was loaded with here, or, for a model
+that only lives in memory, from a copy sent through Ray's object store — and then
+serves shards until another model is needed. Results come back to this process,
+which writes the caches, so a worker never touches the cache directory.
+
+Ray is an optional extra (``pip install 'lmaudit[ray]'``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
+
+from lmaudit.errors import LmauditError
+
+BACKENDS = ("local", "ray")
+
+Task = Callable[[Any, Any], Any]
+
+
+class LocalBackend:
+    """Run every shard in this process, in order."""
+
+    name = "local"
+    workers = 1
+
+    def map(self, handle, task: Task, shards: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        for index, shard in shards:
+            yield index, task(handle, shard)
+
+    def close(self) -> None:
+        pass
+
+
+def _require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise LmauditError(
+            "--backend ray needs Ray, which is not installed",
+            hint="pip install 'lmaudit[ray]' (or use the default --backend local)",
+        ) from None
+    return ray
+
+
+def _load_handle(source):
+    """What a worker serves: a LoadedModel, loaded from its folder (a dict of load options) or given."""
+    if isinstance(source, dict):
+        from lmaudit.models.loading import load_model
+
+        return load_model(**source, device=None)
+    return source
+
+
+def _worker_class(ray):
+    @ray.remote
+    class ShardWorker:
+        def __init__(self, source, threads: int) -> None:
+            import torch
+
+            from lmaudit.progress import set_quiet
+
+            set_quiet(True)  # the driver shows the progress
+            torch.set_num_threads(max(1, threads))
+            self.handle = _load_handle(source)
+
+        def run(self, task: Task, index: int, shard):
+            return index, task(self.handle, shard)
+
+    return ShardWorker
+
+
+class RayBackend:
+    """Send shards to Ray actors that each hold one copy of the model.
+
+    ``address`` joins a running cluster (``"auto"`` or ``ray://...``); without it a
+    local instance with ``num_cpus`` CPUs starts. ``workers`` defaults to the
+    number of GPUs where there are any (one per actor), else the number of CPUs.
+    """
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, workers: int | None = None, num_cpus: int | None = None,
+                 threads_per_worker: int | None = None) -> None:
+        ray = _require_ray()
+        self._ray = ray
+        if workers is not None and workers < 1:
+            raise LmauditError(f"--workers must be ≥ 1, got {workers}")
+        if not ray.is_initialized():
+            kwargs: dict = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
+                            "configure_logging": True}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+            os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                where = f"the Ray cluster at '{address}'" if address else "a local Ray instance"
+                raise LmauditError(f"cannot start or join {where}: {exc}") from None
+        resources = ray.cluster_resources()
+        self._gpus = int(resources.get("GPU", 0))
+        cpus = int(resources.get("CPU", 1))
+        self.workers = workers or (self._gpus or max(1, cpus))
+        self._cpus_per_worker = 0 if self._gpus else max(1, cpus // self.workers) if cpus >= self.workers else 1
+        self._threads = threads_per_worker or max(1, cpus // self.workers)
+        self._actors: list = []
+        self._source_key: Any = None
+        self._cls = _worker_class(ray)
+
+    def _source(self, handle):
+        spec = getattr(handle.model, "lmaudit_load_spec", None)
+        if spec is not None:
+            return dict(spec), ("spec", tuple(sorted(spec.items())))
+        return self._ray.put(handle), ("object", id(handle))
+
+    def _pool(self, handle) -> list:
+        source, key = self._source(handle)
+        if key != self._source_key:  # another model: free the previous actors first
+            self._kill()
+            opts = {"num_gpus": 1} if self._gpus else {"num_cpus": self._cpus_per_worker}
+            self._actors = [self._cls.options(**opts).remote(source, self._threads) for _ in range(self.workers)]
+            self._source_key = key
+        return self._actors
+
+    def map(self, handle, task: Task, shards: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(index, task(model, shard))`` as shards finish (not in order)."""
+        from ray.util import ActorPool
+
+        pool = ActorPool(self._pool(handle))
+        try:
+            for index, result in pool.map_unordered(lambda actor, item: actor.run.remote(task, *item), list(shards)):
+                yield index, result
+        except self._ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else None
+            if isinstance(cause, LmauditError):
+                raise cause from None
+            raise LmauditError(f"a Ray worker failed: {cause or exc}") from None
+        except self._ray.exceptions.RayActorError as exc:
+            self._kill()
+            raise LmauditError(f"a Ray worker died: {exc}",
+                               hint="re-run the same command: finished shards are cached and are not recomputed") from None
+
+    def _kill(self) -> None:
+        for actor in self._actors:
+            self._ray.kill(actor)
+        self._actors, self._source_key = [], None
+
+    def close(self) -> None:
+        self._kill()
+
+
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("lmaudit_backend", default=None)
+
+
+def current_backend():
+    """The backend shard work goes to (the local one unless :func:`use_backend` set another)."""
+    return _CURRENT.get() or LocalBackend()
+
+
+def make_backend(name: str = "local", *, address: str | None = None, workers: int | None = None):
+    if name not in BACKENDS:
+        raise LmauditError(f"unknown backend '{name}'", hint=f"use one of {', '.join(BACKENDS)}")
+    if name == "local":
+        if address is not None or workers is not None:
+            raise LmauditError("--address and --workers need --backend ray")
+        return LocalBackend()
+    return RayBackend(address=address, workers=workers)
+
+
+@contextmanager
+def use_backend(backend) -> Iterator:
+    """Send shard work inside the block to ``backend`` (a name or a backend object); close it after."""
+    if isinstance(backend, str):
+        backend = make_backend(backend)
+    token = _CURRENT.set(backend)
+    try:
+        yield backend
+    finally:
+        _CURRENT.reset(token)
+        backend.close()

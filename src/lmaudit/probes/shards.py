@@ -1,0 +1,178 @@
+"""Sharded, resumable probe work: every shard of a set is computed once and cached on its own.
+
+A set of records is cut into consecutive shards of ``shard_size`` records. Each
+shard's result is cached under a key of (what is computed, with which model and
+settings, the shard's own content), written atomically: a run killed at any moment
+leaves whole shard files or none, and the same command started again computes only
+the shards that are missing. Because the key holds the shard's content and not the
+whole set's, changing one record invalidates one shard; probing a new model leaves
+every other model's shards valid; speed settings (batch size, backend) are not part
+of any key.
+
+A manifest per (work, set) in ``CACHE/probes/manifests/`` lists the shards, their
+record ranges, files and whether each is done; it is rewritten (atomically) after
+every shard and says how far a run got.
+
+Shards run on the current backend (:mod:`lmaudit.distributed`): in this process or
+on Ray actors; the results come back here and are written here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.progress import info, progress
+from lmaudit.utils import atomic_path, stable_hash, write_json_atomic
+
+DEFAULT_SHARD_SIZE = 256
+_FAULT_COUNT = {"n": 0}
+
+
+def shard_size_default() -> int:
+    """Records per shard: ``$LMAUDIT_SHARD_SIZE`` or 256."""
+    raw = os.environ.get("LMAUDIT_SHARD_SIZE", "")
+    try:
+        size = int(raw) if raw else DEFAULT_SHARD_SIZE
+    except ValueError:
+        size = 0
+    if size < 1:
+        from lmaudit.errors import LmauditError
+
+        raise LmauditError(f"LMAUDIT_SHARD_SIZE must be a positive integer, got '{raw}'")
+    return size
+
+
+def shard_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """[(start, stop), ...] covering 0..n in consecutive pieces of ``size`` (the last may be shorter)."""
+    return [(a, min(a + size, n)) for a in range(0, n, size)]
+
+
+def _fault_point(stage: str) -> None:
+    """Test hook: ``LMAUDIT_FAULT=<stage>:<k>`` SIGKILLs this process at the k-th ``stage`` (1-based).
+
+    Stages: ``shard-saved`` (after a shard file is in place) and ``shard-unrenamed``
+    (after a shard is written to its temporary file, before the rename).
+    """
+    spec = os.environ.get("LMAUDIT_FAULT", "")
+    if not spec.startswith(stage + ":"):
+        return
+    _FAULT_COUNT["n"] += 1
+    if _FAULT_COUNT["n"] >= int(spec.split(":", 1)[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class Sharded:
+    """The shards of one piece of work over one set: their ranges and results (in memory or on disk)."""
+
+    bounds: list[tuple[int, int]]
+    load: Callable[[Path], Any]
+    paths: list[Path | None] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)  # in-memory results (no cache)
+
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+    def get(self, i: int):
+        """The result of shard ``i``."""
+        if self.values and self.values[i] is not None:
+            return self.values[i]
+        return self.load(self.paths[i])
+
+    def __iter__(self) -> Iterator[tuple[tuple[int, int], Any]]:
+        for i, b in enumerate(self.bounds):
+            yield b, self.get(i)
+
+    def all(self) -> list:
+        return [self.get(i) for i in range(len(self))]
+
+
+def _try_load(path: Path, load: Callable[[Path], Any]):
+    """The shard at ``path``, or None if absent or unreadable (an unreadable file is removed)."""
+    if not path.exists():
+        return None
+    try:
+        load(path)
+    except Exception as exc:  # a damaged file: the atomic writes never leave one, but disks and people can
+        warnings.warn(f"probe cache file {path} is unreadable ({type(exc).__name__}: {exc}); recomputing it",
+                      stacklevel=3)
+        path.unlink(missing_ok=True)
+        return None
+    return path
+
+
+def run_sharded(
+    textset: TextSet,
+    *,
+    task,
+    handle,
+    key: tuple | None,
+    load: Callable[[Path], Any],
+    cache_dir=None,
+    description: str = "probe",
+    shard_size: int | None = None,
+    suffix: str = ".npz",
+    unit: Callable[[TextSet], int] = len,
+) -> Sharded:
+    """Compute ``task(handle, shard)`` for every shard of ``textset`` not already cached.
+
+    ``key`` names the work (model fingerprint, settings, version) without the data;
+    with ``cache_dir`` and ``key`` every shard is written to and read from
+    ``CACHE/probes/shards/``. Without them the results stay in memory. Results must
+    have ``save(path)``. ``unit(shard)`` is the progress each shard is worth.
+    """
+    from lmaudit.distributed import current_backend
+
+    size = shard_size or shard_size_default()
+    bounds = shard_bounds(len(textset), size)
+    shards = [TextSet(textset.records[a:b], source=textset.source, meta={**textset.meta, "shard_start": a})
+              for a, b in bounds]
+    result = Sharded(bounds, load)
+    cached = cache_dir is not None and key is not None
+    if cached:
+        root = Path(cache_dir) / "probes"
+        shard_keys = [stable_hash("shard", key, s.fingerprint()) for s in shards]
+        result.paths = [root / "shards" / f"{k}{suffix}" for k in shard_keys]
+        manifest_path = root / "manifests" / f"{stable_hash('manifest', key, textset.fingerprint(), size)}.json"
+        done = [_try_load(p, load) is not None for p in result.paths]
+    else:
+        result.values = [None] * len(bounds)
+        done = [False] * len(bounds)
+
+    def write_manifest() -> None:
+        write_json_atomic(manifest_path, {
+            "work": repr(key), "source": textset.source, "n_records": len(textset), "shard_size": size,
+            "n_done": sum(done),
+            "shards": [{"start": a, "stop": b, "file": p.name, "done": d}
+                       for (a, b), p, d in zip(bounds, result.paths, done)],
+        })
+
+    todo = [i for i, d in enumerate(done) if not d]
+    if cached and todo and len(todo) < len(bounds):
+        info(f"[dim]{description}: resuming, {len(bounds) - len(todo)} of {len(bounds)} shards already cached[/dim]")
+    if not todo:
+        return result
+    backend = current_backend()
+    total = sum(unit(s) for s in shards)
+    with progress(description, total=total) as bar:
+        bar.advance(sum(unit(shards[i]) for i in range(len(shards)) if done[i]))
+        if cached:
+            write_manifest()
+        for i, value in backend.map(handle, task, ((i, shards[i]) for i in todo)):
+            if cached:
+                with atomic_path(result.paths[i]) as tmp:
+                    value.save(tmp)
+                    _fault_point("shard-unrenamed")
+                done[i] = True
+                write_manifest()
+                _fault_point("shard-saved")
+            else:
+                result.values[i] = value
+            bar.advance(unit(shards[i]))
+    return result
