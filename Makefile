@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of PyTorch (plain `torch` would pull a multi-GB CUDA build).
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,11 +28,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
+# every benchmark, serially, in one table of ratios (also written to benchmarks/results.md)
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_probe_ar.py
-	$(BIN)/python benchmarks/bench_probe_dlm.py
-	$(BIN)/python benchmarks/bench_extraction.py
-	$(BIN)/python benchmarks/bench_smi.py
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 import torch
-from common import bench_texts, best_of
+from common import add_json_option, bench_texts, best_of, write_rows
 
 from lmaudit.extraction.trajectories import Target, dlm_trajectories, random_orders, step_bounds
 from lmaudit.models.dlm import adapter_for, build_dlm_model
@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--chars", type=int, default=300, help="characters of the record (≈75 tokens)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up pass of each side")
+    add_json_option(ap)
     args = ap.parse_args()
     torch.manual_seed(0)
     tokenizer, texts = bench_texts(8, args.chars)
@@ -70,6 +71,11 @@ def main() -> None:
     print(f"{result['r'].forwards:>16}{t_bare:>9.3f}{t_est:>13.3f}{t_est / t_bare:>8.3f}")
     print(f"forwards = N: {'yes' if result['r'].forwards == N else 'NO'}; ratio ≤ 1.2: "
           f"{'yes' if t_est / t_bare <= 1.2 else 'NO'}")
+    write_rows(args.json, "bench_extraction", [
+        {"measure": f"extraction estimator ÷ bare forwards (R = {R}, N = {N})", "value": t_est / t_bare,
+         "target": "≤ 1.2", "met": t_est / t_bare <= 1.2},
+        {"measure": "forwards per record ÷ N", "value": result["r"].forwards / N, "target": "= 1",
+         "met": result["r"].forwards == N}])
 
 
 if __name__ == "__main__":

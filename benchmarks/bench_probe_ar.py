@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 import torch
-from common import bench_texts, best_of
+from common import add_json_option, bench_texts, best_of, write_rows
 
 from lmaudit.models.presets import build_ar_model, get_preset
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
@@ -28,7 +28,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--chars", type=int, default=600, help="characters per text (≈150 tokens)")
+    add_json_option(ap)
     args = ap.parse_args()
+    rows = []
     torch.manual_seed(0)
     tokenizer, texts = bench_texts(args.texts, args.chars)
     print(f"{len(texts)} texts of ≤{args.chars} chars, vocab {len(tokenizer)}, batch {args.batch_size}, "
@@ -55,6 +57,9 @@ def main() -> None:
         t_bare, t_probe = best_of(bare, args.repeats), best_of(probe, args.repeats)
         n_tok = int(lengths.sum())
         print(f"{name:<8}{n_tok:>9}{t_bare:>9.3f}{t_probe:>9.3f}{t_probe / t_bare:>8.3f}  {n_tok / t_probe:>11.0f}")
+        rows.append({"measure": f"AR probe ÷ bare forward ({name})", "value": t_probe / t_bare, "target": "≤ 1.15",
+                     "met": t_probe / t_bare <= 1.15})
+    write_rows(args.json, "bench_probe_ar", rows)
 
 
 if __name__ == "__main__":

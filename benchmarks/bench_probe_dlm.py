@@ -18,7 +18,7 @@ import argparse
 
 import numpy as np
 import torch
-from common import bench_texts, best_of
+from common import add_json_option, bench_texts, best_of, write_rows
 
 from lmaudit.attacks import list_attacks
 from lmaudit.models.dlm import adapter_for, build_dlm_model
@@ -35,7 +35,9 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    add_json_option(ap)
     args = ap.parse_args()
+    rows = []
     torch.manual_seed(0)
     tokenizer, texts = bench_texts(args.texts, args.chars)
     plan = MaskPlan("elbo", budget=args.budget)
@@ -63,6 +65,8 @@ def main() -> None:
         bare(), probe()  # warm-up
         t_bare, t_probe = best_of(bare, args.repeats), best_of(probe, args.repeats)
         print(f"{name:<8}{len(jobs.sample):>9}{t_bare:>9.3f}{t_probe:>9.3f}{t_probe / t_bare:>8.3f}")
+        rows.append({"measure": f"DLM probe ÷ bare forward ({name})", "value": t_probe / t_bare, "target": "≤ 1.15",
+                     "met": t_probe / t_bare <= 1.15})
 
     print(f"\nforwards per sample per model (budget {args.budget})")
     print(f"{'attack':<13}{'plan':<8}{'target':>8}{'reference':>10}")
@@ -72,6 +76,7 @@ def main() -> None:
         stats = probe_masked(adapter, tokenizer, sub, p, reference=adapter if spec.needs_reference else None)
         ref = f"{stats.n_patterns.mean():.1f}" if spec.needs_reference else "-"
         print(f"{spec.name:<13}{p.kind:<8}{stats.n_patterns.mean():>8.1f}{ref:>10}")
+    write_rows(args.json, "bench_probe_dlm", rows)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from lmaudit.data.corpus import extract_documents
 from lmaudit.data.loaders import TextSet
@@ -26,3 +28,13 @@ def best_of(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def add_json_option(ap) -> None:
+    ap.add_argument("--json", type=Path, default=None, help="also write the measured rows here (for run_all.py)")
+
+
+def write_rows(path: Path | None, benchmark: str, rows: list[dict]) -> None:
+    """Rows of {measure, value, target, unit}: the figures ``run_all.py`` puts in its table."""
+    if path is not None:
+        path.write_text(json.dumps([{"benchmark": benchmark, **r} for r in rows], indent=1) + "\n")

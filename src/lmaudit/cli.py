@@ -14,6 +14,7 @@ from typing import Optional
 
 import typer
 
+from lmaudit.commands import address_option, backend_from, backend_option, workers_option
 from lmaudit.errors import LmauditError
 from lmaudit.progress import console, info, set_quiet, stdout_console
 
@@ -156,6 +157,9 @@ def mia(
                                                 help="DLM: Dream-style shifted logits (default: detected)."),
     shadows: Optional[Path] = typer.Option(None, help="Folder from 'lmaudit shadows' (enables lira and rmia)."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
+    backend: str = backend_option(),
+    address: Optional[str] = address_option(),
+    workers: Optional[int] = workers_option(),
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     from lmaudit.data.loaders import load_texts
@@ -175,7 +179,8 @@ def mia(
         from lmaudit.shadows import ShadowSet
 
         shadow_set = ShadowSet.load(shadows)
-    result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
+    with backend_from(backend, address, workers):
+        result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
     path = result.write(out)
     stdout_console.print(results_table(result))
     stdout_console.print(f"results: {path}")
@@ -230,12 +235,16 @@ def run_cmd(
     experiment: Path = typer.Argument(..., help="Experiment file (TOML), e.g. experiments/dlm-dft.toml."),
     out: Path = typer.Option(Path("results"), help="Results root; the experiment writes OUT/NAME/."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
+    backend: str = backend_option(),
+    address: Optional[str] = address_option(),
+    workers: Optional[int] = workers_option(),
 ) -> None:
     """Run an experiment file and write its results, table and plots."""
     from lmaudit.experiments import load_experiment, run_experiment
 
     cfg = load_experiment(experiment)
-    folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
+    with backend_from(backend, address, workers):
+        folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
     stdout_console.print((folder / "table.md").read_text())
     stdout_console.print(f"results: {folder}")
     _maybe_report(folder, no_report)

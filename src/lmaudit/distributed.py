@@ -85,6 +85,8 @@ class RayBackend:
     ``address`` joins a running cluster (``"auto"`` or ``ray://...``); without it a
     local instance with ``num_cpus`` CPUs starts. ``workers`` defaults to the
     number of GPUs where there are any (one per actor), else the number of CPUs.
+    Each worker runs with this process's number of torch threads (bit-identical results;
+    ``threads_per_worker`` trades that for less oversubscription).
     """
 
     name = "ray"
@@ -113,7 +115,11 @@ class RayBackend:
         cpus = int(resources.get("CPU", 1))
         self.workers = workers or (self._gpus or max(1, cpus))
         self._cpus_per_worker = 0 if self._gpus else max(1, cpus // self.workers) if cpus >= self.workers else 1
-        self._threads = threads_per_worker or max(1, cpus // self.workers)
+        # Each worker uses as many threads as this process: a reduction split over another number of
+        # threads rounds differently, and the results must be bit-identical to the local backend's.
+        import torch
+
+        self._threads = threads_per_worker or torch.get_num_threads()
         self._actors: list = []
         self._source_key: Any = None
         self._cls = _worker_class(ray)
@@ -179,8 +185,9 @@ def make_backend(name: str = "local", *, address: str | None = None, workers: in
 
 
 @contextmanager
-def use_backend(backend) -> Iterator:
-    """Send shard work inside the block to ``backend`` (a name or a backend object); close it after."""
+def use_backend(backend, *, close: bool = True) -> Iterator:
+    """Send shard work inside the block to ``backend`` (a name or a backend object); close it after
+    unless ``close=False`` (a backend reused by several blocks)."""
     if isinstance(backend, str):
         backend = make_backend(backend)
     token = _CURRENT.set(backend)
@@ -188,4 +195,5 @@ def use_backend(backend) -> Iterator:
         yield backend
     finally:
         _CURRENT.reset(token)
-        backend.close()
+        if close:
+            backend.close()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
 
 
 def rich_table(title: str, header: list[str], rows: list[list[str]]):
@@ -26,3 +30,25 @@ def finish(results: Path, out: Path, no_report: bool) -> None:
         from lmaudit.report.build import write_report
 
         stdout_console.print(f"report: {write_report(out)}")
+
+
+def backend_option():
+    return typer.Option("local", help="Where probes run: local (this process) or ray (Ray actors, one model copy "
+                                      "each; needs pip install 'lmaudit[ray]'). Results are identical.")
+
+
+def address_option():
+    return typer.Option(None, help="--backend ray: address of a running Ray cluster (default: start a local one).")
+
+
+def workers_option():
+    return typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")
+
+
+@contextmanager
+def backend_from(name: str, address: Optional[str], workers: Optional[int]) -> Iterator:
+    """Run the block's shard work on the chosen backend (closed afterwards)."""
+    from lmaudit.distributed import make_backend, use_backend
+
+    with use_backend(make_backend(name, address=address, workers=workers)) as backend:
+        yield backend

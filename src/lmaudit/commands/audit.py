@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from lmaudit.commands import finish, rich_table
+from lmaudit.commands import address_option, backend_from, backend_option, finish, rich_table, workers_option
 from lmaudit.progress import stdout_console
 
 
@@ -43,6 +43,9 @@ def register(app: typer.Typer, config_option) -> None:
         out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
         kind: Optional[str] = typer.Option(None, help="ar or dlm (default: from the saved config)."),
         no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
+        backend: str = backend_option(),
+        address: Optional[str] = address_option(),
+        workers: Optional[int] = workers_option(),
     ) -> None:
         """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
         from lmaudit.audit.run import AuditConfig, run_audit
@@ -56,7 +59,9 @@ def register(app: typer.Typer, config_option) -> None:
         cfg.validate()
         loaded = load_model(model, kind=kind)
         ref = load_model(reference, kind=loaded.kind) if reference else None
-        payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg, reference=ref)
+        with backend_from(backend, address, workers):
+            payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg,
+                                reference=ref)
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "results.json", payload)
         title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "

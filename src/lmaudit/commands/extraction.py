@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from lmaudit.commands import finish, rich_table
+from lmaudit.commands import address_option, backend_from, backend_option, finish, rich_table, workers_option
 from lmaudit.progress import stdout_console
 
 
@@ -57,6 +57,9 @@ def register(app: typer.Typer, corpus_app: typer.Typer, config_option) -> None:
         trust_remote_code: bool = typer.Option(False, help="Allow modeling code shipped with the checkpoint."),
         allow_pickle: bool = typer.Option(False, help="Allow pickle (.bin) weights."),
         no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
+        backend: str = backend_option(),
+        address: Optional[str] = address_option(),
+        workers: Optional[int] = workers_option(),
     ) -> None:
         """(n,p)-discoverable extraction: single-query success probability of reproducing the masked tokens."""
         from lmaudit.data.loaders import load_texts
@@ -72,7 +75,8 @@ def register(app: typer.Typer, corpus_app: typer.Typer, config_option) -> None:
                             temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                             seed=seed)
         loaded = load_model(model, kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
-        payload = run_extraction(loaded, load_texts(data), cfg)
+        with backend_from(backend, address, workers):
+            payload = run_extraction(loaded, load_texts(data), cfg)
         payload["model"] = str(model)
         path = write_extraction(payload, out)
         stdout_console.print(extraction_table(payload))

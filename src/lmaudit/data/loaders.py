@@ -4,7 +4,8 @@ Each record is either a plain text (``text``) or an instruction pair
 (``prompt`` + ``response``). For a pair, the prompt is a visible, unscored context
 and the response is the scored target (see DESIGN.md, "Core records").
 
-Nothing is silently dropped or changed: an empty text, undecodable bytes, a
+Files are read as a stream (line by line), so loading a large file holds its records,
+not also its raw bytes and a decoded copy. Nothing is silently dropped or changed: an empty text, undecodable bytes, a
 malformed line or a missing field is a :class:`~lmaudit.errors.DataError` whose
 message names the file and the line (or row, or file in a folder).
 """
@@ -12,9 +13,9 @@ message names the file and the line (or row, or file in a folder).
 from __future__ import annotations
 
 import csv
-import io
 import json
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,42 +121,57 @@ def _record_from_mapping(row: dict, *, where: str, default_id: str, text_field: 
     )
 
 
+@contextmanager
+def _open_text(path: Path, newline: str | None):
+    """The file as UTF-8 text, read as it is consumed (never whole in memory).
+
+    Undecodable bytes are reported with their line number (found by re-reading the raw file).
+    """
+    try:
+        with open(path, encoding="utf-8-sig", newline=newline) as fh:
+            yield fh
+    except UnicodeDecodeError:
+        _decode(path.read_bytes(), path)  # raises a DataError naming the line
+        raise
+
+
 def _load_jsonl(path: Path, text_field: str) -> list[Record]:
-    content = _decode(path.read_bytes(), path)
     records = []
-    # only \n, \r\n and \r end a line: str.splitlines() would also split inside strings at U+2028, U+0085, ...
-    for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}: line {lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-        except (ValueError, RecursionError) as exc:  # e.g. an integer of > 4300 digits, or nesting too deep
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
-            raise DataError(f"{where}: unreadable JSON ({reason})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-        records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{lineno}", text_field=text_field))
+    # newline=None: only \n, \r\n and \r end a line (str.splitlines() would also split at U+2028, U+0085, ...)
+    with _open_text(path, newline=None) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}: line {lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:  # e.g. an integer of > 4300 digits, or nesting too deep
+                reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
+                raise DataError(f"{where}: unreadable JSON ({reason})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{lineno}",
+                                                text_field=text_field))
     return records
 
 
 def _load_csv(path: Path, text_field: str) -> list[Record]:
-    content = _decode(path.read_bytes(), path)
     limit = csv.field_size_limit()
-    csv.field_size_limit(max(limit, len(content)))  # a long text is one field: never cut it at the default 128 KiB
+    # a long text is one field: never cut it at the default 128 KiB
+    csv.field_size_limit(max(limit, path.stat().st_size))
     try:
-        return _read_csv(path, content, text_field)
+        with _open_text(path, newline="") as fh:
+            return _read_csv(path, fh, text_field)
     finally:
         csv.field_size_limit(limit)
 
 
-def _read_csv(path: Path, content: str, text_field: str) -> list[Record]:
+def _read_csv(path: Path, fh, text_field: str) -> list[Record]:
     kind = path.suffix[1:].upper()
     # strict: an unclosed quote is an error, not a field that swallows the rest of the file
-    reader = csv.DictReader(io.StringIO(content, newline=""), delimiter="\t" if path.suffix == ".tsv" else ",",
-                            strict=True)
+    reader = csv.DictReader(fh, delimiter="\t" if path.suffix == ".tsv" else ",", strict=True)
     try:
         fieldnames = reader.fieldnames
     except csv.Error as exc:

@@ -61,6 +61,21 @@ def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
     return p
 
 
+def _check_remote_code(p: Path, cfg: dict) -> None:
+    """Every module ``auto_map`` names must be a file in the folder (code is never fetched)."""
+    refs = []
+    for value in cfg.get("auto_map", {}).values():
+        refs += [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, str)]
+    for ref in refs:
+        if "--" in ref:  # "owner/repo--module.Class": code that lives in another repository
+            raise ModelLoadError(f"'{p}': config.json takes modeling code from another repository ('{ref}')",
+                                 hint="lmaudit never downloads code: copy that module into the model folder")
+        module = ref.rsplit(".", 1)[0].replace(".", "/") + ".py"
+        if not (p / module).is_file():
+            raise ModelLoadError(f"'{p}': config.json names custom code in '{module}', which is not in the folder",
+                                 hint="lmaudit never downloads code: copy the module into the model folder")
+
+
 def _read_config(p: Path) -> dict:
     return json.loads((p / "config.json").read_text())
 
@@ -101,6 +116,8 @@ def load_model(
             f"'{path}' needs custom modeling code shipped with the checkpoint",
             hint="pass --trust-remote-code if you trust that code",
         )
+    if cfg.get("auto_map"):
+        _check_remote_code(p, cfg)
     kind = kind or detect_kind(p)
     if kind not in ("ar", "dlm"):
         raise ModelLoadError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")

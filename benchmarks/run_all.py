@@ -1,0 +1,76 @@
+"""Every benchmark of the project, one after the other, and one table of what they measured.
+
+Each benchmark runs in its own process (so memory and threads do not leak between
+them) with ``--json``; the rows they write are gathered into one table, printed and
+saved to ``--out`` (Markdown). Benchmarks run serially: timings on a shared machine
+mean little.
+
+    python benchmarks/run_all.py [--out benchmarks/results.md] [--quick]
+
+``--quick`` shrinks every benchmark (fewer texts, trajectories and repeats) to check
+that the suite runs; its figures are not the specified ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SUITE = [
+    ("bench_probe_ar.py", [], ["--texts", "32", "--repeats", "1"]),
+    ("bench_probe_dlm.py", [], ["--texts", "16", "--repeats", "1"]),
+    ("bench_extraction.py", ["--trajectories", "512", "--repeats", "1", "--no-warmup"],
+     ["--trajectories", "16", "--repeats", "1", "--no-warmup"]),
+    ("bench_smi.py", [], ["--n", "300", "--d", "32", "--bootstrap", "20", "--repeats", "1"]),
+    ("bench_scale.py", [], ["--small", "200", "--large", "2000", "--ray-texts", "64"]),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=HERE / "results.md")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default=None, help="comma-separated script names to run")
+    args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    rows, lines = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for script, full, quick in SUITE:
+            if only and script not in only and script.removesuffix(".py") not in only:
+                continue
+            out = Path(tmp) / f"{script}.json"
+            cmd = [sys.executable, str(HERE / script), *(quick if args.quick else full), "--json", str(out)]
+            print(f"$ python benchmarks/{script} {' '.join(cmd[2:-2])}", flush=True)
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=HERE, text=True, capture_output=True)
+            print(proc.stdout, end="", flush=True)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                rows.append({"benchmark": script, "measure": "FAILED", "value": float("nan"), "target": "", "met": False})
+                continue
+            lines.append(f"- `python benchmarks/{script} {' '.join(cmd[2:-2])}` ({time.perf_counter() - t0:.0f} s)")
+            rows += json.loads(out.read_text())
+
+    table = ["| benchmark | measure | value | target | met |", "|---|---|---:|---|---|"]
+    for r in rows:
+        met = {True: "yes", False: "**no**", None: ""}[r["met"]]
+        table.append(f"| {r['benchmark']} | {r['measure']} | {r['value']:.3f} | {r['target']} | {met} |")
+    print("\n" + "\n".join(table))
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    args.out.write_text(f"# Benchmarks ({'quick' if args.quick else 'full'} run, {stamp})\n\n"
+                        "Measured in one run of `python benchmarks/run_all.py"
+                        f"{' --quick' if args.quick else ''}`, one benchmark at a time:\n\n"
+                        + "\n".join(lines) + "\n\n" + "\n".join(table) + "\n")
+    print(f"\nwritten: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

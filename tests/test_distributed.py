@@ -1,0 +1,126 @@
+"""The Ray backend gives exactly the local backend's results (local Ray instance, 2 CPUs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import make_texts
+from lmaudit.data.loaders import TextSet
+from lmaudit.distributed import LocalBackend, current_backend, make_backend, use_backend
+from lmaudit.errors import LmauditError
+from lmaudit.models.loading import load_model
+
+ray = pytest.importorskip("ray")
+
+TEXTS = TextSet.from_texts(make_texts(36, seed=41), source="ray-texts")
+
+
+@pytest.fixture(scope="module")
+def ray_backend():
+    from lmaudit.distributed import RayBackend
+
+    backend = RayBackend(workers=2, num_cpus=2)
+    yield backend
+    backend.close()
+    ray.shutdown()
+
+
+def _both(fn, backend):
+    """fn() on the local backend, then on ``backend`` (left open for the next test)."""
+    local = fn()
+    with use_backend(backend, close=False):
+        remote = fn()
+    return local, remote
+
+
+def test_ar_probe_identical_on_ray(ray_backend, tiny_model_dir):
+    from lmaudit.probes.ar import probe_ar
+
+    loaded = load_model(tiny_model_dir, kind="ar")
+    local, remote = _both(lambda: probe_ar(loaded.model, loaded.tokenizer, TEXTS, shard_size=5), ray_backend)
+    for name in ("logp", "top1_logp", "mu", "sigma", "entropy", "offsets", "zlib_len", "sample_keys"):
+        np.testing.assert_array_equal(getattr(remote, name), getattr(local, name), err_msg=name)
+    assert remote.n_samples == len(TEXTS)
+
+
+def test_dlm_probe_with_reference_identical_on_ray(ray_backend, tiny_dlm_dir, tokenizer, tmp_path):
+    from conftest import TEST_PRESET_ARGS
+    from lmaudit.models.dlm import build_dlm_model
+    from lmaudit.models.presets import Preset
+    from lmaudit.probes.masked import probe_masked
+    from lmaudit.probes.masks import MaskPlan
+
+    other = build_dlm_model(Preset("test-dlm", **TEST_PRESET_ARGS), tokenizer, seed=1)  # another model: another pool
+    other.save_pretrained(tmp_path / "ref")
+    tokenizer.save_pretrained(tmp_path / "ref")
+    target = load_model(tiny_dlm_dir, kind="dlm")
+    reference = load_model(tmp_path / "ref", kind="dlm")
+    plan = MaskPlan("cyclic", budget=4)
+    run = lambda: probe_masked(target.adapter, target.tokenizer, TEXTS, plan, reference=reference.adapter,  # noqa: E731
+                               seed=3, shard_size=7)
+    local, remote = _both(run, ray_backend)
+    for name in ("offsets", "pattern", "position", "logp", "mu", "sigma", "ref_logp", "ref_top1_logp", "n_patterns"):
+        np.testing.assert_array_equal(getattr(remote, name), getattr(local, name), err_msg=name)
+    assert remote.has_reference
+
+
+def test_in_memory_model_is_shipped_to_the_workers(ray_backend, tiny_model, tokenizer):
+    """A model that was never saved (no folder to load from) travels through Ray's object store."""
+    from lmaudit.probes.ar import probe_ar
+
+    local, remote = _both(lambda: probe_ar(tiny_model, tokenizer, TEXTS, shard_size=9), ray_backend)
+    np.testing.assert_array_equal(remote.logp, local.logp)
+
+
+def test_hidden_features_and_extraction_identical_on_ray(ray_backend, tiny_dlm_dir):
+    from lmaudit.audit.features import hidden_features
+    from lmaudit.extraction.run import ExtractConfig, run_extraction
+
+    loaded = load_model(tiny_dlm_dir, kind="dlm")
+    local, remote = _both(lambda: hidden_features(loaded, TEXTS, use_cache=False), ray_backend)
+    np.testing.assert_array_equal(remote, local)
+    cfg = dict(mask="suffix:4", steps=["1", "2", "max"], trajectories=6, relaxed=3, samples=4, seed=2)
+    local, remote = _both(lambda: run_extraction(loaded, TextSet(TEXTS.records[:10]), ExtractConfig(**cfg),
+                                                 use_cache=False), ray_backend)
+    assert remote["records"] == local["records"] and remote["summary"] == local["summary"]
+    assert remote["relaxed"]["empirical"] == local["relaxed"]["empirical"]
+
+
+@pytest.mark.slow  # ~45 s: a Ray instance and its actors start in a subprocess
+def test_mia_command_with_ray_backend_matches_local(tmp_path, tiny_model_dir):
+    for name, seed in (("m.jsonl", 1), ("n.jsonl", 2)):
+        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in make_texts(24, seed=seed)))
+    env = {**os.environ, "LMAUDIT_PROGRESS": "0", "LMAUDIT_SHARD_SIZE": "8"}
+    results = {}
+    for backend in ("local", "ray"):
+        args = ["--target", str(tiny_model_dir), "--members", str(tmp_path / "m.jsonl"), "--nonmembers",
+                str(tmp_path / "n.jsonl"), "--out", str(tmp_path / backend), "--no-report", "--no-cache",
+                "--bootstrap", "50", "--backend", backend]
+        if backend == "ray":
+            args += ["--workers", "2"]
+        out = subprocess.run([sys.executable, "-m", "lmaudit.cli", "mia", *args], capture_output=True, text=True,
+                             env=env)
+        assert out.returncode == 0, out.stderr
+        results[backend] = json.loads((tmp_path / backend / "results.json").read_text())["attacks"]
+    assert results["ray"] == results["local"]
+    assert set(results["local"]) >= {"loss", "zlib", "min_k", "min_k_pp", "gap_k"}
+
+
+def test_missing_ray_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
+    with pytest.raises(LmauditError, match=r"needs Ray, which is not installed.*lmaudit\[ray\]"):
+        make_backend("ray")
+
+
+def test_backend_options_are_checked():
+    with pytest.raises(LmauditError, match="unknown backend 'spark'"):
+        make_backend("spark")
+    with pytest.raises(LmauditError, match="--address and --workers need --backend ray"):
+        make_backend("local", workers=2)
+    assert isinstance(current_backend(), LocalBackend)

@@ -1,0 +1,134 @@
+"""Killed runs resume: sharded caches, atomic writes, manifests, and what a changed input invalidates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import make_texts
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.probes.ar import probe_ar, probe_ar_shards
+
+
+def _write_sets(folder):
+    for name, seed in (("m.jsonl", 11), ("n.jsonl", 12)):
+        (folder / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in make_texts(30, seed=seed)))
+
+
+def _mia(folder, model_dir, out, cache, **env_extra):
+    env = {**os.environ, "LMAUDIT_PROGRESS": "0", "LMAUDIT_CACHE": str(cache), "LMAUDIT_SHARD_SIZE": "4",
+           **env_extra}
+    args = [sys.executable, "-m", "lmaudit.cli", "mia", "--target", str(model_dir), "--members",
+            str(folder / "m.jsonl"), "--nonmembers", str(folder / "n.jsonl"), "--out", str(out), "--no-report",
+            "--bootstrap", "50", "--attacks", "loss,zlib,min_k,gap_k"]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _attacks(out):
+    res = json.loads((out / "results.json").read_text())["attacks"]
+    return {name: {k: v for k, v in m.items() if k != "params"} for name, m in res.items()}
+
+
+def _manifest(cache):
+    (path,) = (cache / "probes" / "manifests").glob("*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_model_dir):
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    _write_sets(folder)
+    proc = _mia(folder, tiny_model_dir, folder / "out", folder / "cache")
+    t0 = time.perf_counter()
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    return _attacks(folder / "out"), time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("fault", [pytest.param("shard-saved:3", marks=pytest.mark.slow), "shard-unrenamed:5"])
+def test_killed_mia_run_resumes_to_identical_results(fault, tmp_path, tiny_model_dir, uninterrupted):
+    _write_sets(tmp_path)
+    proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache", LMAUDIT_FAULT=fault)
+    _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err
+    assert not (tmp_path / "out" / "results.json").exists()
+    manifest = _manifest(tmp_path / "cache")
+    n_done = manifest["n_done"]
+    assert n_done == int(fault.split(":")[1]) - (fault.startswith("shard-unrenamed")) and len(manifest["shards"]) == 15
+    if fault.startswith("shard-unrenamed"):  # the half-written shard is a temporary file, never under its name
+        assert list((tmp_path / "cache" / "probes" / "shards").glob(".*.tmp"))
+
+    proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert f"resuming, {n_done} of 15 shards already cached" in err  # only the missing shards were computed
+    assert _manifest(tmp_path / "cache")["n_done"] == 15
+    assert _attacks(tmp_path / "out") == uninterrupted[0]
+
+
+def test_kill_at_arbitrary_moments_then_resume(tmp_path, tiny_model_dir, uninterrupted):
+    """SIGKILL from outside at several moments of a run; each restart continues; the last finishes."""
+    _write_sets(tmp_path)
+    duration = uninterrupted[1]
+    for fraction in (0.35, 0.6, 0.85):
+        proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
+        time.sleep(duration * fraction)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert _attacks(tmp_path / "out") == uninterrupted[0]
+
+
+def test_damaged_shard_file_is_recomputed_not_read(tiny_model, tokenizer, tmp_path):
+    texts = TextSet.from_texts(make_texts(10, seed=5))
+    first = probe_ar(tiny_model, tokenizer, texts, model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+    files = sorted((tmp_path / "probes" / "shards").glob("*.npz"))
+    assert len(files) == 3
+    data = files[1].read_bytes()
+    files[1].write_bytes(data[: len(data) // 2])  # as a full disk or a copy gone wrong would leave it
+    with pytest.warns(UserWarning, match="unreadable .*recomputing it"):
+        again = probe_ar(tiny_model, tokenizer, texts, model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+    np.testing.assert_array_equal(again.logp, first.logp)
+    assert files[1].read_bytes() == data
+
+
+def test_one_changed_record_invalidates_one_shard(tiny_model, tokenizer, tmp_path):
+    texts = TextSet.from_texts(make_texts(12, seed=6))
+    kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+    probe_ar(tiny_model, tokenizer, texts, **kw)
+    shards_dir = tmp_path / "probes" / "shards"
+    before = {p.name: p.stat().st_mtime_ns for p in shards_dir.glob("*.npz")}
+    changed = list(texts.records)
+    changed[5] = Record(changed[5].id, changed[5].target + " Extra words.")
+    result = probe_ar_shards(tiny_model, tokenizer, TextSet(changed), **kw)
+    after = {p.name: p.stat().st_mtime_ns for p in shards_dir.glob("*.npz")}
+    new = set(after) - set(before)
+    assert len(before) == 3 and len(new) == 1 and {p.name for p in result.paths} - set(before) == new
+    assert all(after[name] == t for name, t in before.items())  # nothing rewritten
+    probe_ar_shards(tiny_model, tokenizer, texts, model_fingerprint="other-model", cache_dir=tmp_path, shard_size=4)
+    assert len(list(shards_dir.glob("*.npz"))) == 7  # another model: its own shards, the first model's kept
+
+
+def test_sharded_results_do_not_depend_on_the_shard_size(tiny_model, tokenizer):
+    texts = TextSet.from_texts(make_texts(11, seed=7))
+    a = probe_ar(tiny_model, tokenizer, texts, shard_size=3)
+    b = probe_ar(tiny_model, tokenizer, texts, shard_size=256)
+    np.testing.assert_array_equal(a.offsets, b.offsets)
+    np.testing.assert_allclose(a.logp, b.logp, atol=1e-5)  # batches differ: float32 rounding only
+
+
+def test_bad_shard_size_setting_is_a_clear_error(monkeypatch, tiny_model, tokenizer):
+    from lmaudit.errors import LmauditError
+
+    monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "zero")
+    with pytest.raises(LmauditError, match="LMAUDIT_SHARD_SIZE must be a positive integer, got 'zero'"):
+        probe_ar(tiny_model, tokenizer, TextSet.from_texts(make_texts(2, seed=1)))
