@@ -127,6 +127,21 @@ def test_latin1_and_mixed_encodings_name_the_line(tmp_path):
     assert data_error(utf16, "line 1", "not valid UTF-8")
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_bad_bytes_deep_in_a_streamed_file_name_their_line(tmp_path, suffix):
+    # files are decoded as they are read: the error surfaces after many lines were already parsed
+    row = (lambda i: json.dumps({"text": f"record {i} " + "x" * 200}) + "\n") if suffix == ".jsonl" else \
+        (lambda i: f"record {i} {'x' * 200}\n")
+    head = "text\n" if suffix == ".csv" else ""
+    lines = head + "".join(row(i) for i in range(5000))
+    bad = ('{"text": "caf\xe9"}\n' if suffix == ".jsonl" else "caf\xe9\n").encode("latin-1")
+    path = write(tmp_path / f"big{suffix}", lines.encode() + bad + row(5000).encode())
+    line = 5001 + (suffix == ".csv")
+    assert data_error(path, f"line {line}", "not valid UTF-8")
+    ok = write(tmp_path / f"ok{suffix}", (lines + row(5000)).encode())
+    assert len(load_texts(ok)) == 5001
+
+
 def test_jsonl_duplicate_ids(tmp_path):
     path = write(tmp_path / "dup.jsonl", '{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n{"id": "a", "text": "z"}\n')
     assert data_error(path, "duplicate id 'a'", "records 1 and 3")

@@ -46,3 +46,14 @@ def test_training_lowers_loss_and_is_deterministic(tokenizer):
         runs.append(train(model, examples, TrainConfig(epochs=8, batch_size=8, lr=3e-3, warmup_steps=2, seed=4)))
     assert runs[0] == runs[1]
     assert np.mean(runs[0][-3:]) < np.mean(runs[0][:3]) - 1.0
+
+
+def test_a_trained_model_is_no_longer_reloadable_from_its_folder(tiny_model_dir, tokenizer):
+    """After training in place, the weights differ from the folder: a Ray worker must not reload that folder."""
+    from lmaudit.models.loading import load_model
+
+    loaded = load_model(tiny_model_dir, kind="ar")
+    assert loaded.model.lmaudit_load_spec["path"] == str(tiny_model_dir)
+    examples = dft_examples(tokenizer, TextSet.from_texts(make_texts(4, seed=3)), block=32)
+    train(loaded.model, examples, TrainConfig(epochs=1, batch_size=4, lr=1e-3, warmup_steps=1, seed=0))
+    assert getattr(loaded.model, "lmaudit_load_spec", None) is None

@@ -124,16 +124,14 @@ class RayBackend:
         self._source_key: Any = None
         self._cls = _worker_class(ray)
 
-    def _source(self, handle):
-        spec = getattr(handle.model, "lmaudit_load_spec", None)
-        if spec is not None:
-            return dict(spec), ("spec", tuple(sorted(spec.items())))
-        return self._ray.put(handle), ("object", id(handle))
-
     def _pool(self, handle) -> list:
-        source, key = self._source(handle)
+        spec = getattr(handle.model, "lmaudit_load_spec", None)
+        # a model from a folder is the same model while its load options are; one that lives in memory
+        # may have changed since the last call (training in place), so its copy is never reused
+        key = ("spec", tuple(sorted(spec.items()))) if spec is not None else ("object", object())
         if key != self._source_key:  # another model: free the previous actors first
             self._kill()
+            source = dict(spec) if spec is not None else self._ray.put(handle)
             opts = {"num_gpus": 1} if self._gpus else {"num_cpus": self._cpus_per_worker}
             self._actors = [self._cls.options(**opts).remote(source, self._threads) for _ in range(self.workers)]
             self._source_key = key

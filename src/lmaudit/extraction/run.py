@@ -248,7 +248,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
                tokenizer_fingerprint(loaded.tokenizer), settings)
     shards = run_sharded(textset, task=ExtractionTask(cfg, spec), handle=loaded, key=key, load=ArrayDict.load,
                          cache_dir=cache_dir() if key else None, description="extraction",
-                         shard_size=min(64, shard_size_default()))
+                         shard_size=min(16, shard_size_default()))  # records are slow: finer progress
     parts = shards.all()
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     labels = ["ar"] if loaded.kind == "ar" else cfg.steps

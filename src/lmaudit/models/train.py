@@ -110,6 +110,8 @@ def train(
     """
     if not examples:
         raise LmauditError("no training examples", hint="the training data is empty after tokenisation")
+    # the weights will no longer be those of the folder the model was loaded from: a Ray worker must not reload it
+    model.__dict__.pop("lmaudit_load_spec", None)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
