@@ -106,6 +106,15 @@ def test_dlm_permutation_invariance(name):
 
 
 @pytest.mark.parametrize("name", DLM_ATTACKS)
+def test_dlm_attacks_score_a_shard_as_the_whole_set(name):
+    # run_mia scores per-sample attacks one shard of records at a time
+    spec, (stats, labels) = fixture_for(name)
+    assert spec.per_sample
+    part = np.arange(4, 13)
+    np.testing.assert_allclose(spec(stats.take(part)), spec(stats)[part], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", DLM_ATTACKS)
 def test_dlm_direction_higher_means_member(name):
     spec, (stats, labels) = fixture_for(name)
     assert auc(labels, spec(stats)) > 0.75

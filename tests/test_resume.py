@@ -46,10 +46,10 @@ def uninterrupted(tmp_path_factory, tiny_model_dir):
     folder = tmp_path_factory.mktemp("uninterrupted")
     _write_sets(folder)
     proc = _mia(folder, tiny_model_dir, folder / "out", folder / "cache")
-    t0 = time.perf_counter()
     _, err = proc.communicate()
     assert proc.returncode == 0, err
-    return _attacks(folder / "out"), time.perf_counter() - t0
+    probe_s = json.loads((folder / "out" / "results.json").read_text())["timings_s"]["probe_target"]
+    return _attacks(folder / "out"), probe_s
 
 
 @pytest.mark.parametrize("fault", [pytest.param("shard-saved:3", marks=pytest.mark.slow), "shard-unrenamed:5"])
@@ -74,14 +74,25 @@ def test_killed_mia_run_resumes_to_identical_results(fault, tmp_path, tiny_model
 
 
 def test_kill_at_arbitrary_moments_then_resume(tmp_path, tiny_model_dir, uninterrupted):
-    """SIGKILL from outside at several moments of a run; each restart continues; the last finishes."""
+    """SIGKILL from outside at moments spread over the probe; each restart continues; the last one finishes."""
     _write_sets(tmp_path)
-    duration = uninterrupted[1]
-    for fraction in (0.35, 0.6, 0.85):
+    probe_s = uninterrupted[1]
+    manifests = tmp_path / "cache" / "probes" / "manifests"
+    progress = []
+    for fraction in (0.2, 0.45, 0.7):
+        before = {p: p.stat().st_mtime_ns for p in manifests.glob("*.json")} if manifests.exists() else {}
         proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
-        time.sleep(duration * fraction)
+        while proc.poll() is None:  # the probe starts when this run (re)writes its manifest
+            now = {p: p.stat().st_mtime_ns for p in manifests.glob("*.json")} if manifests.exists() else {}
+            if now and now != before:
+                break
+            time.sleep(0.002)
+        time.sleep(probe_s * fraction)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
+        progress.append(_manifest(tmp_path / "cache")["n_done"] if manifests.exists() else 0)
+    assert any(0 < n < 15 for n in progress), progress  # at least one kill fell inside the probe
+    assert progress == sorted(progress)  # a restart never lost finished shards
     proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
     _, err = proc.communicate()
     assert proc.returncode == 0, err
@@ -132,3 +143,29 @@ def test_bad_shard_size_setting_is_a_clear_error(monkeypatch, tiny_model, tokeni
     monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "zero")
     with pytest.raises(LmauditError, match="LMAUDIT_SHARD_SIZE must be a positive integer, got 'zero'"):
         probe_ar(tiny_model, tokenizer, TextSet.from_texts(make_texts(2, seed=1)))
+
+
+def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny_dlm_dir, monkeypatch):
+    from lmaudit.extraction.run import ExtractConfig, run_extraction
+    from lmaudit.models.loading import load_model
+
+    loaded = load_model(tiny_dlm_dir, kind="dlm")
+    texts = TextSet.from_texts(make_texts(20, seed=8))
+
+    def cfg():
+        return ExtractConfig(mask="random:0.3", steps=["1", "max"], trajectories=4, relaxed=2, samples=3, seed=1)
+
+    def column(payload, name="log_p_hat@max"):
+        return np.array(payload["records"][name])
+
+    whole = run_extraction(loaded, texts, cfg(), use_cache=False)  # shards of 16 + 4 records
+    monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "3")
+    small = run_extraction(loaded, texts, cfg())  # shards of 3, cached
+    np.testing.assert_allclose(column(small), column(whole), rtol=1e-6)  # other batches: float32 rounding only
+    assert small["relaxed"]["empirical"] == whole["relaxed"]["empirical"]  # seeds follow the index in the set
+    # random masks are drawn per record id: the same texts under other ids are new work, not a cache hit
+    renamed = TextSet([Record("other-" + r.id, r.target) for r in texts.records])
+    cached = run_extraction(loaded, renamed, cfg())
+    fresh = run_extraction(loaded, renamed, cfg(), use_cache=False)
+    np.testing.assert_allclose(column(cached), column(fresh), rtol=1e-9)
+    assert not np.allclose(column(cached), column(small))

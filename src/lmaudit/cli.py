@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from lmaudit.commands import address_option, backend_from, backend_option, workers_option
+from lmaudit.commands import address_option, backend_from, backend_option, driver_device, workers_option
 from lmaudit.errors import LmauditError
 from lmaudit.progress import console, info, set_quiet, stdout_console
 
@@ -171,7 +171,7 @@ def mia(
     cfg = RunConfig(attacks=names, params=_parse_params(param), seed=seed, batch_size=batch_size,
                     n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
     opts = dict(trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, mask_token_id=mask_token_id,
-                shift_logits=shift_logits)
+                shift_logits=shift_logits, device=driver_device(backend))
     tgt = load_model(target, kind=kind, **opts)
     ref = load_model(reference, kind=tgt.kind, **opts) if reference else None
     shadow_set = None

@@ -52,29 +52,39 @@ def _require_ray():
     return ray
 
 
-def _load_handle(source):
-    """What a worker serves: a LoadedModel, loaded from its folder (a dict of load options) or given."""
+def _load_handle(source, tokenizer):
+    """What a worker serves: a LoadedModel, loaded from its folder (a dict of load options) or given.
+
+    It tokenises with ``tokenizer``, the one the driver gave the task (a reference
+    model is probed on the target's token ids).
+    """
     if isinstance(source, dict):
         from lmaudit.models.loading import load_model
 
-        return load_model(**source, device=None)
+        source = load_model(**source, device=None)
+    source.tokenizer = tokenizer
     return source
 
 
 def _worker_class(ray):
     @ray.remote
     class ShardWorker:
-        def __init__(self, source, threads: int) -> None:
+        def __init__(self, source, tokenizer, threads: int) -> None:
             import torch
 
             from lmaudit.progress import set_quiet
 
             set_quiet(True)  # the driver shows the progress
             torch.set_num_threads(max(1, threads))
-            self.handle = _load_handle(source)
+            self.handle = _load_handle(source, tokenizer)
 
         def run(self, task: Task, index: int, shard):
-            return index, task(self.handle, shard)
+            import warnings
+
+            with warnings.catch_warnings(record=True) as caught:  # handed to the driver, which shows them
+                warnings.simplefilter("always")
+                result = task(self.handle, shard)
+            return index, result, [(str(w.message), w.category) for w in caught]
 
     return ShardWorker
 
@@ -83,10 +93,12 @@ class RayBackend:
     """Send shards to Ray actors that each hold one copy of the model.
 
     ``address`` joins a running cluster (``"auto"`` or ``ray://...``); without it a
-    local instance with ``num_cpus`` CPUs starts. ``workers`` defaults to the
-    number of GPUs where there are any (one per actor), else the number of CPUs.
-    Each worker runs with this process's number of torch threads (bit-identical results;
-    ``threads_per_worker`` trades that for less oversubscription).
+    local instance with ``num_cpus`` CPUs starts. Each worker runs with this process's
+    number of torch threads, so that its results are bit-identical to the local
+    backend's (``threads_per_worker`` trades that for other thread counts).
+    ``workers`` defaults to one per GPU where the cluster has GPUs, else to CPUs ÷
+    threads per worker (no oversubscription). More workers than GPUs or CPUs share
+    them (fractional Ray resources), so every actor can be placed.
     """
 
     name = "ray"
@@ -110,30 +122,33 @@ class RayBackend:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"the Ray cluster at '{address}'" if address else "a local Ray instance"
                 raise LmauditError(f"cannot start or join {where}: {exc}") from None
-        resources = ray.cluster_resources()
-        self._gpus = int(resources.get("GPU", 0))
-        cpus = int(resources.get("CPU", 1))
-        self.workers = workers or (self._gpus or max(1, cpus))
-        self._cpus_per_worker = 0 if self._gpus else max(1, cpus // self.workers) if cpus >= self.workers else 1
-        # Each worker uses as many threads as this process: a reduction split over another number of
-        # threads rounds differently, and the results must be bit-identical to the local backend's.
         import torch
 
+        resources = ray.cluster_resources()
+        gpus, cpus = resources.get("GPU", 0), resources.get("CPU", 1)
+        # As many threads as this process: a reduction split over another number of threads rounds
+        # differently, and the results must be bit-identical to the local backend's.
         self._threads = threads_per_worker or torch.get_num_threads()
+        self.workers = workers or (int(gpus) or max(1, int(cpus) // self._threads))
+        if gpus:
+            self._options = {"num_gpus": min(1.0, gpus / self.workers), "num_cpus": 0}
+        else:
+            self._options = {"num_cpus": min(1.0, cpus / self.workers)}
         self._actors: list = []
         self._source_key: Any = None
         self._cls = _worker_class(ray)
 
     def _pool(self, handle) -> list:
         spec = getattr(handle.model, "lmaudit_load_spec", None)
-        # a model from a folder is the same model while its load options are; one that lives in memory
-        # may have changed since the last call (training in place), so its copy is never reused
-        key = ("spec", tuple(sorted(spec.items()))) if spec is not None else ("object", object())
+        # a model from a folder is the same model while its files (fingerprint) and load options are; one
+        # that lives in memory may have changed since the last call (training in place): never reused
+        key = (("spec", tuple(sorted(spec.items())), handle.fingerprint, id(handle.tokenizer)) if spec is not None
+               else ("object", object()))
         if key != self._source_key:  # another model: free the previous actors first
             self._kill()
             source = dict(spec) if spec is not None else self._ray.put(handle)
-            opts = {"num_gpus": 1} if self._gpus else {"num_cpus": self._cpus_per_worker}
-            self._actors = [self._cls.options(**opts).remote(source, self._threads) for _ in range(self.workers)]
+            self._actors = [self._cls.options(**self._options).remote(source, handle.tokenizer, self._threads)
+                            for _ in range(self.workers)]
             self._source_key = key
         return self._actors
 
@@ -141,9 +156,17 @@ class RayBackend:
         """Yield ``(index, task(model, shard))`` as shards finish (not in order)."""
         from ray.util import ActorPool
 
+        import warnings
+
         pool = ActorPool(self._pool(handle))
+        seen: set = set()
         try:
-            for index, result in pool.map_unordered(lambda actor, item: actor.run.remote(task, *item), list(shards)):
+            for index, result, caught in pool.map_unordered(lambda actor, item: actor.run.remote(task, *item),
+                                                            list(shards)):
+                for message, category in caught:
+                    if message not in seen:
+                        seen.add(message)
+                        warnings.warn(message, category, stacklevel=2)
                 yield index, result
         except self._ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else None
@@ -152,8 +175,10 @@ class RayBackend:
             raise LmauditError(f"a Ray worker failed: {cause or exc}") from None
         except self._ray.exceptions.RayActorError as exc:
             self._kill()
-            raise LmauditError(f"a Ray worker died: {exc}",
-                               hint="re-run the same command: finished shards are cached and are not recomputed") from None
+            raise LmauditError(
+                f"a Ray worker failed to start or died: {exc}",
+                hint="a worker loads the model from the same folder path: on a cluster it must exist on every node; "
+                     "after a lost node, re-run the same command (finished shards are cached)") from None
 
     def _kill(self) -> None:
         for actor in self._actors:

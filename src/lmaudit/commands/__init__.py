@@ -45,6 +45,11 @@ def workers_option():
     return typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")
 
 
+def driver_device(backend: str) -> Optional[str]:
+    """Where this process keeps a model: on the CPU when Ray workers hold the copies that compute."""
+    return "cpu" if backend == "ray" else None
+
+
 @contextmanager
 def backend_from(name: str, address: Optional[str], workers: Optional[int]) -> Iterator:
     """Run the block's shard work on the chosen backend (closed afterwards)."""

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from lmaudit.commands import address_option, backend_from, backend_option, finish, rich_table, workers_option
+from lmaudit.commands import (address_option, backend_from, backend_option, driver_device, finish, rich_table,
+                              workers_option)
 from lmaudit.progress import stdout_console
 
 
@@ -57,8 +58,8 @@ def register(app: typer.Typer, config_option) -> None:
         cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
                           bootstrap=bootstrap, seed=seed, attacks=names)
         cfg.validate()
-        loaded = load_model(model, kind=kind)
-        ref = load_model(reference, kind=loaded.kind) if reference else None
+        loaded = load_model(model, kind=kind, device=driver_device(backend))
+        ref = load_model(reference, kind=loaded.kind, device=driver_device(backend)) if reference else None
         with backend_from(backend, address, workers):
             payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg,
                                 reference=ref)

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from lmaudit.commands import address_option, backend_from, backend_option, finish, rich_table, workers_option
+from lmaudit.commands import (address_option, backend_from, backend_option, driver_device, finish, rich_table,
+                              workers_option)
 from lmaudit.progress import stdout_console
 
 
@@ -74,7 +75,8 @@ def register(app: typer.Typer, corpus_app: typer.Typer, config_option) -> None:
         cfg = ExtractConfig(mask=mask, steps=parse_steps(steps), order=order, trajectories=trajectories,
                             temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                             seed=seed)
-        loaded = load_model(model, kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+        loaded = load_model(model, kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+                            device=driver_device(backend))
         with backend_from(backend, address, workers):
             payload = run_extraction(loaded, load_texts(data), cfg)
         payload["model"] = str(model)

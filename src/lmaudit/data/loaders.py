@@ -60,6 +60,13 @@ class TextSet:
     def fingerprint(self) -> str:
         return stable_hash([(r.context, r.target) for r in self.records])
 
+    def describe(self) -> str:
+        """The source, with the record range when this set is a shard of a larger one."""
+        start = self.meta.get("shard_start")
+        if start is None:
+            return self.source
+        return f"{self.source} (records {start + 1}–{start + len(self.records)})"
+
     @classmethod
     def from_texts(cls, texts: list[str], *, prefix: str = "s", source: str = "<memory>") -> "TextSet":
         records = []

@@ -75,7 +75,7 @@ def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, kind: str, m
             raise DataError(f"{textset.source}: record '{rec.id}': an AR model needs at least one token before the mask")
         targets.append(Target(stable_hash(rec.id, rec.text), ids, masked))
     if n_truncated:
-        warnings.warn(f"{n_truncated} record(s) of {textset.source} were longer than {max_length} tokens and were "
+        warnings.warn(f"{n_truncated} record(s) of {textset.describe()} were longer than {max_length} tokens and were "
                       "truncated; masks must fall inside the kept tokens", stacklevel=2)
     return targets
 
@@ -246,8 +246,14 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
         settings = {k: v for k, v in asdict(cfg).items() if k not in ("max_tokens", "n", "p")}  # not in the shards
         key = ("extraction", EXTRACT_VERSION, loaded.fingerprint, loaded.kind,
                tokenizer_fingerprint(loaded.tokenizer), settings)
+    def shard_fingerprint(shard: TextSet):
+        # masks and trajectory orders depend on ids and fields too; relaxed samples on the position in the set
+        rows = [(r.id, r.context, r.target, sorted(r.fields.items())) for r in shard.records]
+        return stable_hash(rows, shard.meta.get("shard_start") if cfg.relaxed is not None else None)
+
     shards = run_sharded(textset, task=ExtractionTask(cfg, spec), handle=loaded, key=key, load=ArrayDict.load,
                          cache_dir=cache_dir() if key else None, description="extraction",
+                         fingerprint=shard_fingerprint,
                          shard_size=min(16, shard_size_default()))  # records are slow: finer progress
     parts = shards.all()
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,12 +100,28 @@ def _try_load(path: Path, load: Callable[[Path], Any]):
         return None
     try:
         load(path)
+    except PermissionError:  # not damage: the user must see it
+        raise
     except Exception as exc:  # a damaged file: the atomic writes never leave one, but disks and people can
         warnings.warn(f"probe cache file {path} is unreadable ({type(exc).__name__}: {exc}); recomputing it",
                       stacklevel=3)
         path.unlink(missing_ok=True)
         return None
     return path
+
+
+STALE_TMP_S = 24 * 3600
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Temporary files a killed run left behind (a day old: no live writer still owns them)."""
+    now = time.time()
+    for tmp in folder.glob(".*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+        except OSError:
+            pass
 
 
 def run_sharded(
@@ -118,14 +135,16 @@ def run_sharded(
     description: str = "probe",
     shard_size: int | None = None,
     suffix: str = ".npz",
-    unit: Callable[[TextSet], int] = len,
+    fingerprint: Callable[[TextSet], Any] = TextSet.fingerprint,
 ) -> Sharded:
     """Compute ``task(handle, shard)`` for every shard of ``textset`` not already cached.
 
     ``key`` names the work (model fingerprint, settings, version) without the data;
     with ``cache_dir`` and ``key`` every shard is written to and read from
     ``CACHE/probes/shards/``. Without them the results stay in memory. Results must
-    have ``save(path)``. ``unit(shard)`` is the progress each shard is worth.
+    have ``save(path)``. ``fingerprint(shard)`` is everything of a shard the result
+    depends on (default: its records' texts; a shard's ``meta["shard_start"]`` is its
+    first record's index in the set).
     """
     from lmaudit.distributed import current_backend
 
@@ -137,9 +156,11 @@ def run_sharded(
     cached = cache_dir is not None and key is not None
     if cached:
         root = Path(cache_dir) / "probes"
-        shard_keys = [stable_hash("shard", key, s.fingerprint()) for s in shards]
+        shard_keys = [stable_hash("shard", key, fingerprint(s)) for s in shards]
         result.paths = [root / "shards" / f"{k}{suffix}" for k in shard_keys]
-        manifest_path = root / "manifests" / f"{stable_hash('manifest', key, textset.fingerprint(), size)}.json"
+        manifest_path = root / "manifests" / f"{stable_hash('manifest', key, shard_keys, size)}.json"
+        if (root / "shards").is_dir():
+            _remove_stale_temporaries(root / "shards")
         done = [_try_load(p, load) is not None for p in result.paths]
     else:
         result.values = [None] * len(bounds)
@@ -159,9 +180,8 @@ def run_sharded(
     if not todo:
         return result
     backend = current_backend()
-    total = sum(unit(s) for s in shards)
-    with progress(description, total=total) as bar:
-        bar.advance(sum(unit(shards[i]) for i in range(len(shards)) if done[i]))
+    with progress(description, total=len(textset)) as bar:
+        bar.advance(sum(len(shards[i]) for i in range(len(shards)) if done[i]))
         if cached:
             write_manifest()
         for i, value in backend.map(handle, task, ((i, shards[i]) for i in todo)):
@@ -174,5 +194,5 @@ def run_sharded(
                 _fault_point("shard-saved")
             else:
                 result.values[i] = value
-            bar.advance(unit(shards[i]))
+            bar.advance(len(shards[i]))
     return result

@@ -71,7 +71,7 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
         keys[i] = np.uint64(int(stable_hash(rec.context, rec.target, digest_size=8), 16))
     if n_truncated:
         warnings.warn(
-            f"{n_truncated} of {len(textset)} text(s) in {textset.source} exceed the model context of "
+            f"{n_truncated} of {len(textset)} text(s) in {textset.describe()} exceed the model context of "
             f"{max_length} tokens and were truncated to their first {max_length} tokens",
             stacklevel=2,
         )
