@@ -78,6 +78,7 @@ def test_in_memory_model_is_shipped_to_the_workers(ray_backend, tiny_model, toke
 
     local, remote = _both(lambda: probe_ar(tiny_model, tokenizer, TEXTS, shard_size=9), ray_backend)
     np.testing.assert_array_equal(remote.logp, local.logp)
+    assert remote.n_samples == len(TEXTS) and np.array_equal(remote.sigma, local.sigma)
 
 
 def test_hidden_features_and_extraction_identical_on_ray(ray_backend, tiny_dlm_dir):
@@ -122,13 +123,15 @@ def test_worker_warnings_reach_the_driver(ray_backend, tiny_model_dir):
     long = TextSet.from_texts(make_texts(3, seed=9, min_words=200, max_words=220), source="long.jsonl")
     with use_backend(ray_backend, close=False):
         with pytest.warns(UserWarning, match=r"3 of 3 text\(s\) in long.jsonl \(records 1–3\) exceed the model context"):
-            probe_ar(loaded.model, loaded.tokenizer, long, ARProbeConfig(max_length=64))
+            stats = probe_ar(loaded.model, loaded.tokenizer, long, ARProbeConfig(max_length=64))
+    assert stats.lengths.max() == 63
 
 
 def test_missing_ray_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
-    with pytest.raises(LmauditError, match=r"needs Ray, which is not installed.*lmaudit\[ray\]"):
+    with pytest.raises(LmauditError, match=r"needs Ray, which is not installed.*lmaudit\[ray\]") as info:
         make_backend("ray")
+    assert "--backend local" in str(info.value)
 
 
 def test_backend_options_are_checked():
