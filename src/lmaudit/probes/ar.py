@@ -201,23 +201,11 @@ def probe_ar_shards(
                        cache_dir=cache_dir, description=description, shard_size=shard_size)
 
 
-def probe_ar(
-    model,
-    tokenizer,
-    textset: TextSet,
-    config: ARProbeConfig = ARProbeConfig(),
-    *,
-    model_fingerprint: str | None = None,
-    cache_dir=None,
-    description: str = "AR probe",
-    shard_size: int | None = None,
-) -> ARStats:
+def probe_ar(model, tokenizer, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), **kwargs) -> ARStats:
     """Score ``textset`` with a causal LM and return its :class:`ARStats`.
 
     The work is done (and, with ``cache_dir`` and ``model_fingerprint``, cached) in
-    shards of records, on the current backend (:mod:`lmaudit.distributed`); see
-    :func:`probe_ar_shards`.
+    shards of records, on the current backend (:mod:`lmaudit.distributed`); keyword
+    arguments as :func:`probe_ar_shards`.
     """
-    shards = probe_ar_shards(model, tokenizer, textset, config, model_fingerprint=model_fingerprint,
-                             cache_dir=cache_dir, description=description, shard_size=shard_size)
-    return ARStats.concat(shards.all())
+    return ARStats.concat(probe_ar_shards(model, tokenizer, textset, config, **kwargs).all())

@@ -257,19 +257,7 @@ def probe_masked_shards(
         yield (a, b), _assemble(tok, jobs, tar.get(i).array, empty if ref is None else ref.get(i).array)
 
 
-def probe_masked(
-    target,
-    tokenizer,
-    textset: TextSet,
-    plan: MaskPlan,
-    *,
-    reference=None,
-    seed: int = 0,
-    batch_size: int = 64,
-    fingerprints: tuple[str, str | None] | None = None,
-    cache_dir=None,
-    shard_size: int | None = None,
-) -> MaskedStats:
+def probe_masked(target, tokenizer, textset: TextSet, plan: MaskPlan, **kwargs) -> MaskedStats:
     """Probe ``textset`` with DLM adapters ``target`` (and ``reference``) under ``plan``.
 
     Both models see identical masked inputs: the masks depend only on the tokenised
@@ -277,10 +265,9 @@ def probe_masked(
     ``cache_dir``, each model's statistics are cached on disk separately and per
     shard of records, so a reference shared by several targets is probed once and a
     killed run resumes where it stopped. The work runs on the current backend.
+    Keyword arguments as :func:`probe_masked_shards`.
     """
-    return MaskedStats.concat([s for _, s in probe_masked_shards(
-        target, tokenizer, textset, plan, reference=reference, seed=seed, batch_size=batch_size,
-        fingerprints=fingerprints, cache_dir=cache_dir, shard_size=shard_size)])
+    return MaskedStats.concat([s for _, s in probe_masked_shards(target, tokenizer, textset, plan, **kwargs)])
 
 
 __all__ = ["MaskedStats", "probe_masked", "probe_masked_shards"]
