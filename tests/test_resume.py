@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,3 +170,21 @@ def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny
     fresh = run_extraction(loaded, renamed, cfg(), use_cache=False)
     np.testing.assert_allclose(column(cached), column(fresh), rtol=1e-9)
     assert not np.allclose(column(cached), column(small))
+
+
+def test_truncated_npy_shard_is_recomputed_not_read(tiny_model_dir, monkeypatch):
+    from lmaudit.audit.features import hidden_features
+    from lmaudit.models.loading import load_model
+
+    monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "4")
+    loaded = load_model(tiny_model_dir, kind="ar")
+    texts = TextSet.from_texts(make_texts(8, seed=10))
+    first = hidden_features(loaded, texts)
+    files = sorted((Path(os.environ["LMAUDIT_CACHE"]) / "probes" / "shards").glob("*.npy"))
+    assert len(files) == 2
+    data = files[0].read_bytes()
+    files[0].write_bytes(data[:-40])  # the header is whole; the array is short
+    with pytest.warns(UserWarning, match="unreadable .*recomputing it"):
+        again = hidden_features(loaded, texts)
+    np.testing.assert_array_equal(again, first)
+    assert files[0].read_bytes() == data

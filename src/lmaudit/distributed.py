@@ -31,7 +31,6 @@ class LocalBackend:
     """Run every shard in this process, in order."""
 
     name = "local"
-    workers = 1
 
     def map(self, handle, task: Task, shards: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         for index, shard in shards:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from lmaudit.data.loaders import TextSet
 from lmaudit.progress import info, progress
 from lmaudit.utils import atomic_path, stable_hash, write_json_atomic
@@ -94,20 +96,33 @@ class Sharded:
         return [self.get(i) for i in range(len(self))]
 
 
-def _try_load(path: Path, load: Callable[[Path], Any]):
-    """The shard at ``path``, or None if absent or unreadable (an unreadable file is removed)."""
+def _check_readable(path: Path) -> None:
+    """Open a shard's structure without reading its arrays: a truncated file fails here.
+
+    ``.npz``: the zip directory (at the end of the file); ``.npy``: the header, and the
+    file must be long enough for the shape it declares (a memory map checks that).
+    """
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            z.files  # noqa: B018
+    else:
+        np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def _present(path: Path) -> bool:
+    """Whether the shard at ``path`` is there and whole (an unreadable file is removed)."""
     if not path.exists():
-        return None
+        return False
     try:
-        load(path)
+        _check_readable(path)
     except PermissionError:  # not damage: the user must see it
         raise
     except Exception as exc:  # a damaged file: the atomic writes never leave one, but disks and people can
         warnings.warn(f"probe cache file {path} is unreadable ({type(exc).__name__}: {exc}); recomputing it",
                       stacklevel=3)
         path.unlink(missing_ok=True)
-        return None
-    return path
+        return False
+    return True
 
 
 STALE_TMP_S = 24 * 3600
@@ -161,7 +176,7 @@ def run_sharded(
         manifest_path = root / "manifests" / f"{stable_hash('manifest', key, shard_keys, size)}.json"
         if (root / "shards").is_dir():
             _remove_stale_temporaries(root / "shards")
-        done = [_try_load(p, load) is not None for p in result.paths]
+        done = [_present(p) for p in result.paths]
     else:
         result.values = [None] * len(bounds)
         done = [False] * len(bounds)
