@@ -21,7 +21,8 @@ import torch
 from common import add_json_option, bench_texts, best_of, write_rows
 
 from lmaudit.attacks import list_attacks
-from lmaudit.models.dlm import adapter_for, build_dlm_model
+from lmaudit.models.adapters import adapter_for
+from lmaudit.models.dlm import build_dlm_model
 from lmaudit.models.presets import get_preset
 from lmaudit.probes.masked import masked_batches, plan_jobs, probe_masked
 from lmaudit.probes.masks import MaskPlan
@@ -52,7 +53,7 @@ def main() -> None:
         tok = tokenize_records(tokenizer, texts, max_length=adapter.config.max_position_embeddings, first_scorable=0)
         jobs = plan_jobs(tok, plan, seed=0)
         batches = [(torch.from_numpy(np.where(sel, adapter.mask_token_id, ids)), torch.from_numpy(attn))
-                   for _, ids, attn, sel in masked_batches(tok, jobs, args.batch_size, tokenizer.pad_token_id)]
+                   for _, ids, attn, sel in masked_batches(tok.ids, jobs, args.batch_size, adapter)]
 
         @torch.inference_mode()
         def bare() -> None:
@@ -72,7 +73,7 @@ def main() -> None:
     print(f"{'attack':<13}{'plan':<8}{'target':>8}{'reference':>10}")
     sub = texts.__class__(texts.records[:32], source=texts.source)
     for spec in list_attacks("dlm"):
-        p = spec.plan(spec.params, args.budget)
+        p = spec.probe(spec.params, args.budget)
         stats = probe_masked(adapter, tokenizer, sub, p, reference=adapter if spec.needs_reference else None)
         ref = f"{stats.n_patterns.mean():.1f}" if spec.needs_reference else "-"
         print(f"{spec.name:<13}{p.kind:<8}{stats.n_patterns.mean():>8.1f}{ref:>10}")

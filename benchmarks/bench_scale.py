@@ -97,7 +97,7 @@ def main() -> None:
 
         if not args.no_ray:
             from lmaudit.data.loaders import TextSet
-            from lmaudit.distributed import RayBackend, use_backend
+            from lmaudit.probes.backends import RayBackend, use_backend
             from lmaudit.models.loading import load_model
             from lmaudit.probes.ar import probe_ar
 

@@ -64,7 +64,8 @@ TEST_PRESET_ARGS = dict(hidden=32, layers=2, heads=2, intermediate=64, context=1
 
 @pytest.fixture(scope="session")
 def tiny_dlm(tokenizer):
-    from lmaudit.models.dlm import adapter_for, build_dlm_model
+    from lmaudit.models.adapters import adapter_for
+    from lmaudit.models.dlm import build_dlm_model
     from lmaudit.models.presets import Preset
 
     model = build_dlm_model(Preset("test-dlm", **TEST_PRESET_ARGS), tokenizer, seed=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.probes.masked import MaskedStats
+from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.masks import MaskPlan
 
 

@@ -48,7 +48,7 @@ def test_golden(name, params, expected):
 
 def test_reference_golden():
     # ref NLL − target NLL: A: 4 − 3 = 1; B: 2 − 1 = 1
-    np.testing.assert_allclose(get_attack("reference", "ar")(S, reference=REF), [1.0, 1.0])
+    np.testing.assert_allclose(get_attack("reference", "ar")(S.with_companions(reference=REF)), [1.0, 1.0])
 
 
 def test_shuffled_smoothing_is_a_permutation_then_smoothing():

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import make_texts
 from lmaudit.data.loaders import TextSet
-from lmaudit.distributed import LocalBackend, current_backend, make_backend, use_backend
+from lmaudit.probes.backends import LocalBackend, current_backend, make_backend, use_backend
 from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
 
@@ -25,7 +25,7 @@ TEXTS = TextSet.from_texts(make_texts(36, seed=41), source="ray-texts")
 @pytest.fixture(scope="module")
 def ray_backend():
     ray = pytest.importorskip("ray")
-    from lmaudit.distributed import RayBackend
+    from lmaudit.probes.backends import RayBackend
 
     backend = RayBackend(workers=2, num_cpus=2)
     yield backend
@@ -82,8 +82,8 @@ def test_in_memory_model_is_shipped_to_the_workers(ray_backend, tiny_model, toke
 
 
 def test_hidden_features_and_extraction_identical_on_ray(ray_backend, tiny_dlm_dir):
-    from lmaudit.audit.features import hidden_features
-    from lmaudit.extraction.run import ExtractConfig, run_extraction
+    from lmaudit.probes.features import hidden_features
+    from lmaudit.runs.extract import ExtractConfig, run_extraction
 
     loaded = load_model(tiny_dlm_dir, kind="dlm")
     local, remote = _both(lambda: hidden_features(loaded, TEXTS, use_cache=False), ray_backend)

@@ -6,7 +6,8 @@ import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.models.dlm import DLMAdapter, adapter_for, build_dlm_model, diffusion_objective
+from lmaudit.models.adapters import DLMAdapter, adapter_for
+from lmaudit.models.dlm import build_dlm_model, diffusion_objective
 from lmaudit.models.presets import Preset
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.masks import MaskPlan
@@ -59,7 +60,7 @@ def test_masks_are_seeded_by_content_and_seed(tiny_dlm, tokenizer):
 
 
 def test_every_attack_spends_the_budget(tiny_dlm_dir, tmp_path):
-    from lmaudit.mia import RunConfig, run_mia
+    from lmaudit.runs.mia import RunConfig, run_mia
     from lmaudit.models.loading import load_model
 
     m = load_model(tiny_dlm_dir)
@@ -131,7 +132,7 @@ def test_ar_model_made_bidirectional_sees_both_sides(tiny_model, tokenizer):
 
 
 def test_dlm_reference_with_another_tokenizer_is_refused(tiny_dlm_dir, tmp_path):
-    from lmaudit.mia import run_mia
+    from lmaudit.runs.mia import run_mia
     from lmaudit.models.loading import load_model
     from lmaudit.models.tokenizer import train_tokenizer
 

@@ -13,14 +13,16 @@ from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction import trajectories as traj
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed, success_within
 from lmaudit.extraction.masks import MaskSpec
-from lmaudit.extraction.sampler import denoise, transfer_counts
-from lmaudit.extraction.trajectories import Target, ar_suffix_logp, dlm_trajectories, step_bounds
+from lmaudit.models.generate import denoise, transfer_counts
+from lmaudit.models.adapters import ARAdapter
+from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories, step_bounds
 
 
 @pytest.fixture(scope="module")
 def llama_dlm(tokenizer):
     """A tiny Llama run with full attention and shifted logits (the fused output-layer path)."""
-    from lmaudit.models.dlm import adapter_for, build_dlm_model
+    from lmaudit.models.adapters import adapter_for
+    from lmaudit.models.dlm import build_dlm_model
     from lmaudit.models.presets import Preset
 
     model = build_dlm_model(Preset("t", hidden=32, layers=2, heads=2, intermediate=64, context=128, pretrain_tokens=0,
@@ -126,7 +128,7 @@ def test_ar_suffix_probability_is_exact(tiny_model, tokenizer):
         logits = tiny_model(input_ids=torch.tensor(ids)[None]).logits[0].double()
     logp = torch.log_softmax(logits, dim=-1)
     expected = sum(float(logp[t - 1, ids[t]]) for t in target.masked)
-    res = ar_suffix_logp(tiny_model, [target])[0]
+    res = ar_suffix_logp(ARAdapter(tiny_model, tokenizer), [target])[0]
     assert res.logp[0] == pytest.approx(expected, abs=1e-4)
     assert res.p_hat == pytest.approx(math.exp(expected), rel=1e-4)
 
@@ -267,7 +269,7 @@ def test_greedy_one_step_denoise_is_the_argmax(llama_dlm, tokenizer):
 
 
 def test_ar_sample_with_cache_matches_a_full_recompute(tiny_model, tokenizer):
-    from lmaudit.extraction.sampler import ar_sample
+    from lmaudit.models.generate import ar_sample
 
     ids = np.asarray(tokenizer("array matrix function return")["input_ids"], dtype=np.int64)
     out = ar_sample(tiny_model, ids, 6, samples=2, temperature=0.0)

@@ -18,7 +18,7 @@ from scipy.stats import rankdata
 from lmaudit.attacks import list_attacks
 from lmaudit.attacks.gap_k import SMOOTHING, gap_k_scores
 from lmaudit.attacks.q_skew import weighted_skew
-from lmaudit.attacks.segments import (
+from lmaudit.probes.segments import (
     bottom_k_mean,
     moving_average,
     segment_mean,
@@ -26,7 +26,7 @@ from lmaudit.attacks.segments import (
     segment_ranks,
     segment_std,
 )
-from lmaudit.attacks.shadow import ShadowStats
+from lmaudit.probes.records import ShadowStats
 from lmaudit.audit.smi import smi, smi_m
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed, success_within
@@ -275,8 +275,8 @@ AR_ATTACKS = list_attacks("ar")
 def test_every_ar_attack_is_finite_on_hostile_stats(inputs):
     target, reference, shadows = inputs
     for spec in AR_ATTACKS:
-        scores = spec(target, reference=reference if spec.needs_reference else None,
-                      shadows=shadows if spec.needs_shadows else None)
+        scores = spec(target.with_companions(reference=reference if spec.needs_reference else None,
+                                             shadows=shadows if spec.needs_shadows else None))
         assert scores.shape == (target.n_samples,) and scores.dtype == np.float64, spec.name
         assert np.isfinite(scores).all(), spec.name
 
@@ -294,7 +294,7 @@ def test_constant_logp_gives_known_scores(c, lengths):
     np.testing.assert_allclose(by_name["min_k"](stats), float(c), rtol=1e-12)
     np.testing.assert_array_equal(by_name["gap_k"](stats), 0.0)  # every token is the top-1 token
     np.testing.assert_array_equal(by_name["min_k_pp"](stats), 0.0)  # log p = μ
-    np.testing.assert_array_equal(by_name["reference"](stats, reference=stats), 0.0)
+    np.testing.assert_array_equal(by_name["reference"](stats.with_companions(reference=stats)), 0.0)
 
 
 @pytest.mark.parametrize("name,params,needle", [
@@ -320,7 +320,7 @@ def test_rmia_nan_gamma_is_a_clear_error():
                     offsets=np.array([0, 1, 2]), zlib_len=np.array([5, 5]), sample_keys=np.array([1, 2], np.uint64))
     shadows = ShadowStats(np.array([[-1.5, -1.5], [-1.0, -1.0]]), np.array([[False, False], [True, True]]))
     with pytest.raises(LmauditError):
-        get_attack("rmia", "ar")(stats, shadows=shadows, gamma=float("nan"))
+        get_attack("rmia", "ar")(stats.with_companions(shadows=shadows), gamma=float("nan"))
 
 
 # ---------------------------------------------------------------------------------------------

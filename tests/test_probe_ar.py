@@ -4,7 +4,8 @@ import torch
 
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.probes.ar import ARProbeConfig, probe_ar, token_stats
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.probes.stats import token_stats
 from lmaudit.probes.records import ARStats
 from conftest import make_texts
 
@@ -103,7 +104,7 @@ def test_nan_logits_are_a_clear_error(tiny_model, tokenizer):
 
 
 def test_fused_output_layer_equals_full_logits(tiny_model, tokenizer):
-    from lmaudit.probes.ar import fused_head
+    from lmaudit.models.adapters import fused_head
 
     assert fused_head(tiny_model) is not None
     texts = TextSet.from_texts(make_texts(7, seed=12))

@@ -7,8 +7,8 @@ import pytest
 
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.reconstruct import (combined, dedupe, fit_alpha, mask_value, rank_of, redact, redacted_records, trim,
-                                 zscore)
+from lmaudit.extraction.reconstruct import (combined, dedupe, fit_alpha, mask_value, rank_of, redact, redacted_records,
+                                           trim, zscore)
 from test_cli import lmaudit
 
 
@@ -97,7 +97,8 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
 
 
 def test_window_keeps_context_around_long_candidates(tokenizer):
-    from lmaudit.reconstruct import PIIRecord, _window
+    from lmaudit.extraction.reconstruct import PIIRecord
+    from lmaudit.runs.pii import _window
 
     rec = PIIRecord("r", "the model data train token layer ", " value array matrix function", "x")
     ids, is_field = _window(tokenizer, rec, "tensor", 20)

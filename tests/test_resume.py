@@ -147,7 +147,7 @@ def test_bad_shard_size_setting_is_a_clear_error(monkeypatch, tiny_model, tokeni
 
 
 def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny_dlm_dir, monkeypatch):
-    from lmaudit.extraction.run import ExtractConfig, run_extraction
+    from lmaudit.runs.extract import ExtractConfig, run_extraction
     from lmaudit.models.loading import load_model
 
     loaded = load_model(tiny_dlm_dir, kind="dlm")
@@ -173,7 +173,7 @@ def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny
 
 
 def test_truncated_npy_shard_is_recomputed_not_read(tiny_model_dir, monkeypatch):
-    from lmaudit.audit.features import hidden_features
+    from lmaudit.probes.features import hidden_features
     from lmaudit.models.loading import load_model
 
     monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "4")

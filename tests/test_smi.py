@@ -196,6 +196,79 @@ def test_smi_m_fast_bootstrap_matches_naive(kernel):
     np.testing.assert_allclose(est.ci90, np.percentile(np.clip(naive, 0, 1), [5, 95]), atol=1e-8)
 
 
+# ---- the float32 fast path agrees with float64 ------------------------------------------------
+
+
+def bench_like(n: int, d: int, *, seed: int, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The benchmark's sets (members N(0, I), non-members shifted and rescaled, 30% of the suspects) + ``offset``."""
+    rng = np.random.default_rng(seed)
+    scale = rng.uniform(0.5, 2.0, d)
+    M, N = rng.standard_normal((n, d)), 0.2 + scale * rng.standard_normal((n, d))
+    k = int(0.3 * n)
+    U = np.vstack([0.2 + scale * rng.standard_normal((k, d)), rng.standard_normal((n - k, d))])
+    return M + offset, N + offset, U + offset
+
+
+FAST_CASES = [("smi", None), ("smi-m", "rbf"), ("smi-m", "laplacian"), ("smi-m", "linear")]
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3])  # a large common offset: centring keeps float32 accurate
+@pytest.mark.parametrize(("method", "kernel"), FAST_CASES)
+def test_float32_path_matches_float64(method, kernel, offset):
+    M, N, U = bench_like(400, 64, seed=21, offset=offset)
+    run = (lambda p: smi(M, N, U, bootstrap=100, seed=3, precision=p)) if method == "smi" else (
+        lambda p: smi_m(M, N, U, kernel=kernel, bootstrap=100, seed=3, precision=p))
+    fast, exact = run("float32"), run("float64")
+    assert fast.details["precision"] == ("float64" if kernel == "linear" else "float32")
+    assert exact.details["precision"] == "float64"
+    assert abs(fast.rho_unclipped - exact.rho_unclipped) <= 1e-4
+    np.testing.assert_allclose(fast.ci90, exact.ci90, rtol=0, atol=1e-4)
+    assert abs(exact.rho - 0.3) <= 0.1 and fast.anomaly == exact.anomaly
+    if offset == 0.0:  # and the float64 path is the exact computation
+        ref = naive_smi(M, N, U)[1] if method == "smi" else naive_smi_m(
+            M, N, U, kernel=kernel, h=exact.details["bandwidth"])
+        assert exact.rho_unclipped == pytest.approx(ref, abs=1e-8)
+
+
+def test_float32_gram_path_matches_float64():
+    M, N, U = bench_like(40, 128, seed=22)  # d > n_m + n_n: Gram products
+    replicate, details = _smi_fit(M, N, U, float32=True)
+    assert details["path"] == "gram" and details["precision"] == "float32"
+    W = _counts(_resample_indices(len(U), 50, seed=1), len(U))
+    fast, exact = replicate(W)[1], _smi_fit(M, N, U)[0](W)[1]
+    np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(exact, [naive_smi(M, N, U[i])[1] for i in _resample_indices(len(U), 50, seed=1)],
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("magnitude", [1e-30, 1e30, 1e45])  # beyond float32's range unless rescaled
+def test_float32_path_rescales_extreme_features(magnitude):
+    M, N, U = bench_like(200, 16, seed=23)
+    for call in (smi, smi_m, lambda *a, **k: smi_m(*a, kernel="laplacian", **k)):
+        ref = call(M, N, U, bootstrap=0, precision="float64").rho_unclipped
+        est = call(M * magnitude, N * magnitude, U * magnitude, bootstrap=0, precision="float32")
+        assert est.details["precision"] == "float32"
+        assert est.rho_unclipped == pytest.approx(ref, abs=1e-4)
+
+
+def test_float32_kernel_blocks_fall_back_to_float64_when_an_outlier_moves_the_centre():
+    M, N, U = bench_like(200, 16, seed=24)
+    M[0] += 1e6  # one far row: every other row ends up far from the mean of m ∪ n
+    fast, exact = (smi_m(M, N, U, bootstrap=20, precision=p) for p in ("float32", "float64"))
+    assert fast.details["precision"] == "float64"
+    assert fast.rho_unclipped == exact.rho_unclipped and fast.ci90 == exact.ci90
+
+
+def test_auto_precision_uses_float32_only_for_large_products(mixtures):
+    M, N, U = mixtures[0.25]  # 2000 rows, 16 features
+    assert smi_m(M, N, U, bootstrap=0).details["precision"] == "float32"  # ~2.6e8 kernel multiply-adds
+    assert smi(M, N, U, bootstrap=0).details["precision"] == "float64"  # ~1.5e6: nothing to gain
+    assert smi_m(M[:300], N[:300], U[:300], bootstrap=0).details["precision"] == "float64"
+    assert smi_m(M, N, U, bootstrap=0, precision="float64").details["precision"] == "float64"
+    big = bench_like(2000, 512, seed=25)
+    assert smi(*big, bootstrap=0).details["precision"] == "float32"
+
+
 def test_bandwidth_uses_seeded_subsample_of_large_reference_sets():
     rng = np.random.default_rng(0)
     M, N = rng.standard_normal((700, 3)), 1 + rng.standard_normal((700, 3))
@@ -288,6 +361,10 @@ def test_bad_hyperparameters_raise():
         smi(GOOD, GOOD + 1, GOOD, bootstrap=-1)
     with pytest.raises(LmauditError, match="anomaly_tol"):
         smi(GOOD, GOOD + 1, GOOD, anomaly_tol=-0.1)
+    for method in (smi, smi_m):
+        with pytest.raises(LmauditError, match="unknown precision 'float16'") as err:
+            method(GOOD, GOOD + 1, GOOD, precision="float16")
+        assert "auto, float32, float64" in err.value.hint
     with pytest.raises(LmauditError, match="others\\[0\\] must be a 2-D"):
         standardise(GOOD, GOOD + 1, GOOD[0])
 

@@ -7,12 +7,15 @@ import json
 import os
 import subprocess
 import tempfile
+import tomllib
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+
+from lmaudit.errors import LmauditError
 
 
 def stable_hash(*parts: Any, digest_size: int = 16) -> str:
@@ -118,9 +121,7 @@ def cache_dir() -> Path:
 
 def read_toml(path: str | os.PathLike[str], what: str = "file") -> dict:
     """Parse a TOML file; a missing or malformed file is a one-line :class:`LmauditError`."""
-    import tomllib
 
-    from lmaudit.errors import LmauditError
 
     path = Path(path)
     if not path.exists():

@@ -13,11 +13,11 @@ import numpy as np
 from lmaudit.attacks.dlm_common import elbo_plan, inverse_ratio_nll, token_means
 from lmaudit.attacks.gap_k import gap_k_scores
 from lmaudit.attacks.registry import register_attack
-from lmaudit.attacks.segments import bottom_k_mean
-from lmaudit.probes.masked import MaskedStats
+from lmaudit.probes.records import MaskedStats
+from lmaudit.probes.segments import bottom_k_mean
 
 
-@register_attack("loss", kind="dlm", plan=elbo_plan)
+@register_attack("loss", kind="dlm", probe=elbo_plan)
 def dlm_loss(stats: MaskedStats) -> np.ndarray:
     """Negated ELBO estimate per token: −mean_j (1/t_j) Σ_{i∈M_j} NLL_i / L.
 
@@ -26,7 +26,7 @@ def dlm_loss(stats: MaskedStats) -> np.ndarray:
     return -inverse_ratio_nll(stats, stats.logp)
 
 
-@register_attack("min_k", kind="dlm", plan=elbo_plan)
+@register_attack("min_k", kind="dlm", probe=elbo_plan)
 def dlm_min_k(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     """Mean of the lowest k% per-token masked log p (averaged over patterns).
 
@@ -36,7 +36,7 @@ def dlm_min_k(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     return bottom_k_mean(values, offsets, k)
 
 
-@register_attack("min_k_pp", kind="dlm", plan=elbo_plan)
+@register_attack("min_k_pp", kind="dlm", probe=elbo_plan)
 def dlm_min_k_pp(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     """Min-K%++ on masked tokens: lowest k% of z = (log p − μ)/σ averaged per token.
 
@@ -47,7 +47,7 @@ def dlm_min_k_pp(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     return bottom_k_mean(values, offsets, k)
 
 
-@register_attack("gap_k", kind="dlm", plan=elbo_plan)
+@register_attack("gap_k", kind="dlm", probe=elbo_plan)
 def dlm_gap_k(stats: MaskedStats, *, k: float = 0.2, window: int = 3, smooth: str = "sequential") -> np.ndarray:
     """Gap-K% on masked tokens: per-token top-1 gap averaged over patterns, smoothed in text order.
 
@@ -59,7 +59,7 @@ def dlm_gap_k(stats: MaskedStats, *, k: float = 0.2, window: int = 3, smooth: st
     return gap_k_scores(values, offsets, stats.sample_keys, k=k, window=window, smooth=smooth)
 
 
-@register_attack("calibration", kind="dlm", needs_reference=True, plan=elbo_plan)
+@register_attack("calibration", kind="dlm", needs_reference=True, probe=elbo_plan)
 def calibration(stats: MaskedStats) -> np.ndarray:
     """Reference ELBO NLL − target ELBO NLL on identical masks (Watson et al., 2022).
 

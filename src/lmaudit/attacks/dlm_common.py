@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.errors import LmauditError
-from lmaudit.probes.masked import MaskedStats
 from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import MaskedStats
 
 
 def token_means(stats: MaskedStats, per_entry: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

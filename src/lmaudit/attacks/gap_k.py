@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
-from lmaudit.attacks.segments import bottom_k_mean, moving_average, shuffle_within
 from lmaudit.errors import LmauditError
 from lmaudit.probes.records import ARStats
+from lmaudit.probes.segments import bottom_k_mean, moving_average, shuffle_within
 
 SMOOTHING = ("none", "sequential", "shuffled")
 

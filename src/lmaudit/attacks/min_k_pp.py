@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
-from lmaudit.attacks.segments import bottom_k_mean
 from lmaudit.probes.records import ARStats
+from lmaudit.probes.segments import bottom_k_mean
 
 
 @register_attack("min_k_pp", kind="ar")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
-from lmaudit.attacks.segments import segment_mean, segment_median, segment_ranks, segment_std
 from lmaudit.errors import LmauditError
-from lmaudit.probes.masked import MaskedStats
 from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import MaskedStats
+from lmaudit.probes.segments import segment_mean, segment_median, segment_ranks, segment_std
 
 QUANTILES = (0.15, 0.85)
 
@@ -62,7 +62,12 @@ def _plan(params: dict, budget: int) -> MaskPlan:
     return MaskPlan("random", budget=cyclic.n_patterns, rho=rho)  # same number of forwards
 
 
-@register_attack("q_skew", kind="dlm", needs_reference=True, plan=_plan)
+def _deltas(stats: MaskedStats) -> np.ndarray:
+    """Per-token gaps Δ = log p_target − log p_reference under cyclic masks"""
+    return stats.logp.astype(np.float64) - stats.ref_logp
+
+
+@register_attack("q_skew", kind="dlm", needs_reference=True, probe=_plan, example=_deltas)
 def q_skew(
     stats: MaskedStats,
     *,

@@ -1,19 +1,28 @@
 """The attack registry: every attack registers itself with its metadata.
 
-An attack is a pure function from probe records to one score per sample, with
-keyword-only hyper-parameters; higher score = more likely a member, always.
+An attack is a pure function ``fn(records, **params)`` from probe records to one
+score per sample, with keyword-only hyper-parameters; higher score = more likely a
+member, always. Statistics of a reference model or of shadow models travel inside
+the records (``ARStats.reference``, ``ARStats.shadows``, ``MaskedStats.ref_*``).
+Each attack declares the probe it reads (:mod:`lmaudit.probes.requests`), so a run
+groups attacks by probe and computes each probe once.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from lmaudit.errors import LmauditError
+from lmaudit.probes.requests import ar_probe
+
+KINDS = ("ar", "dlm")
 
 
 @dataclass(frozen=True)
@@ -24,33 +33,27 @@ class AttackSpec:
     fn: Callable[..., np.ndarray]
     params: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
-    plan: Callable[[dict, int], Any] | None = None  # DLM: (params, budget) -> MaskPlan the attack reads
+    probe: Callable[[dict, int], Any] = ar_probe  # (params, budget) -> the probe request the attack reads
     direction: str = "higher = member"
     needs_shadows: bool = False  # reads shadow models' statistics (LiRA, RMIA)
     # a sample's score depends on its own statistics only, so a set can be scored shard by shard
     per_sample: bool = True
+    # the per-token values a report plots for a typical member and non-member (e.g. Q-Skew's Δ), or None
+    example: Callable[[Any], np.ndarray] | None = None
 
-    def __call__(self, stats, *, reference=None, shadows=None, **params) -> np.ndarray:
+    def __call__(self, records, **params) -> np.ndarray:
         unknown = set(params) - set(self.params)
         if unknown:
             raise LmauditError(
                 f"attack '{self.name}' has no parameter(s) {', '.join(sorted(unknown))}",
                 hint=f"its parameters are: {', '.join(self.params) or 'none'}",
             )
-        if self.needs_reference:
-            has_ref = stats.has_reference if self.kind == "dlm" else reference is not None
-            if not has_ref:
-                raise LmauditError(f"attack '{self.name}' needs a reference model", hint="pass --reference DIR")
-        if self.needs_shadows:
-            if shadows is None:
-                raise LmauditError(f"attack '{self.name}' needs shadow models", hint="pass --shadows DIR "
-                                   "(trained with 'lmaudit shadows')")
-            scores = self.fn(stats, shadows, **params)
-        elif self.needs_reference and self.kind == "ar":
-            scores = self.fn(stats, reference, **params)
-        else:
-            scores = self.fn(stats, **params)
-        return np.asarray(scores, dtype=np.float64)
+        if self.needs_reference and not records.has_reference:
+            raise LmauditError(f"attack '{self.name}' needs a reference model", hint="pass --reference DIR")
+        if self.needs_shadows and getattr(records, "shadows", None) is None:
+            raise LmauditError(f"attack '{self.name}' needs shadow models",
+                               hint="pass --shadows DIR (trained with 'lmaudit shadows')")
+        return np.asarray(self.fn(records, **params), dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -67,46 +70,62 @@ class AttackSpec:
 _REGISTRY: dict[tuple[str, str], AttackSpec] = {}
 
 
-def register_attack(name: str, *, kind: str, needs_reference: bool = False, plan=None, needs_shadows: bool = False,
-                    per_sample: bool = True):
-    """Decorator registering ``fn`` as attack ``name`` for models of ``kind``.
+def _hyper_parameters(name: str, fn: Callable) -> dict[str, Any]:
+    """Defaults of ``fn``'s keyword-only parameters; anything but (records, *, k=default, ...) is an error."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        raise ValueError(f"attack '{name}': the first parameter must be the probe records")
+    out = {}
+    for p in params[1:]:
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise ValueError(f"attack '{name}': hyper-parameter '{p.name}' must be keyword-only "
+                             "(write fn(records, *, {p.name}=...))")
+        if p.default is inspect.Parameter.empty:
+            raise ValueError(f"attack '{name}': hyper-parameter '{p.name}' needs a default")
+        out[p.name] = p.default
+    return out
 
-    Default parameters are read from the function's keyword-only arguments; the
-    summary from the first line of its docstring. Duplicate names are rejected.
-    A DLM attack names the mask plan it reads: ``plan(params, budget) -> MaskPlan``.
-    ``per_sample=False`` declares that a score also depends on the other samples of
-    the set (e.g. a variance pooled over the set): such an attack is scored on the
-    whole set, never shard by shard.
+
+def register_attack(name: str, *, kind: str, needs_reference: bool = False, probe=None, needs_shadows: bool = False,
+                    per_sample: bool = True, example=None):
+    """Decorator registering ``fn(records, *, ...)`` as attack ``name`` for models of ``kind``.
+
+    Default parameters are read from the function's keyword-only arguments (any
+    other parameter after the records is rejected); the summary from the first line
+    of its docstring. Duplicate names are rejected. ``probe(params, budget)``
+    returns the probe request the attack reads (AR attacks: the single forward
+    pass, the default; DLM attacks must name their mask plan). ``per_sample=False``
+    declares that a score also depends on the other samples of the set (e.g. a
+    variance pooled over the set): such an attack is scored on the whole set, never
+    shard by shard. ``example(records of one sample)`` returns the per-token values
+    a report shows for a typical member and non-member (its docstring's first line
+    names them).
     """
-    if kind == "dlm" and plan is None:
-        raise ValueError(f"DLM attack '{name}' must declare its mask plan")
-    if kind not in ("ar", "dlm"):
+    if kind not in KINDS:
         raise ValueError(f"kind must be 'ar' or 'dlm', got {kind!r}")
+    if kind == "dlm" and probe is None:
+        raise ValueError(f"DLM attack '{name}' must declare its probe (a mask plan)")
 
     def wrap(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
         if (kind, name) in _REGISTRY:
             raise ValueError(f"attack '{name}' ({kind}) is already registered")
-        sig = inspect.signature(fn)
-        params = {
-            p.name: p.default
-            for p in sig.parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
-        }
+        params = _hyper_parameters(name, fn)
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
-        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary, plan=plan,
-                                             needs_shadows=needs_shadows, per_sample=per_sample)
+        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary,
+                                             probe=probe or ar_probe, needs_shadows=needs_shadows,
+                                             per_sample=per_sample, example=example)
         return fn
 
     return wrap
 
 
 def list_attacks(kind: str | None = None) -> list[AttackSpec]:
-    _load_builtin()
+    _discover()
     return [s for (k, _), s in sorted(_REGISTRY.items()) if kind is None or k == kind]
 
 
 def get_attack(name: str, kind: str) -> AttackSpec:
-    _load_builtin()
+    _discover()
     spec = _REGISTRY.get((kind, name))
     if spec is None:
         names = [n for (k, n) in _REGISTRY if k == kind]
@@ -116,5 +135,14 @@ def get_attack(name: str, kind: str) -> AttackSpec:
     return spec
 
 
-def _load_builtin() -> None:
-    import lmaudit.attacks  # noqa: F401  (registers the built-in attacks)
+_DISCOVERED: list[bool] = []
+
+
+def _discover() -> None:
+    """Import every module of :mod:`lmaudit.attacks` once, so that their attacks register themselves."""
+    if _DISCOVERED:
+        return
+    _DISCOVERED.append(True)
+    package = importlib.import_module("lmaudit.attacks")
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"lmaudit.attacks.{info.name}")

@@ -10,9 +10,9 @@ import numpy as np
 
 from lmaudit.attacks.dlm_common import inverse_ratio_nll
 from lmaudit.attacks.registry import register_attack
-from lmaudit.attacks.segments import splitmix64
-from lmaudit.probes.masked import MaskedStats
 from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import MaskedStats
+from lmaudit.probes.segments import splitmix64
 
 N_SUBSETS = 128
 SUBSET_SIZE = 8
@@ -26,7 +26,7 @@ def _sama_plan(params: dict, budget: int) -> MaskPlan:
     return MaskPlan("nested", budget=budget, r_start=0.05, r_end=0.5)
 
 
-@register_attack("secmi_dlm", kind="dlm", plan=_secmi_plan)
+@register_attack("secmi_dlm", kind="dlm", probe=_secmi_plan)
 def secmi_dlm(stats: MaskedStats) -> np.ndarray:
     """Negated inverse-ratio-weighted masked NLL over fixed nested masks at ratios linspace(0.1, 0.8).
 
@@ -46,7 +46,7 @@ def _newly_masked(stats: MaskedStats) -> np.ndarray:
     return stats.pattern == first[key]
 
 
-@register_attack("sama", kind="dlm", needs_reference=True, plan=_sama_plan)
+@register_attack("sama", kind="dlm", needs_reference=True, probe=_sama_plan)
 def sama(stats: MaskedStats, *, n_subsets: int = N_SUBSETS, subset_size: int = SUBSET_SIZE) -> np.ndarray:
     """Subset voting on ref NLL > target NLL at newly masked tokens of progressive masks (5%→50%).
 

@@ -8,34 +8,12 @@ The per-sample statistic is φ = mean token log-probability under a model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
-from lmaudit.attacks.segments import segment_mean
 from lmaudit.errors import LmauditError
-from lmaudit.probes.records import ARStats
-
-
-@dataclass
-class ShadowStats:
-    """φ of every scored sample under K shadow models, and which shadows trained on it."""
-
-    phi: np.ndarray  # (K, S) mean token log-probability
-    is_in: np.ndarray  # (K, S) bool: shadow k trained on sample s
-
-    def take(self, indices) -> "ShadowStats":
-        return ShadowStats(self.phi[:, indices], self.is_in[:, indices])
-
-    def out_mask(self, n_samples: int) -> np.ndarray:
-        if self.phi.shape[1] != n_samples:
-            raise LmauditError(f"shadow statistics cover {self.phi.shape[1]} samples, the target {n_samples}")
-        out = ~self.is_in
-        if not out.any(axis=0).all():
-            raise LmauditError(f"{int((~out.any(axis=0)).sum())} sample(s) are IN every shadow model",
-                               hint="offline attacks need shadows that did not train on each sample: use more shadows")
-        return out
+from lmaudit.probes.records import ARStats, ShadowStats
+from lmaudit.probes.segments import segment_mean
 
 
 def _out_moments(shadows: ShadowStats, n: int, fix_variance: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -51,19 +29,20 @@ def _out_moments(shadows: ShadowStats, n: int, fix_variance: bool) -> tuple[np.n
 
 
 @register_attack("lira", kind="ar", needs_shadows=True, per_sample=False)  # σ pooled over the set
-def lira(stats: ARStats, shadows: ShadowStats, *, fix_variance: bool = True) -> np.ndarray:
+def lira(stats: ARStats, *, fix_variance: bool = True) -> np.ndarray:
     """Offline LiRA: (φ_target − μ_OUT) / σ_OUT of the mean token log-probability.
 
     Shape (S,); higher = member (Carlini et al., 2022, offline variant: a one-sided
     Gaussian test against the OUT shadows; ``fix_variance`` pools σ over samples).
+    The shadows' statistics are ``stats.shadows``.
     """
     phi = segment_mean(stats.logp, stats.offsets)
-    mu, sd = _out_moments(shadows, len(phi), fix_variance)
+    mu, sd = _out_moments(stats.shadows, len(phi), fix_variance)
     return (phi - mu) / sd
 
 
 @register_attack("rmia", kind="ar", needs_shadows=True, per_sample=False)
-def rmia(stats: ARStats, shadows: ShadowStats, *, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
+def rmia(stats: ARStats, *, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
     """Offline RMIA: share of population samples z with LR(x) / LR(z) ≥ γ.
 
     Shape (S,); higher = member (Zarifzadeh et al., 2024). LR(x) = p(x|θ) / Pr(x) with
@@ -73,6 +52,7 @@ def rmia(stats: ARStats, shadows: ShadowStats, *, a: float = 0.3, gamma: float =
     if not (0 <= a <= 1 and 0 < gamma < np.inf):  # also rejects NaN
         raise LmauditError(f"rmia: need 0 ≤ a ≤ 1 and γ > 0, got a={a}, γ={gamma}")
     phi = segment_mean(stats.logp, stats.offsets)
+    shadows = stats.shadows
     out = shadows.out_mask(len(phi))
     p_out = np.where(out, np.exp(shadows.phi), 0.0).sum(axis=0) / out.sum(axis=0)
     log_lr = phi - np.log(0.5 * ((1 + a) * p_out + (1 - a)))

@@ -15,14 +15,18 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 
 import numpy as np
 
 from lmaudit.data.loaders import TextSet
+from lmaudit.data.pii import pii_corpus
 from lmaudit.errors import LmauditError
 from lmaudit.extraction.discoverable import success_within
-from lmaudit.extraction.run import ExtractConfig, run_extraction
+from lmaudit.extraction.reconstruct import redact, redacted_records
+from lmaudit.runs.extract import ExtractConfig, run_extraction
+from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
 
 
 def extract_config(raw: dict, seed: int, **overrides) -> ExtractConfig:
@@ -72,7 +76,6 @@ def run_steps(ws) -> dict:
 
 def pii_models(ws, seed: int, kinds=("ar", "dlm")):
     """(train, unseen, {kind: path}): each kind fine-tuned on the same PII messages."""
-    from lmaudit.data.pii import pii_corpus
 
     c = ws.cfg
     train, unseen = pii_corpus(ws.corpus, c.n_members, c.n_nonmembers, seed=seed, passage_chars=c.passage_chars)
@@ -81,9 +84,7 @@ def pii_models(ws, seed: int, kinds=("ar", "dlm")):
 
 def run_reconstruction_experiment(ws) -> dict:
     """Top-1 ASR per ranking signal for redacted e-mails and phones of training messages (DLM)."""
-    import time
 
-    from lmaudit.reconstruct import ReconstructConfig, redact, redacted_records, run_reconstruction
 
     c = ws.cfg
     asr: dict[str, dict[str, list]] = {}

@@ -15,16 +15,20 @@ from pathlib import Path
 import numpy as np
 
 from lmaudit import __version__
+from lmaudit.attacks.dlm_common import token_means
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.experiments import extraction, unlearning
 from lmaudit.experiments.config import ExperimentConfig
-from lmaudit.experiments.tables import write_outputs
-from lmaudit.mia import RunConfig, run_mia
+from lmaudit.experiments.extraction import run_pii, run_reconstruction_experiment, run_relaxed, run_steps
+from lmaudit.experiments.outputs import write_outputs
+from lmaudit.experiments.unlearning import run_unlearning
 from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_model
+from lmaudit.probes.masked import probe_masked
+from lmaudit.probes.masks import MaskPlan
 from lmaudit.progress import info
+from lmaudit.runs.mia import RunConfig, run_mia
 from lmaudit.utils import git_commit, package_versions
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
@@ -156,9 +160,6 @@ def _run_epochs(ws: Workspace) -> dict:
 
 def _run_mask_ratio(ws: Workspace) -> dict:
     """Per-token memorisation gain (Δ = log p_target − log p_base, cyclic masks) by training mask ratio."""
-    from lmaudit.attacks.dlm_common import token_means
-    from lmaudit.probes.masked import probe_masked
-    from lmaudit.probes.masks import MaskPlan
 
     out: dict[str, dict] = {}
     base = ws.base()
@@ -187,9 +188,9 @@ def _run_mask_ratio(ws: Workspace) -> dict:
 
 
 RUNNERS = {"mia": _run_mia_table, "ablation": _run_ablation, "misaligned-ref": _run_misaligned,
-           "epochs": _run_epochs, "mask-ratio": _run_mask_ratio, "extraction-steps": extraction.run_steps,
-           "pii-extraction": extraction.run_pii, "extraction-relaxed": extraction.run_relaxed,
-           "unlearning-audit": unlearning.run_unlearning, "pii-reconstruction": extraction.run_reconstruction_experiment}
+           "epochs": _run_epochs, "mask-ratio": _run_mask_ratio, "extraction-steps": run_steps,
+           "pii-extraction": run_pii, "extraction-relaxed": run_relaxed,
+           "unlearning-audit": run_unlearning, "pii-reconstruction": run_reconstruction_experiment}
 
 
 def run_experiment(cfg: ExperimentConfig, *, out_root: str | Path = "results", command: str = "") -> Path:

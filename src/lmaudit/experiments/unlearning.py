@@ -22,13 +22,16 @@ import time
 
 import numpy as np
 
-from lmaudit.audit.features import hidden_features
 from lmaudit.audit.per_sample import threshold_forgetting
-from lmaudit.audit.run import AuditConfig, estimate_rho
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.mia import RunConfig, score_set
+from lmaudit.models.build import cached_build
+from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
+from lmaudit.models.unlearn import unlearn
+from lmaudit.probes.features import hidden_features
 from lmaudit.progress import info
+from lmaudit.runs.audit_set import AuditConfig, estimate_rho
+from lmaudit.runs.mia import RunConfig, score_set
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
@@ -39,8 +42,6 @@ def _sub(ts: TextSet, idx, source: str) -> TextSet:
 
 
 def _unlearned(ws, method: str, target, base, forget: TextSet, retain: TextSet, seed: int):
-    from lmaudit.models.build import cached_build
-    from lmaudit.unlearn import unlearn
 
     c = ws.cfg
     if method == "none":
@@ -54,7 +55,6 @@ def _unlearned(ws, method: str, target, base, forget: TextSet, retain: TextSet, 
 
 
 def _shadow_set(ws, base, pool: TextSet, seed: int):
-    from lmaudit.shadows import ShadowSet, shadow_splits, text_key
 
     halves = shadow_splits(pool, ws.cfg.n_shadows, seed)
     return ShadowSet([ws.finetuned(base, h, seed + 100 + j) for j, h in enumerate(halves)],

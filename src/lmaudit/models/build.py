@@ -15,11 +15,16 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from transformers import AutoTokenizer
 
 from lmaudit.data.corpus import Corpus
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
+from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
+from lmaudit.models.loading import load_model, quiet_transformers
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
+from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
 from lmaudit.utils import cache_dir, stable_hash
@@ -47,9 +52,7 @@ def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
 
 def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
     """The BPE tokenizer trained on the corpus' pretraining pool (cached)."""
-    from transformers import AutoTokenizer
 
-    from lmaudit.models.tokenizer import train_tokenizer
 
     def build(tmp: Path) -> None:
         info("training the BPE tokenizer on the pretraining pool")
@@ -60,7 +63,6 @@ def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
 
 
 def save_model(model, tokenizer, out: Path, training: dict) -> None:
-    from lmaudit.models.loading import quiet_transformers
 
     quiet_transformers()
     out.mkdir(parents=True, exist_ok=True)
@@ -69,7 +71,7 @@ def save_model(model, tokenizer, out: Path, training: dict) -> None:
     (out / TRAINING_FILE).write_text(json.dumps(training, indent=2, default=str))
 
 
-def _loss_summary(losses: list[float]) -> dict:
+def loss_summary(losses: list[float]) -> dict:
     head, tail = losses[: max(1, len(losses) // 20)], losses[-max(1, len(losses) // 20) :]
     return {"steps": len(losses), "loss_start": float(np.mean(head)), "loss_end": float(np.mean(tail))}
 
@@ -78,7 +80,6 @@ def _build(kind: str, preset: Preset, tokenizer, seed: int):
     if kind == "ar":
         return build_ar_model(preset, tokenizer, seed=seed)
     if kind == "dlm":
-        from lmaudit.models.dlm import build_dlm_model
 
         return build_dlm_model(preset, tokenizer, seed=seed)
     raise LmauditError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
@@ -90,7 +91,6 @@ def objective_for(kind: str, tokenizer, *, mask_ratio: float | None = None):
         if mask_ratio is not None:
             raise LmauditError("--mask-ratio applies to DLM training only")
         return ar_objective
-    from lmaudit.models.dlm import adapter_for, diffusion_objective
 
     return diffusion_objective(lambda model: adapter_for(model, tokenizer), mask_ratio=mask_ratio)
 
@@ -120,8 +120,6 @@ def pretrain(
     n_blocks = max(1, tokens // p.block)
     epochs = n_blocks / len(examples)
     if init_from is not None:
-        from lmaudit.models.dlm import dlm_from_ar
-        from lmaudit.models.loading import load_model
 
         if kind != "dlm":
             raise LmauditError("--init-from adapts an AR model into a DLM", hint="use it with --kind dlm")
@@ -131,11 +129,11 @@ def pretrain(
         model = _build(kind, p, tokenizer, seed)
     steps = max(1, round(epochs * len(examples) / p.batch))
     cfg = TrainConfig(epochs=epochs, batch_size=p.batch, lr=p.lr, warmup_steps=max(1, min(100, steps // 10)), seed=seed)
-    losses = train(model, examples, cfg, objective=objective_for(kind, tokenizer), pad_id=tokenizer.pad_token_id,
+    losses = train(model, examples, cfg, objective=objective_for(kind, tokenizer), pad_id=resolve_pad_id(tokenizer),
                    description=f"pretrain {kind}/{p.name}")
     save_model(model, tokenizer, Path(out), {
         "stage": "pretrain", "kind": kind, "preset": p.name, "init_from": None if init_from is None else str(init_from), "tokens": n_blocks * p.block, "block": p.block,
-        "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **_loss_summary(losses),
+        "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **loss_summary(losses),
     })
     return Path(out)
 
@@ -169,22 +167,21 @@ def finetune(
     The objective follows the model's kind (detected from its config unless
     ``kind`` is given). ``mask_ratio`` fixes a DLM's mask ratio instead of t ~ U(eps, 1).
     """
-    from lmaudit.models.loading import load_model
 
     if mode not in ("dft", "ift"):
         raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
     loaded = load_model(base, kind=kind)
     model, tok = loaded.model, loaded.tokenizer
-    ctx = getattr(model.config, "max_position_embeddings", 2048)
+    ctx = context_length(model, tok)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
     warmup = max(1, min(20, len(examples) // batch_size))
     cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
     objective = objective_for(loaded.kind, tok, mask_ratio=mask_ratio)
-    losses = train(model, examples, cfg, objective=objective, pad_id=tok.pad_token_id or 0,
+    losses = train(model, examples, cfg, objective=objective, pad_id=loaded.adapter.pad_id,
                    description=f"fine-tune {loaded.kind} ({mode})")
     save_model(model, tok, Path(out), {
         "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
-        "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **_loss_summary(losses),
+        "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **loss_summary(losses),
     })
     return Path(out)

@@ -8,34 +8,22 @@ Modeling code shipped with a checkpoint runs only with ``trust_remote_code``.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from lmaudit.errors import ModelLoadError
-from lmaudit.models.fingerprint import model_dir_fingerprint
+import torch
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+from lmaudit.errors import ModelLoadError
+from lmaudit.models.adapters import make_adapter
+from lmaudit.models.fingerprint import model_dir_fingerprint
+from lmaudit.models.handle import ModelHandle
 
 
 def quiet_transformers() -> None:
     """Silence transformers' own progress bars and info logs (lmaudit shows its own)."""
-    from transformers.utils import logging as hf_logging
-
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-
-
-@dataclass
-class LoadedModel:
-    model: object
-    tokenizer: object
-    path: str
-    fingerprint: str
-    kind: str  # "ar" or "dlm"
-    adapter: object = None  # DLMAdapter for kind "dlm"
 
 
 def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
@@ -98,16 +86,14 @@ def load_model(
     mask_token_id: int | None = None,
     shift_logits: bool | None = None,
     device: str | None = None,
-) -> LoadedModel:
+) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
-    ``kind`` defaults to what the saved config says (:func:`detect_kind`). A DLM is
-    wrapped in a :class:`~lmaudit.models.dlm.DLMAdapter`; ``mask_token_id`` and
-    ``shift_logits`` override the detected convention. The model is in eval mode.
+    ``kind`` defaults to what the saved config says (:func:`detect_kind`). The handle's
+    adapter (:mod:`lmaudit.models.adapters`) runs the model; for a DLM,
+    ``mask_token_id`` and ``shift_logits`` override the detected convention. The
+    model is in eval mode.
     """
-    import torch
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
-
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()
     cfg = _read_config(p)
@@ -139,14 +125,10 @@ def load_model(
     model.lmaudit_load_spec = {"path": str(p), "kind": kind, "trust_remote_code": trust_remote_code,
                                "allow_pickle": allow_pickle, "mask_token_id": mask_token_id,
                                "shift_logits": shift_logits}
-    adapter = None
-    if kind == "dlm":
-        from lmaudit.models.dlm import adapter_for
-
-        adapter = adapter_for(model, tokenizer, mask_token_id=mask_token_id, shift_logits=shift_logits)
-    return LoadedModel(model, tokenizer, str(p), model_dir_fingerprint(p), kind, adapter)
+    adapter = make_adapter(model, tokenizer, kind, mask_token_id=mask_token_id, shift_logits=shift_logits)
+    return ModelHandle(model, tokenizer, str(p), model_dir_fingerprint(p), kind, adapter)
 
 
-def load_causal_lm(path: str | Path, **kwargs) -> LoadedModel:
+def load_causal_lm(path: str | Path, **kwargs) -> ModelHandle:
     """Load an autoregressive model (see :func:`load_model`)."""
     return load_model(path, kind="ar", **kwargs)

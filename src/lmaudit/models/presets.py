@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from lmaudit.errors import LmauditError
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -29,7 +34,6 @@ PRESETS = {
 
 
 def get_preset(name: str) -> Preset:
-    from lmaudit.errors import LmauditError
 
     if name not in PRESETS:
         raise LmauditError(f"unknown preset '{name}'", hint=f"choose one of: {', '.join(PRESETS)}")
@@ -38,8 +42,6 @@ def get_preset(name: str) -> Preset:
 
 def build_ar_model(preset: Preset | str, tokenizer, *, seed: int = 0):
     """A randomly initialised Llama-style causal LM of the preset's size."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     p = get_preset(preset) if isinstance(preset, str) else preset
     cfg = LlamaConfig(

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<bos>", "<eos>", "<mask>"]
 
 
@@ -15,8 +18,6 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 4096, out_dir: st
     unk, bos, eos and mask tokens (ids 0–4). Saved with ``save_pretrained`` when
     ``out_dir`` is given.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

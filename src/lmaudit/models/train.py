@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.models.adapters import pad_sequences
 from lmaudit.progress import progress
 
 Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
@@ -83,15 +84,9 @@ def ift_examples(tokenizer, textset: TextSet, *, max_length: int) -> list[Exampl
     return out
 
 
-def _collate(batch: Sequence[Example], pad_id: int):
-    T = max(len(ids) for ids, _ in batch)
-    ids = np.full((len(batch), T), pad_id, dtype=np.int64)
-    attn = np.zeros((len(batch), T), dtype=np.int64)
-    mask = np.zeros((len(batch), T), dtype=bool)
-    for i, (x, m) in enumerate(batch):
-        ids[i, : len(x)] = x
-        attn[i, : len(x)] = 1
-        mask[i, : len(x)] = m
+def collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad examples into (input_ids, attention_mask, loss_mask) (B, T) tensors."""
+    ids, attn, mask = pad_sequences([x for x, _ in batch], pad_id, [m for _, m in batch])
     return torch.from_numpy(ids), torch.from_numpy(attn), torch.from_numpy(mask)
 
 
@@ -142,7 +137,7 @@ def train(
             if len(order) < config.batch_size:
                 order = np.concatenate([order, rng.permutation(len(examples))])
             idx, order = order[: config.batch_size], order[config.batch_size :]
-            ids, attn, mask = (t.to(device) for t in _collate([examples[i] for i in idx], pad_id))
+            ids, attn, mask = (t.to(device) for t in collate([examples[i] for i in idx], pad_id))
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
             loss = objective(model, ids, attn, mask, gen)

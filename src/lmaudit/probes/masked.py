@@ -9,17 +9,20 @@ and patterns, length-bucketed and right-padded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.probes.ar import head_stats, token_stats
+from lmaudit.models.adapters import DLMAdapter
+from lmaudit.models.fingerprint import tokenizer_fingerprint
+from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ArrayRecord, NpzRecord
+from lmaudit.probes.records import ArrayRecord, MaskedStats
 from lmaudit.probes.shards import run_sharded
+from lmaudit.probes.stats import head_stats, token_stats
 from lmaudit.probes.tokenize import length_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_seed
@@ -29,70 +32,7 @@ STAT_NAMES = ("logp", "top1_logp", "mu", "sigma")
 
 
 @dataclass
-class MaskedStats(NpzRecord):
-    """Per masked (pattern, position) entry, flat and grouped by sample.
-
-    Entries of sample i are ``offsets[i]:offsets[i+1]``, ordered by pattern then
-    position. Per entry: ``pattern`` (index within the sample), ``position`` (index
-    among the sample's L scorable tokens, in text order), ``ratio`` (|M|/L of its
-    pattern), the target statistics ``logp``, ``top1_logp``, ``mu``, ``sigma`` and,
-    when a reference was probed, ``ref_*`` of the same (else empty arrays). Per
-    sample: ``n_positions`` (L), ``n_patterns`` and ``sample_keys``.
-    """
-
-    offsets: np.ndarray
-    pattern: np.ndarray
-    position: np.ndarray
-    ratio: np.ndarray
-    logp: np.ndarray
-    top1_logp: np.ndarray
-    mu: np.ndarray
-    sigma: np.ndarray
-    ref_logp: np.ndarray
-    ref_top1_logp: np.ndarray
-    ref_mu: np.ndarray
-    ref_sigma: np.ndarray
-    n_positions: np.ndarray
-    n_patterns: np.ndarray
-    sample_keys: np.ndarray
-
-    @property
-    def n_samples(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def has_reference(self) -> bool:
-        return len(self.ref_logp) == len(self.logp) and len(self.logp) > 0
-
-    @property
-    def segment_ids(self) -> np.ndarray:
-        return np.repeat(np.arange(self.n_samples), np.diff(self.offsets))
-
-    def take(self, indices) -> "MaskedStats":
-        indices = np.asarray(indices, dtype=np.int64)
-        lengths = np.diff(self.offsets)[indices]
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        flat = np.repeat(self.offsets[indices] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        per_entry = {f.name: getattr(self, f.name) for f in fields(self)
-                     if f.name not in ("offsets", "n_positions", "n_patterns", "sample_keys")}
-        return MaskedStats(
-            offsets=offsets,
-            **{k: (v[flat] if len(v) else v) for k, v in per_entry.items()},
-            n_positions=self.n_positions[indices],
-            n_patterns=self.n_patterns[indices],
-            sample_keys=self.sample_keys[indices],
-        )
-
-    @classmethod
-    def concat(cls, parts: list["MaskedStats"]) -> "MaskedStats":
-        base = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
-        offsets = np.concatenate([[0]] + [p.offsets[1:] + b for p, b in zip(parts, base)]).astype(np.int64)
-        return cls(offsets=offsets, **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
-                                       for f in fields(cls) if f.name != "offsets"})
-
-
-@dataclass
-class _Jobs:
+class MaskJobs:
     """All (sample, pattern) forwards of a probe, with their masked positions."""
 
     sample: np.ndarray  # (J,)
@@ -102,7 +42,7 @@ class _Jobs:
     ratio: np.ndarray  # (J,)
 
 
-def plan_jobs(tok, plan: MaskPlan, seed: int) -> _Jobs:
+def plan_jobs(tok, plan: MaskPlan, seed: int) -> MaskJobs:
     sample, pattern, masks, index, ratio = [], [], [], [], []
     for i, scored in enumerate(tok.scored):
         pos = np.flatnonzero(scored)  # token positions of the L scorable tokens
@@ -115,41 +55,45 @@ def plan_jobs(tok, plan: MaskPlan, seed: int) -> _Jobs:
             masks.append(pos[p])
             index.append(p)
             ratio.append(len(p) / L)
-    return _Jobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
+    return MaskJobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
 
 
-def masked_batches(tok, jobs: _Jobs, batch_size: int, pad_id: int):
+def masked_batches(ids: list[np.ndarray], jobs: MaskJobs, batch_size: int, adapter: DLMAdapter):
     """Yield (job indices, input_ids, attention_mask, masked) as (B, T) arrays, length-bucketed.
 
-    ``input_ids`` are the clean tokens; ``masked`` marks the positions the job masks.
+    ``ids[s]`` are sample s's clean tokens; ``masked`` marks the positions the job masks.
     """
-    lengths = np.array([len(tok.ids[s]) for s in jobs.sample])
+    lengths = np.array([len(ids[s]) for s in jobs.sample])
     for index in length_batches(lengths, batch_size):
-        T = lengths[index].max()
-        ids = np.full((len(index), T), pad_id, dtype=np.int64)
-        attn = np.zeros((len(index), T), dtype=np.int64)
-        sel = np.zeros((len(index), T), dtype=bool)
-        for row, j in enumerate(index):
-            x = tok.ids[jobs.sample[j]]
-            ids[row, : len(x)] = x
-            attn[row, : len(x)] = 1
-            sel[row, jobs.masks[j]] = True
-        yield index, ids, attn, sel
+        seqs = [ids[jobs.sample[j]] for j in index]
+        sels = []
+        for j, x in zip(index, seqs):
+            sel = np.zeros(len(x), dtype=bool)
+            sel[jobs.masks[j]] = True
+            sels.append(sel)
+        batch_ids, attn, sel = adapter.pad(seqs, sels)
+        yield index, batch_ids, attn, sel
 
 
 @torch.inference_mode()
-def _masked_forward_stats(adapter, tok, jobs: _Jobs, batch_size: int, pad_id: int, description: str | None) -> np.ndarray:
-    """(E, 4) float32 statistics at every masked position of every job, in job order."""
-    device = next(adapter.parameters()).device
+def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJobs, *, batch_size: int = 64,
+                         description: str | None = None) -> np.ndarray:
+    """Statistics of every masked position of every job: ``(E, 4)`` float32, in job order.
+
+    Columns ``logp``, ``top1_logp``, ``mu``, ``sigma`` (:data:`STAT_NAMES`); ``ids[s]``
+    are sample s's clean token ids and job j masks ``jobs.masks[j]`` of sample
+    ``jobs.sample[j]``. Jobs are batched by length.
+    """
+    device = adapter.device
     counts = np.array([len(m) for m in jobs.masks])
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = np.empty((starts[-1], 4), dtype=np.float32)
     fused = adapter.fused_head()
     with progress(description, total=len(jobs.sample)) as bar:
-        for index, ids, attn, sel in masked_batches(tok, jobs, batch_size, pad_id):
-            ids_t = torch.from_numpy(ids).to(device)
+        for index, batch_ids, attn, sel in masked_batches(ids, jobs, batch_size, adapter):
+            ids_t = torch.from_numpy(batch_ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
-            noisy = torch.where(sel_t, torch.full_like(ids_t, adapter.mask_token_id), ids_t)
+            noisy = adapter.insert_masks(ids_t, sel_t)
             attn_t = torch.from_numpy(attn).to(device)
             if fused is not None:  # apply the output layer to masked rows only, in cache-sized chunks
                 hidden = adapter.hidden(fused[0], noisy, attn_t)  # (B, T, d)
@@ -164,6 +108,32 @@ def _masked_forward_stats(adapter, tok, jobs: _Jobs, batch_size: int, pad_id: in
                 out[starts[j] : starts[j + 1]] = stats[bounds[row] : bounds[row + 1]]
             bar.advance(len(index))
     return out
+
+
+def masked_window_stats(adapter: DLMAdapter, windows: list[np.ndarray], allowed: list[np.ndarray], plan: MaskPlan,
+                        seeds: list[int], *, batch_size: int = 256,
+                        description: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Masked statistics of token windows whose masks may only cover some of their positions.
+
+    ``windows[i]`` are token ids; ``allowed[i]`` the positions in it that ``plan``
+    may mask (its L); the patterns come from ``plan.patterns(L, seeds[i])``. Returns
+    the ``(E, 4)`` statistics (:data:`STAT_NAMES`), per window ordered by pattern then
+    position, and the ``(n + 1,)`` offsets of each window's entries. Used by PII
+    reconstruction to score candidate values in their context.
+    """
+    sample, pattern, masks, index, ratio = [], [], [], [], []
+    for i, (allow, seed) in enumerate(zip(allowed, seeds)):
+        for j, p in enumerate(plan.patterns(len(allow), seed)):
+            p = np.sort(p)
+            sample.append(i)
+            pattern.append(j)
+            masks.append(allow[p])
+            index.append(p)
+            ratio.append(len(p) / len(allow))
+    jobs = MaskJobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
+    stats = masked_forward_stats(adapter, windows, jobs, batch_size=batch_size, description=description)
+    counts = np.bincount(jobs.sample, weights=[len(m) for m in masks], minlength=len(windows))
+    return stats, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 def _check_vocab(target, reference) -> None:
@@ -192,11 +162,10 @@ class MaskedSideTask:
 
     def __call__(self, handle, shard: TextSet) -> ArrayRecord:
         tok, jobs = self.prepare(handle.tokenizer, shard)
-        pad_id = handle.tokenizer.pad_token_id if handle.tokenizer.pad_token_id is not None else 0
-        return ArrayRecord(_masked_forward_stats(handle.adapter, tok, jobs, self.batch_size, pad_id, None))
+        return ArrayRecord(masked_forward_stats(handle.adapter, tok.ids, jobs, batch_size=self.batch_size))
 
 
-def _assemble(tok, jobs: _Jobs, tar: np.ndarray, ref: np.ndarray) -> MaskedStats:
+def _assemble(tok, jobs: MaskJobs, tar: np.ndarray, ref: np.ndarray) -> MaskedStats:
     n = len(tok.ids)
     counts = np.array([len(m) for m in jobs.masks], dtype=np.int64)
     per_sample = np.bincount(jobs.sample, weights=counts, minlength=n).astype(np.int64)
@@ -231,12 +200,9 @@ def probe_masked_shards(
     Every shard of each model is computed (or found in the cache) before the first
     one is yielded; the yielded statistics are read back one shard at a time.
     """
-    from lmaudit.models.fingerprint import tokenizer_fingerprint
-    from lmaudit.models.loading import LoadedModel
-
     if reference is not None:
         _check_vocab(target, reference)
-    max_length = getattr(target.config, "max_position_embeddings", 512)
+    max_length = target.context_length
     task = MaskedSideTask(plan, seed, batch_size, max_length)
     data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.key(), seed)
 
@@ -244,7 +210,7 @@ def probe_masked_shards(
         key = None
         if cache_dir is not None and fingerprint is not None:
             key = ("masked-side", PROBE_VERSION, fingerprint, adapter.mask_token_id, adapter.shift_logits, data_key)
-        handle = LoadedModel(adapter.model, tokenizer, "", fingerprint or "", "dlm", adapter)
+        handle = ModelHandle(adapter.model, tokenizer, "", fingerprint or "", "dlm", adapter)
         return run_sharded(textset, task=task, handle=handle, key=key, load=ArrayRecord.load, cache_dir=cache_dir,
                            description=f"DLM probe ({plan.kind}) {label}", shard_size=shard_size, suffix=".npy")
 
@@ -270,4 +236,5 @@ def probe_masked(target, tokenizer, textset: TextSet, plan: MaskPlan, **kwargs) 
     return MaskedStats.concat([s for _, s in probe_masked_shards(target, tokenizer, textset, plan, **kwargs)])
 
 
-__all__ = ["MaskedStats", "probe_masked", "probe_masked_shards"]
+__all__ = ["MaskJobs", "MaskedStats", "masked_forward_stats", "masked_window_stats", "plan_jobs", "probe_masked",
+           "probe_masked_shards"]

@@ -6,7 +6,7 @@ a T×V matrix. Sample ``i`` owns tokens ``offsets[i]:offsets[i+1]``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +17,48 @@ from lmaudit.utils import atomic_path
 TOKEN_FIELDS = ("logp", "top1_logp", "mu", "sigma", "entropy")
 
 
+def _saved(cls) -> list:
+    """The array fields of a record (companions such as a reference's statistics are not saved with it)."""
+    return [f for f in fields(cls) if not f.metadata.get("companion")]
+
+
+def companion():
+    """A field that travels with a record in memory (reference or shadow statistics) but is never saved with it."""
+    return field(default=None, repr=False, compare=False, metadata={"companion": True})
+
+
 class NpzRecord:
     """Save/load for dataclass records of numpy arrays: one uncompressed ``.npz``, written atomically."""
 
     def save(self, path: str | Path) -> None:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as fh:
-                np.savez(fh, **{f.name: getattr(self, f.name) for f in fields(self)})
+                np.savez(fh, **{f.name: getattr(self, f.name) for f in _saved(self)})
 
     @classmethod
     def load(cls, path: str | Path):
         with np.load(path, allow_pickle=False) as z:
-            return cls(**{f.name: z[f.name] for f in fields(cls)})
+            return cls(**{f.name: z[f.name] for f in _saved(cls)})
+
+
+@dataclass
+class ShadowStats:
+    """φ of every scored sample under K shadow models, and which shadows trained on it."""
+
+    phi: np.ndarray  # (K, S) mean token log-probability
+    is_in: np.ndarray  # (K, S) bool: shadow k trained on sample s
+
+    def take(self, indices) -> "ShadowStats":
+        return ShadowStats(self.phi[:, indices], self.is_in[:, indices])
+
+    def out_mask(self, n_samples: int) -> np.ndarray:
+        if self.phi.shape[1] != n_samples:
+            raise LmauditError(f"shadow statistics cover {self.phi.shape[1]} samples, the target {n_samples}")
+        out = ~self.is_in
+        if not out.any(axis=0).all():
+            raise LmauditError(f"{int((~out.any(axis=0)).sum())} sample(s) are IN every shadow model",
+                               hint="offline attacks need shadows that did not train on each sample: use more shadows")
+        return out
 
 
 @dataclass
@@ -78,6 +108,10 @@ class ARStats(NpzRecord):
     zlib-compressed byte length of the scored text — and ``sample_keys`` (S,)
     uint64, a stable content hash used to seed per-sample randomness so that
     scores never depend on a sample's position in the set.
+
+    Companions (in memory only, never saved): ``reference``, the ARStats of the same
+    samples under a reference model (its own tokenisation), and ``shadows``, the
+    :class:`ShadowStats` of the same samples. Attacks that need them read them here.
     """
 
     logp: np.ndarray
@@ -88,6 +122,8 @@ class ARStats(NpzRecord):
     offsets: np.ndarray
     zlib_len: np.ndarray
     sample_keys: np.ndarray
+    reference: "ARStats | None" = companion()
+    shadows: ShadowStats | None = companion()
 
     def __post_init__(self) -> None:
         n_tok = int(self.offsets[-1]) if len(self.offsets) else 0
@@ -99,6 +135,17 @@ class ARStats(NpzRecord):
             raise LmauditError("ARStats: every sample needs at least one scored token")
         if self.zlib_len.shape != (self.n_samples,) or self.sample_keys.shape != (self.n_samples,):
             raise LmauditError("ARStats: per-sample arrays do not match the number of samples")
+        if self.reference is not None and self.reference.n_samples != self.n_samples:
+            raise LmauditError(f"ARStats: the reference covers {self.reference.n_samples} samples, the target "
+                               f"{self.n_samples}")
+
+    @property
+    def has_reference(self) -> bool:
+        return self.reference is not None
+
+    def with_companions(self, *, reference: "ARStats | None" = None, shadows: ShadowStats | None = None) -> "ARStats":
+        """These statistics with a reference model's and shadow models' statistics of the same samples attached."""
+        return replace(self, reference=reference, shadows=shadows)
 
     @property
     def n_samples(self) -> int:
@@ -126,10 +173,13 @@ class ARStats(NpzRecord):
             offsets=offsets,
             zlib_len=self.zlib_len[indices],
             sample_keys=self.sample_keys[indices],
+            reference=None if self.reference is None else self.reference.take(indices),
+            shadows=None if self.shadows is None else self.shadows.take(indices),
         )
 
     @classmethod
     def concat(cls, parts: list["ARStats"]) -> "ARStats":
+        """The samples of ``parts`` in order (companions are not carried: attach them to the result)."""
         offsets = [np.zeros(1, dtype=np.int64)]
         base = 0
         for p in parts:
@@ -141,3 +191,66 @@ class ARStats(NpzRecord):
             zlib_len=np.concatenate([p.zlib_len for p in parts]),
             sample_keys=np.concatenate([p.sample_keys for p in parts]),
         )
+
+
+@dataclass
+class MaskedStats(NpzRecord):
+    """Per masked (pattern, position) entry, flat and grouped by sample.
+
+    Entries of sample i are ``offsets[i]:offsets[i+1]``, ordered by pattern then
+    position. Per entry: ``pattern`` (index within the sample), ``position`` (index
+    among the sample's L scorable tokens, in text order), ``ratio`` (|M|/L of its
+    pattern), the target statistics ``logp``, ``top1_logp``, ``mu``, ``sigma`` and,
+    when a reference was probed, ``ref_*`` of the same (else empty arrays). Per
+    sample: ``n_positions`` (L), ``n_patterns`` and ``sample_keys``.
+    """
+
+    offsets: np.ndarray
+    pattern: np.ndarray
+    position: np.ndarray
+    ratio: np.ndarray
+    logp: np.ndarray
+    top1_logp: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    ref_logp: np.ndarray
+    ref_top1_logp: np.ndarray
+    ref_mu: np.ndarray
+    ref_sigma: np.ndarray
+    n_positions: np.ndarray
+    n_patterns: np.ndarray
+    sample_keys: np.ndarray
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def has_reference(self) -> bool:
+        return len(self.ref_logp) == len(self.logp) and len(self.logp) > 0
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_samples), np.diff(self.offsets))
+
+    def take(self, indices) -> "MaskedStats":
+        indices = np.asarray(indices, dtype=np.int64)
+        lengths = np.diff(self.offsets)[indices]
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        flat = np.repeat(self.offsets[indices] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        per_entry = {f.name: getattr(self, f.name) for f in _saved(self)
+                     if f.name not in ("offsets", "n_positions", "n_patterns", "sample_keys")}
+        return MaskedStats(
+            offsets=offsets,
+            **{k: (v[flat] if len(v) else v) for k, v in per_entry.items()},
+            n_positions=self.n_positions[indices],
+            n_patterns=self.n_patterns[indices],
+            sample_keys=self.sample_keys[indices],
+        )
+
+    @classmethod
+    def concat(cls, parts: list["MaskedStats"]) -> "MaskedStats":
+        base = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
+        offsets = np.concatenate([[0]] + [p.offsets[1:] + b for p, b in zip(parts, base)]).astype(np.int64)
+        return cls(offsets=offsets, **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                                       for f in _saved(cls) if f.name != "offsets"})

@@ -13,7 +13,7 @@ A manifest per (work, set) in ``CACHE/probes/manifests/`` lists the shards, thei
 record ranges, files and whether each is done; it is rewritten (atomically) after
 every shard and says how far a run got.
 
-Shards run on the current backend (:mod:`lmaudit.distributed`): in this process or
+Shards run on the current backend (:mod:`lmaudit.probes.backends`): in this process or
 on Ray actors; the results come back here and are written here.
 """
 
@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.probes.backends import current_backend
 from lmaudit.progress import info, progress
 from lmaudit.utils import atomic_path, stable_hash, write_json_atomic
 
@@ -45,7 +47,6 @@ def shard_size_default() -> int:
     except ValueError:
         size = 0
     if size < 1:
-        from lmaudit.errors import LmauditError
 
         raise LmauditError(f"LMAUDIT_SHARD_SIZE must be a positive integer, got '{raw}'")
     return size
@@ -161,7 +162,6 @@ def run_sharded(
     depends on (default: its records' texts; a shard's ``meta["shard_start"]`` is its
     first record's index in the set).
     """
-    from lmaudit.distributed import current_backend
 
     size = shard_size or shard_size_default()
     bounds = shard_bounds(len(textset), size)

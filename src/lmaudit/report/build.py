@@ -6,16 +6,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from lmaudit.errors import LmauditError
-from lmaudit.report import plots
+from lmaudit.report import extraction_tables, plots
 from lmaudit.report.document import Figure, Report, Section, write
-
-
-def _facts_common(res: dict) -> dict[str, str]:
-    pkgs = ", ".join(f"{k} {v}" for k, v in (res.get("packages") or {}).items())
-    return {"created": str(res.get("created")), "lmaudit": str(res.get("lmaudit_version")),
-            "commit": str(res.get("git_commit")), "packages": pkgs}
+from lmaudit.report.extraction import extraction_report
+from lmaudit.report.tables import KEYS, asr_rows, audit_rows, facts_common
 
 
 def _pct(x: float) -> str:
@@ -24,7 +21,6 @@ def _pct(x: float) -> str:
 
 def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     """Sections of one membership-inference run: summary table, ROC, histograms, Q-Skew examples."""
-    import pandas as pd
 
     scores = pd.read_parquet(run / "scores.parquet")
     labels = scores["label"].to_numpy()
@@ -74,16 +70,14 @@ def mia_facts(res: dict) -> dict[str, str]:
         "data": f"{res['n_members']} members, {res['n_nonmembers']} non-members",
         "seed": str(cfg.get("seed")),
         "configuration": json.dumps({k: v for k, v in cfg.items() if k != "params"}),
-        **_facts_common(res),
+        **facts_common(res),
     }
 
 
 def experiment_report(run: Path, res: dict) -> Report:
-    from lmaudit.experiments.tables import KEYS
 
     exp = res["experiment"]
     sections = []
-    from lmaudit.experiments import extraction_tables
 
     mod = extraction_tables.module_for(exp["type"])
     if mod is not None:
@@ -114,7 +108,7 @@ def experiment_report(run: Path, res: dict) -> Report:
     facts = {"command": res.get("command", ""), "run time": f"{res['runtime_s'] / 60:.1f} min",
              "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp['preset']}",
              "data": f"{exp['n_members']} / {exp['n_nonmembers']} records ({exp['mode']})",
-             "configuration": json.dumps(exp), **_facts_common(res)}
+             "configuration": json.dumps(exp), **facts_common(res)}
     return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections)
 
 
@@ -127,7 +121,6 @@ def build_report(run_dir: str | Path) -> Report:
     if "experiment" in res:
         return experiment_report(run, res)
     if res.get("type") == "set-audit":
-        from lmaudit.commands.audit import audit_rows
 
         text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
                 f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
@@ -139,7 +132,6 @@ def build_report(run_dir: str | Path) -> Report:
         return Report("lmaudit set-level audit", f"Run folder: {run}", facts,
                       [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))])
     if res.get("type") == "pii-reconstruction":
-        from lmaudit.commands.pii import asr_rows
 
         cfg = res["config"]
         text = (f"{res['n_records']} redacted records ({cfg['field']}); {cfg['candidates']} generations per record "
@@ -150,7 +142,6 @@ def build_report(run_dir: str | Path) -> Report:
         return Report("lmaudit PII reconstruction", f"Run folder: {run}", facts,
                       [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))])
     if res.get("type") == "extraction":
-        from lmaudit.report.extraction import extraction_report
 
         return extraction_report(run, res)
     if "attacks" in res and "target" in res:

@@ -5,34 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.report.document import Figure, Report, Section
-
-
-def summary_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of an extraction summary: one row per step count (or 'ar')."""
-    cfg = payload["config"]
-    header = ["steps", "median log p̂", "median Δ log p"]
-    for p in cfg["p"]:
-        header += [f"discoverable @p={p:g}", f"median n @p={p:g}"]
-    header.append("forwards/record")
-    rows = []
-    for label, row in payload["summary"].items():
-        if not isinstance(row, dict):
-            continue
-        cells = [label, f"{row['median_log_p_hat']:.2f}", f"{row['median_delta_log_p']:+.2f}"]
-        for p in cfg["p"]:
-            n = row[f"median_n_needed@p={p:g}"]
-            cells += [str(row[f"discoverable@p={p:g}"]), "∞" if n == float("inf") else f"{n:.3g}"]
-        cells.append(f"{row['mean_forwards_per_record']:.1f}")
-        rows.append(cells)
-    return header, rows
+from lmaudit.report.tables import facts_common, summary_rows
 
 
 def extraction_report(run: Path, res: dict) -> Report:
-    import pandas as pd
 
-    from lmaudit.report.build import _facts_common
 
     cfg = res["config"]
     records = pd.read_csv(run / "records.csv")
@@ -52,6 +33,6 @@ def extraction_report(run: Path, res: dict) -> Report:
             f"distance to the target; mean |Gaussian − empirical| = {r['mean_abs_error']:.3f}.",
             figures=[Figure("relaxed", "Pr(d ≤ ε)", xplots.relaxed_rates(r["eps"], r["predicted"], r["empirical"]))]))
     facts = {"model": str(res.get("model")), "kind": res["kind"], "configuration": json.dumps(cfg),
-             "run time": f"{res['runtime_s']:.1f} s", **_facts_common(res)}
+             "run time": f"{res['runtime_s']:.1f} s", **facts_common(res)}
     return Report("lmaudit extraction report", f"Run folder: {run}", facts, sections)
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import io
 
+import matplotlib
 import numpy as np
+
+matplotlib.use("Agg")  # plots are written to files; never open a window
+import matplotlib.pyplot as plt  # noqa: E402
 
 from lmaudit.metrics import auc, roc_curve
 
@@ -12,11 +16,6 @@ _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     return plt
 
 

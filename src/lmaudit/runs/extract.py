@@ -7,16 +7,21 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, is_contiguous
-from lmaudit.extraction.sampler import ar_sample, denoise
-from lmaudit.extraction.trajectories import Target, ar_suffix_logp, dlm_trajectories
+from lmaudit.models.generate import ar_sample, denoise
+from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.probes.records import ArrayDict
 from lmaudit.progress import progress
+from lmaudit.runs.common import write_results
 from lmaudit.utils import stable_hash
+from lmaudit.models.fingerprint import tokenizer_fingerprint
+from lmaudit.probes.shards import run_sharded, shard_size_default
+from lmaudit.utils import cache_dir
 
 
 @dataclass
@@ -49,9 +54,13 @@ def parse_steps(values) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, kind: str, max_length: int,
+def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, causal: bool, max_length: int,
                     context: str = "both", seed: int = 0) -> list[Target]:
-    """Tokenise each record and resolve its mask to positions in the input ids."""
+    """Tokenise each record and resolve its mask to positions in the input ids.
+
+    ``causal``: the model reads left to right (AR), so the mask must be one span and
+    the input ends with it.
+    """
     if context not in ("both", "left"):
         raise LmauditError(f"unknown context '{context}'", hint="use both or left")
     special = set(tokenizer.all_special_ids)
@@ -66,12 +75,12 @@ def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, kind: str, m
         pos = spec.resolve(len(text_idx), record_id=rec.id, where=f"{textset.source}: ", text=rec.text,
                            fields=rec.fields, offsets=offsets, seed=seed)
         masked = text_idx[pos]
-        if kind == "ar" and not is_contiguous(pos):
+        if causal and not is_contiguous(pos):
             raise DataError(f"{textset.source}: record '{rec.id}': mask {spec.text} is not one contiguous span",
                             hint="an AR model extracts a suffix: use suffix:K, span:A-B or a single PII field")
-        if kind == "ar" or context == "left":
+        if causal or context == "left":
             ids = ids[: masked[-1] + 1]
-        if masked[0] == 0 and kind == "ar":
+        if masked[0] == 0 and causal:
             raise DataError(f"{textset.source}: record '{rec.id}': an AR model needs at least one token before the mask")
         targets.append(Target(stable_hash(rec.id, rec.text), ids, masked))
     if n_truncated:
@@ -98,9 +107,8 @@ def _groups(n_rows: np.ndarray, lengths: np.ndarray, max_tokens: int) -> list[np
 def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
                      description: str | None = "extraction trajectories") -> dict[str, dict[str, np.ndarray]]:
     """{label: {log_p_hat, p_hat, std_error, forwards, steps}} per record, one label per step count ('ar' for AR)."""
-    pad = loaded.tokenizer.pad_token_id or 0
-    if loaded.kind == "ar":
-        res = ar_suffix_logp(loaded.model, targets, temperature=cfg.temperature, pad_id=pad)
+    if loaded.adapter.causal:
+        res = ar_suffix_logp(loaded.adapter, targets, temperature=cfg.temperature)
         return {"ar": _columns(res, np.array([len(t.masked) for t in targets]))}
     n_masked = np.array([len(t.masked) for t in targets])
     lengths = np.array([len(t.ids) for t in targets])
@@ -114,7 +122,7 @@ def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
             for group in _groups(n_rows, lengths, cfg.max_tokens):
                 res = dlm_trajectories(loaded.adapter, [targets[i] for i in group], steps=[int(steps[i]) for i in group],
                                        order=cfg.order, trajectories=cfg.trajectories, temperature=cfg.temperature,
-                                       seed=cfg.seed, pad_id=pad, max_tokens=cfg.max_tokens)
+                                       seed=cfg.seed, max_tokens=cfg.max_tokens)
                 for i, r in zip(group, res):
                     results[i] = r
                 bar.advance(len(group))
@@ -161,16 +169,15 @@ def relaxed_rows(loaded, targets: list[Target], cfg: ExtractConfig, steps_label:
     """
     eps = np.arange(cfg.relaxed + 1)
     pred, emp, mus, sigmas = [], [], [], []
-    mask_id = loaded.adapter.mask_token_id if loaded.kind == "dlm" else None
     with progress(description, total=len(targets)) as bar:
         for i, t in enumerate(targets, start=start):
             seed = cfg.seed * 1_000_003 + i
-            if loaded.kind == "ar":
+            if loaded.adapter.causal:
                 gen = ar_sample(loaded.model, t.ids[: t.masked[0]], len(t.masked), samples=cfg.samples,
                                 temperature=cfg.temperature, seed=seed)
             else:
                 noisy = np.tile(t.ids, (cfg.samples, 1))
-                noisy[:, t.masked] = mask_id
+                noisy[:, t.masked] = loaded.adapter.mask_token_id
                 steps = len(t.masked) if steps_label == "max" else min(int(steps_label), len(t.masked))
                 filled = denoise(loaded.adapter, noisy, np.ones_like(noisy), steps=steps, temperature=cfg.temperature,
                                  remasking="low_confidence" if cfg.order == "low_confidence" else "random", seed=seed)
@@ -210,11 +217,10 @@ class ExtractionTask:
     spec: MaskSpec
 
     def __call__(self, handle, shard: TextSet) -> ArrayDict:
-        from lmaudit.probes.ar import model_context_length
 
         cfg = self.cfg
-        targets = prepare_targets(handle.tokenizer, shard, self.spec, kind=handle.kind,
-                                  max_length=model_context_length(handle.model, handle.tokenizer),
+        targets = prepare_targets(handle.tokenizer, shard, self.spec, causal=handle.adapter.causal,
+                                  max_length=handle.adapter.context_length,
                                   context=cfg.context, seed=cfg.seed)
         table = trajectory_table(handle, targets, cfg, description=None)
         out = ArrayDict({f"{k}@{label}": v for label, col in table.items() for k, v in col.items()})
@@ -232,14 +238,11 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     The records are processed in shards on the current backend; with ``use_cache``
     each shard's result is cached (a killed run resumes where it stopped).
     """
-    from lmaudit.models.fingerprint import tokenizer_fingerprint
-    from lmaudit.probes.shards import run_sharded, shard_size_default
-    from lmaudit.utils import cache_dir
 
     t0 = time.perf_counter()
     spec = MaskSpec.parse(cfg.mask)
     cfg.steps = parse_steps(cfg.steps)
-    if loaded.kind == "ar" and cfg.order != "random":
+    if loaded.adapter.causal and cfg.order != "random":
         warnings.warn("an AR model reads left to right; --order is ignored", stacklevel=2)
     key = None
     if use_cache and loaded.fingerprint:
@@ -257,7 +260,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
                          shard_size=min(16, shard_size_default()))  # records are slow: finer progress
     parts = shards.all()
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    labels = ["ar"] if loaded.kind == "ar" else cfg.steps
+    labels = ["ar"] if loaded.adapter.causal else cfg.steps
     table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
     n_masked = merged["n_masked"]
     payload = {"config": asdict(cfg), "kind": loaded.kind, "n_records": len(textset),
@@ -271,3 +274,9 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     payload["records"] = {"id": [r.id for r in textset.records],
                           **{f"{k}@{label}": v.tolist() for label, col in table.items() for k, v in col.items()}}
     return payload
+
+
+def write_extraction(payload: dict, out: Path) -> Path:
+    """``OUT/results.json`` (provenance, summary, config) and ``OUT/records.csv`` (one row per record)."""
+    body = {"type": "extraction", **{k: v for k, v in payload.items() if k != "records"}}
+    return write_results(out, body, tables={"records.csv": pd.DataFrame(payload["records"])})

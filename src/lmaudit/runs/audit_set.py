@@ -5,13 +5,19 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from lmaudit.audit.features import features_for
+import numpy as np
+
 from lmaudit.audit.smi import KERNELS, smi, smi_m, standardise
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.probes.features import hidden_features
+from lmaudit.runs.common import write_results
+from lmaudit.runs.mia import RunConfig, score_set
 
 METHODS = ("smi", "smi-m", "both")
+FEATURES = ("hidden", "scores")
 
 
 @dataclass
@@ -32,6 +38,27 @@ class AuditConfig:
             raise LmauditError(f"unknown method '{self.method}'", hint=f"use one of {', '.join(METHODS)}")
         if self.kernel not in KERNELS:
             raise LmauditError(f"unknown kernel '{self.kernel}'", hint=f"use one of {', '.join(KERNELS)}")
+
+
+def score_features(loaded, textset: TextSet, *, reference=None, attacks: list[str] | None = None,
+                   seed: int = 0, budget: int = 16) -> tuple[np.ndarray, list[str]]:
+    """(n, k) attack scores (one column per attack, all higher = more member-like) and the attack names."""
+    scores = score_set(loaded, textset, reference=reference,
+                       config=RunConfig(attacks=attacks, seed=seed, budget=budget))
+    names = sorted(scores)
+    return np.column_stack([scores[n] for n in names]), names
+
+
+def features_for(kind: str, loaded, sets: dict[str, TextSet], **kwargs) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Features of every named set; the names of the columns for ``scores`` (empty for ``hidden``)."""
+    if kind not in FEATURES:
+        raise LmauditError(f"unknown features '{kind}'", hint=f"use one of {', '.join(FEATURES)}")
+    if kind == "hidden":
+        return {name: hidden_features(loaded, ts) for name, ts in sets.items()}, []
+    out, names = {}, []
+    for name, ts in sets.items():
+        out[name], names = score_features(loaded, ts, **kwargs)
+    return out, names
 
 
 def estimate_rho(M, N, U, cfg: AuditConfig) -> dict[str, dict]:
@@ -68,3 +95,8 @@ def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, c
             "data": {"members": members.source, "nonmembers": nonmembers.source, "suspect": suspect.source},
             "features": {"kind": cfg.features, "dim": int(feats["members"].shape[1]), "columns": columns},
             "methods": methods, "timings_ms": {"features": 1e3 * t_features}}
+
+
+def write_audit(payload: dict, out: str | Path) -> Path:
+    """``OUT/results.json`` of a set-level audit (with the provenance block)."""
+    return write_results(out, payload)

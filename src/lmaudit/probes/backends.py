@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import contextvars
 import os
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
+import torch
+
 from lmaudit.errors import LmauditError
+from lmaudit.models.loading import load_model
+from lmaudit.progress import set_quiet
 
 BACKENDS = ("local", "ray")
 
@@ -58,7 +63,6 @@ def _load_handle(source, tokenizer):
     model is probed on the target's token ids).
     """
     if isinstance(source, dict):
-        from lmaudit.models.loading import load_model
 
         source = load_model(**source, device=None)
     source.tokenizer = tokenizer
@@ -69,16 +73,13 @@ def _worker_class(ray):
     @ray.remote
     class ShardWorker:
         def __init__(self, source, tokenizer, threads: int) -> None:
-            import torch
 
-            from lmaudit.progress import set_quiet
 
             set_quiet(True)  # the driver shows the progress
             torch.set_num_threads(max(1, threads))
             self.handle = _load_handle(source, tokenizer)
 
         def run(self, task: Task, index: int, shard):
-            import warnings
 
             with warnings.catch_warnings(record=True) as caught:  # handed to the driver, which shows them
                 warnings.simplefilter("always")
@@ -121,7 +122,6 @@ class RayBackend:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"the Ray cluster at '{address}'" if address else "a local Ray instance"
                 raise LmauditError(f"cannot start or join {where}: {exc}") from None
-        import torch
 
         resources = ray.cluster_resources()
         gpus, cpus = resources.get("GPU", 0), resources.get("CPU", 1)
@@ -155,7 +155,6 @@ class RayBackend:
         """Yield ``(index, task(model, shard))`` as shards finish (not in order)."""
         from ray.util import ActorPool
 
-        import warnings
 
         pool = ActorPool(self._pool(handle))
         seen: set = set()

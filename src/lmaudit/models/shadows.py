@@ -2,7 +2,7 @@
 
 ``lmaudit shadows`` writes ``OUT/shadows.json`` (the manifest: which texts each
 shadow trained on, by content hash) and one model folder per shadow; ``lmaudit mia
---shadows OUT`` reads them.
+--shadows OUT`` reads them (their statistics come from :mod:`lmaudit.probes.shadows`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lmaudit.attacks.shadow import ShadowStats
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.models.build import finetune
 from lmaudit.utils import stable_hash, stable_seed, write_json_atomic
 
 MANIFEST = "shadows.json"
@@ -68,8 +68,6 @@ def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
 def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 8, seed: int = 0,
                   **finetune_kwargs) -> Path:
     """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return its path."""
-    from lmaudit.models.build import finetune
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths, trained = [], []
@@ -78,21 +76,3 @@ def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 
         trained.append({text_key(r) for r in half.records})
     return ShadowSet(paths, trained).save(out, {"base": str(base), "pool": pool.source, "seed": seed,
                                                 "finetune": finetune_kwargs})
-
-
-def shadow_stats(shadows: ShadowSet, textset: TextSet, *, loader=None) -> ShadowStats:
-    """φ (mean token log-probability) of every text under every shadow, and the IN/OUT matrix."""
-    from lmaudit.attacks.segments import segment_mean
-    from lmaudit.models.loading import load_causal_lm
-    from lmaudit.probes.ar import probe_ar_shards
-    from lmaudit.utils import cache_dir
-
-    keys = [text_key(r) for r in textset.records]
-    phi, is_in = [], []
-    for j, (path, trained) in enumerate(zip(shadows.paths, shadows.trained)):
-        m = (loader or load_causal_lm)(path)
-        shards = probe_ar_shards(m.model, m.tokenizer, textset, model_fingerprint=m.fingerprint, cache_dir=cache_dir(),
-                                 description=f"probe shadow {j + 1}/{len(shadows.paths)}")
-        phi.append(np.concatenate([segment_mean(s.logp, s.offsets) for _, s in shards]))
-        is_in.append([k in trained for k in keys])
-    return ShadowStats(np.array(phi), np.array(is_in, dtype=bool))

@@ -16,93 +16,35 @@ candidate is filled back into the record and ranked (higher = more likely true):
 
 from __future__ import annotations
 
-import re
-import types
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from lmaudit.attacks.q_skew import weighted_skew
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError, LmauditError
+from lmaudit.extraction.reconstruct import PIIRecord, combined, dedupe, fit_alpha, rank_of, trim
+from lmaudit.models.generate import ar_sample, denoise
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.probes.masked import masked_window_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.utils import stable_seed
-
-PLACEHOLDER = "[REDACTED]"
-PATTERNS = {"email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
-            "phone": re.compile(r"\+?\d[\d\s().-]{6,}\d")}
-SIGNALS = ("ce", "skew_pii", "skew_context", "combined")
-
-
-@dataclass
-class PIIRecord:
-    id: str
-    left: str
-    right: str
-    truth: str | None
-
-    def filled(self, value: str) -> str:
-        return self.left + value + self.right
-
-
-def redacted_records(textset: TextSet, field: str, *, placeholder: str = PLACEHOLDER) -> list[PIIRecord]:
-    """Records whose text holds exactly one placeholder; the true value (if given) is the ``field`` column."""
-    if field not in PATTERNS:
-        raise LmauditError(f"unknown field '{field}'", hint=f"use one of {', '.join(PATTERNS)}")
-    out = []
-    for r in textset.records:
-        n = r.text.count(placeholder)
-        if n != 1:
-            raise DataError(f"{textset.source}: record '{r.id}' has {n} '{placeholder}' placeholders; exactly one needed",
-                            hint="redact one field per record (--placeholder sets the marker)")
-        left, right = r.text.split(placeholder)
-        out.append(PIIRecord(r.id, left, right, r.fields.get(field)))
-    return out
-
-
-def redact(textset: TextSet, field: str, *, placeholder: str = PLACEHOLDER) -> TextSet:
-    """Replace the first occurrence of each record's ``field`` value by the placeholder (keeps the value as a field)."""
-    from lmaudit.data.loaders import Record
-
-    records = []
-    for r in textset.records:
-        value = r.fields.get(field)
-        if not value or value not in r.text:
-            raise DataError(f"{textset.source}: record '{r.id}' has no '{field}' value in its text")
-        records.append(Record(r.id, r.text.replace(value, placeholder, 1), fields=dict(r.fields)))
-    return TextSet(records, source=f"{textset.source} (redacted {field})")
-
-
-def trim(text: str, field: str) -> str | None:
-    """The first substring of a generation that matches the field's pattern; else its first word."""
-    match = PATTERNS[field].search(text)
-    if match:
-        return match.group(0)
-    words = text.strip().split()
-    word = words[0].strip("<>()[],;:\"'") if words else ""
-    return word or None
-
-
-def dedupe(values) -> list[str]:
-    return list(dict.fromkeys(v for v in values if v))
-
-
-def mask_value(value: str | None) -> str:
-    """A PII value with every letter and digit but the first hidden: 'amy@x.org' → 'a**@*.***'."""
-    if not value:
-        return "-"
-    return value[0] + re.sub(r"[A-Za-z0-9]", "*", value[1:])
+from lmaudit.probes.segments import segment_mean
+from lmaudit.progress import progress
+from lmaudit.runs.common import write_results
+from lmaudit.utils import atomic_path, stable_seed
 
 
 def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int = 20,
                         steps: int | None = None, temperature: float = 1.0, seed: int = 0) -> list[str]:
     """Trimmed, de-duplicated candidates from ``n`` independent generations at the placeholder."""
-    from lmaudit.extraction.sampler import ar_sample, denoise
 
     tok = loaded.tokenizer
     left = np.asarray(tok(rec.left)["input_ids"], dtype=np.int64)
     gen_seed = stable_seed("pii-candidates", rec.id, seed)
-    if loaded.kind == "ar":
+    if loaded.adapter.causal:
         new = ar_sample(loaded.model, left, mask_length, samples=n, temperature=temperature, seed=gen_seed)
     else:
         right = np.asarray(tok(rec.right, add_special_tokens=False)["input_ids"], dtype=np.int64)
@@ -116,15 +58,12 @@ def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask
 
 def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8, seed: int = 0) -> np.ndarray:
     """−(mean masked cross-entropy) of each text: DLM under ``batches`` random masks of ``ratio``; AR: −mean NLL."""
-    from lmaudit.attacks.segments import segment_mean
 
     ts = TextSet.from_texts(texts, prefix="c", source="candidates")
-    if loaded.kind == "ar":
-        from lmaudit.probes.ar import ARProbeConfig, probe_ar
+    if loaded.adapter.causal:
 
         stats = probe_ar(loaded.model, loaded.tokenizer, ts, ARProbeConfig(), description="score candidates")
     else:
-        from lmaudit.probes.masked import probe_masked
 
         stats = probe_masked(loaded.adapter, loaded.tokenizer, ts, MaskPlan("random", budget=batches, rho=ratio),
                              seed=seed)
@@ -153,58 +92,21 @@ def _window(tok, rec: PIIRecord, value: str, width: int) -> tuple[np.ndarray, np
 def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: str, window: int = 20,
                 rho: float = 0.35, budget: int = 12, seed: int = 0) -> np.ndarray:
     """Q-Skew per candidate, masks restricted to the field (``where="pii"``) or to its context (``"context"``)."""
-    from lmaudit.probes.masked import _masked_forward_stats
 
     plan = MaskPlan("cyclic", budget=budget, rho=rho)
-    ids, jobs = [], {"sample": [], "pattern": [], "masks": [], "scored_index": [], "ratio": []}
-    for i, value in enumerate(values):
+    windows, allowed, seeds = [], [], []
+    for value in values:
         w, is_field = _window(target.tokenizer, rec, value, window)
-        allowed = np.flatnonzero(is_field if where == "pii" else ~is_field)
-        if len(allowed) == 0:
+        allow = np.flatnonzero(is_field if where == "pii" else ~is_field)
+        if len(allow) == 0:
             raise LmauditError(f"record '{rec.id}': the window holds no {where} token", hint="use a wider --window")
-        ids.append(w)
-        for j, p in enumerate(plan.patterns(len(allowed), stable_seed("pii-skew", rec.id, value, seed))):
-            jobs["sample"].append(i)
-            jobs["pattern"].append(j)
-            jobs["masks"].append(allowed[np.sort(p)])
-            jobs["scored_index"].append(np.sort(p))
-            jobs["ratio"].append(len(p) / len(allowed))
-    tok = types.SimpleNamespace(ids=ids)
-    job_set = types.SimpleNamespace(**{k: (v if k in ("masks", "scored_index") else np.asarray(v))
-                                       for k, v in jobs.items()})
-    pad = target.tokenizer.pad_token_id or 0
-    tar = _masked_forward_stats(target.adapter, tok, job_set, 256, pad, f"Q-Skew ({where}) target")[:, 0]
-    ref = _masked_forward_stats(reference.adapter, tok, job_set, 256, pad, f"Q-Skew ({where}) reference")[:, 0]
-    counts = np.bincount(job_set.sample, weights=[len(m) for m in job_set.masks], minlength=len(values))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return weighted_skew(tar.astype(np.float64) - ref, offsets)
-
-
-def zscore(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    sd = x.std()
-    return np.zeros_like(x) if sd <= 1e-12 else (x - x.mean()) / sd
-
-
-def combined(ce: np.ndarray, skew: np.ndarray, alpha: float) -> np.ndarray:
-    """−(1−α)·Z(cross-entropy) + α·Z(skew); ``ce`` holds −cross-entropy (higher = better), as :func:`ce_scores`."""
-    return (1 - alpha) * zscore(ce) + alpha * zscore(skew)
-
-
-def rank_of(scores: np.ndarray, values: list[str], truth: str | None) -> int | None:
-    """1-based rank of the true value among the candidates (ties broken by generation order), None if absent."""
-    if truth is None or truth not in values:
-        return None
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    return int(np.flatnonzero(np.asarray(values, dtype=object)[order] == truth)[0]) + 1
-
-
-def fit_alpha(cases: list[dict], *, grid=None) -> tuple[float, int]:
-    """α maximising top-1 hits over ``cases`` ({values, truth, ce, skew}); ties go to the smallest α."""
-    grid = np.round(np.linspace(0, 1, 21), 2) if grid is None else np.asarray(grid)
-    hits = [sum(rank_of(combined(c["ce"], c["skew"], a), c["values"], c["truth"]) == 1 for c in cases) for a in grid]
-    best = int(np.argmax(hits))
-    return float(grid[best]), int(hits[best])
+        windows.append(w)
+        allowed.append(allow)
+        seeds.append(stable_seed("pii-skew", rec.id, value, seed))
+    tar, offsets = masked_window_stats(target.adapter, windows, allowed, plan, seeds, description=f"Q-Skew ({where}) target")
+    ref, _ = masked_window_stats(reference.adapter, windows, allowed, plan, seeds,
+                                 description=f"Q-Skew ({where}) reference")
+    return weighted_skew(tar[:, 0].astype(np.float64) - ref[:, 0], offsets)
 
 
 @dataclass
@@ -229,7 +131,7 @@ def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> d
         return {"values": [], "truth": rec.truth}
     out = {"values": values, "truth": rec.truth,
            "ce": ce_scores(target, [rec.filled(v) for v in values], batches=cfg.ce_batches, seed=cfg.seed)}
-    if reference is not None and target.kind == "dlm":
+    if reference is not None and not target.adapter.causal:
         for where in ("pii", "context"):
             out[f"skew_{where}"] = skew_scores(target, reference, rec, values, where=where, window=cfg.window,
                                                seed=cfg.seed)
@@ -240,7 +142,6 @@ def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> d
 def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig, *, reference=None,
                        calibration: list[PIIRecord] | None = None) -> dict:
     """Rank candidates for every record; top-1 attack success rate (ASR) and ranks per signal."""
-    from lmaudit.progress import progress
 
     if cfg.skew_signal not in ("pii", "context"):
         raise LmauditError(f"unknown skew signal '{cfg.skew_signal}'", hint="use pii or context")
@@ -283,3 +184,18 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
             "records": {"id": [r.id for r in records], "n_candidates": [len(c["values"]) for c in cases],
                         **{f"rank_{s}": ranks[s] for s in signals}},
             "_cases": cases}
+
+
+def write_reconstruction(payload: dict, out: Path, *, show_pii: bool) -> Path:
+    """results.json (with provenance) and records.csv (ranks only); candidates.jsonl with the values only when
+    ``show_pii``."""
+    cases = payload["_cases"]
+    path = write_results(out, {k: v for k, v in payload.items() if k != "_cases"},
+                         tables={"records.csv": pd.DataFrame(payload["records"])})
+    if show_pii:
+        with atomic_path(out / "candidates.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            for rid, c in zip(payload["records"]["id"], cases):
+                fh.write(json.dumps({"id": rid, "truth": c["truth"], "candidates": c["values"],
+                                     **{k: [float(x) for x in c[k]] for k in ("ce", "skew_pii", "skew_context")
+                                        if k in c}}) + "\n")
+    return path

@@ -34,21 +34,18 @@ import torch.nn.functional as F
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.models.build import TRAINING_FILE, _loss_summary, finetune, objective_for, save_model
-from lmaudit.models.dlm import adapter_for
+from lmaudit.models.adapters import DLMAdapter, adapter_for, context_length
+from lmaudit.models.build import TRAINING_FILE, finetune, loss_summary, objective_for, save_model
 from lmaudit.models.fingerprint import model_dir_fingerprint
-from lmaudit.models.train import Example, Objective, TrainConfig, _collate, dft_examples, ift_examples, train
+from lmaudit.models.loading import check_model_dir, load_model
+from lmaudit.models.train import Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
 
 METHODS = ("retrain", "gradient_ascent", "npo", "finetune")
 Noise = tuple[torch.Tensor, torch.Tensor]  # (t (B, 1), masked (B, T) bool) of one diffusion draw
 
 
-def draw_noise(input_ids: torch.Tensor, loss_mask: torch.Tensor, generator: torch.Generator, *, eps: float = 1e-3) -> Noise:
-    """One masked-diffusion draw, as in :func:`~lmaudit.models.dlm.diffusion_objective`: t ~ U(eps, 1) per sequence."""
-    B, T = input_ids.shape
-    t = (eps + (1 - eps) * torch.rand(B, 1, generator=generator)).to(input_ids.device)  # (B, 1)
-    masked = (torch.rand(B, T, generator=generator).to(input_ids.device) < t) & loss_mask  # (B, T)
-    return t, masked
+#: One masked-diffusion draw, as in :func:`~lmaudit.models.dlm.diffusion_objective`: t ~ U(eps, 1) per sequence.
+draw_noise = DLMAdapter.draw_noise
 
 
 def sequence_logprob(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor, *,
@@ -67,8 +64,7 @@ def sequence_logprob(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
         raise LmauditError("a DLM's sequence log-likelihood needs a noise draw", hint="pass noise=draw_noise(...)")
     adapter = adapter_for(model, tokenizer)
     t, masked = noise
-    noisy = torch.where(masked, torch.full_like(input_ids, adapter.mask_token_id), input_ids)  # (B, T)
-    logits = adapter(noisy, attention_mask).float()  # (B, T, V)
+    logits = adapter(adapter.insert_masks(input_ids, masked), attention_mask).float()  # (B, T, V)
     nll = F.cross_entropy(logits.transpose(1, 2), input_ids, reduction="none")  # (B, T)
     return -(nll * masked / t).sum(dim=1)  # (B,)
 
@@ -103,7 +99,7 @@ def _paired_objective(forget_term: Objective, sign: float, retain_loss: Objectiv
         while len(state["order"]) < batch_size:  # cycle the retain set, reshuffled each pass
             state["order"] = np.concatenate([state["order"], rng.permutation(len(retain))])
         idx, state["order"] = state["order"][:batch_size], state["order"][batch_size:]
-        batch = (t.to(input_ids.device) for t in _collate([retain[i] for i in idx], pad_id))
+        batch = (t.to(input_ids.device) for t in collate([retain[i] for i in idx], pad_id))
         kept = retain_loss(model, *batch, generator)
         log["retain"].append(kept.item())
         return sign * forget + weight * kept
@@ -114,7 +110,7 @@ def _paired_objective(forget_term: Objective, sign: float, retain_loss: Objectiv
 def _examples(tokenizer, data: TextSet, mode: str, block: int, model) -> list[Example]:
     if mode == "dft":
         return dft_examples(tokenizer, data, block=block)
-    return ift_examples(tokenizer, data, max_length=getattr(model.config, "max_position_embeddings", 2048))
+    return ift_examples(tokenizer, data, max_length=context_length(model, tokenizer))
 
 
 def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, batch_size: int = 16, seed: int = 0) -> float:
@@ -134,7 +130,7 @@ def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, b
     model.eval()
     with torch.no_grad():
         for i in range(0, len(examples), batch_size):
-            ids, attn, mask = (t.to(device) for t in _collate(examples[i : i + batch_size], tok.pad_token_id or 0))
+            ids, attn, mask = (t.to(device) for t in collate(examples[i : i + batch_size], loaded.adapter.pad_id))
             n = float(mask.sum())
             total += objective(model, ids, attn, mask, gen).item() * n
             weight += n
@@ -208,8 +204,6 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
         For an unknown method or mode, non-positive ``lr``/``epochs``/``npo_beta``, an
         empty forget or retain set that the method needs, or ``retrain`` without ``base_dir``.
     """
-    from lmaudit.models.loading import check_model_dir, load_model
-
     _validate(method, forget, retain, base_dir=base_dir, epochs=epochs, lr=lr, batch_size=batch_size, block=block,
               mode=mode, retain_weight=retain_weight, npo_beta=npo_beta)
     check_model_dir(model_dir)
@@ -230,7 +224,7 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
 
     loaded = load_model(model_dir, kind=kind)
     model, tok = loaded.model, loaded.tokenizer
-    pad_id = tok.pad_token_id or 0
+    pad_id = loaded.adapter.pad_id
     forget_examples = _examples(tok, forget, mode, block, model)
     retain_examples = _examples(tok, retain, mode, block, model) if retain_weight > 0 else []
     base_loss = objective_for(loaded.kind, tok)
@@ -247,8 +241,8 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     losses = train(model, forget_examples, cfg, objective=objective, pad_id=pad_id,
                    description=f"unlearn {loaded.kind} ({method})")
     parts = {f"{name}_{key}": value for name, values in log.items() if values
-             for key, value in _loss_summary(values).items() if key != "steps"}
+             for key, value in loss_summary(values).items() if key != "steps"}
     save_model(model, tok, out, {**record, "kind": loaded.kind, "started_from": str(model_dir),
                                  "n_examples": len(forget_examples), "train_config": cfg.__dict__,
-                                 **_loss_summary(losses), **parts})
+                                 **loss_summary(losses), **parts})
     return out

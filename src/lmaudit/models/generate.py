@@ -10,6 +10,8 @@ of the sampled token) or random ones (``random``); the rest are masked again.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import torch
 
@@ -101,7 +103,6 @@ def ar_sample(model, prefix: np.ndarray, n_tokens: int, *, samples: int, tempera
     """``samples`` continuations of ``n_tokens`` tokens after ``prefix`` (1-D ids). → (samples, n_tokens)."""
     if temperature < 0:
         raise LmauditError("temperature must be ≥ 0")
-    import inspect
 
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)

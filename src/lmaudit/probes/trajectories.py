@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError
+from lmaudit.probes.tokenize import length_batches
 from lmaudit.utils import stable_seed
 
 ORDERS = ("random", "low_confidence")
@@ -83,21 +84,16 @@ def random_orders(target: Target, trajectories: int, seed: int) -> np.ndarray:
     return np.stack([rng.permutation(target.masked) for _ in range(trajectories)])
 
 
-def _target_logp(net, kind: str, ids, attn, rows, cols, targets, temperature: float, *,
+def _target_logp(adapter, ids, attn, rows, cols, targets, temperature: float, *,
                  row_chunk: int = 1024) -> torch.Tensor:
     """log Pr(``targets``) at ``temperature`` at the given (row, column) positions of input ``ids``. → (n,) float32."""
-    from lmaudit.probes.ar import fused_head
-
-    fused = net.fused_head() if kind == "dlm" else fused_head(net)
-    src = cols if kind == "dlm" else cols - 1  # an AR model predicts token t from position t−1
+    fused = adapter.fused_head()
+    src = adapter.row_for(cols)  # the logit row that predicts each column (AR: the previous position)
     if fused is not None:
-        if kind == "dlm":
-            hidden = net.hidden(fused[0], ids, attn)  # (B, T, d)
-        else:
-            hidden = fused[0](input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state  # (B, T, d)
+        hidden = adapter.hidden(fused[0], ids, attn)  # (B, T, d)
         picked, head = hidden[rows, src], fused[1]  # (n, d)
     else:
-        logits = net(ids, attn) if kind == "dlm" else net(input_ids=ids, attention_mask=attn, use_cache=False).logits
+        logits = adapter(ids, attn)  # (B, T, V)
         picked, head = logits[rows, src], None  # (n, V)
     out = torch.empty(len(targets), dtype=torch.float32, device=ids.device)
     for s in range(0, len(targets), row_chunk):
@@ -121,7 +117,7 @@ def _top_per_row(rows: np.ndarray, scores: np.ndarray, take: np.ndarray) -> np.n
 
 @torch.inference_mode()
 def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order: str = "random",
-                     trajectories: int = 512, temperature: float = 1.0, seed: int = 0, pad_id: int = 0,
+                     trajectories: int = 512, temperature: float = 1.0, seed: int = 0,
                      max_tokens: int = 131072) -> list[TrajectoryResult]:
     """Teacher-forced trajectory log-probabilities for a group of records under a DLM.
 
@@ -143,7 +139,7 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
         raise LmauditError(f"unknown order '{order}'", hint=f"use one of {', '.join(ORDERS)}")
     if temperature <= 0:
         raise LmauditError("extraction probabilities need a temperature > 0")
-    device = next(adapter.parameters()).device
+    device = adapter.device
     n_rows, orders, bounds = [], [], []
     for t, n in zip(targets, steps):
         bounds.append(step_bounds(len(t.masked), n))
@@ -153,13 +149,10 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
     rec = np.repeat(np.arange(len(targets)), n_rows)  # record of each row
     width = max(o.shape[1] for o in orders)
     row_order = np.concatenate([np.pad(o, ((0, 0), (0, width - o.shape[1])), constant_values=-1) for o in orders])
-    T = max(len(t.ids) for t in targets)
-    ids = np.full((len(rec), T), pad_id, dtype=np.int64)
-    attn = np.zeros((len(rec), T), dtype=np.int64)
+    ids, attn, _ = adapter.pad([targets[i].ids for i in rec])
+    T = ids.shape[1]
     masked = np.zeros((len(rec), T), dtype=bool)
     for r, i in enumerate(rec):
-        ids[r, : len(targets[i].ids)] = targets[i].ids
-        attn[r, : len(targets[i].ids)] = 1
         masked[r, targets[i].masked] = True
     total = np.zeros(len(rec), dtype=np.float64)
     forwards = np.zeros(len(targets), dtype=np.int64)
@@ -178,9 +171,9 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
             else:  # every still-masked position is a candidate; the most confident are unmasked
                 rows, cols = np.nonzero(masked[part])
             sub = torch.from_numpy(part).to(device)
-            noisy = torch.where(torch.from_numpy(masked[part]).to(device), adapter.mask_token_id, ids_t[sub])
+            noisy = adapter.insert_masks(ids_t[sub], torch.from_numpy(masked[part]).to(device))
             rows_t, cols_t = torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
-            logp = _target_logp(adapter, "dlm", noisy, attn_t[sub], rows_t, cols_t, ids_t[sub][rows_t, cols_t],
+            logp = _target_logp(adapter, noisy, attn_t[sub], rows_t, cols_t, ids_t[sub][rows_t, cols_t],
                                 temperature).double().cpu().numpy()
             if order == "low_confidence":
                 keep = _top_per_row(rows, logp, (hi - lo)[part])
@@ -192,32 +185,25 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
 
 
 @torch.inference_mode()
-def ar_suffix_logp(model, targets: list[Target], *, temperature: float = 1.0, pad_id: int = 0,
+def ar_suffix_logp(adapter, targets: list[Target], *, temperature: float = 1.0,
                    batch_size: int = 32) -> list[TrajectoryResult]:
-    """Exact log success probability of a contiguous span read left to right by a causal LM.
+    """Exact log success probability of a contiguous span read left to right by a causal LM (its ``ARAdapter``).
 
     The input is cut right after the span, so later tokens are never seen. One
     forward per batch of records.
     """
-    from lmaudit.probes.tokenize import length_batches
-
     if temperature <= 0:
         raise LmauditError("extraction probabilities need a temperature > 0")
-    device = next(model.parameters()).device
+    device = adapter.device
     seqs = [t.ids[: t.masked[-1] + 1] for t in targets]
     out: list[TrajectoryResult | None] = [None] * len(targets)
     for index in length_batches(np.array([len(s) for s in seqs]), batch_size):
-        T = max(len(seqs[i]) for i in index)
-        ids = np.full((len(index), T), pad_id, dtype=np.int64)
-        attn = np.zeros((len(index), T), dtype=np.int64)
-        for row, i in enumerate(index):
-            ids[row, : len(seqs[i])] = seqs[i]
-            attn[row, : len(seqs[i])] = 1
+        ids, attn, _ = adapter.pad([seqs[i] for i in index])
         rows = np.repeat(np.arange(len(index)), [len(targets[i].masked) for i in index])
         cols = np.concatenate([targets[i].masked for i in index])
         ids_t = torch.from_numpy(ids).to(device)
         rows_t, cols_t = torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
-        logp = _target_logp(model, "ar", ids_t, torch.from_numpy(attn).to(device), rows_t, cols_t,
+        logp = _target_logp(adapter, ids_t, torch.from_numpy(attn).to(device), rows_t, cols_t,
                             ids_t[rows_t, cols_t], temperature).double().cpu().numpy()
         sums = np.bincount(rows, weights=logp, minlength=len(index))
         for row, i in enumerate(index):

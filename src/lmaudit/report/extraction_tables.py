@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from lmaudit.report import extraction_plots as xplots
+from lmaudit.report import unlearning_tables
 
 TYPES = ("extraction-steps", "pii-extraction", "extraction-relaxed", "pii-reconstruction")
 BUDGET_POINTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
@@ -105,7 +106,6 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
 
 def module_for(exp_type: str):
     """The table/figure module of an experiment type outside the membership-inference family, else None."""
-    from lmaudit.experiments import unlearning_tables
 
     for mod in (sys.modules[__name__], unlearning_tables):
         if exp_type in mod.TYPES:

@@ -1,0 +1,81 @@
+"""The Python interface: the same jobs as the commands, on model folders or loaded models, paths or text sets.
+
+Every job returns a result whose ``write(folder)`` writes the files the command
+writes; ``lmaudit.attacks.list_attacks()`` lists the attacks. Example::
+
+    import lmaudit
+    target = lmaudit.load_model("models/ft")
+    result = lmaudit.mia(target, "members.jsonl", "nonmembers.jsonl", reference="models/base")
+    print(result.attacks["reference"]["auc"])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.extraction.reconstruct import redacted_records
+from lmaudit.models.handle import ModelHandle
+from lmaudit.models.loading import load_model
+from lmaudit.models.shadows import ShadowSet
+from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
+from lmaudit.runs.common import RunResult
+from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
+from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
+from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
+
+__all__ = ["audit_set", "extract", "load_model", "mia", "reconstruct_pii"]
+
+
+def _model(model: ModelHandle | str | Path, kind: str | None = None, **options) -> ModelHandle:
+    return model if isinstance(model, ModelHandle) else load_model(model, kind=kind, **options)
+
+
+def _texts(data: TextSet | str | Path) -> TextSet:
+    return data if isinstance(data, TextSet) else load_texts(data)
+
+
+def mia(model, members, nonmembers, *, reference=None, shadows=None, config: RunConfig | None = None,
+        **load_options) -> MIAResult:
+    """Membership inference: every attack that can run (or ``config.attacks``), AUC and TPR@FPR per attack.
+
+    ``model``/``reference``: folders or loaded models; ``members``/``nonmembers``:
+    data files or :class:`~lmaudit.data.loaders.TextSet`; ``shadows``: a folder
+    from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`.
+    """
+    target = _model(model, **load_options)
+    ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
+    shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    return run_mia(target, _texts(members), _texts(nonmembers), reference=ref, config=config, shadows=shadow_set)
+
+
+def audit_set(model, members, nonmembers, suspect, *, reference=None, config: AuditConfig | None = None,
+              **load_options) -> RunResult:
+    """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals)."""
+    target = _model(model, **load_options)
+    ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
+    payload = run_audit(target, _texts(members), _texts(nonmembers), _texts(suspect), config or AuditConfig(),
+                        reference=ref)
+    return RunResult(payload, write_audit)
+
+
+def extract(model, data, *, config: ExtractConfig | None = None, **load_options) -> RunResult:
+    """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...)."""
+    target = _model(model, **load_options)
+    payload = run_extraction(target, _texts(data), config or ExtractConfig())
+    payload["model"] = target.path
+    return RunResult(payload, write_extraction)
+
+
+def reconstruct_pii(model, records, *, reference=None, calibration=None, config: ReconstructConfig | None = None,
+                    placeholder: str = "[REDACTED]", show_pii: bool = False, **load_options) -> RunResult:
+    """Recover a redacted field of each record; top-1 attack success rate per ranking signal."""
+    cfg = config or ReconstructConfig()
+    target = _model(model, **load_options)
+    ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
+    recs = redacted_records(_texts(records), cfg.field, placeholder=placeholder)
+    calib = None if calibration is None else redacted_records(_texts(calibration), cfg.field, placeholder=placeholder)
+    payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
+    payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
+                    "reference": None if ref is None else ref.path, "show_pii": show_pii})
+    return RunResult(payload, lambda p, out: write_reconstruction(p, out, show_pii=show_pii))

@@ -1,0 +1,47 @@
+"""``lmaudit run`` (experiments) and ``lmaudit report``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lmaudit.commands import common as c
+from lmaudit.commands.running import backend_from, finish
+from lmaudit.experiments.config import load_experiment
+from lmaudit.experiments.runner import run_experiment
+from lmaudit.progress import stdout_console
+from lmaudit.report.build import write_report
+
+app = typer.Typer()
+
+
+@app.command("run", rich_help_panel=c.PANEL_RESULTS)
+def run_cmd(
+    config: Optional[Path] = c.config_option(),
+    experiment: Path = typer.Argument(..., help="Experiment file (TOML), e.g. experiments/dlm-dft.toml."),
+    out: Path = typer.Option(Path("results"), help="Results root; the experiment writes OUT/NAME/."),
+    no_report: bool = c.no_report_option(),
+    backend: str = c.backend_option(),
+    address: Optional[str] = c.address_option(),
+    workers: Optional[int] = c.workers_option(),
+) -> None:
+    """Run an experiment file and write its results, table and plots."""
+    cfg = load_experiment(experiment)
+    with backend_from(backend, address, workers):
+        folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
+    stdout_console.print((folder / "table.md").read_text())
+    finish(folder / "results.json", folder, no_report)
+
+
+@app.command(rich_help_panel=c.PANEL_RESULTS)
+def report(
+    config: Optional[Path] = c.config_option(),
+    run_dir: Path = typer.Argument(..., help="A folder written by mia, demo, run, audit-set, extract or pii."),
+) -> None:
+    """Write RUN_DIR/report.html (self-contained, plots embedded) and RUN_DIR/report.md."""
+    t0 = time.perf_counter()
+    path = write_report(run_dir)
+    stdout_console.print(f"report: {path}  ({time.perf_counter() - t0:.1f} s)")

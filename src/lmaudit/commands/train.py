@@ -1,0 +1,109 @@
+"""``lmaudit pretrain``, ``finetune``, ``unlearn`` and ``shadows``: make the models to audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lmaudit.commands import common as c
+from lmaudit.data.corpus import build_corpus
+from lmaudit.data.loaders import load_texts
+from lmaudit.models.build import corpus_tokenizer
+from lmaudit.models.build import finetune as do_finetune
+from lmaudit.models.build import pretrain as do_pretrain
+from lmaudit.models.shadows import train_shadows
+from lmaudit.models.unlearn import unlearn as do_unlearn
+from lmaudit.progress import info, stdout_console
+
+app = typer.Typer()
+
+
+@app.command(rich_help_panel=c.PANEL_MODELS)
+def pretrain(
+    config: Optional[Path] = c.config_option(),
+    out: Path = typer.Option(..., help="Folder to save the model to."),
+    kind: str = typer.Option("ar", help="Model kind: ar (causal) or dlm (masked diffusion)."),
+    preset: str = typer.Option("tiny", help="Model size: tiny or small."),
+    tokens: Optional[int] = typer.Option(None, help="Training tokens (default: the preset's)."),
+    seed: int = typer.Option(0),
+    init_from: Optional[Path] = typer.Option(None, help="DLM: adapt this AR model folder instead of starting from scratch."),
+) -> None:
+    """Pretrain a tiny model on the embedded corpus' pretraining pool."""
+    corpus = build_corpus()
+    do_pretrain(corpus, corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
+                init_from=init_from)
+    info(f"saved to {out}")
+
+
+@app.command(rich_help_panel=c.PANEL_MODELS)
+def finetune(
+    config: Optional[Path] = c.config_option(),
+    model: Optional[Path] = c.model_option("Model folder to start from."),
+    base: Optional[Path] = c.alias_option("--base"),
+    data: Path = typer.Option(..., help="JSONL/CSV/folder: 'text' (dft) or 'prompt'+'response' (ift)."),
+    out: Path = typer.Option(..., help="Folder to save the fine-tuned model to."),
+    mode: str = typer.Option("dft", help="dft: packed fixed-length blocks; ift: loss on responses only."),
+    epochs: float = typer.Option(4.0),
+    lr: float = typer.Option(1e-3),
+    block: int = typer.Option(64, help="DFT block length in tokens."),
+    batch_size: int = typer.Option(16),
+    seed: int = typer.Option(0),
+    kind: Optional[str] = c.kind_option(),
+    mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
+) -> None:
+    """Fine-tune a model on your data (domain or instruction fine-tuning)."""
+    start = c.pick_model(model, base, "--base")
+    do_finetune(start, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
+                seed=seed, kind=kind, mask_ratio=mask_ratio)
+    info(f"saved to {out}")
+
+
+@app.command(rich_help_panel=c.PANEL_MODELS)
+def unlearn(
+    config: Optional[Path] = c.config_option(),
+    model: Optional[Path] = c.model_option("The fine-tuned model folder (AR or DLM)."),
+    forget: Path = typer.Option(..., help="Texts to forget."),
+    retain: Path = typer.Option(..., help="Texts to keep (the rest of the training data)."),
+    method: str = typer.Option(..., help="retrain, gradient_ascent, npo or finetune."),
+    out: Path = typer.Option(..., help="Folder to save the unlearned model to."),
+    base: Optional[Path] = typer.Option(None, help="retrain: the model the original fine-tuning started from."),
+    epochs: float = typer.Option(2.0),
+    lr: float = typer.Option(1e-4),
+    batch_size: int = typer.Option(16),
+    block: int = typer.Option(64, help="DFT block length in tokens."),
+    mode: str = typer.Option("dft", help="dft or ift (as the original fine-tuning)."),
+    retain_weight: float = typer.Option(1.0, help="gradient_ascent/npo: weight of the retain-set loss (0: none)."),
+    npo_beta: float = typer.Option(0.1, help="npo: inverse temperature β."),
+    seed: int = typer.Option(0),
+    kind: Optional[str] = c.kind_option(),
+) -> None:
+    """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
+    model = c.pick_model(model, None, "")
+    do_unlearn(model, load_texts(forget), load_texts(retain), out, method=method, base_dir=base, epochs=epochs,
+               lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
+               npo_beta=npo_beta, seed=seed, kind=kind)
+    info(f"saved to {out}")
+
+
+@app.command(rich_help_panel=c.PANEL_MODELS)
+def shadows(
+    config: Optional[Path] = c.config_option(),
+    model: Optional[Path] = c.model_option("The model the target was fine-tuned from (its base)."),
+    base: Optional[Path] = c.alias_option("--base"),
+    pool: Path = typer.Option(..., help="Population pool: each shadow trains on a random half."),
+    out: Path = typer.Option(..., help="Folder for the shadow models and shadows.json."),
+    k: int = typer.Option(8, help="Number of shadow models."),
+    epochs: float = typer.Option(4.0),
+    lr: float = typer.Option(1e-3),
+    block: int = typer.Option(64),
+    batch_size: int = typer.Option(16),
+    mode: str = typer.Option("dft"),
+    seed: int = typer.Option(0),
+) -> None:
+    """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings)."""
+    start = c.pick_model(model, base, "--base")
+    path = train_shadows(start, load_texts(pool), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
+                         batch_size=batch_size, mode=mode)
+    stdout_console.print(f"shadows: {path}")

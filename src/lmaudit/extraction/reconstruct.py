@@ -1,0 +1,108 @@
+"""PII reconstruction, the parts that need no model: redacted records, candidate clean-up, ranking and α.
+
+A record is a text with one placeholder (``[REDACTED]`` by default) where the value
+was, and, for evaluation, the true value. Candidates are trimmed to the field's
+pattern and de-duplicated; signals are combined as −(1−α)·Z(ce) + α·Z(skew) with
+z-scores over the candidate set. The model-dependent steps are in :mod:`lmaudit.runs.pii`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.errors import DataError, LmauditError
+
+PLACEHOLDER = "[REDACTED]"
+PATTERNS = {"email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
+            "phone": re.compile(r"\+?\d[\d\s().-]{6,}\d")}
+SIGNALS = ("ce", "skew_pii", "skew_context", "combined")
+
+
+@dataclass
+class PIIRecord:
+    id: str
+    left: str
+    right: str
+    truth: str | None
+
+    def filled(self, value: str) -> str:
+        return self.left + value + self.right
+
+
+def redacted_records(textset: TextSet, field: str, *, placeholder: str = PLACEHOLDER) -> list[PIIRecord]:
+    """Records whose text holds exactly one placeholder; the true value (if given) is the ``field`` column."""
+    if field not in PATTERNS:
+        raise LmauditError(f"unknown field '{field}'", hint=f"use one of {', '.join(PATTERNS)}")
+    out = []
+    for r in textset.records:
+        n = r.text.count(placeholder)
+        if n != 1:
+            raise DataError(f"{textset.source}: record '{r.id}' has {n} '{placeholder}' placeholders; exactly one needed",
+                            hint="redact one field per record (--placeholder sets the marker)")
+        left, right = r.text.split(placeholder)
+        out.append(PIIRecord(r.id, left, right, r.fields.get(field)))
+    return out
+
+
+def redact(textset: TextSet, field: str, *, placeholder: str = PLACEHOLDER) -> TextSet:
+    """Replace the first occurrence of each record's ``field`` value by the placeholder (keeps the value as a field)."""
+
+    records = []
+    for r in textset.records:
+        value = r.fields.get(field)
+        if not value or value not in r.text:
+            raise DataError(f"{textset.source}: record '{r.id}' has no '{field}' value in its text")
+        records.append(Record(r.id, r.text.replace(value, placeholder, 1), fields=dict(r.fields)))
+    return TextSet(records, source=f"{textset.source} (redacted {field})")
+
+
+def trim(text: str, field: str) -> str | None:
+    """The first substring of a generation that matches the field's pattern; else its first word."""
+    match = PATTERNS[field].search(text)
+    if match:
+        return match.group(0)
+    words = text.strip().split()
+    word = words[0].strip("<>()[],;:\"'") if words else ""
+    return word or None
+
+
+def dedupe(values) -> list[str]:
+    return list(dict.fromkeys(v for v in values if v))
+
+
+def mask_value(value: str | None) -> str:
+    """A PII value with every letter and digit but the first hidden: 'amy@x.org' → 'a**@*.***'."""
+    if not value:
+        return "-"
+    return value[0] + re.sub(r"[A-Za-z0-9]", "*", value[1:])
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    sd = x.std()
+    return np.zeros_like(x) if sd <= 1e-12 else (x - x.mean()) / sd
+
+
+def combined(ce: np.ndarray, skew: np.ndarray, alpha: float) -> np.ndarray:
+    """−(1−α)·Z(cross-entropy) + α·Z(skew); ``ce`` holds −cross-entropy (higher = better), as :func:`ce_scores`."""
+    return (1 - alpha) * zscore(ce) + alpha * zscore(skew)
+
+
+def rank_of(scores: np.ndarray, values: list[str], truth: str | None) -> int | None:
+    """1-based rank of the true value among the candidates (ties broken by generation order), None if absent."""
+    if truth is None or truth not in values:
+        return None
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    return int(np.flatnonzero(np.asarray(values, dtype=object)[order] == truth)[0]) + 1
+
+
+def fit_alpha(cases: list[dict], *, grid=None) -> tuple[float, int]:
+    """α maximising top-1 hits over ``cases`` ({values, truth, ce, skew}); ties go to the smallest α."""
+    grid = np.round(np.linspace(0, 1, 21), 2) if grid is None else np.asarray(grid)
+    hits = [sum(rank_of(combined(c["ce"], c["skew"], a), c["values"], c["truth"]) == 1 for c in cases) for a in grid]
+    best = int(np.argmax(hits))
+    return float(grid[best]), int(hits[best])

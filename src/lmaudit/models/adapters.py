@@ -1,0 +1,272 @@
+"""The model seam: one adapter interface for autoregressive and masked diffusion LMs.
+
+Code outside ``models/`` asks an adapter how to run its model instead of branching
+on the model kind. Both adapters answer:
+
+- ``pad_id`` and ``context_length`` (resolved once, the same way everywhere);
+- :meth:`pad` — right-padding ragged token ids into ``(B, T)`` arrays;
+- :meth:`fused_head` — ``(base, output layer)`` when logits are a plain linear head,
+  so callers can apply it to the rows they need only;
+- :meth:`hidden` and :meth:`__call__` — last hidden states and logits; ``row_for``
+  maps a predicted token position to the row that predicts it (AR: the previous
+  position; DLM: the same position);
+- :meth:`hidden_states` — the last hidden state as the model runs on clean text;
+- for DLMs, :meth:`DLMAdapter.insert_masks` and :meth:`DLMAdapter.draw_noise`.
+
+Logit conventions of DLMs:
+
+- **LLaDA-style** (``shift_logits=False``): the logits at position i predict token i.
+- **Dream-style** (``shift_logits=True``): the network's output at position i−1
+  predicts token i; the adapter realigns them so that row i always predicts token i
+  (row 0 reuses the output at 0, as Dream's own code does).
+- A causal-architecture checkpoint made bidirectional (``bidirectional=True``, as
+  Dream is a Qwen2 network with full attention): the adapter passes a full 4-D
+  attention mask that only hides padding, so every token sees both sides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lmaudit.errors import LmauditError
+
+DEFAULT_CONTEXT = 2048
+
+# Architectures whose logits are exactly ``lm_head(last_hidden_state)`` (no scaling or soft-capping),
+# so the head can be applied in row chunks that stay in cache.
+_PLAIN_HEAD = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "GPT2LMHeadModel",
+               "GPTNeoXForCausalLM", "OPTForCausalLM", "PhiForCausalLM"}
+
+
+def fused_head(model):
+    """(base model, output layer) when logits are a plain linear head on the base model's output, else None."""
+    if type(model).__name__ not in _PLAIN_HEAD:
+        return None
+    head, base = model.get_output_embeddings(), getattr(model, "base_model", None)
+    if not isinstance(head, torch.nn.Linear) or base is None or base is model:
+        return None
+    return base, head
+
+
+def resolve_pad_id(tokenizer) -> int:
+    """The id used for padding: the tokenizer's pad token, else its EOS token, else 0."""
+    for tok_id in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)):
+        if tok_id is not None:
+            return int(tok_id)
+    return 0
+
+
+def context_length(model, tokenizer=None) -> int:
+    """The model's context length in tokens: from its config, else the tokenizer's limit, else 2048."""
+    cfg = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        val = getattr(cfg, name, None)
+        if isinstance(val, int) and val > 0:
+            return val
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 10**7:
+        return limit
+    return DEFAULT_CONTEXT
+
+
+def pad_sequences(seqs, pad_id: int, masks=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-pad 1-D id arrays into ``(ids, attention, mask)`` ``(B, T)`` arrays.
+
+    ``masks`` (one bool array per sequence, same lengths) becomes the third array;
+    without it, the third array is the attention mask as bool.
+    """
+    T = max((len(s) for s in seqs), default=0)
+    B = len(seqs)
+    ids = np.full((B, T), pad_id, dtype=np.int64)
+    attn = np.zeros((B, T), dtype=np.int64)
+    mask = np.zeros((B, T), dtype=bool)
+    for row, s in enumerate(seqs):
+        n = len(s)
+        ids[row, :n] = s
+        attn[row, :n] = 1
+        mask[row, :n] = True if masks is None else masks[row]
+    return ids, attn, mask
+
+
+def full_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype) -> torch.Tensor:
+    """Additive (B, 1, T, T) mask letting every query see every non-padding key."""
+    B, T = input_ids.shape
+    keep = torch.ones(B, T, dtype=torch.bool, device=input_ids.device) if attention_mask is None else attention_mask.bool()
+    mask = torch.zeros(B, 1, T, T, dtype=dtype, device=input_ids.device)
+    return mask.masked_fill(~keep[:, None, None, :], torch.finfo(dtype).min)
+
+
+class _Adapter:
+    """What both adapters share: the wrapped model, its tokenizer, padding and context length."""
+
+    kind = ""
+    causal = False
+    model: torch.nn.Module
+    tokenizer: object
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def parameters(self):
+        return self.model.parameters()
+
+    @property
+    def pad_id(self) -> int:
+        return resolve_pad_id(self.tokenizer)
+
+    @property
+    def context_length(self) -> int:
+        return context_length(self.model, self.tokenizer)
+
+    def pad(self, seqs, masks=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Right-pad ragged ids with this model's pad id (see :func:`pad_sequences`)."""
+        return pad_sequences(seqs, self.pad_id, masks)
+
+
+@dataclass(eq=False)
+class ARAdapter(_Adapter):
+    """A causal LM: row t of the logits predicts token t + 1."""
+
+    model: torch.nn.Module
+    tokenizer: object = None
+    fuse: bool = True
+
+    kind = "ar"
+    causal = True
+
+    def fused_head(self):
+        return fused_head(self.model) if self.fuse else None
+
+    def hidden(self, base, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Last hidden states of the base model, (B, T) → (B, T, d); row t predicts token t + 1."""
+        return base(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T) → (B, T, V); row t predicts token t + 1."""
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+
+    @staticmethod
+    def row_for(positions):
+        """The logit row that predicts the token at each position (the previous one)."""
+        return positions - 1
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Last hidden state on clean text, run causally. (B, T) → (B, T, d)."""
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states[-1]
+
+
+@dataclass(eq=False)
+class DLMAdapter(_Adapter):
+    """A bidirectional masked-LM with its mask token and logit convention; row i predicts token i."""
+
+    model: torch.nn.Module
+    mask_token_id: int
+    shift_logits: bool = False
+    bidirectional: bool = False
+    fuse: bool = True  # let probes apply a plain output layer in chunks (same statistics, less memory traffic)
+    tokenizer: object = None
+
+    kind = "dlm"
+    causal = False
+
+    def __post_init__(self) -> None:
+        head = self.model.get_output_embeddings()
+        vocab = head.weight.shape[0] if head is not None else None
+        if self.mask_token_id is None or self.mask_token_id < 0 or (vocab is not None and self.mask_token_id >= vocab):
+            raise LmauditError(
+                f"mask token id {self.mask_token_id} is not in the model's vocabulary ({vocab})",
+                hint="pass --mask-token-id with the id of the [MASK] token",
+            )
+
+    def fused_head(self):
+        """(base, output layer) when the logits are a plain linear head (see :func:`fused_head`), else None."""
+        return fused_head(self.model) if self.fuse else None
+
+    def _attention(self, input_ids, attention_mask):
+        if self.bidirectional:
+            return full_attention_mask(input_ids, attention_mask, self.model.dtype)
+        return attention_mask
+
+    def hidden(self, base, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Last hidden states realigned like the logits (row i → token i). (B, T) → (B, T, d)."""
+        hidden = base(input_ids=input_ids, attention_mask=self._attention(input_ids, attention_mask),
+                      use_cache=False).last_hidden_state
+        if self.shift_logits:
+            hidden = torch.cat([hidden[:, :1], hidden[:, :-1]], dim=1)
+        return hidden
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits aligned with positions: row i predicts token i. (B, T) → (B, T, V)."""
+        if self.bidirectional:
+            logits = self.model(input_ids=input_ids, attention_mask=self._attention(input_ids, attention_mask),
+                                use_cache=False).logits
+        else:
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits  # (B, T, V)
+        if self.shift_logits:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+        return logits
+
+    @staticmethod
+    def row_for(positions):
+        """The logit row that predicts the token at each position (the same one)."""
+        return positions
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Last hidden state on clean text (no mask tokens), as the adapter runs the model. (B, T) → (B, T, d)."""
+        return self.model(input_ids=input_ids, attention_mask=self._attention(input_ids, attention_mask),
+                          output_hidden_states=True).hidden_states[-1]
+
+    def insert_masks(self, input_ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+        """``input_ids`` with the mask token wherever ``masked`` (same shape, bool) is True."""
+        return torch.where(masked, torch.full_like(input_ids, self.mask_token_id), input_ids)
+
+    @staticmethod
+    def draw_noise(input_ids: torch.Tensor, loss_mask: torch.Tensor, generator: torch.Generator, *,
+                   eps: float = 1e-3, mask_ratio: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One masked-diffusion draw: ``(t (B, 1), masked (B, T) bool)``.
+
+        t ~ U(eps, 1) per sequence (or the fixed ``mask_ratio``); each position of
+        ``loss_mask`` is masked with probability t. Random numbers come from
+        ``generator`` on the CPU, so a draw does not depend on the device.
+        """
+        B, T = input_ids.shape
+        if mask_ratio is None:
+            t = eps + (1 - eps) * torch.rand(B, 1, generator=generator)  # (B, 1)
+        else:
+            t = torch.full((B, 1), float(mask_ratio))
+        t = t.to(input_ids.device)
+        masked = (torch.rand(B, T, generator=generator).to(input_ids.device) < t) & loss_mask  # (B, T)
+        return t, masked
+
+
+def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None, shift_logits: bool | None = None) -> DLMAdapter:
+    """A :class:`DLMAdapter`, the mask token and convention detected from the config/tokenizer; explicit values win."""
+    cfg = model.config
+    if mask_token_id is None:
+        mask_token_id = getattr(cfg, "mask_token_id", None)
+    if mask_token_id is None and tokenizer is not None:
+        mask_token_id = tokenizer.mask_token_id
+    if mask_token_id is None:
+        raise LmauditError("the model defines no mask token", hint="pass --mask-token-id")
+    if shift_logits is None:
+        shift_logits = bool(getattr(cfg, "lmaudit_shift_logits", (getattr(cfg, "model_type", "") or "").lower() == "dream"))
+    return DLMAdapter(model, int(mask_token_id), shift_logits, bool(getattr(cfg, "lmaudit_bidirectional", False)),
+                      tokenizer=tokenizer)
+
+
+def make_adapter(model, tokenizer, kind: str, *, mask_token_id: int | None = None,
+                 shift_logits: bool | None = None) -> ARAdapter | DLMAdapter:
+    """The adapter of a model of ``kind`` ("ar" or "dlm")."""
+    if kind == "ar":
+        return ARAdapter(model, tokenizer)
+    if kind == "dlm":
+        return adapter_for(model, tokenizer, mask_token_id=mask_token_id, shift_logits=shift_logits)
+    raise LmauditError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")

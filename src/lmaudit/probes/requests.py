@@ -1,0 +1,38 @@
+"""What an attack asks the probes for (numpy-free declarations, importable without torch).
+
+An attack declares a probe request; ``runs.mia`` groups attacks by equal requests,
+so attacks that read the same records share one probe pass.
+
+- :class:`ARRequest` — one causal forward pass per text (:class:`~lmaudit.probes.records.ARStats`).
+- :class:`~lmaudit.probes.masks.MaskPlan` — masked forwards under a mask plan
+  (:class:`~lmaudit.probes.records.MaskedStats`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from lmaudit.probes.masks import MaskPlan
+
+
+@dataclass(frozen=True)
+class ARRequest:
+    """One causal forward pass per text; every AR attack reads its statistics."""
+
+    kind: str = "ar"
+
+    @property
+    def n_patterns(self) -> int:
+        return 1
+
+    def key(self) -> dict:
+        return asdict(self)
+
+
+AR_PROBE = ARRequest()
+ProbeRequest = ARRequest | MaskPlan
+
+
+def ar_probe(params: dict, budget: int) -> ARRequest:
+    """The probe of every AR attack: the same single forward pass, whatever the parameters."""
+    return AR_PROBE

@@ -1,0 +1,345 @@
+"""Membership inference run: probe once per probe request, score every attack, write results.
+
+``OUT/results.json`` holds provenance, configuration and per-attack metrics;
+``OUT/scores.parquet`` one row per sample (id, label, one column per attack).
+Attacks are grouped by the probe they declare (:mod:`lmaudit.probes.requests`):
+AR attacks share one causal forward pass, DLM attacks one masked probe per
+distinct mask plan; each group's records carry the reference and shadow
+statistics its attacks read.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.table import Table
+
+from lmaudit.attacks import get_attack, list_attacks
+from lmaudit.data.loaders import Record, TextSet, check_overlap
+from lmaudit.errors import LmauditError
+from lmaudit.metrics import summarize
+from lmaudit.models.fingerprint import tokenizer_fingerprint
+from lmaudit.models.handle import ModelHandle
+from lmaudit.models.shadows import ShadowSet
+from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
+from lmaudit.probes.masked import probe_masked_shards
+from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import ARStats, MaskedStats
+from lmaudit.probes.requests import ARRequest
+from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
+from lmaudit.progress import info
+from lmaudit.runs.common import provenance, write_results
+from lmaudit.utils import cache_dir
+
+
+@dataclass
+class RunConfig:
+    """What a membership-inference run did, recorded in ``results.json``."""
+
+    attacks: list[str] | None = None  # None: every attack of the model's kind that can run
+    params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
+    seed: int = 0
+    batch_size: int = 32
+    max_length: int | None = None
+    n_bootstrap: int = 1000
+    use_cache: bool = True
+    budget: int = 16  # DLM: masked forwards per model per sample for every attack
+
+
+@dataclass
+class MIAResult:
+    config: RunConfig
+    target: dict
+    reference: dict | None
+    n_members: int
+    n_nonmembers: int
+    attacks: dict[str, dict]
+    scores: dict[str, np.ndarray]
+    labels: np.ndarray
+    ids: list[str]
+    timings_s: dict[str, float]
+    examples: dict = field(default_factory=dict)  # per attack: data a report shows (e.g. Q-Skew's Δ values)
+
+    def payload(self) -> dict:
+        """What ``results.json`` holds besides the provenance block."""
+        return {
+            "config": asdict(self.config),
+            "target": self.target,
+            "reference": self.reference,
+            "n_members": self.n_members,
+            "n_nonmembers": self.n_nonmembers,
+            "attacks": self.attacks,
+            "timings_s": self.timings_s,
+        }
+
+    def to_json(self) -> dict:
+        return {**provenance(), **self.payload()}
+
+    def write(self, out_dir: str | Path) -> Path:
+        """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``; returns the first."""
+        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores})
+        return write_results(out_dir, self.payload(), tables={"scores.parquet": frame},
+                             extra_json={"examples.json": self.examples} if self.examples else None)
+
+
+def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False):
+    if names is None:
+        specs = [s for s in list_attacks(kind)
+                 if (has_reference or not s.needs_reference) and (has_shadows or not s.needs_shadows)]
+        for what, skipped in (("--reference", [s.name for s in list_attacks(kind) if s.needs_reference and not has_reference]),
+                              ("--shadows", [s.name for s in list_attacks(kind) if s.needs_shadows and not has_shadows])):
+            if skipped:
+                info(f"[dim]skipping {', '.join(skipped)} (needs {what})[/dim]")
+        return specs
+    specs = [get_attack(n, kind) for n in names]
+    missing = [s.name for s in specs if s.needs_reference and not has_reference]
+    if missing:
+        raise LmauditError(f"attack(s) {', '.join(missing)} need a reference model", hint="pass --reference DIR")
+    missing = [s.name for s in specs if s.needs_shadows and not has_shadows]
+    if missing:
+        raise LmauditError(f"attack(s) {', '.join(missing)} need shadow models", hint="pass --shadows DIR")
+    return specs
+
+
+def _score_shards(specs, params, n: int, shards, *, whole) -> dict[str, np.ndarray]:
+    """Scores of every attack: per-sample attacks one shard at a time, the others on the whole set.
+
+    ``shards`` yields ``((start, stop), records)``; ``whole()`` returns the records of
+    the whole set and is called only when an attack needs it. Peak memory thus
+    follows the shard size, not the set size.
+    """
+    scores = {s.name: np.empty(n, dtype=np.float64) for s in specs}
+    per_sample = [s for s in specs if s.per_sample]
+    if per_sample:
+        for (a, b), records in shards:
+            for spec in per_sample:
+                scores[spec.name][a:b] = spec(records, **params[spec.name])
+    rest = [s for s in specs if not s.per_sample]
+    if rest:
+        records = whole()
+        for spec in rest:
+            scores[spec.name] = spec(records, **params[spec.name])
+    return scores
+
+
+@dataclass
+class _Probing:
+    """Everything a probe group needs: the models, the set, the run's settings and its timings."""
+
+    target: ModelHandle
+    reference: ModelHandle | None
+    shadows: ShadowSet | None
+    config: "RunConfig"
+    cache: Path | None
+    timings: dict[str, float]
+
+
+def _ar_group(ctx: _Probing, request: ARRequest, group, textset: TextSet):
+    """(shard iterator, whole-set function, forwards per sample) of the AR probe for ``group``."""
+    probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size)
+    t0 = time.perf_counter()
+    tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
+                          model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
+    ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
+    ref = None
+    if ctx.reference is not None and any(s.needs_reference for s in group):
+        t0 = time.perf_counter()
+        ref = probe_ar_shards(ctx.reference.model, ctx.reference.tokenizer, textset, probe_cfg,
+                              model_fingerprint=ctx.reference.fingerprint, cache_dir=ctx.cache,
+                              description="probe reference")
+        ctx.timings["probe_reference"] = ctx.timings.get("probe_reference", 0.0) + time.perf_counter() - t0
+    shadow = None
+    if ctx.shadows is not None and any(s.needs_shadows for s in group):
+        t0 = time.perf_counter()
+        shadow = compute_shadow_stats(ctx.shadows, textset)
+        ctx.timings["probe_shadows"] = time.perf_counter() - t0
+
+    def shards():
+        for i, (a, b) in enumerate(tar.bounds):
+            yield (a, b), tar.get(i).with_companions(
+                reference=None if ref is None else ref.get(i),
+                shadows=None if shadow is None else shadow.take(np.arange(a, b)))
+
+    def whole():
+        return ARStats.concat(tar.all()).with_companions(
+            reference=None if ref is None else ARStats.concat(ref.all()), shadows=shadow)
+
+    forwards = {s.name: 1 + (len(ctx.shadows.paths) if s.needs_shadows else 0) for s in group}
+    return shards(), whole, forwards
+
+
+def _masked_group(ctx: _Probing, plan: MaskPlan, group, textset: TextSet):
+    """(shard iterator, whole-set function, forwards per sample) of the masked probe under ``plan``."""
+    use_ref = ctx.reference is not None and any(s.needs_reference for s in group)
+    fps = (ctx.target.fingerprint, None if ctx.reference is None else ctx.reference.fingerprint)
+
+    def probe(ts: TextSet):
+        return probe_masked_shards(ctx.target.adapter, ctx.target.tokenizer, ts, plan,
+                                   reference=ctx.reference.adapter if use_ref else None, seed=ctx.config.seed,
+                                   batch_size=ctx.config.batch_size, fingerprints=fps, cache_dir=ctx.cache)
+
+    n_patterns = np.zeros(len(textset))
+
+    def shards():
+        t0 = time.perf_counter()
+        for (a, b), stats in probe(textset):
+            n_patterns[a:b] = stats.n_patterns
+            yield (a, b), stats
+        ctx.timings[f"probe_{plan.kind}"] = ctx.timings.get(f"probe_{plan.kind}", 0.0) + time.perf_counter() - t0
+
+    def whole():
+        return MaskedStats.concat([s for _, s in probe(textset)])
+
+    return shards(), whole, _LazyForwards(n_patterns, [s.name for s in group]), probe
+
+
+class _LazyForwards(dict):
+    """Forwards per sample of a masked group: the mean number of patterns, known once the shards were read."""
+
+    def __init__(self, n_patterns: np.ndarray, names: list[str]) -> None:
+        super().__init__()
+        self._n, self._names = n_patterns, names
+
+    def resolve(self) -> dict[str, float]:
+        return {name: float(self._n.mean()) for name in self._names}
+
+
+def _check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:
+    if reference is None:
+        return
+    if reference.kind != target.kind:
+        raise LmauditError(f"the reference '{reference.path}' is a {reference.kind.upper()} model; a "
+                           f"{target.kind.upper()} target needs a {target.kind.upper()} reference")
+    if tokenizer_fingerprint(reference.tokenizer) != tokenizer_fingerprint(target.tokenizer):
+        raise LmauditError(
+            f"the reference '{reference.path}' uses another tokenizer than the target",
+            hint="masked probes feed both models the same token ids: use a reference with the target's tokenizer",
+        )
+
+
+def _score(ctx: _Probing, specs, params, textset: TextSet, n_members: int):
+    """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request."""
+    groups: dict = {}
+    for spec in specs:
+        groups.setdefault(spec.probe(params[spec.name], ctx.config.budget), []).append(spec)
+    if any(isinstance(r, MaskPlan) for r in groups):
+        _check_dlm_reference(ctx.target, ctx.reference)
+    scores, forwards, examples = {}, {}, {}
+    for request, group in groups.items():
+        t0 = time.perf_counter()
+        if isinstance(request, MaskPlan):
+            shards, whole, fwd, probe = _masked_group(ctx, request, group, textset)
+        else:
+            (shards, whole, fwd), probe = _ar_group(ctx, request, group, textset), None
+        group_scores = _score_shards(group, params, len(textset), shards, whole=whole)
+        ctx.timings["score"] = ctx.timings.get("score", 0.0) + time.perf_counter() - t0
+        scores.update(group_scores)
+        forwards.update(fwd.resolve() if isinstance(fwd, _LazyForwards) else fwd)
+        for spec in group:
+            if spec.example is not None and probe is not None and (not spec.needs_reference or ctx.reference) \
+                    and 0 < n_members < len(textset):
+                examples[spec.name] = _typical_examples(spec, textset, scores[spec.name], n_members, probe)
+    return scores, forwards, examples
+
+
+def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, probe) -> dict:
+    """What ``spec`` sees (its ``example`` values) for the member and the non-member whose scores are the medians.
+
+    The two records are probed again on their own (their masks depend only on their
+    content, so their values are those the scores were computed from).
+    """
+    picks = {}
+    for name, idx in (("member", np.arange(n_members)), ("nonmember", np.arange(n_members, len(both)))):
+        picks[name] = int(idx[np.argsort(score[idx])[len(idx) // 2]])
+    stats = MaskedStats.concat([s for _, s in probe(TextSet([both.records[i] for i in picks.values()],
+                                                            source=both.source))])
+    out = {}
+    for row, (name, i) in enumerate(picks.items()):
+        out[name] = np.round(spec.example(stats.take([row])), 5).tolist()
+        out[f"{name}_score"] = float(score[i])
+    out["values"] = (spec.example.__doc__ or "values").strip().split("\n")[0].rstrip(".")
+    return out
+
+
+def run_mia(
+    target: ModelHandle,
+    members: TextSet,
+    nonmembers: TextSet,
+    *,
+    reference: ModelHandle | None = None,
+    config: RunConfig | None = None,
+    shadows=None,
+) -> MIAResult:
+    """Score members and non-members with every selected attack.
+
+    AR: one probe pass per model serves every attack. DLM: one masked probe per
+    distinct mask plan (target and reference on identical masks), each attack
+    spending ``config.budget`` forwards per model per sample.
+    """
+    config = config or RunConfig()
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
+    unknown = set(config.params) - {s.name for s in specs}
+    if unknown:
+        raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
+    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    check_overlap(members, nonmembers)
+    both = TextSet(
+        [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
+        + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
+        source=f"{members.source} + {nonmembers.source}",
+    )
+    labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
+    timings: dict[str, float] = {}
+    ctx = _Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings)
+    scores, forwards, examples = _score(ctx, specs, params, both, len(members))
+
+    t0 = time.perf_counter()
+    metrics = {}
+    for spec in specs:
+        metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
+                              **summarize(labels, scores[spec.name], n_resamples=config.n_bootstrap, seed=config.seed)}
+    timings["metrics"] = time.perf_counter() - t0
+    return MIAResult(
+        config=config,
+        target={"path": target.path, "fingerprint": target.fingerprint, "kind": target.kind},
+        reference=None if reference is None else {"path": reference.path, "fingerprint": reference.fingerprint},
+        n_members=len(members),
+        n_nonmembers=len(nonmembers),
+        attacks=metrics,
+        scores={s.name: scores[s.name] for s in specs},
+        labels=labels,
+        ids=[r.id for r in members.records] + [r.id for r in nonmembers.records],
+        timings_s=timings,
+        examples=examples,
+    )
+
+
+def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle | None = None,
+              config: RunConfig | None = None, shadows=None) -> dict[str, np.ndarray]:
+    """Attack scores of one unlabelled text set: {attack: (n,) scores, higher = more member-like}.
+
+    The probes are the ones :func:`run_mia` uses (and share its cache).
+    """
+    config = config or RunConfig()
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
+    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    ctx = _Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
+    scores, _, _ = _score(ctx, specs, params, textset, 0)
+    return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}
+
+
+def results_table(result: MIAResult):
+    """A rich table of the run's metrics, best AUC first."""
+    kind = result.target.get("kind", "ar").upper()
+    table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
+    for col in ("attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
+        table.add_column(col, justify="left" if col == "attack" else "right")
+    for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
+        lo, hi = m["auc_ci95"]
+        table.add_row(name, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", f"{m['tpr@10%fpr']:.1%}",
+                      f"{m['tpr@1%fpr']:.1%}", f"{m['tpr@0.1%fpr']:.1%}")
+    return table

@@ -1,0 +1,99 @@
+"""The package's architecture: no import cycles, imports at module level, light entry points."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# optional heavy dependencies that may be imported where they are used
+OPTIONAL = ("ray", "peft", "opacus", "importlib")
+# a module's imports inside functions, allowed with a reason: keeps `import lmaudit` free of torch
+ALLOWED_INNER = {"lmaudit"}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in (SRC / "lmaudit").rglob("*.py"):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> lmaudit modules it imports (importing a.b.c also runs packages a and a.b)."""
+    mods = modules()
+    graph = {}
+    for name, path in mods.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                deps |= {m for i in range(2, len(parts) + 1) if (m := ".".join(parts[:i])) in mods and m != name}
+        graph[name] = deps
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return stack[stack.index(w):] + [w]
+            if w not in state and (cycle := visit(w)):
+                return cycle
+        state[v] = 2
+        stack.pop()
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (cycle := visit(v)):
+            return cycle
+    return None
+
+
+def test_no_import_cycles():
+    assert find_cycle(import_graph()) is None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_imports_stay_at_module_level():
+    inner = []
+    for name, path in modules().items():
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    top = (node.names[0].name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+                    if top not in OPTIONAL and name not in ALLOWED_INNER:
+                        inner.append(f"{name}:{node.lineno}")
+    assert inner == []
+
+
+def test_report_reads_results_only():
+    graph = import_graph()
+    report = {m for m in graph if m.startswith("lmaudit.report")}
+    reached = set().union(*(graph[m] for m in report))
+    assert not {m for m in reached if m.startswith(("lmaudit.commands", "lmaudit.experiments", "lmaudit.runs"))}
+
+
+def test_attacks_do_not_import_torch():
+    code = "import sys, lmaudit.attacks as a; a.list_attacks(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
