@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from lmaudit.probes.features import hidden_features, score_features
+from lmaudit.probes.features import hidden_features
+from lmaudit.runs.audit_set import score_features
 from lmaudit.runs.audit_set import AuditConfig, estimate_rho, run_audit
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import LmauditError

@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from lmaudit.attacks import list_attacks
 from lmaudit.data.loaders import load_texts
 from lmaudit.runs.mia import RunConfig, run_mia
 from lmaudit.models.build import finetune

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.extraction import trajectories as traj
+from lmaudit.probes import trajectories as traj
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed, success_within
 from lmaudit.extraction.masks import MaskSpec
 from lmaudit.models.generate import denoise, transfer_counts
@@ -91,7 +91,7 @@ def test_low_confidence_unmasks_the_most_probable_target_first(llama_dlm, tokeni
     best = -np.inf
     for perm in itertools.permutations(target.masked):
         best = max(best, _brute_force_logp(llama_dlm, target, np.array(perm), 4))
-    greedy, remaining, total = [], list(target.masked), 0.0
+    remaining, total = list(target.masked), 0.0
     with torch.inference_mode():
         while remaining:
             x = torch.tensor(target.ids)[None].clone()

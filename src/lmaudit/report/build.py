@@ -48,16 +48,16 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
                 figures=[Figure(f"{tag}hist", "Member vs non-member scores", plots.score_histograms(labels, by_attack))]),
     ]
     examples = run / "examples.json"
-    if examples.exists():
-        ex = json.loads(examples.read_text())["q_skew"]
-        sections.append(Section(
-            f"{prefix}Q-Skew: what the statistic sees",
-            "Per-token gaps Δ between target and reference log-probabilities under cyclic masks, for the member and the "
-            "non-member whose Q-Skew scores are the medians of their sets. Members' gains are right-skewed.",
-            figures=[Figure(f"{tag}qskew_examples", "Δ distributions of a typical member and non-member",
-                            plots.delta_distributions(np.asarray(ex["member"]), np.asarray(ex["nonmember"]),
-                                                      member_score=ex["member_score"],
-                                                      nonmember_score=ex["nonmember_score"]))]))
+    if examples.exists():  # per attack: the values its statistic reads, for a typical member and non-member
+        for name, ex in json.loads(examples.read_text()).items():
+            what = ex.get("values", "Per-token gaps Δ between target and reference log-probabilities under cyclic masks")
+            sections.append(Section(
+                f"{prefix}{name}: what the statistic sees",
+                f"{what}, for the member and the non-member whose {name} scores are the medians of their sets.",
+                figures=[Figure(f"{tag}{name}_examples", "Distributions of a typical member and non-member",
+                                plots.delta_distributions(np.asarray(ex["member"]), np.asarray(ex["nonmember"]),
+                                                          member_score=ex["member_score"],
+                                                          nonmember_score=ex["nonmember_score"]))]))
     return sections
 
 
