@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-quick test test-slow bench install clean
+.PHONY: demo demo-quick test test-slow bench lint install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,13 @@ demo: $(STAMP)
 demo-quick: $(STAMP)
 	$(BIN)/lmaudit demo --quick
 
+# lint (ruff, configured in pyproject.toml), then the default test suite
 test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

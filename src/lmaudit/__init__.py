@@ -32,4 +32,6 @@ def __getattr__(name: str):
     """The jobs of :mod:`lmaudit.api`, imported on first use (they need torch; ``import lmaudit`` does not)."""
     if name in _API:
         return getattr(importlib.import_module(_API[name]), name)
+    if name == "attacks":  # light: no torch
+        return importlib.import_module("lmaudit.attacks")
     raise AttributeError(f"module 'lmaudit' has no attribute '{name}'")

@@ -8,10 +8,11 @@ import os
 import subprocess
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

@@ -37,7 +37,6 @@ _CLOSINGS = ("Call me at {phone} if anything is unclear.", "My direct line is {p
 
 
 def _faker(seed: int):
-
     fake = Faker("en_US")
     fake.seed_instance(seed)
     return fake

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from transformers import AutoTokenizer
@@ -63,7 +63,6 @@ def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
 
 
 def save_model(model, tokenizer, out: Path, training: dict) -> None:
-
     quiet_transformers()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -80,7 +79,6 @@ def _build(kind: str, preset: Preset, tokenizer, seed: int):
     if kind == "ar":
         return build_ar_model(preset, tokenizer, seed=seed)
     if kind == "dlm":
-
         return build_dlm_model(preset, tokenizer, seed=seed)
     raise LmauditError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
 
@@ -120,7 +118,6 @@ def pretrain(
     n_blocks = max(1, tokens // p.block)
     epochs = n_blocks / len(examples)
     if init_from is not None:
-
         if kind != "dlm":
             raise LmauditError("--init-from adapts an AR model into a DLM", hint="use it with --kind dlm")
         model = dlm_from_ar(load_model(init_from, kind="ar").model, tokenizer)
@@ -161,16 +158,18 @@ def finetune(
     seed: int = 0,
     kind: str | None = None,
     mask_ratio: float | None = None,
+    load_options: dict | None = None,
 ) -> Path:
     """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
 
     The objective follows the model's kind (detected from its config unless
     ``kind`` is given). ``mask_ratio`` fixes a DLM's mask ratio instead of t ~ U(eps, 1).
+    ``load_options`` go to :func:`~lmaudit.models.loading.load_model` (remote code, pickle, mask token, logits).
     """
 
     if mode not in ("dft", "ift"):
         raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
-    loaded = load_model(base, kind=kind)
+    loaded = load_model(base, kind=kind, **(load_options or {}))
     model, tok = loaded.model, loaded.tokenizer
     ctx = context_length(model, tok)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)

@@ -34,7 +34,6 @@ PRESETS = {
 
 
 def get_preset(name: str) -> Preset:
-
     if name not in PRESETS:
         raise LmauditError(f"unknown preset '{name}'", hint=f"choose one of: {', '.join(PRESETS)}")
     return PRESETS[name]

@@ -10,8 +10,8 @@ a diffusion objective plugs into the same loop through the ``objective`` argumen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch

@@ -166,7 +166,7 @@ def _validate(method: str, forget: TextSet, retain: TextSet, *, base_dir: str | 
 def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | Path, *, method: str,
             base_dir: str | Path | None = None, epochs: float = 2,
             lr: float = 1e-4, batch_size: int = 16, block: int = 64, mode: str = "dft", retain_weight: float = 1.0,
-            npo_beta: float = 0.1, seed: int = 0, kind: str | None = None) -> Path:
+            npo_beta: float = 0.1, seed: int = 0, kind: str | None = None, load_options: dict | None = None) -> Path:
     """Unlearn ``forget`` from the model at ``model_dir`` and save the result to ``out``.
 
     Parameters
@@ -192,6 +192,8 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
         Seeds batching and diffusion noise; the same seed gives the same weights.
     kind
         ``"ar"`` or ``"dlm"``; detected from the model's config when None.
+    load_options
+        Keyword arguments of :func:`~lmaudit.models.loading.load_model` (remote code, pickle, mask token, logits).
 
     Returns
     -------
@@ -217,12 +219,13 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     }
     if method in ("retrain", "finetune"):
         start = base_dir if method == "retrain" else model_dir
-        finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed, kind=kind)
+        finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed, kind=kind,
+                 load_options=load_options)
         training = json.loads((out / TRAINING_FILE).read_text())  # finetune's record: base, data, losses
         (out / TRAINING_FILE).write_text(json.dumps({**training, **record, "started_from": str(start)}, indent=2, default=str))
         return out
 
-    loaded = load_model(model_dir, kind=kind)
+    loaded = load_model(model_dir, kind=kind, **(load_options or {}))
     model, tok = loaded.model, loaded.tokenizer
     pad_id = loaded.adapter.pad_id
     forget_examples = _examples(tok, forget, mode, block, model)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextvars
 import os
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
@@ -63,7 +64,6 @@ def _load_handle(source, tokenizer):
     model is probed on the target's token ids).
     """
     if isinstance(source, dict):
-
         source = load_model(**source, device=None)
     source.tokenizer = tokenizer
     return source
@@ -73,14 +73,11 @@ def _worker_class(ray):
     @ray.remote
     class ShardWorker:
         def __init__(self, source, tokenizer, threads: int) -> None:
-
-
             set_quiet(True)  # the driver shows the progress
             torch.set_num_threads(max(1, threads))
             self.handle = _load_handle(source, tokenizer)
 
         def run(self, task: Task, index: int, shard):
-
             with warnings.catch_warnings(record=True) as caught:  # handed to the driver, which shows them
                 warnings.simplefilter("always")
                 result = task(self.handle, shard)

@@ -23,9 +23,10 @@ import os
 import signal
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,6 @@ def shard_size_default() -> int:
     except ValueError:
         size = 0
     if size < 1:
-
         raise LmauditError(f"LMAUDIT_SHARD_SIZE must be a positive integer, got '{raw}'")
     return size
 

@@ -19,9 +19,16 @@ def _plt():
     return plt
 
 
-def _png(fig) -> bytes:
+def _png(fig, *, crop: bool = True) -> bytes:
+    """The figure as PNG bytes, cropped to its content (``crop``: for artists placed outside the axes).
+
+    ``crop=False`` fits the layout once with ``tight_layout`` instead, which draws the
+    figure once rather than twice: the figures of every membership-inference report.
+    """
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    if not crop:
+        fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if crop else None)
     _plt().close(fig)
     return buf.getvalue()
 
@@ -44,7 +51,7 @@ def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool =
     ax.set(xlabel="false positive rate", ylabel="true positive rate",
            title="ROC (log-log)" if log else "ROC")
     ax.legend(fontsize=7.5, loc="lower right")
-    return _png(fig)
+    return _png(fig, crop=False)
 
 
 def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
@@ -58,16 +65,16 @@ def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes
     for ax, (name, s) in zip(axes.flat, sorted(scores.items())):
         s = np.asarray(s, dtype=float)
         bins = np.histogram_bin_edges(s, bins=40)
-        ax.hist(s[labels == 0], bins=bins, alpha=0.55, color=_PALETTE[0], label="non-members")
-        ax.hist(s[labels == 1], bins=bins, alpha=0.55, color=_PALETTE[1], label="members")
+        # one filled outline per histogram instead of one patch per bar: the same picture, drawn far faster
+        ax.hist(s[labels == 0], bins=bins, alpha=0.55, color=_PALETTE[0], label="non-members", histtype="stepfilled")
+        ax.hist(s[labels == 1], bins=bins, alpha=0.55, color=_PALETTE[1], label="members", histtype="stepfilled")
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("Scores (higher = member)", fontsize=10)
-    fig.tight_layout()
-    return _png(fig)
+    return _png(fig, crop=False)
 
 
 def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_score: float, nonmember_score: float) -> bytes:
@@ -82,7 +89,7 @@ def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_sco
     ax.set(xlabel="Δ = log p_target − log p_ref per masked token", ylabel="count",
            title="Q-Skew: per-token gaps of a typical member and non-member")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return _png(fig, crop=False)
 
 
 def auc_vs_epochs(curves: dict[str, dict]) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,15 +14,14 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, is_contiguous
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.generate import ar_sample, denoise
-from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.probes.records import ArrayDict
+from lmaudit.probes.shards import run_sharded, shard_size_default
+from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
 from lmaudit.runs.common import write_results
-from lmaudit.utils import stable_hash
-from lmaudit.models.fingerprint import tokenizer_fingerprint
-from lmaudit.probes.shards import run_sharded, shard_size_default
-from lmaudit.utils import cache_dir
+from lmaudit.utils import cache_dir, stable_hash
 
 
 @dataclass
@@ -217,7 +217,6 @@ class ExtractionTask:
     spec: MaskSpec
 
     def __call__(self, handle, shard: TextSet) -> ArrayDict:
-
         cfg = self.cfg
         targets = prepare_targets(handle.tokenizer, shard, self.spec, causal=handle.adapter.causal,
                                   max_length=handle.adapter.context_length,

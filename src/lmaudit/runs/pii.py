@@ -24,17 +24,20 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.attacks.q_skew import weighted_skew
-from lmaudit.data.loaders import TextSet
+from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.reconstruct import PIIRecord, combined, dedupe, fit_alpha, rank_of, trim
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.masked import masked_window_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
+from lmaudit.probes.shards import run_sharded
 from lmaudit.progress import progress
 from lmaudit.runs.common import write_results
-from lmaudit.utils import atomic_path, stable_seed
+from lmaudit.utils import atomic_path, cache_dir, stable_hash, stable_seed
 
 
 def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int = 20,
@@ -61,10 +64,8 @@ def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8
 
     ts = TextSet.from_texts(texts, prefix="c", source="candidates")
     if loaded.adapter.causal:
-
         stats = probe_ar(loaded.model, loaded.tokenizer, ts, ARProbeConfig(), description="score candidates")
     else:
-
         stats = probe_masked(loaded.adapter, loaded.tokenizer, ts, MaskPlan("random", budget=batches, rho=ratio),
                              seed=seed)
     return segment_mean(stats.logp.astype(np.float64), stats.offsets)
@@ -89,24 +90,79 @@ def _window(tok, rec: PIIRecord, value: str, width: int) -> tuple[np.ndarray, np
     return np.asarray(ids, dtype=np.int64), is_field
 
 
+WINDOW_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WindowTask:
+    """Masked statistics of candidate windows for one shard (picklable: runs here or on a Ray worker).
+
+    A shard's records are candidates: ``target`` is the candidate value, ``fields``
+    hold the record's ``left`` and ``right`` text and its ``record`` id. Masks fall on
+    the field (``where="pii"``) or on its context (``"context"``) of each window.
+    """
+
+    plan: MaskPlan
+    where: str
+    width: int
+    seed: int
+
+    def windows(self, tokenizer, shard: TextSet) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+        windows, allowed, seeds = [], [], []
+        for r in shard.records:
+            rec = PIIRecord(r.fields["record"], r.fields["left"], r.fields["right"], None)
+            w, is_field = _window(tokenizer, rec, r.target, self.width)
+            allow = np.flatnonzero(is_field if self.where == "pii" else ~is_field)
+            if len(allow) == 0:
+                raise LmauditError(f"record '{rec.id}': the window holds no {self.where} token",
+                                   hint="use a wider --window")
+            windows.append(w)
+            allowed.append(allow)
+            seeds.append(stable_seed("pii-skew", rec.id, r.target, self.seed))
+        return windows, allowed, seeds
+
+    def __call__(self, handle, shard: TextSet) -> ArrayDict:
+        windows, allowed, seeds = self.windows(handle.tokenizer, shard)
+        stats, offsets = masked_window_stats(handle.adapter, windows, allowed, self.plan, seeds)
+        return ArrayDict(stats=stats, offsets=offsets)
+
+
+def _window_shard_key(shard: TextSet):
+    return stable_hash([(r.target, r.fields["record"], r.fields["left"], r.fields["right"]) for r in shard.records])
+
+
+def window_logp(loaded, rec: PIIRecord, values: list[str], task: WindowTask, *, use_cache: bool = True,
+                description: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """log p of every masked window token of every candidate (flat, float64) and the per-candidate offsets.
+
+    The windows go through the sharded probe machinery: cached per shard under the
+    model's fingerprint (a second ranking of the same candidates does no forward
+    pass) and run on the current backend (local or Ray).
+    """
+    cands = TextSet([Record(f"{rec.id}:{i}", v, fields={"record": rec.id, "left": rec.left, "right": rec.right})
+                     for i, v in enumerate(values)], source=f"candidates of '{rec.id}'")
+    key = None
+    if use_cache and loaded.fingerprint:
+        key = ("pii-window", WINDOW_VERSION, loaded.fingerprint, tokenizer_fingerprint(loaded.tokenizer),
+               task.plan.key(), task.where, task.width, task.seed)
+    shards = run_sharded(cands, task=task, handle=loaded, key=key, load=ArrayDict.load,
+                         cache_dir=cache_dir() if key else None, description=description, fingerprint=_window_shard_key)
+    parts = shards.all()
+    logp = np.concatenate([p["stats"][:, 0] for p in parts]).astype(np.float64)
+    sizes = np.concatenate([np.diff(p["offsets"]) for p in parts])
+    return logp, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
 def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: str, window: int = 20,
                 rho: float = 0.35, budget: int = 12, seed: int = 0) -> np.ndarray:
-    """Q-Skew per candidate, masks restricted to the field (``where="pii"``) or to its context (``"context"``)."""
+    """Q-Skew per candidate, masks restricted to the field (``where="pii"``) or to its context (``"context"``).
 
-    plan = MaskPlan("cyclic", budget=budget, rho=rho)
-    windows, allowed, seeds = [], [], []
-    for value in values:
-        w, is_field = _window(target.tokenizer, rec, value, window)
-        allow = np.flatnonzero(is_field if where == "pii" else ~is_field)
-        if len(allow) == 0:
-            raise LmauditError(f"record '{rec.id}': the window holds no {where} token", hint="use a wider --window")
-        windows.append(w)
-        allowed.append(allow)
-        seeds.append(stable_seed("pii-skew", rec.id, value, seed))
-    tar, offsets = masked_window_stats(target.adapter, windows, allowed, plan, seeds, description=f"Q-Skew ({where}) target")
-    ref, _ = masked_window_stats(reference.adapter, windows, allowed, plan, seeds,
-                                 description=f"Q-Skew ({where}) reference")
-    return weighted_skew(tar[:, 0].astype(np.float64) - ref[:, 0], offsets)
+    Target and reference see identical windows and masks (the reference must share the tokenizer).
+    """
+    task = WindowTask(MaskPlan("cyclic", budget=budget, rho=rho), where, window, seed)
+    tar, offsets = window_logp(target, rec, values, task, description=f"Q-Skew ({where}) target")
+    ref, _ = window_logp(reference, rec, values, task, description=f"Q-Skew ({where}) reference")
+    return weighted_skew(tar - ref, offsets)
 
 
 @dataclass
