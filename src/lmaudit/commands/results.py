@@ -10,7 +10,7 @@ import typer
 
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.experiments.config import load_experiment
+from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
 from lmaudit.report.build import write_report
