@@ -63,9 +63,11 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
              f"{s['q10_gain']:.2f} – {s['q90_gain']:.2f}", f"{s['mean_gain_per_exposure']:.4f}",
              f"{100 * s['q_skew_auc']:.1f}"]
             for r, s in sorted(record["ratios"].items(), key=lambda kv: float(kv[0]))]
+    exp = record["experiment"]
     caption = ("Per-token memorisation gain Δ = log p_target − log p_base (nats) of member tokens under "
                "cyclic masks, by the fixed mask ratio used in fine-tuning; gain per exposure = mean gain / "
-               "(ratio × epochs); Q-Skew AUC in percent (mean over seeds).")
+               f"(ratio × epochs); Q-Skew AUC in percent ({exp['n_members']} members vs {exp['n_nonmembers']} "
+               f"non-members, {exp['budget']} forwards per model per sample; mean over seeds).")
     return [(caption, header, rows)]
 
 
