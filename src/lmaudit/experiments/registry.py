@@ -47,7 +47,6 @@ class ExperimentType:
     tables: Callable[[dict], list[Table]]
     figures: Callable[[dict], list[FigureSpec]] = no_figures
     arrays: dict[str, str] = field(default_factory=dict)
-    summary: str = ""
 
 
 _REGISTRY: dict[str, ExperimentType] = {}
@@ -55,7 +54,7 @@ _REGISTRY: dict[str, ExperimentType] = {}
 
 def register_experiment(name: str, *, config: type[BaseConfig], run: Callable[[Any, BaseConfig], dict],
                         tables: Callable[[dict], list[Table]], figures: Callable[[dict], list[FigureSpec]] = no_figures,
-                        arrays: dict[str, str] | None = None, summary: str = "") -> ExperimentType:
+                        arrays: dict[str, str] | None = None) -> ExperimentType:
     """Register experiment type ``name`` (the ``type`` of its TOML files) and return it.
 
     Parameters
@@ -72,14 +71,12 @@ def register_experiment(name: str, *, config: type[BaseConfig], run: Callable[[A
         ``figures(record) -> [(file_stem, caption, png_bytes)]``.
     arrays : dict, optional
         Payload keys stored as ``KEY.npz`` instead of in ``results.json`` (see :class:`ExperimentType`).
-    summary : str, optional
-        One line saying what the type measures.
     """
     if name in _REGISTRY:
         raise ValueError(f"experiment type '{name}' is already registered")
     if not (dataclasses.is_dataclass(config) and issubclass(config, BaseConfig)):
         raise ValueError(f"experiment type '{name}': config must be a dataclass subclass of BaseConfig")
-    spec = ExperimentType(name, config, run, tables, figures, dict(arrays or {}), summary)
+    spec = ExperimentType(name, config, run, tables, figures, dict(arrays or {}))
     _REGISTRY[name] = spec
     return spec
 

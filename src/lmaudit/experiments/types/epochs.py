@@ -51,5 +51,4 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     return [("auc_vs_epochs", "AUC vs epochs", plots.auc_vs_epochs(record["curves"]))]
 
 
-register_experiment("epochs", config=EpochsConfig, run=run, tables=tables, figures=figures,
-                    summary="AUC of each attack against the number of fine-tuning epochs")
+register_experiment("epochs", config=EpochsConfig, run=run, tables=tables, figures=figures)

@@ -88,5 +88,4 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     return out
 
 
-register_experiment("extraction-relaxed", config=RelaxedConfig, run=run, tables=tables, figures=figures,
-                    summary="Gaussian-predicted vs empirical relaxed extraction; extractable fraction vs query budget")
+register_experiment("extraction-relaxed", config=RelaxedConfig, run=run, tables=tables, figures=figures)

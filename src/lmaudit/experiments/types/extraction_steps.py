@@ -74,5 +74,4 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     return [("log_p_by_steps", "log10 p̂ per mask by step count (first seed)", xplots.log_p_by_steps(cols))]
 
 
-register_experiment("extraction-steps", config=StepsConfig, run=run, tables=tables, figures=figures,
-                    summary="median Δ log p̂ of exact extraction by the number of denoising steps")
+register_experiment("extraction-steps", config=StepsConfig, run=run, tables=tables, figures=figures)

@@ -79,4 +79,4 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
 
 
 register_experiment("mask-ratio", config=MaskRatioConfig, run=run, tables=tables, figures=figures,
-                    arrays={"gains": "ratio_"}, summary="memorisation gain by the training mask ratio")
+                    arrays={"gains": "ratio_"})

@@ -96,11 +96,8 @@ def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[lis
     return [(caption, [first, *HEADERS], rows)]
 
 
-register_experiment("mia", config=MIAConfig, run=run_mia_table, tables=lambda rec: rows_tables(rec, "attack"),
-                    summary="AUC and TPR of every attack on a target fine-tuned on the members")
+register_experiment("mia", config=MIAConfig, run=run_mia_table, tables=lambda rec: rows_tables(rec, "attack"))
 register_experiment("ablation", config=AblationConfig, run=run_ablation,
-                    tables=lambda rec: rows_tables(rec, "variant"),
-                    summary="AUC and TPR of attack variants (parameters) on the same models")
+                    tables=lambda rec: rows_tables(rec, "variant"))
 register_experiment("misaligned-ref", config=MisalignedConfig, run=run_misaligned,
-                    tables=lambda rec: rows_tables(rec, "reference / attack"),
-                    summary="reference-based attacks with references other than the target's own base")
+                    tables=lambda rec: rows_tables(rec, "reference / attack"))

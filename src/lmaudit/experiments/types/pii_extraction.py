@@ -89,5 +89,4 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     return out
 
 
-register_experiment("pii-extraction", config=PIIExtractionConfig, run=run, tables=tables, figures=figures,
-                    summary="(n, p)-discoverable PII for AR, DLM one-step and DLM max-step")
+register_experiment("pii-extraction", config=PIIExtractionConfig, run=run, tables=tables, figures=figures)

@@ -75,5 +75,4 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     return [(caption, ["signal"] + fields, rows), ("Candidates, α and cost.", [""] + fields, info)]
 
 
-register_experiment("pii-reconstruction", config=ReconstructionConfig, run=run, tables=tables,
-                    summary="top-1 attack success rate of redacted PII per ranking signal")
+register_experiment("pii-reconstruction", config=ReconstructionConfig, run=run, tables=tables)

@@ -199,5 +199,4 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     return [("rho_by_method", "Estimated ρ per unlearning method and audit", png)]
 
 
-register_experiment("unlearning-audit", config=UnlearningConfig, run=run, tables=tables, figures=figures,
-                    summary="ρ of a forget set after each unlearning method, from set-level and per-sample audits")
+register_experiment("unlearning-audit", config=UnlearningConfig, run=run, tables=tables, figures=figures)
