@@ -1,30 +1,57 @@
-"""Experiment files: validation, and a miniature run of each experiment type."""
+"""Experiment files and types: validation, rebuilding committed folders, a new type in one module, and a
+miniature run of each experiment type."""
 
 import json
+import math
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lmaudit.attacks import list_attacks
 from lmaudit.errors import LmauditError
-from lmaudit.experiments.config import load_experiment
+from lmaudit.experiments import registry
+from lmaudit.experiments.config import BaseConfig
+from lmaudit.experiments.outputs import rebuild_outputs
+from lmaudit.experiments.registry import (
+    get_experiment_type,
+    list_experiment_types,
+    load_experiment,
+    register_experiment,
+)
 from lmaudit.experiments.runner import run_experiment
+from lmaudit.report import plots
+from lmaudit.report.build import build_report, write_report
+from test_cli import lmaudit
 
 REPO = Path(__file__).resolve().parents[1]
+COMMITTED = sorted((REPO / "experiments").glob("*.toml"))
 
 
-def test_committed_experiment_files_are_valid():
-    files = sorted((REPO / "experiments").glob("*.toml"))
-    assert {f.stem for f in files} >= {"dlm-dft", "dlm-ift", "dlm-ablation", "dlm-misaligned-ref", "dlm-epochs",
-                                       "dlm-mask-ratio"}
-    for f in files:
-        assert load_experiment(f).name == f.stem
+def test_committed_experiment_files_load_into_their_types_schema():
+    assert len(COMMITTED) >= 11
+    for f in COMMITTED:
+        cfg = load_experiment(f)
+        assert cfg.name == f.stem and type(cfg) is get_experiment_type(cfg.type).config
+
+
+def test_every_registered_type_has_a_committed_experiment_file():
+    assert {load_experiment(f).type for f in COMMITTED} == {t.name for t in list_experiment_types()}
 
 
 @pytest.mark.parametrize("text, needle", [
-    ('name = "x"\ntype = "mia"\nepoch = 3\n', "unknown key 'epoch'.*did you mean 'epochs'"),
-    ('name = "x"\ntype = "nonsense"\n', "type 'nonsense'"),
-    ('name = "x"\ntype = "mia"\nseeds = 3\n', "key 'seeds' must be list"),
+    ('name = "x"\ntype = "mia"\nepoch = 3\n', r"bad.toml: unknown key 'epoch'.*did you mean 'epochs'"),
+    ('name = "x"\ntype = "mia"\nvariants = {}\n', r"unknown key 'variants' for an experiment of type 'mia'.*"
+                                                   r"'variants' is a key of type ablation"),
+    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n', r"unknown key 'budget'.*ablation, epochs, mask-ratio"),
+    ('name = "x"\ntype = "nonsense"\n', "type 'nonsense' is not one of"),
+    ('name = "x"\ntype = "mask-ratios"\n', "did you mean 'mask-ratio'"),
+    ('name = "x"\ntype = "mia"\nseeds = 3\n', r"key 'seeds' must be list\[int\], got int"),
+    ('name = "x"\ntype = "mia"\nseeds = ["a"]\n', r"key 'seeds' must be list\[int\], got list\[str\]"),
+    ('name = "x"\ntype = "mia"\nn_members = true\n', "key 'n_members' must be int, got bool"),
+    ('name = "x"\ntype = "mia"\nattacks = "loss"\n', r"key 'attacks' must be list\[str\] \| None, got str"),
     ('type = "mia"\n', "missing key 'name'"),
 ])
 def test_bad_experiment_files(tmp_path, text, needle):
@@ -33,6 +60,112 @@ def test_bad_experiment_files(tmp_path, text, needle):
     with pytest.raises(LmauditError, match=needle):
         load_experiment(f)
 
+
+def test_an_int_is_a_valid_float_key(tmp_path):
+    f = tmp_path / "ok.toml"
+    f.write_text('name = "x"\ntype = "extraction-relaxed"\nbudget_p = 1\nextract = { mask = "suffix:4" }\n')
+    cfg = load_experiment(f)
+    assert cfg.budget_p == 1 and cfg.extract == {"mask": "suffix:4"} and cfg.n_relaxed == 30
+
+
+def test_rebuilding_the_committed_folders_reproduces_them(tmp_path):
+    """Every committed results folder holds the tables, figures and table.md its stored values rebuild to."""
+    folders = sorted(d for d in (REPO / "results").iterdir() if (d / "results.json").exists())
+    assert {d.name for d in folders} <= {f.stem for f in COMMITTED}  # each folder is a committed file's run
+    for d in folders:
+        copy = shutil.copytree(d, tmp_path / d.name)
+        (copy / "table.md").unlink()
+        rebuild_outputs(copy)
+        assert (copy / "table.md").read_text() == (d / "table.md").read_text(), d.name
+        assert (copy / "results.json").read_text() == (d / "results.json").read_text(), d.name
+        figures = json.loads((d / "results.json").read_text())["figures"]
+        assert all((d / f["file"]).exists() and (d / f["file"]).read_bytes()[:4] == b"\x89PNG" for f in figures)
+
+
+def test_tables_command_rebuilds_a_folder_and_its_report(tmp_path):
+    folder = shutil.copytree(REPO / "results" / "dlm-dft", tmp_path / "dlm-dft")
+    rec = json.loads((folder / "results.json").read_text())
+    for name in ("table.md", "report.md"):
+        (folder / name).unlink()
+    del rec["tables"], rec["figures"]  # as the folders written before tables were stored
+    (folder / "results.json").write_text(json.dumps(rec))
+    with pytest.raises(LmauditError, match="lmaudit tables"):
+        build_report(folder)
+    out = lmaudit("tables", str(folder))
+    assert out.returncode == 0, out.stderr
+    assert (folder / "table.md").read_text() == (REPO / "results" / "dlm-dft" / "table.md").read_text()
+    q = rec["rows"]["q_skew"]
+    assert f"| q_skew | {100 * q['auc'][0]:.1f} ± {100 * q['auc'][1]:.1f} |" in (folder / "report.md").read_text()
+    assert lmaudit("tables", str(tmp_path)).returncode != 0  # no results.json: a one-line error
+
+
+# --- a new experiment type is one module: its keys, runner, tables and figures ---
+
+@dataclass
+class WordCountConfig(BaseConfig):
+    words: int = 3  # a key of this type only
+
+
+def _run_word_count(ws, cfg: WordCountConfig) -> dict:
+    members, nonmembers = ws.data(cfg.seeds[0])
+    head = lambda ts: [" ".join(r.target.split()[: cfg.words]) for r in ts.records]  # noqa: E731
+    return {"heads": {"members": head(members), "nonmembers": head(nonmembers)}}
+
+
+def _word_count_tables(record: dict):
+    rows = [[name, str(len(h)), f"{np.mean([len(t.split()) for t in h]):.2f}"] for name, h in record["heads"].items()]
+    return [(f"Words in the first {record['experiment']['words']} of each text.", ["set", "texts", "mean words"], rows)]
+
+
+def _word_count_figures(record: dict):
+    means = [np.mean([len(t.split()) for t in h]) for h in record["heads"].values()]
+    png = plots.grouped_bars(list(record["heads"]), {"words": (means, [0.0] * len(means))}, ylabel="words",
+                             title="word count")
+    return [("words", "Mean words per set", png)]
+
+
+@pytest.fixture
+def word_count(monkeypatch):
+    list_experiment_types()  # the real types are registered before the registry is swapped for a copy
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    return register_experiment("word-count", config=WordCountConfig, run=_run_word_count, tables=_word_count_tables,
+                               figures=_word_count_figures)
+
+
+def test_a_new_experiment_type_is_one_registration(tmp_path, word_count):
+    with pytest.raises(ValueError, match="already registered"):
+        register_experiment("word-count", config=WordCountConfig, run=_run_word_count, tables=_word_count_tables)
+    with pytest.raises(LmauditError, match=r"mini.toml: unknown key 'n_shadows'.*key of type unlearning-audit"):
+        mini(tmp_path, type="word-count", n_shadows=2)
+    with pytest.raises(LmauditError, match=r"unknown key 'words' for an experiment of type 'mia'.*type word-count"):
+        mini(tmp_path, type="mia", words=2)
+    cfg = mini(tmp_path, name="wc", type="word-count", words=2)
+    assert type(cfg) is WordCountConfig and cfg.words == 2
+    folder = run_experiment(cfg, out_root=tmp_path / "results", command="lmaudit run wc.toml")
+    res = json.loads((folder / "results.json").read_text())
+    assert len(res["heads"]["members"]) == 6 and all(len(t.split()) <= 2 for t in res["heads"]["members"])
+    row = ["members", "6", f"{np.mean([len(t.split()) for t in res['heads']['members']]):.2f}"]
+    assert res["tables"][0]["rows"][0] == row and res["figures"] == [{"file": "words.png", "caption": "Mean words per set"}]
+    table = (folder / "table.md").read_text()
+    assert "Words in the first 2 of each text." in table and "| " + " | ".join(row) + " |" in table
+    assert "![Mean words per set](words.png)" in table and (folder / "words.png").read_bytes()[:4] == b"\x89PNG"
+    report = build_report(folder)
+    assert [s.table for s in report.sections if s.table] == [(["set", "texts", "mean words"], res["tables"][0]["rows"])]
+    assert [f.name for f in report.figures] == ["words"]
+    write_report(folder)
+    assert "| " + " | ".join(row) + " |" in (folder / "report.md").read_text()
+
+
+def test_a_type_config_must_extend_the_base(word_count):
+    @dataclass
+    class Loose:
+        words: int = 3
+
+    with pytest.raises(ValueError, match="subclass of BaseConfig"):
+        register_experiment("loose", config=Loose, run=_run_word_count, tables=_word_count_tables)
+
+
+# --- a miniature run of each experiment type ---
 
 @pytest.fixture(scope="module")
 def shared_cache(tmp_path_factory):
@@ -49,8 +182,8 @@ def mini(tmp_path, **kw):
     import scipy
 
     f = tmp_path / "mini.toml"
-    base = dict(name="mini", kind="dlm", pretrain_tokens=4000, adapt_tokens=2000, n_members=6, n_nonmembers=6, epochs=2, seeds=[0],
-                budget=3, vocab_size=500, packages=[str(Path(scipy.__file__).parent / "optimize")])
+    base = dict(name="mini", kind="dlm", pretrain_tokens=4000, adapt_tokens=2000, n_members=6, n_nonmembers=6, epochs=2,
+                seeds=[0], vocab_size=500, packages=[str(Path(scipy.__file__).parent / "optimize")])
     base.update(kw)
 
     def toml(v):
@@ -63,23 +196,38 @@ def mini(tmp_path, **kw):
 
 
 def test_mini_mia_experiment_writes_table(tmp_path):
-    folder = run_experiment(mini(tmp_path, type="mia"), out_root=tmp_path / "results", command="lmaudit run mini.toml")
+    folder = run_experiment(mini(tmp_path, type="mia", budget=3), out_root=tmp_path / "results",
+                            command="lmaudit run mini.toml")
     res = json.loads((folder / "results.json").read_text())
     assert set(res["rows"]) == {s.name for s in list_attacks("dlm")}
-    assert len(res["rows"]["q_skew"]["per_seed"]) == 1 and res["rows"]["q_skew"]["auc"][1] == 0.0
+    q = res["rows"]["q_skew"]
+    assert q["per_seed"] == [{k: q[k][0] for k in ("auc", "tpr@10%fpr", "tpr@1%fpr")}] and q["auc"][1] == 0.0
+    rows = res["tables"][0]["rows"]
+    assert [r[0] for r in rows] == sorted(res["rows"], key=lambda n: -res["rows"][n]["auc"][0])  # best AUC first
     table = (folder / "table.md").read_text()
-    assert "| q_skew |" in table and "lmaudit run mini.toml" in table
+    assert f"| q_skew | {100 * q['auc'][0]:.1f} ± 0.0 |" in table and "lmaudit run mini.toml" in table
+    assert "6 members vs 6 non-members; 3 forwards" in table
 
 
 @pytest.mark.slow
 def test_mini_epochs_and_mask_ratio_write_plots(tmp_path):
-    folder = run_experiment(mini(tmp_path, name="ep", type="epochs", attacks=["loss", "q_skew"]), out_root=tmp_path)
+    folder = run_experiment(mini(tmp_path, name="ep", type="epochs", budget=3, attacks=["loss", "q_skew"]),
+                            out_root=tmp_path)
     curves = json.loads((folder / "results.json").read_text())["curves"]
     assert set(curves) == {"loss", "q_skew"} and set(curves["loss"]) == {"1", "2"}
+    assert f"| loss | {100 * curves['loss']['1']['auc'][0]:.1f} | " in (folder / "table.md").read_text()
     assert (folder / "auc_vs_epochs.png").stat().st_size > 5000
-    folder = run_experiment(mini(tmp_path, name="mr", type="mask-ratio", mask_ratios=[0.25, 0.75]), out_root=tmp_path)
-    ratios = json.loads((folder / "results.json").read_text())["ratios"]
-    assert set(ratios) == {"0.25", "0.75"} and all(r["n_tokens"] > 0 for r in ratios.values())
+    folder = run_experiment(mini(tmp_path, name="mr", type="mask-ratio", budget=3, mask_ratios=[0.25, 0.75]),
+                            out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert set(res["ratios"]) == {"0.25", "0.75"} and "gains" not in res  # the gains go to gains.npz
+    with np.load(folder / "gains.npz") as z:
+        gains = {k: z[k] for k in z.files}
+    assert set(gains) == {"ratio_0.25", "ratio_0.75"}
+    for r, s in res["ratios"].items():  # the same member tokens for every ratio; the summary is of the stored gains
+        assert len(gains[f"ratio_{r}"]) == s["n_tokens"] == res["ratios"]["0.25"]["n_tokens"] > 0
+        assert s["median_gain"] == pytest.approx(float(np.median(gains[f"ratio_{r}"])), abs=1e-6)
+        assert s["mean_gain_per_exposure"] == pytest.approx(s["mean_gain"] / (float(r) * 2))
     assert (folder / "gain_by_mask_ratio.png").stat().st_size > 5000
 
 
@@ -90,15 +238,17 @@ def test_mini_extraction_steps_and_pii_experiments(tmp_path):
                             out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert set(res["steps"]) == {"1", "2", "max"} and res["steps"]["1"]["median_delta_log_p"] == [0.0, 0.0]
-    assert res["steps"]["2"]["forwards_per_record"] > 0 and (folder / "log_p_by_steps.png").exists()
-    assert "median Δ log p̂" in (folder / "table.md").read_text()
+    assert res["steps"]["1"]["forwards_per_record"] == 1.0 and res["steps"]["2"]["forwards_per_record"] == 2.0
+    assert (folder / "log_p_by_steps.png").exists() and "median Δ log p̂" in (folder / "table.md").read_text()
     folder = run_experiment(mini(tmp_path, name="pii", type="pii-extraction", pii_fields=["email"], block=128,
                                  extract={"trajectories": 2}), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert set(res["pii_rows"]) == {"email / AR", "email / DLM one-step", "email / DLM max-step"}
     entry = res["pii_rows"]["email / AR"][0]
     assert {"discoverable@p=0.5", "discoverable@p=0.99", "median_log_p_train", "median_log_p_unseen"} <= set(entry)
-    assert len(res["likelihood_shift"]["email / AR"]["train"]) == 6
+    assert entry["discoverable@p=0.99"] <= entry["discoverable@p=0.5"]  # a stricter p never discovers more
+    lp = res["likelihood_shift"]["email / AR"]
+    assert len(lp["train"]) == 6 and entry["median_log_p_train"] == pytest.approx(float(np.median(lp["train"])))
 
 
 def test_mini_extraction_relaxed_experiment(tmp_path):
@@ -123,9 +273,17 @@ def test_mini_unlearning_audit_experiment(tmp_path):
     assert methods == {"none", "retrain", "gradient_ascent", "npo", "finetune"}
     assert audits == {"smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference",
                       "threshold-lira"}
-    assert all(0 <= v["mean"] <= 1 or v["mean"] != v["mean"] for v in res["unlearning"].values())
-    assert res["cost_s"]["lira_shadow_training"] >= 0 and (folder / "rho_by_method.png").exists()
-    assert "gold standard" in (folder / "table.md").read_text()
+    for v in res["unlearning"].values():  # one seed: the mean is that seed's ρ, NaN (undefined) counted
+        (rho,) = v["per_seed"]
+        assert v["n_undefined"] == int(math.isnan(rho))
+        assert (math.isnan(v["mean"]) and math.isnan(rho)) or (v["mean"] == rho and v["std"] == 0.0)
+    assert set(res["cost_s"]) == {"smi", "smi-m", "smi-scores", "smi-m-scores", "features", "lira_shadow_training",
+                                  "lira_probes"}
+    retrain = ", ".join(f"{a} {res['unlearning'][f'0.25 / retrain / {a}']['mean']:.2f}" for a in
+                        ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference",
+                         "threshold-lira"))
+    assert f"Retrain as measured by each audit: {retrain}." in (folder / "table.md").read_text()
+    assert (folder / "rho_by_method.png").exists()
 
 
 def test_mini_pii_reconstruction_experiment(tmp_path):
@@ -134,5 +292,9 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
                                  reconstruct={"candidates": 3, "mask_length": 6, "steps": 3}), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert set(res["asr"]) == {"ce", "skew_pii", "skew_context", "combined"}
-    assert len(res["asr"]["ce"]["email"]) == 1 and 0 <= res["fields"]["email"]["alpha"][0] <= 1
-    assert "Top-1 attack success rate" in (folder / "table.md").read_text()
+    (coverage,) = res["fields"]["email"]["coverage"]
+    for signal, by_field in res["asr"].items():  # a percentage of 3 records, never above the candidates' coverage
+        (asr,) = by_field["email"]
+        assert round(asr * 3 / 100, 6) in (0, 1, 2, 3) and asr <= coverage, signal
+    assert 1 <= res["fields"]["email"]["mean_candidates"][0] <= 3  # distinct candidates of 3 generations
+    assert "Top-1 attack success rate (%) on 3 redacted" in (folder / "table.md").read_text()

@@ -25,7 +25,7 @@ from lmaudit.progress import console, set_quiet
 COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "extract": "extraction", "pii": "pii",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "report": "results", "corpus": "corpus",
+    "demo": "mia", "run": "results", "tables": "results", "report": "results", "corpus": "corpus",
 }
 _state = {"debug": False}
 

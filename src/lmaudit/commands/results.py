@@ -1,4 +1,4 @@
-"""``lmaudit run`` (experiments) and ``lmaudit report``."""
+"""``lmaudit run`` (experiments), ``lmaudit tables`` (rebuild an experiment's tables) and ``lmaudit report``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import typer
 
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.experiments.config import load_experiment
+from lmaudit.experiments.outputs import rebuild_outputs
+from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
 from lmaudit.report.build import write_report
@@ -34,6 +35,20 @@ def run_cmd(
         folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
     stdout_console.print((folder / "table.md").read_text())
     finish(folder / "results.json", folder, no_report)
+
+
+@app.command("tables", rich_help_panel=c.PANEL_RESULTS)
+def tables_cmd(
+    config: Optional[Path] = c.config_option(),
+    run_dirs: list[Path] = typer.Argument(..., help="Experiment folders written by 'lmaudit run', e.g. results/dlm-dft."),
+    no_report: bool = c.no_report_option(),
+) -> None:
+    """Rebuild experiment folders' tables, figures and table.md from their results.json, without re-running."""
+    for folder in run_dirs:
+        rebuild_outputs(folder)
+        stdout_console.print(f"rebuilt: {folder / 'table.md'}")
+        if not no_report:
+            stdout_console.print(f"report: {write_report(folder)}")
 
 
 @app.command(rich_help_panel=c.PANEL_RESULTS)

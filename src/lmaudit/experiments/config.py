@@ -1,25 +1,31 @@
-"""Experiment files (TOML): keys, defaults and validation.
+"""Experiment files (TOML): the keys every experiment type shares, and the validation of a file's keys.
 
-Unknown keys are errors that name the key and the file; values are type-checked.
+Each experiment type declares its own keys as a dataclass on top of :class:`BaseConfig`
+(:mod:`lmaudit.experiments.registry` finds the types); :func:`check_keys` checks a file
+against its type's schema: an unknown key is an error that names the key and the file
+(with a close key of the schema, or the types that own it), and every value is checked
+against the field's annotation.
 """
 
 from __future__ import annotations
 
 import difflib
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from lmaudit.errors import LmauditError
-from lmaudit.utils import read_toml
-
-TYPES = ("mia", "ablation", "misaligned-ref", "epochs", "mask-ratio", "extraction-steps", "pii-extraction",
-         "extraction-relaxed", "unlearning-audit", "pii-reconstruction")
 
 
 @dataclass
-class ExperimentConfig:
+class BaseConfig:
+    """The keys of every experiment: what it is, and the corpus, models and data its workspace builds."""
+
     name: str
     type: str
+    description: str = ""
     kind: str = "dlm"
     preset: str = "tiny"
     pretrain_tokens: int = 2_000_000  # the AR stage (shared with the demo's base model)
@@ -33,50 +39,73 @@ class ExperimentConfig:
     block: int = 64
     batch_size: int = 16
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    budget: int = 16
-    attacks: list[str] | None = None
-    variants: dict[str, dict] = field(default_factory=dict)  # ablation: label -> {attack, params}
-    references: list[str] = field(default_factory=lambda: ["golden", "other-seed", "perturbed"])
-    mask_ratios: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75])
-    description: str = ""
     packages: list[str] = field(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"])
     vocab_size: int = 4096
-    extract: dict = field(default_factory=dict)  # extraction experiments: keys of ExtractConfig
-    pii_fields: list[str] = field(default_factory=lambda: ["email", "phone"])
-    n_relaxed: int = 30  # extraction-relaxed: records sampled
-    budget_p: float = 0.5  # extraction-relaxed: target probability of the query-budget curve
-    budget_mask: str = "pii:email"  # extraction-relaxed: the mask of the query-budget curve
-    forget_fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])  # unlearning-audit
-    unlearn_methods: list[str] = field(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo", "finetune"])
-    unlearn: dict = field(default_factory=dict)  # unlearning-audit: lr, epochs, retain_weight, npo_beta
-    n_shadows: int = 8  # unlearning-audit: LiRA shadow models
-    audit_fpr: float = 0.1  # unlearning-audit: FPR at which per-sample audits set their threshold
-    reconstruct: dict = field(default_factory=dict)  # pii-reconstruction: keys of ReconstructConfig
-    n_targets: int = 50  # pii-reconstruction: redacted records per field
-    n_calibration: int = 10  # pii-reconstruction: known records to fit alpha on
 
 
-def load_experiment(path: str | Path) -> ExperimentConfig:
-    path = Path(path)
-    raw = read_toml(path, "experiment file")
-    known = {f.name: f for f in fields(ExperimentConfig)}
+def _matches(value: Any, want: Any) -> bool:
+    """Whether a TOML value fits the annotation ``want`` (an int is a valid float; a bool is not an int)."""
+    if want is Any:
+        return True
+    origin = typing.get_origin(want)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arm) for arm in typing.get_args(want))
+    if want is type(None):
+        return value is None
+    if origin is list:
+        (item,) = typing.get_args(want) or (Any,)
+        return isinstance(value, list) and all(_matches(v, item) for v in value)
+    if origin is dict:
+        key, item = typing.get_args(want) or (Any, Any)
+        return isinstance(value, dict) and all(_matches(k, key) and _matches(v, item) for k, v in value.items())
+    if want is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if want is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, want)
+
+
+def _spelled(annotation: Any) -> str:
+    """An annotation as a reader writes it: ``list[int]``, ``dict``, ``str | None``."""
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
+def _value_type(value: Any) -> str:
+    """The type of a TOML value, with the element types of a list (``list[str]``)."""
+    if isinstance(value, list) and value:
+        return "list[" + " | ".join(sorted({type(v).__name__ for v in value})) + "]"
+    return type(value).__name__
+
+
+def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners: dict[str, list[str]]) -> None:
+    """Raise :class:`LmauditError` unless every key of ``raw`` is a field of ``schema`` with a value of its type.
+
+    Parameters
+    ----------
+    raw : dict
+        The parsed experiment file.
+    schema : type
+        The dataclass of the file's experiment type (a subclass of :class:`BaseConfig`).
+    path : str or Path
+        The file, named in every message.
+    owners : dict
+        ``{key: [experiment types whose schema has it]}``, to say where a key of another type belongs.
+    """
+    known = {f.name for f in fields(schema)}
     for key in raw:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            raise LmauditError(f"{path}: unknown key '{key}'", hint=f"did you mean '{close[0]}'?" if close else
-                               f"known keys: {', '.join(known)}")
-    for key in ("name", "type"):
-        if key not in raw:
-            raise LmauditError(f"{path}: missing key '{key}'")
-    if raw["type"] not in TYPES:
-        raise LmauditError(f"{path}: type '{raw['type']}' is not one of {', '.join(TYPES)}")
-    defaults = ExperimentConfig(name="", type="mia")
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1)
+        if key in owners:
+            hint = f"'{key}' is a key of type {', '.join(owners[key])}"
+        elif close:
+            hint = f"did you mean '{close[0]}'?"
+        else:
+            hint = f"known keys: {', '.join(sorted(known))}"
+        raise LmauditError(f"{path}: unknown key '{key}' for an experiment of type '{raw.get('type')}'", hint=hint)
+    hints = typing.get_type_hints(schema)
     for key, value in raw.items():
-        want = type(getattr(defaults, key))
-        if getattr(defaults, key) is None or key in ("name", "type"):
-            continue
-        if want is float and isinstance(value, int):
-            continue
-        if not isinstance(value, want):
-            raise LmauditError(f"{path}: key '{key}' must be {want.__name__}, got {type(value).__name__}")
-    return ExperimentConfig(**raw)
+        if not _matches(value, hints[key]):
+            raise LmauditError(f"{path}: key '{key}' must be {_spelled(hints[key])}, got {_value_type(value)}")

@@ -1,57 +1,122 @@
-"""Writing an experiment's outputs: results.json, table.md and its plots (the tables come from :mod:`lmaudit.report`)."""
+"""An experiment folder: ``results.json`` with the built tables and figures, the PNG files, and ``table.md``.
+
+``results.json`` holds the record (configuration, command, provenance, the type's
+payload) plus ``tables`` (``[{caption, header, rows}]``) and ``figures``
+(``[{file, caption}]``, PNG files beside it), so that a report renders any experiment
+from those keys alone; ``table.md`` is written from them, whatever the type.
+:func:`rebuild_outputs` rebuilds the tables, figures and ``table.md`` of a folder from
+its stored ``results.json`` (and array files) without running anything.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from lmaudit.report import extraction_tables, plots
-from lmaudit.report.tables import epochs_table, ratio_table, rows_table
+from lmaudit.errors import LmauditError
+from lmaudit.experiments.registry import ExperimentType, get_experiment_type
 from lmaudit.utils import atomic_path, write_json_atomic
 
-
-def _write_png(path: Path, png: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(png)
+BUILT = ("tables", "figures")  # the keys of results.json that are built from the others
 
 
-def write_outputs(folder: Path, record: dict) -> Path:
-    """results.json, table.md and (where it applies) a plot; returns the folder."""
-    folder.mkdir(parents=True, exist_ok=True)
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def markdown(record: dict) -> str:
+    """``table.md`` of a record with built ``tables`` and ``figures``: heading, description, setting, tables, images."""
     exp = record["experiment"]
-    gains = record.pop("gains", None)
-    if gains is not None:
-        np.savez_compressed(folder / "gains.npz", **{f"ratio_{r}": np.asarray(v, dtype=np.float32) for r, v in gains.items()})
-    write_json_atomic(folder / "results.json", record)
-    if extraction_tables.module_for(exp["type"]) is not None:
-        body, pngs = extraction_tables.markdown(record)
-        for name, png in pngs:
-            _write_png(folder / name, png)
-    elif "rows" in record:
-        first = {"ablation": "variant", "misaligned-ref": "reference / attack"}.get(exp["type"], "attack")
-        body = rows_table(record["rows"], first)
-    elif "curves" in record:
-        body = epochs_table(record["curves"])
-        _write_png(folder / "auc_vs_epochs.png", plots.auc_vs_epochs(record["curves"]))
-        body += "\n\n![AUC vs epochs](auc_vs_epochs.png)"
-    else:
-        body = ratio_table(record["ratios"])
-        _write_png(folder / "gain_by_mask_ratio.png", plots.gain_by_ratio(gains))
-        body += "\n\n![gain by mask ratio](gain_by_mask_ratio.png)"
     seeds = ", ".join(map(str, exp["seeds"]))
-    if extraction_tables.module_for(exp["type"]) is not None:
-        head = (f"# {exp['name']}\n\n{exp['description']}\n\n"
-                f"Command: `{record['command']}` — run time {record['runtime_s'] / 60:.1f} min; seeds {seeds}; "
-                f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs.\n\n")
-        with atomic_path(folder / "table.md") as tmp:
-            tmp.write_text(head + body + "\n")
-        return folder
     head = (f"# {exp['name']}\n\n{exp['description']}\n\n"
             f"Command: `{record['command']}` — run time {record['runtime_s'] / 60:.1f} min; seeds {seeds}; "
-            f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members; {exp['kind']} `{exp['preset']}`, "
-            f"{exp['mode']} fine-tuning for {exp['epochs']} epochs; {exp['budget']} forwards per model per sample. "
-            "Values are mean ± std over seeds, in percent.\n\n")
+            f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs.")
+    parts = [head]
+    for t in record["tables"]:
+        parts += [t["caption"]] if t["caption"] else []
+        parts.append(_md_table(t["header"], t["rows"]))
+    parts += [f"![{f['caption']}]({f['file']})" for f in record["figures"]]
+    return "\n\n".join(parts) + "\n"
+
+
+def _array_file(folder: Path, key: str) -> Path:
+    return folder / f"{key}.npz"
+
+
+def _load_arrays(folder: Path, spec: ExperimentType) -> dict[str, dict[str, np.ndarray]]:
+    """The type's array payload keys read back from their ``.npz`` files (keys without a file are left out)."""
+    out = {}
+    for key, prefix in spec.arrays.items():
+        if _array_file(folder, key).exists():
+            with np.load(_array_file(folder, key)) as z:
+                out[key] = {name.removeprefix(prefix): z[name] for name in z.files}
+    return out
+
+
+def _write(folder: Path, record: dict, spec: ExperimentType, arrays: dict) -> Path:
+    """Build the tables and figures of ``record`` (with ``arrays`` beside it) and write the folder's files."""
+    full = {**record, **arrays}
+    tables = [{"caption": caption, "header": list(header), "rows": [list(map(str, r)) for r in rows]}
+              for caption, header, rows in spec.tables(full)]
+    figures = []
+    for stem, caption, png in spec.figures(full):
+        with atomic_path(folder / f"{stem}.png") as tmp:
+            tmp.write_bytes(png)
+        figures.append({"file": f"{stem}.png", "caption": caption})
+    record = {**record, "tables": tables, "figures": figures}
+    write_json_atomic(folder / "results.json", record)
     with atomic_path(folder / "table.md") as tmp:
-        tmp.write_text(head + body + "\n")
+        tmp.write_text(markdown(record), encoding="utf-8")
     return folder
+
+
+def write_outputs(folder: str | Path, record: dict) -> Path:
+    """Write a finished experiment's folder: array files, results.json (with tables and figures), PNGs, table.md.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The experiment's folder (created if needed).
+    record : dict
+        ``experiment`` (the configuration, whose ``type`` names the experiment type), ``command``,
+        provenance and the type's payload; the payload keys the type declares as ``arrays`` go to
+        ``KEY.npz`` (float32) instead of ``results.json``.
+
+    Returns
+    -------
+    Path
+        The folder.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = get_experiment_type(record["experiment"]["type"])
+    record = {k: v for k, v in record.items() if k not in BUILT}
+    for key, prefix in spec.arrays.items():
+        values = record.pop(key, None)
+        if values is not None:
+            np.savez_compressed(_array_file(folder, key),
+                                **{f"{prefix}{label}": np.asarray(v, dtype=np.float32) for label, v in values.items()})
+    return _write(folder, record, spec, _load_arrays(folder, spec))
+
+
+def rebuild_outputs(folder: str | Path) -> Path:
+    """Rebuild the tables, figures and ``table.md`` of an experiment folder from its ``results.json``; no re-run.
+
+    Every stored value stays as it is; only ``tables`` and ``figures`` are (re)written,
+    with the PNG files and ``table.md``. Raises :class:`LmauditError` for a folder that
+    holds no experiment's ``results.json``.
+    """
+    folder = Path(folder)
+    path = folder / "results.json"
+    if not path.exists():
+        raise LmauditError(f"{folder}: no results.json", hint="pass a folder written by 'lmaudit run'")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if "experiment" not in record:
+        raise LmauditError(f"{path}: not the results of an experiment (no 'experiment' key)",
+                           hint="pass a folder written by 'lmaudit run'")
+    spec = get_experiment_type(record["experiment"]["type"])
+    record = {k: v for k, v in record.items() if k not in BUILT}
+    return _write(folder, record, spec, _load_arrays(folder, spec))

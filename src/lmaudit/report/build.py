@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.errors import LmauditError
-from lmaudit.report import extraction_tables, plots
+from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
-from lmaudit.report.tables import KEYS, asr_rows, audit_rows, facts_common
+from lmaudit.report.tables import asr_rows, audit_rows, facts_common
 
 
 def _pct(x: float) -> str:
@@ -75,36 +75,28 @@ def mia_facts(res: dict) -> dict[str, str]:
 
 
 def experiment_report(run: Path, res: dict) -> Report:
+    """The report of an experiment folder, from the ``tables`` and ``figures`` its ``results.json`` holds.
 
+    Any experiment type renders the same way: one section per table (its caption as the
+    text), the figures (PNG files beside ``results.json``) after the last table. A folder
+    written before tables were stored is an error with a hint to rebuild it.
+    """
     exp = res["experiment"]
-    sections = []
-
-    mod = extraction_tables.module_for(exp["type"])
-    if mod is not None:
-        tabs = mod.tables(res)
-        figs = [Figure(stem, caption, png) for stem, caption, png in mod.figures(res)]
-        for i, (caption, header, rows) in enumerate(tabs):
-            sections.append(Section("Results" if i == 0 else "Results (continued)", caption, table=(header, rows),
-                                    figures=figs if i == len(tabs) - 1 else []))
-    if "rows" in res:
-        header = ["variant" if exp["type"] == "ablation" else "attack", "AUC", "TPR@10%FPR", "TPR@1%FPR"]
-        rows = [[label] + [f"{100 * r[k][0]:.1f} ± {100 * r[k][1]:.1f}" for k in KEYS]
-                for label, r in sorted(res["rows"].items(), key=lambda kv: -kv[1]["auc"][0])]
-        sections.append(Section("Results (mean ± std over seeds, %)", exp["description"], table=(header, rows)))
-    if "curves" in res:
-        sections.append(Section("AUC vs fine-tuning epochs", exp["description"],
-                                figures=[Figure("auc_vs_epochs", "AUC after 1..N epochs", plots.auc_vs_epochs(res["curves"]))]))
-    if "ratios" in res:
-        header = ["mask ratio", "tokens", "mean gain", "median gain", "gain per exposure", "Q-Skew AUC"]
-        rows = [[r, str(s["n_tokens"]), f"{s['mean_gain']:.3f}", f"{s['median_gain']:.3f}",
-                 f"{s['mean_gain_per_exposure']:.4f}", f"{100 * s['q_skew_auc']:.1f}"]
-                for r, s in sorted(res["ratios"].items(), key=lambda kv: float(kv[0]))]
-        figs = []
-        if (run / "gains.npz").exists():
-            with np.load(run / "gains.npz") as z:
-                gains = {k.removeprefix("ratio_"): z[k] for k in z.files}
-            figs.append(Figure("gain_by_ratio", "Per-token gain by training mask ratio", plots.gain_by_ratio(gains)))
-        sections.append(Section("Memorisation gain by mask ratio", exp["description"], table=(header, rows), figures=figs))
+    if "tables" not in res:
+        raise LmauditError(f"{run / 'results.json'}: the experiment's tables are not stored in it",
+                           hint=f"rebuild them with 'lmaudit tables {run}'")
+    tabs = res["tables"]
+    figs = []
+    for f in res.get("figures", []):
+        png = run / f["file"]
+        if not png.exists():
+            raise LmauditError(f"{run}: figure {f['file']} is missing", hint=f"rebuild it with 'lmaudit tables {run}'")
+        figs.append(Figure(Path(f["file"]).stem, f["caption"], png.read_bytes()))
+    sections = [Section("Results" if i == 0 else "Results (continued)", t["caption"], table=(t["header"], t["rows"]),
+                        figures=figs if i == len(tabs) - 1 else [])
+                for i, t in enumerate(tabs)]
+    if figs and not tabs:
+        sections.append(Section("Figures", figures=figs))
     facts = {"command": res.get("command", ""), "run time": f"{res['runtime_s'] / 60:.1f} min",
              "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp['preset']}",
              "data": f"{exp['n_members']} / {exp['n_nonmembers']} records ({exp['mode']})",

@@ -119,3 +119,28 @@ def gain_by_ratio(gains: dict[str, np.ndarray]) -> bytes:
     ax.axhline(0.0, color="grey", lw=0.8, ls=":")
     ax.set(ylabel="per-token gain Δ (nats)", title="Memorisation gain by fine-tuning mask ratio")
     return _png(fig)
+
+
+def grouped_bars(groups: list[str], series: dict[str, tuple[list[float], list[float]]], *, ylabel: str, title: str,
+                 ylim: tuple[float, float] | None = None) -> bytes:
+    """Bars of every series side by side within each group: the mean, with ± std as an error bar.
+
+    Parameters
+    ----------
+    groups : list of str
+        The x-axis groups, in order.
+    series : dict
+        ``{name: (means, stds)}``, one value per group each; one bar colour per series.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    width = 0.8 / len(series)
+    for i, (name, (means, stds)) in enumerate(series.items()):
+        ax.bar(np.arange(len(groups)) + i * width, means, width, yerr=stds, label=name,
+               color=_PALETTE[i % len(_PALETTE)], capsize=2)
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups)
+    ax.set(ylabel=ylabel, title=title)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    return _png(fig)

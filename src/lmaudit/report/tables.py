@@ -1,4 +1,7 @@
-"""Table rows of every results kind, shared by the terminal, table.md and the HTML report."""
+"""Table rows of the audit-set, extract and pii results, shared by the terminal and the HTML report.
+
+An experiment's tables are built by its type (``lmaudit.experiments.types``) and stored in its results.json.
+"""
 
 from __future__ import annotations
 
@@ -51,39 +54,3 @@ def summary_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
         cells.append(f"{row['mean_forwards_per_record']:.1f}")
         rows.append(cells)
     return header, rows
-
-
-HEADERS = ("AUC", "TPR@10%FPR", "TPR@1%FPR")
-KEYS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
-
-
-def _pm(pair: list[float]) -> str:
-    mean, std = pair
-    return f"{100 * mean:.1f} ± {100 * std:.1f}"
-
-
-def rows_table(rows: dict[str, dict], first: str = "attack") -> str:
-    """Markdown table of {label: {metric: [mean, std]}}, best AUC first; values in percent."""
-    lines = [f"| {first} | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
-    for label, r in sorted(rows.items(), key=lambda kv: -kv[1]["auc"][0]):
-        lines.append(f"| {label} | " + " | ".join(_pm(r[k]) for k in KEYS) + " |")
-    return "\n".join(lines)
-
-
-def epochs_table(curves: dict[str, dict]) -> str:
-    epochs = sorted({int(e) for c in curves.values() for e in c})
-    lines = ["| attack | " + " | ".join(f"epoch {e}" for e in epochs) + " |", "|---|" + "---:|" * len(epochs)]
-    for name, c in sorted(curves.items()):
-        lines.append(f"| {name} | " + " | ".join(f"{100 * c[str(e)]['auc'][0]:.1f}" for e in epochs) + " |")
-    return "AUC (%) after each number of fine-tuning epochs.\n\n" + "\n".join(lines)
-
-
-def ratio_table(ratios: dict[str, dict]) -> str:
-    lines = ["| mask ratio | tokens | mean gain | median gain | 10%–90% | gain per exposure | Q-Skew AUC |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    for r, s in sorted(ratios.items(), key=lambda kv: float(kv[0])):
-        lines.append(f"| {r} | {s['n_tokens']} | {s['mean_gain']:.3f} | {s['median_gain']:.3f} | "
-                     f"{s['q10_gain']:.2f} – {s['q90_gain']:.2f} | {s['mean_gain_per_exposure']:.4f} | "
-                     f"{100 * s['q_skew_auc']:.1f} |")
-    return ("Per-token memorisation gain Δ = log p_target − log p_base (nats) of member tokens under "
-            "cyclic masks, by the fixed mask ratio used in fine-tuning.\n\n" + "\n".join(lines))

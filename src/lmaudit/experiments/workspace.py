@@ -1,0 +1,121 @@
+"""What the experiment types share: the workspace of cached corpus, tokenizer, data and models, and MIA summaries."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+
+from lmaudit.data.corpus import build_corpus
+from lmaudit.data.instruct import instruction_set, perturb_words
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.data.pii import pii_corpus
+from lmaudit.errors import LmauditError
+from lmaudit.experiments.config import BaseConfig
+from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.loading import load_model
+from lmaudit.runs.extract import ExtractConfig
+from lmaudit.runs.mia import RunConfig, run_mia
+
+METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
+
+
+class Workspace:
+    """Corpus, tokenizer and cached models shared by an experiment's runs (the keys of :class:`BaseConfig`)."""
+
+    def __init__(self, cfg: BaseConfig) -> None:
+        self.cfg = cfg
+        self.corpus = build_corpus(tuple(cfg.packages))
+        self.tokenizer = corpus_tokenizer(self.corpus, vocab_size=cfg.vocab_size)
+        self._loaded: dict[str, object] = {}
+
+    def base(self, seed: int = 0, kind: str | None = None) -> Path:
+        """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective."""
+        c = self.cfg
+        ar = cached_pretrain(self.corpus, self.tokenizer, kind="ar", preset=c.preset, tokens=c.pretrain_tokens, seed=seed)
+        if (kind or c.kind) == "ar":
+            return ar
+        return cached_pretrain(self.corpus, self.tokenizer, kind="dlm", preset=c.preset, tokens=c.adapt_tokens,
+                               seed=seed, init_from=ar)
+
+    def data(self, seed: int) -> tuple[TextSet, TextSet]:
+        """(members, non-members) of one seed: corpus passages (``dft``) or instruction pairs (``ift``)."""
+        c = self.cfg
+        if c.mode == "ift":
+            return (instruction_set(self.corpus.shuffled("member", seed), c.n_members, seed=seed, prefix="m", source="corpus:member"),
+                    instruction_set(self.corpus.shuffled("nonmember", seed), c.n_nonmembers, seed=seed, prefix="n",
+                                    source="corpus:nonmember"))
+        mem = self.corpus.passages("member", c.n_members, max_chars=c.passage_chars, seed=seed)
+        non = self.corpus.passages("nonmember", c.n_nonmembers, max_chars=c.passage_chars, seed=seed)
+        return (TextSet.from_texts(mem, prefix="m", source="corpus:member"),
+                TextSet.from_texts(non, prefix="n", source="corpus:nonmember"))
+
+    def other_data(self, seed: int) -> TextSet:
+        """Perturbed texts from the pretraining pool (never members or non-members), in the experiment's mode."""
+        c = self.cfg
+        if c.mode == "ift":
+            pairs = instruction_set(self.corpus.shuffled("pretrain", seed + 1000), c.n_members, seed=seed, prefix="o")
+            return TextSet([Record(r.id, perturb_words(r.target, seed=seed), r.context) for r in pairs.records],
+                           source="corpus:perturbed")
+        texts = self.corpus.passages("pretrain", c.n_members, max_chars=c.passage_chars, seed=seed + 1000)
+        return TextSet.from_texts([perturb_words(t, seed=seed) for t in texts], prefix="o", source="corpus:perturbed")
+
+    def finetuned(self, base: Path, data: TextSet, seed: int, *, epochs: int | None = None,
+                  mask_ratio: float | None = None) -> Path:
+        """``base`` fine-tuned on ``data`` with the experiment's settings (cached by all of them)."""
+        c = self.cfg
+        epochs = epochs or c.epochs
+        key = ("finetune", str(base), data.fingerprint(), c.mode, epochs, c.lr, c.block, c.batch_size, seed, mask_ratio)
+        return cached_build("models", key, lambda tmp: finetune(
+            base, data, tmp, mode=c.mode, epochs=epochs, lr=c.lr, block=c.block, batch_size=c.batch_size, seed=seed,
+            mask_ratio=mask_ratio))
+
+    def fine_tuned_run(self, seed: int):
+        """(members, non-members, base, target fine-tuned on the members) for one seed."""
+        members, nonmembers = self.data(seed)
+        base = self.base()
+        return members, nonmembers, base, self.finetuned(base, members, seed)
+
+    def pii_models(self, seed: int, kinds=("ar", "dlm")):
+        """(train, unseen, {kind: path}): each kind fine-tuned on the same synthetic PII messages."""
+        c = self.cfg
+        train, unseen = pii_corpus(self.corpus, c.n_members, c.n_nonmembers, seed=seed, passage_chars=c.passage_chars)
+        return train, unseen, {kind: self.finetuned(self.base(kind=kind), train, seed) for kind in kinds}
+
+    def load(self, path: Path):
+        """The model of folder ``path``, loaded once per workspace."""
+        if str(path) not in self._loaded:
+            self._loaded[str(path)] = load_model(path)
+        return self._loaded[str(path)]
+
+    def mia(self, target: Path, reference: Path | None, members, nonmembers, seed: int, *, budget: int,
+            attacks=None, params=None):
+        """Membership inference of ``attacks`` (None: every attack of the target's kind) with 200 bootstraps."""
+        cfg = RunConfig(attacks=attacks, params=params or {}, seed=seed, budget=budget, n_bootstrap=200)
+        return run_mia(self.load(target), members, nonmembers,
+                       reference=self.load(reference) if reference else None, config=cfg)
+
+
+def metrics(result, name: str) -> dict[str, float]:
+    """AUC and TPR at 10% and 1% FPR of attack ``name`` in an MIA result."""
+    return {m: float(result.attacks[name][m]) for m in METRICS}
+
+
+def aggregate(per_seed: list[dict[str, float]]) -> dict[str, list[float]]:
+    """{metric: [mean, std]} over seeds (population std; 0 for one seed)."""
+    return {m: [float(np.mean([r[m] for r in per_seed])), float(np.std([r[m] for r in per_seed]))] for m in METRICS}
+
+
+def extract_config(raw: dict, seed: int, **overrides) -> ExtractConfig:
+    """An experiment's ``[extract]`` table as an :class:`ExtractConfig` (unknown keys are errors)."""
+    known = {f.name for f in fields(ExtractConfig)}
+    for key in raw:
+        if key not in known:
+            raise LmauditError(f"unknown key 'extract.{key}'", hint=f"known keys: {', '.join(sorted(known))}")
+    return ExtractConfig(**{**raw, **overrides, "seed": seed})
+
+
+def step_labels(summary: dict) -> list[str]:
+    """The step-count labels of an extraction summary (its entries that are rows, in order)."""
+    return [k for k, v in summary.items() if isinstance(v, dict)]
