@@ -19,16 +19,18 @@ def _plt():
     return plt
 
 
-def _png(fig, *, crop: bool = True) -> bytes:
-    """The figure as PNG bytes, cropped to its content (``crop``: for artists placed outside the axes).
+# fixed margins of the membership-inference figures: drawn once, with no layout pass (every mia report has them)
+_MARGINS = {"single": dict(left=0.13, right=0.97, bottom=0.12, top=0.93),
+            "grid": dict(left=0.05, right=0.99, bottom=0.07, top=0.89, wspace=0.22, hspace=0.5)}
 
-    ``crop=False`` fits the layout once with ``tight_layout`` instead, which draws the
-    figure once rather than twice: the figures of every membership-inference report.
-    """
+
+def _png(fig, *, margins: str | None = None) -> bytes:
+    """The figure as PNG bytes, cropped to its content; with ``margins`` (a key of ``_MARGINS``), laid out by
+    fixed margins instead, which draws the figure once rather than twice."""
     buf = io.BytesIO()
-    if not crop:
-        fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if crop else None)
+    if margins is not None:
+        fig.subplots_adjust(**_MARGINS[margins])
+    fig.savefig(buf, format="png", dpi=110, bbox_inches=None if margins else "tight")
     _plt().close(fig)
     return buf.getvalue()
 
@@ -51,7 +53,7 @@ def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool =
     ax.set(xlabel="false positive rate", ylabel="true positive rate",
            title="ROC (log-log)" if log else "ROC")
     ax.legend(fontsize=7.5, loc="lower right")
-    return _png(fig, crop=False)
+    return _png(fig, margins="single")
 
 
 def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
@@ -74,7 +76,7 @@ def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("Scores (higher = member)", fontsize=10)
-    return _png(fig, crop=False)
+    return _png(fig, margins="grid")
 
 
 def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_score: float, nonmember_score: float) -> bytes:
@@ -89,7 +91,7 @@ def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_sco
     ax.set(xlabel="Δ = log p_target − log p_ref per masked token", ylabel="count",
            title="Q-Skew: per-token gaps of a typical member and non-member")
     ax.legend(fontsize=8)
-    return _png(fig, crop=False)
+    return _png(fig)
 
 
 def auc_vs_epochs(curves: dict[str, dict]) -> bytes:
