@@ -126,7 +126,7 @@ def main() -> None:
               f"{target:>8.0f}  {'yes' if t_fast <= target else 'no'}")
     for name, est, *_ in rows:
         print(f"{name}: rho = {est.rho:.3f} (true 0.3), ci90 = [{est.ci90[0]:.3f}, {est.ci90[1]:.3f}]")
-    print(f"{'method':<7}{'fast':>9}{'float64 ms':>12}{'x float64':>11}{'|Δρ|':>10}{'|Δρu|':>10}{'|Δci90|':>10}"
+    print(f"{'method':<7}{'precision':>10}{'float64 ms':>12}{'x float64':>11}{'|Δρ|':>10}{'|Δρu|':>10}{'|Δci90|':>10}"
           f"{'max |Δ|':>10}{'target':>8}  met")
     gaps = {}
     for name, est, t_fast, *_ in rows:
@@ -134,7 +134,7 @@ def main() -> None:
         dr, du = abs(est.rho - ref.rho), abs(est.rho_unclipped - ref.rho_unclipped)
         dci = max((abs(a - b) for a, b in zip(est.ci90, ref.ci90)), default=0.0) if B else 0.0
         gaps[name] = max(dr, du, dci)
-        print(f"{name:<7}{est.details['precision']:>9}{t64:>12.1f}{t64 / t_fast:>11.1f}{dr:>10.1e}{du:>10.1e}"
+        print(f"{name:<7}{est.details['precision']:>10}{t64:>12.1f}{t64 / t_fast:>11.1f}{dr:>10.1e}{du:>10.1e}"
               f"{dci:>10.1e}{gaps[name]:>10.1e}{'1e-4':>8}  {'yes' if gaps[name] <= 1e-4 else 'no'}")
     out = []
     for name, est, t_fast, t_rep, cached, scratch, target in rows:

@@ -251,12 +251,25 @@ def test_float32_path_rescales_extreme_features(magnitude):
         assert est.rho_unclipped == pytest.approx(ref, abs=1e-4)
 
 
-def test_float32_kernel_blocks_fall_back_to_float64_when_an_outlier_moves_the_centre():
+@pytest.mark.parametrize("where", ["member", "suspect"])
+def test_float32_kernel_blocks_fall_back_to_float64_for_far_outliers(where):
     M, N, U = bench_like(200, 16, seed=24)
-    M[0] += 1e6  # one far row: every other row ends up far from the mean of m ∪ n
+    if where == "member":
+        M[0] += 1e6  # one far row: every other row ends up far from the mean of m ∪ n
+    else:
+        U[0] = 1e39  # beyond float32's range
     fast, exact = (smi_m(M, N, U, bootstrap=20, precision=p) for p in ("float32", "float64"))
     assert fast.details["precision"] == "float64"
     assert fast.rho_unclipped == exact.rho_unclipped and fast.ci90 == exact.ci90
+
+
+def test_float32_kernel_blocks_fall_back_to_float64_when_mmd_is_tiny():
+    M, N, U = bench_like(300, 2, seed=26)  # a wide bandwidth: every kernel value ≈ 1, MMD² ≪ the kernel means
+    fast, exact = (smi_m(M, N, U, bandwidth_factor=10.0, bootstrap=20, precision=p) for p in ("float32", "float64"))
+    assert fast.details["precision"] == "float64"
+    assert fast.details["mmd2"] < 3e-3 * fast.details["kernel_means"]["mm"]
+    assert fast.rho_unclipped == exact.rho_unclipped and fast.ci90 == exact.ci90
+    assert smi_m(M, N, U, bootstrap=0, precision="float32").details["precision"] == "float32"  # bandwidth factor 1
 
 
 def test_auto_precision_uses_float32_only_for_large_products(mixtures):

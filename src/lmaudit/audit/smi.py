@@ -37,6 +37,7 @@ _TILE = 1024  # side of the square tiles of a within-set kernel matrix
 _FLOAT32_MIN_WORK = 1 << 26  # precision="auto": float32 products from this many multiply-adds on
 _FLOAT32_MAX_HALF_NORM = 1e15  # float32 kernel blocks: largest ‖x − c‖²/(2h²) (else float64)
 _FLOAT32_MAX_MEDIAN_HALF_NORM = 16.0  # ... and largest median of it over m ∪ n (ordinary data: about 1/4)
+_FLOAT32_MIN_MMD_RATIO = 3e-3  # float32 kernel blocks: smallest MMD² / (K̄·(1 + |ρ|)) (else float64)
 _EXP_SPLIT_MAX = 30.0  # rbf blocks factor exp(xᵀy − a − b) = exp(xᵀy)·e^{−a}·e^{−b} while a, b stay below this
 _CHUNK = 1 << 21  # bootstrap weights per chunk
 _Replicate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -177,8 +178,12 @@ def _use_float32(precision: str, work: float) -> bool:
     return precision == "float32" or (precision == "auto" and work >= _FLOAT32_MIN_WORK)
 
 
-def _pow2_near_rms(*xs: np.ndarray) -> float:
-    """A power of two near the root mean square of the arrays (dividing by it is exact), 1.0 when it is 0."""
+def _pow2_near_rms(*xs: np.ndarray, rows: int = 256) -> float:
+    """A power of two near the root mean square of the arrays' first ``rows`` rows, 1.0 when that is 0.
+
+    Only a range normaliser for float32 products (dividing by a power of two is exact).
+    """
+    xs = tuple(x[:rows] for x in xs)
     rms = math.sqrt(sum(float(np.einsum("ij,ij->", x, x)) for x in xs) / sum(x.size for x in xs))
     return math.ldexp(1.0, math.frexp(rms)[1]) if 0 < rms < math.inf else 1.0
 
@@ -200,16 +205,19 @@ def _smi_fit(M: np.ndarray, N: np.ndarray, U: np.ndarray, *, float32: bool = Fal
     """
     nm, nn = len(M), len(N)
     mu_m, mu_n = M.mean(axis=0), N.mean(axis=0)
-    Mc, Nc, U0 = M - mu_m, N - mu_n, U - U.mean(axis=0)
+    U0 = U - U.mean(axis=0)
     d = mu_n - mu_m
     dd = float(d @ d)
-    mB, nB = float(np.sum((Mc @ d) ** 2)) / (nm - 1), float(np.sum((Nc @ d) ** 2)) / (nn - 1)
+    dxd = M.shape[1] <= nm + nn
+    Mc, Nc = (None, None) if dxd and float32 else (M - mu_m, N - mu_n)  # float32 d×d: no float64 copies
+    mB, nB = (float(np.sum((X @ d - mu @ d if Xc is None else Xc @ d) ** 2)) / (len(X) - 1)
+              for X, Xc, mu in ((M, Mc, mu_m), (N, Nc, mu_n)))
     if float32:
-        p = _pow2_near_rms(Mc, Nc, U0)  # products of X/p, rescaled by powers of p in float64
-        Mf, Nf, Uf = (_lowered(X, None, 1.0 / p, np.float32) for X in (Mc, Nc, U0))
+        p = _pow2_near_rms(M[:256] - mu_m, N[:256] - mu_n, U0)  # products of X/p, rescaled by powers of p
+        Mf, Nf, Uf = (_lowered(X, mu, 1.0 / p, np.float32) for X, mu in ((M, mu_m), (N, mu_n), (U0, None)))
     else:
         p, (Mf, Nf, Uf) = 1.0, (Mc, Nc, U0)
-    if M.shape[1] <= nm + nn:  # d×d path: D = Σ_n − Σ_m formed once
+    if dxd:  # d×d path: D = Σ_n − Σ_m formed once
         Sm = (Mf.T @ Mf).astype(np.float64, copy=False) / ((nm - 1) / (p * p))
         Sn = (Nf.T @ Nf).astype(np.float64, copy=False) / ((nn - 1) / (p * p))
         D = Sn - Sm
@@ -372,6 +380,36 @@ def _median_distance(M: np.ndarray, N: np.ndarray, seed: int, dtype=np.float64) 
     return med
 
 
+def _kernel_means(M: np.ndarray, N: np.ndarray, U: np.ndarray, *, kernel: str, bandwidth_factor: float, seed: int,
+                  float32: bool = False) -> tuple | None:
+    """``(K̄_mm, K̄_nn, K̄_nm, K̄_u·m rows, K̄_u·n rows, h, precision)``; None when float32 would not hold."""
+    nm, nn = len(M), len(N)
+    dtype = np.float32 if float32 else np.float64
+    h = _median_distance(M, N, seed, dtype) * bandwidth_factor
+    c = (M.sum(axis=0) + N.sum(axis=0)) / (nm + nn)
+    Ms, Ns, Us = (_Side(_lowered(X, c, 1.0 / h, dtype), kernel) for X in (M, N, U))
+    if float32 and not _float32_holds(Ms, Ns, Us, bandwidth_factor):
+        return None
+    kmm, knn = _self_sum(Ms, kernel) / (nm * (nm - 1)), _self_sum(Ns, kernel) / (nn * (nn - 1))
+    knm = float(_row_sums(Ns, Ms, kernel).sum()) / (nm * nn)
+    rm, rn = _row_sums(Us, Ms, kernel) / nm, _row_sums(Us, Ns, kernel) / nn
+    return kmm, knn, knm, rm, rn, h, Ms.X.dtype.name
+
+
+def _float32_conditioned(kmm: float, knn: float, knm: float, rm: np.ndarray, rn: np.ndarray) -> bool:
+    """Whether float32 kernel means pin ρ down to well within 1e-4.
+
+    Their rounding is relative to the kernel means, ρ divides by MMD²: the error in ρ
+    measured at most ~3e-8·(1 + |ρ|)·K̄/MMD² (K̄ = max(K̄_mm, K̄_nn)); wide bandwidths
+    make every kernel value ≈ 1 and MMD² ≪ K̄.
+    """
+    denom, top = knn - 2 * knm + kmm, max(kmm, knn)
+    if not (denom > 0 and top > 0):
+        return False
+    rho = (float(np.mean(rn - rm)) + kmm - knm) / denom
+    return denom >= _FLOAT32_MIN_MMD_RATIO * (1 + abs(rho)) * top
+
+
 def _smim_fit(
     M: np.ndarray, N: np.ndarray, U: np.ndarray, *, kernel: str, bandwidth_factor: float, seed: int,
     float32: bool = False,
@@ -392,17 +430,11 @@ def _smim_fit(
         knm, rm, rn, h = float(mu_n @ mu_m), U @ mu_m, U @ mu_n, None
         scale = float(np.einsum("ij,ij->", M, M) / nm + np.einsum("ij,ij->", N, N) / nn)
     else:
-        dtype = np.float32 if float32 else np.float64
-        h = _median_distance(M, N, seed, dtype) * bandwidth_factor
-        c = (M.sum(axis=0) + N.sum(axis=0)) / (nm + nn)
-        Ms, Ns, Us = (_Side(_lowered(X, c, 1.0 / h, dtype), kernel) for X in (M, N, U))
-        if float32 and not _float32_holds(Ms, Ns, Us, bandwidth_factor):  # all in float64 after all
-            h = _median_distance(M, N, seed) * bandwidth_factor
-            Ms, Ns, Us = (_Side(_lowered(X, c, 1.0 / h, np.float64), kernel) for X in (M, N, U))
-        precision = Ms.X.dtype.name
-        kmm, knn = _self_sum(Ms, kernel) / (nm * (nm - 1)), _self_sum(Ns, kernel) / (nn * (nn - 1))
-        knm = float(_row_sums(Ns, Ms, kernel).sum()) / (nm * nn)
-        rm, rn, scale = _row_sums(Us, Ms, kernel) / nm, _row_sums(Us, Ns, kernel) / nn, 1.0
+        means = _kernel_means(M, N, U, kernel=kernel, bandwidth_factor=bandwidth_factor, seed=seed, float32=float32)
+        if means is None or not _float32_conditioned(*means[:5]):  # float32 would cost accuracy: float64
+            means = _kernel_means(M, N, U, kernel=kernel, bandwidth_factor=bandwidth_factor, seed=seed)
+        kmm, knn, knm, rm, rn, h, precision = means
+        scale = 1.0
     denom = float(knn - 2 * knm + kmm)  # MMD² (U-statistic)
     if denom <= 1e-9 * scale:
         raise LmauditError(
@@ -511,7 +543,9 @@ def smi_m(members, nonmembers, suspect, *, kernel: str = "rbf", bandwidth_factor
         As in :func:`smi`.
     precision : {"auto", "float32", "float64"}
         As in :func:`smi`, for the kernel blocks (the linear kernel always uses float64);
-        float32 falls back to float64 when far outliers would cost it accuracy.
+        float32 gives way to float64 when far outliers, or MMD² tiny next to the kernel
+        means (a wide bandwidth), would cost it accuracy. ``details["precision"]`` says
+        which one ran.
 
     Returns
     -------
