@@ -15,12 +15,12 @@ import argparse
 
 import numpy as np
 import torch
-from common import add_json_option, bench_texts, best_of, write_rows
 
-from lmaudit.probes.trajectories import Target, dlm_trajectories, random_orders, step_bounds
+from common import add_json_option, bench_texts, best_of, write_rows
 from lmaudit.models.adapters import adapter_for
 from lmaudit.models.dlm import build_dlm_model
 from lmaudit.models.presets import get_preset
+from lmaudit.probes.trajectories import Target, dlm_trajectories, random_orders, step_bounds
 
 
 def main() -> None:

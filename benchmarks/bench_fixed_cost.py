@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import add_json_option, best_of, write_rows
 
+from common import add_json_option, best_of, write_rows
 from lmaudit.report.build import write_report
 from lmaudit.runs.mia import MIAResult, RunConfig
 

@@ -15,8 +15,8 @@ import argparse
 
 import numpy as np
 import torch
-from common import add_json_option, bench_texts, best_of, write_rows
 
+from common import add_json_option, bench_texts, best_of, write_rows
 from lmaudit.models.presets import build_ar_model, get_preset
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.tokenize import length_batches, pad_batch, tokenize_records

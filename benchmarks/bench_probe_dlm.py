@@ -18,8 +18,8 @@ import argparse
 
 import numpy as np
 import torch
-from common import add_json_option, bench_texts, best_of, write_rows
 
+from common import add_json_option, bench_texts, best_of, write_rows
 from lmaudit.attacks import list_attacks
 from lmaudit.models.adapters import adapter_for
 from lmaudit.models.dlm import build_dlm_model

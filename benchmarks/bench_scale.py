@@ -97,9 +97,9 @@ def main() -> None:
 
         if not args.no_ray:
             from lmaudit.data.loaders import TextSet
-            from lmaudit.probes.backends import RayBackend, use_backend
             from lmaudit.models.loading import load_model
             from lmaudit.probes.ar import probe_ar
+            from lmaudit.probes.backends import RayBackend, use_backend
 
             loaded = load_model(tmp / "model", kind="ar")
             subset = TextSet([r for r in TextSet.from_texts(

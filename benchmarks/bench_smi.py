@@ -26,8 +26,8 @@ import os
 import time
 
 import numpy as np
-from common import add_json_option, write_rows
 
+from common import add_json_option, write_rows
 from lmaudit.audit import smi, smi_m
 from lmaudit.audit.smi import _median_distance, _resample_indices
 
@@ -119,7 +119,7 @@ def main() -> None:
     print(f"naive timed on {k} replicates and scaled linearly to {B} (+1 full-sample estimate)")
     print(f"{'method':<7}{'fast ms':>9}{'fit':>8}{'boot':>7}{'boot/rep':>10}{'naive/rep':>11}"
           f"{'cached ms':>11}{'scratch ms':>12}{'x cached':>10}{'x scratch':>11}{'target':>8}  met")
-    for name, est, t_fast, t_rep, cached, scratch, target in rows:
+    for name, _est, t_fast, _t_rep, cached, _scratch, target in rows:
         tm = est.timings_ms
         print(f"{name:<7}{t_fast:>9.1f}{tm['fit']:>8.1f}{tm['bootstrap']:>7.1f}{tm['bootstrap'] / B:>10.3f}"
               f"{t_rep:>11.2f}{cached:>11.0f}{scratch:>12.0f}{cached / t_fast:>10.1f}{scratch / t_fast:>11.1f}"
@@ -137,7 +137,7 @@ def main() -> None:
         print(f"{name:<7}{est.details['precision']:>10}{t64:>12.1f}{t64 / t_fast:>11.1f}{dr:>10.1e}{du:>10.1e}"
               f"{dci:>10.1e}{gaps[name]:>10.1e}{'1e-4':>8}  {'yes' if gaps[name] <= 1e-4 else 'no'}")
     out = []
-    for name, est, t_fast, t_rep, cached, scratch, target in rows:
+    for name, _est, t_fast, _t_rep, cached, _scratch, target in rows:
         out += [{"measure": f"{name.upper()} with {B} bootstraps, ms (n = {n}, d = {d})", "value": t_fast,
                  "target": f"≤ {target:.0f}", "met": t_fast <= target},
                 {"measure": f"{name.upper()} speed-up over a naive per-replicate recomputation", "value": cached / t_fast,

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -65,7 +65,7 @@ def main() -> None:
         met = {True: "yes", False: "**no**", None: ""}[r["met"]]
         table.append(f"| {r['benchmark']} | {r['measure']} | {r['value']:.3f} | {r['target']} | {met} |")
     print("\n" + "\n".join(table))
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
     args.out.write_text(f"# Benchmarks ({'quick' if args.quick else 'full'} run, {stamp})\n\n"
                         "Measured in one run of `python benchmarks/run_all.py"
                         f"{' --quick' if args.quick else ''}`, one benchmark at a time:\n\n"
