@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 from common import add_json_option, write_rows
-from lmaudit.audit import smi, smi_m
-from lmaudit.audit.smi import _median_distance, _resample_indices
+from lmaudit.audit.kernels import median_distance
+from lmaudit.audit.smi import _resample_indices, smi, smi_m
 
 
 def best_of(fn, repeats: int):
@@ -71,7 +71,7 @@ def rbf_mean(X, Y, h, *, within=False) -> float:
 
 
 def naive_smim_refs(M, N, seed):
-    h = _median_distance(M, N, seed)
+    h = median_distance(M, N, seed)
     kmm, knn, knm = rbf_mean(M, M, h, within=True), rbf_mean(N, N, h, within=True), rbf_mean(N, M, h)
     return h, kmm - knm, knn - 2 * knm + kmm
 

@@ -6,8 +6,18 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
 
-from lmaudit.audit import KERNELS, SetEstimate, smi, smi_m, standardise
-from lmaudit.audit.smi import _counts, _minimise, _resample_indices, _smi_fit, _smim_fit
+from lmaudit.audit.smi import (
+    KERNELS,
+    SetEstimate,
+    _counts,
+    _minimise,
+    _resample_indices,
+    _smi_fit,
+    _smim_fit,
+    smi,
+    smi_m,
+    standardise,
+)
 from lmaudit.errors import LmauditError
 
 D = 16
