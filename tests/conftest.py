@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-import pytest
-import torch
-
+# Tiny models run fastest on one thread, and threads that share busy cores can be 100x slower. Set before
+# torch is imported, so that the subprocesses tests start use one thread too (and compute bit for bit the same).
+os.environ["OMP_NUM_THREADS"] = "1"
 os.environ.setdefault("LMAUDIT_PROGRESS", "0")
-torch.set_num_threads(2)
 
-WORDS = (
-    "the a model data train token layer value array matrix function return input output tensor shape "
-    "index batch vector sample weight bias gradient loss mean sum axis dtype float integer string list "
-    "dict key default optional parameter argument raise error type object class method call result set "
-    "number size length first last next order sort random seed state device memory cache file path read "
-    "write open close line column row table frame series group merge join split apply map filter reduce"
-).split()
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
+from helpers import TEST_PRESET_ARGS, make_texts  # noqa: E402
 
-def make_texts(n: int, *, seed: int, min_words: int = 12, max_words: int = 24) -> list[str]:
-    """Seeded pseudo-sentences over a small vocabulary (distinct per seed)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        k = int(rng.integers(min_words, max_words + 1))
-        out.append(" ".join(rng.choice(WORDS, size=k)).capitalize() + ".")
-    return out
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +33,7 @@ def tokenizer():
 def tiny_model(tokenizer):
     from lmaudit.models.presets import Preset, build_ar_model
 
-    preset = Preset("test", hidden=32, layers=2, heads=2, intermediate=64, context=128,
-                    pretrain_tokens=0, block=32, batch=8, lr=1e-3)
+    preset = Preset("test", **TEST_PRESET_ARGS)
     return build_ar_model(preset, tokenizer, seed=0)
 
 
@@ -57,9 +43,6 @@ def tiny_model_dir(tmp_path_factory, tiny_model, tokenizer):
     tiny_model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
-
-
-TEST_PRESET_ARGS = dict(hidden=32, layers=2, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32, batch=8, lr=1e-3)
 
 
 @pytest.fixture(scope="session")

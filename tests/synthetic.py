@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lmaudit.probes.stats import token_stats
 from lmaudit.probes.records import ARStats
+from lmaudit.probes.stats import token_stats
 
 
 def synthetic_stats(n_members: int = 40, n_nonmembers: int = 40, *, vocab: int = 50, seed: int = 0):
@@ -43,8 +43,8 @@ def synthetic_stats(n_members: int = 40, n_nonmembers: int = 40, *, vocab: int =
 
 def synthetic_shadows(reference, k: int = 8, *, seed: int = 0):
     """ShadowStats for ``k`` shadows: each sample IN for a random half; IN raises φ by 0.8 nats, OUT is φ_ref + noise."""
-    from lmaudit.probes.segments import segment_mean
     from lmaudit.probes.records import ShadowStats
+    from lmaudit.probes.segments import segment_mean
 
     rng = np.random.default_rng(seed + 99)
     phi_ref = segment_mean(reference.logp, reference.offsets)

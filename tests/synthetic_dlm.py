@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import MaskedStats
 
 
 def synthetic_masked(plan: MaskPlan, n_members: int = 40, n_nonmembers: int = 40, *, seed: int = 0):

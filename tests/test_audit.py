@@ -5,16 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from lmaudit.probes.features import hidden_features
-from lmaudit.runs.audit_set import score_features
-from lmaudit.runs.audit_set import AuditConfig, estimate_rho, run_audit
+from helpers import lmaudit, make_texts, ok, write_jsonl
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import LmauditError
 from lmaudit.models.build import finetune
 from lmaudit.models.loading import load_model
-from conftest import make_texts
-from test_cli import lmaudit
-from test_end_to_end import write_jsonl
+from lmaudit.probes.features import hidden_features
+from lmaudit.runs.audit_set import AuditConfig, estimate_rho, run_audit, score_features
 
 
 @pytest.fixture(scope="module")
@@ -33,17 +30,21 @@ def _mixture(members, nonmembers, fraction_members: float, n: int = 40) -> TextS
     return TextSet.from_texts(members[48 : 48 + k] + nonmembers[48 : 48 + n - k], prefix="u", source="suspect")
 
 
-def test_hidden_features_are_mean_pooled(audited):
-    _, loaded, members, _ = audited
-    ts = TextSet.from_texts(members[:3])
-    feats = hidden_features(loaded, ts, batch_size=2)
+def test_hidden_features_are_mean_pooled(tiny_model_dir):
+    """Mean of the last hidden state over each text's own tokens (padding in a batch left out); no training needed."""
     import torch
 
-    ids = loaded.tokenizer(members[1], return_tensors="pt")["input_ids"]
-    with torch.inference_mode():
-        h = loaded.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0].double().mean(0).numpy()
+    loaded = load_model(tiny_model_dir, kind="ar")
+    texts = make_texts(3, seed=301, min_words=4, max_words=30)
+    assert len({len(loaded.tokenizer(t)["input_ids"]) for t in texts}) == 3  # batches of 2 are padded
+    feats = hidden_features(loaded, TextSet.from_texts(texts), batch_size=2)
     assert feats.shape == (3, loaded.model.config.hidden_size)
-    np.testing.assert_allclose(feats[1], h, atol=1e-5)
+    for row, text in enumerate(texts):
+        ids = loaded.tokenizer(text, return_tensors="pt")["input_ids"]
+        with torch.inference_mode():
+            h = loaded.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0].double()  # (T, d)
+        np.testing.assert_allclose(feats[row], h.mean(0).numpy(), atol=1e-5)
+        assert not np.allclose(feats[row], h[-1].numpy(), atol=1e-3)  # pooled, not the last token
 
 
 def test_estimates_are_monotone_in_the_member_fraction(audited):
@@ -84,15 +85,17 @@ def test_bad_audit_options_are_clear_errors():
 
 
 def test_audit_set_cli(audited, tmp_path):
-    root, loaded, members, nonmembers = audited
+    _, loaded, members, nonmembers = audited
     m = write_jsonl(tmp_path / "m.jsonl", members[:48])
     n = write_jsonl(tmp_path / "n.jsonl", nonmembers[:48])
     u = write_jsonl(tmp_path / "u.jsonl", members[48:68])
-    res = lmaudit("audit-set", "--model", loaded.path, "--members", str(m), "--nonmembers", str(n), "--suspect", str(u),
-                  "--bootstrap", "30", "--out", str(tmp_path / "audit"))
-    assert res.returncode == 0, res.stderr
+    res = lmaudit("audit-set", "--model", loaded.path, "--members", m, "--nonmembers", n, "--suspect", u,
+                  "--bootstrap", "30", "--out", tmp_path / "audit")
+    ok(res)
     payload = json.loads((tmp_path / "audit" / "results.json").read_text())
     assert payload["type"] == "set-audit" and payload["features"]["kind"] == "hidden"
+    assert payload["features"]["dim"] == loaded.model.config.hidden_size and payload["n_suspect"] == 20
+    assert set(payload["methods"]) == {"smi", "smi-m"} and payload["config"]["bootstrap"] == 30
     assert payload["methods"]["smi"]["ci90"][0] <= payload["methods"]["smi"]["ci90"][1]
     assert "Set-level audit" in res.stdout and (tmp_path / "audit" / "report.html").exists()
 

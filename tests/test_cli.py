@@ -1,4 +1,8 @@
-"""The command line: listing attacks, a full mia run, and one-line errors."""
+"""The command line: listing attacks, a full mia run, and one-line errors.
+
+Every test runs the CLI in this process (``typer.testing.CliRunner``) except one, which runs
+``python -m lmaudit.cli`` for real: the exit code, the one printed line and ``--debug``.
+"""
 
 import json
 import os
@@ -7,56 +11,67 @@ import sys
 
 import pytest
 
-from conftest import make_texts
-
-
-def lmaudit(*args, cwd=None):
-    env = {**os.environ, "LMAUDIT_PROGRESS": "0"}
-    return subprocess.run([sys.executable, "-m", "lmaudit.cli", *args], capture_output=True, text=True, env=env, cwd=cwd)
+from helpers import lmaudit, make_texts, ok, user_error, write_jsonl
 
 
 def test_attacks_json_lists_metadata():
     out = lmaudit("attacks", "--json")
-    assert out.returncode == 0
+    ok(out)
     specs = {s["name"]: s for s in json.loads(out.stdout)}
     assert specs["reference"]["needs_reference"] is True
     assert specs["gap_k"]["params"] == {"k": 0.2, "window": 3, "smooth": "sequential"}
     assert all(s["direction"] == "higher = member" for s in specs.values())
 
 
-def test_missing_model_path_is_one_line_error_and_debug_shows_traceback(tmp_path):
-    data = tmp_path / "m.jsonl"
-    data.write_text('{"text": "some text here"}\n')
-    args = ["mia", "--target", str(tmp_path / "absent"), "--members", str(data), "--nonmembers", str(data)]
-    out = lmaudit(*args)
-    assert out.returncode != 0
-    lines = [ln for ln in out.stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
-    assert len(lines) == 1 and "does not exist" in lines[0] and "never downloads" in lines[0]
-    assert "Traceback" not in out.stderr
-    debug = lmaudit("--debug", *args)
-    assert debug.returncode != 0 and "Traceback" in debug.stderr
+def test_error_is_one_line_and_exit_code_2_and_debug_shows_traceback(tmp_path):
+    """The one real subprocess: ``main`` turns an LmauditError into exit code 2 and one line on stderr
+    (a command that imports no model code, so the process starts in a fraction of a second)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('kinds = "dlm"\n')
+    env = {**os.environ, "LMAUDIT_PROGRESS": "0"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "lmaudit.cli", *args], capture_output=True, text=True, env=env)
+
+    out = run("attacks", "--config", str(cfg))
+    assert out.returncode == 2 and out.stdout == ""
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {cfg}: unknown key 'kinds'"), out.stderr
+    assert "(hint: known keys:" in lines[0] and "Traceback" not in out.stderr
+    debug = run("--debug", "attacks", "--config", str(cfg))
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "LmauditError" in debug.stderr
+    assert not any(ln.startswith("error: ") for ln in debug.stderr.splitlines())  # the traceback, not the line
+    good = run("attacks", "--json")
+    assert good.returncode == 0 and good.stderr == "" and {s["kind"] for s in json.loads(good.stdout)} == {"ar", "dlm"}
+
+
+def test_missing_model_path_in_process_is_the_same_error(tmp_path):
+    data = write_jsonl(tmp_path / "m.jsonl", ["some text here"])
+    res = lmaudit("mia", "--target", tmp_path / "absent", "--members", data, "--nonmembers", data)
+    user_error(res, "does not exist", "never downloads")
 
 
 def test_malformed_data_error_names_line(tmp_path, tiny_model_dir):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{oops\n')
-    out = lmaudit("mia", "--target", str(tiny_model_dir), "--members", str(bad), "--nonmembers", str(bad))
-    assert out.returncode == 2 and "bad.jsonl: line 2: malformed JSON" in out.stderr
+    out = lmaudit("mia", "--target", tiny_model_dir, "--members", bad, "--nonmembers", bad)
+    user_error(out, "bad.jsonl: line 2: malformed JSON")
 
 
 def test_mia_command_writes_results(tmp_path, tiny_model_dir):
-    for name, seed in (("m.jsonl", 1), ("n.jsonl", 2)):
-        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in make_texts(12, seed=seed)))
-    out = lmaudit("mia", "--target", str(tiny_model_dir), "--reference", str(tiny_model_dir),
-                  "--members", str(tmp_path / "m.jsonl"), "--nonmembers", str(tmp_path / "n.jsonl"),
-                  "--attacks", "loss,gap_k,reference", "--param", "gap_k.k=0.5", "--out", str(tmp_path / "run"),
-                  "--bootstrap", "100")
-    assert out.returncode == 0, out.stderr
+    m = write_jsonl(tmp_path / "m.jsonl", make_texts(12, seed=1))
+    n = write_jsonl(tmp_path / "n.jsonl", make_texts(12, seed=2))
+    out = lmaudit("mia", "--target", tiny_model_dir, "--reference", tiny_model_dir, "--members", m, "--nonmembers", n,
+                  "--attacks", "loss,gap_k,reference", "--param", "gap_k.k=0.5", "--out", tmp_path / "run",
+                  "--bootstrap", "100", "--no-report")
+    ok(out)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert set(res["attacks"]) == {"loss", "gap_k", "reference"}
     assert res["attacks"]["gap_k"]["params"]["k"] == 0.5
     assert res["attacks"]["reference"]["auc"] == pytest.approx(0.5)  # same model as reference: no signal at all
+    assert res["n_members"] == 12 and res["n_nonmembers"] == 12
     assert "loss" in out.stdout and "AUC" in out.stdout
+    assert not (tmp_path / "run" / "report.html").exists()  # --no-report
 
 
 def test_pickle_only_model_refused_without_flag(tmp_path, tiny_model_dir):
@@ -68,38 +83,41 @@ def test_pickle_only_model_refused_without_flag(tmp_path, tiny_model_dir):
     shutil.copytree(tiny_model_dir, folder)
     (folder / "model.safetensors").unlink()
     torch.save({}, folder / "pytorch_model.bin")
-    (tmp_path / "x.jsonl").write_text('{"text": "a b c d"}\n')
-    out = lmaudit("mia", "--target", str(folder), "--members", str(tmp_path / "x.jsonl"),
-                  "--nonmembers", str(tmp_path / "x.jsonl"))
-    assert out.returncode == 2 and "pickle weights" in out.stderr and "--allow-pickle" in out.stderr
+    data = write_jsonl(tmp_path / "x.jsonl", ["a b c d"])
+    out = lmaudit("mia", "--target", folder, "--members", data, "--nonmembers", data)
+    user_error(out, "pickle weights", "--allow-pickle")
 
 
 def test_config_file_sets_defaults_and_command_line_wins(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('kind = "dlm"\nas-json = true\n')
-    out = lmaudit("attacks", "--config", str(cfg))
-    assert out.returncode == 0 and {s["kind"] for s in json.loads(out.stdout)} == {"dlm"}
-    out = lmaudit("attacks", "--config", str(cfg), "--kind", "ar")
-    assert out.returncode == 0 and {s["kind"] for s in json.loads(out.stdout)} == {"ar"}
+    out = lmaudit("attacks", "--config", cfg)
+    ok(out)
+    assert {s["kind"] for s in json.loads(out.stdout)} == {"dlm"}
+    out = lmaudit("attacks", "--config", cfg, "--kind", "ar")
+    ok(out)
+    assert {s["kind"] for s in json.loads(out.stdout)} == {"ar"}
 
 
 def test_unknown_config_key_is_named(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('kinds = "dlm"\n')
-    out = lmaudit("attacks", "--config", str(cfg))
-    assert out.returncode == 2 and "unknown key 'kinds'" in out.stderr and "Traceback" not in out.stderr
+    user_error(lmaudit("attacks", "--config", cfg), "unknown key 'kinds'", "known keys:", "kind")
 
 
 def test_report_command_on_a_mia_run(tmp_path, tiny_model_dir):
-    for name, seed in (("m.jsonl", 1), ("n.jsonl", 2)):
-        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in make_texts(10, seed=seed)))
+    m = write_jsonl(tmp_path / "m.jsonl", make_texts(10, seed=1))
+    n = write_jsonl(tmp_path / "n.jsonl", make_texts(10, seed=2))
     cfg = tmp_path / "mia.toml"
-    cfg.write_text(f'target = "{tiny_model_dir}"\nmembers = "{tmp_path / "m.jsonl"}"\n'
-                   f'nonmembers = "{tmp_path / "n.jsonl"}"\nattacks = ["loss", "min_k"]\nbootstrap = 50\n')
-    out = lmaudit("mia", "--config", str(cfg), "--out", str(tmp_path / "run"))
-    assert out.returncode == 0, out.stderr
+    cfg.write_text(f'target = "{tiny_model_dir}"\nmembers = "{m}"\nnonmembers = "{n}"\n'
+                   'attacks = ["loss", "min_k"]\nbootstrap = 50\n')
+    out = lmaudit("mia", "--config", cfg, "--out", tmp_path / "run")
+    ok(out)
     assert set(json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]) == {"loss", "min_k"}
-    assert (tmp_path / "run" / "report.html").stat().st_size > 10000
-    (tmp_path / "run" / "report.html").unlink()
-    out = lmaudit("report", str(tmp_path / "run"))
-    assert out.returncode == 0 and (tmp_path / "run" / "report.html").exists()
+    html = tmp_path / "run" / "report.html"
+    assert html.stat().st_size > 10000
+    first = html.read_text()
+    html.unlink()
+    out = lmaudit("report", tmp_path / "run")
+    ok(out)
+    assert html.read_text() == first  # the report is a function of the results folder

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import TEST_PRESET_ARGS, make_texts
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import DLMAdapter, adapter_for
@@ -11,7 +12,6 @@ from lmaudit.models.dlm import build_dlm_model, diffusion_objective
 from lmaudit.models.presets import Preset
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.masks import MaskPlan
-from conftest import TEST_PRESET_ARGS, make_texts
 
 
 def texts(n=9, seed=5):
@@ -60,8 +60,8 @@ def test_masks_are_seeded_by_content_and_seed(tiny_dlm, tokenizer):
 
 
 def test_every_attack_spends_the_budget(tiny_dlm_dir, tmp_path):
-    from lmaudit.runs.mia import RunConfig, run_mia
     from lmaudit.models.loading import load_model
+    from lmaudit.runs.mia import RunConfig, run_mia
 
     m = load_model(tiny_dlm_dir)
     assert m.kind == "dlm"
@@ -132,9 +132,9 @@ def test_ar_model_made_bidirectional_sees_both_sides(tiny_model, tokenizer):
 
 
 def test_dlm_reference_with_another_tokenizer_is_refused(tiny_dlm_dir, tmp_path):
-    from lmaudit.runs.mia import run_mia
     from lmaudit.models.loading import load_model
     from lmaudit.models.tokenizer import train_tokenizer
+    from lmaudit.runs.mia import run_mia
 
     other = train_tokenizer(make_texts(400, seed=11), vocab_size=400)  # same size, other merges
     model = load_model(tiny_dlm_dir).model

@@ -1,21 +1,16 @@
-"""A tiny seeded model fine-tuned on 64 texts: the loss attack must separate members."""
+"""Tiny seeded models fine-tuned on a few dozen texts (AR and DLM): the attacks must separate members."""
 
 import json
 
 import pandas as pd
 import pytest
 
+from helpers import make_texts, write_jsonl
 from lmaudit.attacks import list_attacks
 from lmaudit.data.loaders import load_texts
-from lmaudit.runs.mia import RunConfig, run_mia
 from lmaudit.models.build import finetune
 from lmaudit.models.loading import load_causal_lm, load_model
-from conftest import make_texts
-
-
-def write_jsonl(path, texts):
-    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    return path
+from lmaudit.runs.mia import RunConfig, run_mia
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +69,6 @@ def test_reference_with_its_own_tokenizer(finetuned, tmp_path):
     assert result.attacks["reference"]["auc"] > 0.8  # the untrained reference does not mask the target's memorisation
 
 
-@pytest.mark.slow
 def test_dlm_finetuned_members_are_detected(tmp_path, tiny_model, tokenizer):
     """A tiny Dream-style DLM (the causal fixture run with full attention and shifted logits)
     fine-tuned with the diffusion objective: every DLM attack runs, and the likelihood-based
@@ -86,9 +80,9 @@ def test_dlm_finetuned_members_are_detected(tmp_path, tiny_model, tokenizer):
     base = tmp_path / "base"
     dlm_from_ar(copy.deepcopy(tiny_model), tokenizer).save_pretrained(base)
     tokenizer.save_pretrained(base)
-    members = load_texts(write_jsonl(tmp_path / "m.jsonl", make_texts(48, seed=300)))
-    nonmembers = load_texts(write_jsonl(tmp_path / "n.jsonl", make_texts(48, seed=400)))
-    target = finetune(base, members, tmp_path / "dlm", mode="dft", epochs=150, lr=3e-3, block=32, batch_size=8)
+    members = load_texts(write_jsonl(tmp_path / "m.jsonl", make_texts(32, seed=300)))
+    nonmembers = load_texts(write_jsonl(tmp_path / "n.jsonl", make_texts(32, seed=400)))
+    target = finetune(base, members, tmp_path / "dlm", mode="dft", epochs=100, lr=3e-3, block=32, batch_size=8)
     result = run_mia(load_model(target), members, nonmembers, reference=load_model(base),
                      config=RunConfig(n_bootstrap=50))
     aucs = {k: v["auc"] for k, v in result.attacks.items()}

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import lmaudit, ok, user_error
 from lmaudit.attacks import list_attacks
 from lmaudit.errors import LmauditError
 from lmaudit.experiments import registry
@@ -24,7 +25,6 @@ from lmaudit.experiments.registry import (
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.report import plots
 from lmaudit.report.build import build_report, write_report
-from test_cli import lmaudit
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((REPO / "experiments").glob("*.toml"))
@@ -91,12 +91,11 @@ def test_tables_command_rebuilds_a_folder_and_its_report(tmp_path):
     (folder / "results.json").write_text(json.dumps(rec))
     with pytest.raises(LmauditError, match="lmaudit tables"):
         build_report(folder)
-    out = lmaudit("tables", str(folder))
-    assert out.returncode == 0, out.stderr
+    ok(lmaudit("tables", folder))
     assert (folder / "table.md").read_text() == (REPO / "results" / "dlm-dft" / "table.md").read_text()
     q = rec["rows"]["q_skew"]
     assert f"| q_skew | {100 * q['auc'][0]:.1f} ± {100 * q['auc'][1]:.1f} |" in (folder / "report.md").read_text()
-    assert lmaudit("tables", str(tmp_path)).returncode != 0  # no results.json: a one-line error
+    user_error(lmaudit("tables", tmp_path), str(tmp_path), "no results.json")  # a one-line error
 
 
 # --- a new experiment type is one module: its keys, runner, tables and figures ---
@@ -209,7 +208,6 @@ def test_mini_mia_experiment_writes_table(tmp_path):
     assert "6 members vs 6 non-members; 3 forwards" in table
 
 
-@pytest.mark.slow
 def test_mini_epochs_and_mask_ratio_write_plots(tmp_path):
     folder = run_experiment(mini(tmp_path, name="ep", type="epochs", budget=3, attacks=["loss", "q_skew"]),
                             out_root=tmp_path)
@@ -231,7 +229,6 @@ def test_mini_epochs_and_mask_ratio_write_plots(tmp_path):
     assert (folder / "gain_by_mask_ratio.png").stat().st_size > 5000
 
 
-@pytest.mark.slow
 def test_mini_extraction_steps_and_pii_experiments(tmp_path):
     folder = run_experiment(mini(tmp_path, name="st", type="extraction-steps",
                                  extract={"mask": "random:0.3", "steps": ["1", "2", "max"], "trajectories": 4}),

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import itertools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.probes import trajectories as traj
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed, success_within
 from lmaudit.extraction.masks import MaskSpec
+from lmaudit.models.adapters import ARAdapter, DLMAdapter
 from lmaudit.models.generate import denoise, transfer_counts
-from lmaudit.models.adapters import ARAdapter
+from lmaudit.probes import trajectories as traj
 from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories, step_bounds
 
 
@@ -133,31 +134,29 @@ def test_ar_suffix_probability_is_exact(tiny_model, tokenizer):
     assert res.p_hat == pytest.approx(math.exp(expected), rel=1e-4)
 
 
-class _OracleDLM:
-    """A DLM that knows the sequence and grows more certain with every visible token (Assumption 4.2 holds)."""
+class _OracleModel(torch.nn.Module):
+    """A model that knows the sequence and grows more certain with every visible token (Assumption 4.2 holds)."""
 
-    mask_token_id = 4
+    def __init__(self, truth: np.ndarray, vocab: int = 12, mask_token_id: int = 4) -> None:
+        super().__init__()
+        self.register_buffer("truth", torch.tensor(truth))
+        self.head = torch.nn.Linear(1, vocab)  # not used: it tells the adapter the vocabulary size
+        self.config, self.mask_token_id = SimpleNamespace(), mask_token_id
 
-    def __init__(self, truth: np.ndarray, vocab: int = 12) -> None:
-        self.truth, self.vocab = torch.tensor(truth), vocab
-        self._p = torch.nn.Parameter(torch.zeros(1))
+    def get_output_embeddings(self):
+        return self.head
 
-    def parameters(self):
-        return iter([self._p])
-
-    def fused_head(self):
-        return None
-
-    def __call__(self, ids, attn):
-        visible = (ids != self.mask_token_id).sum(dim=1, keepdim=True).double()  # (B, 1)
-        logits = torch.zeros(*ids.shape, self.vocab, dtype=torch.float64)
-        return logits.scatter(2, self.truth.expand_as(ids)[..., None], (0.3 * visible)[..., None].expand(*ids.shape, 1))
+    def forward(self, input_ids, attention_mask=None):
+        visible = (input_ids != self.mask_token_id).sum(dim=1, keepdim=True).double()  # (B, 1)
+        logits = torch.zeros(*input_ids.shape, self.head.out_features, dtype=torch.float64)  # (B, T, V)
+        bonus = (0.3 * visible)[..., None].expand(*input_ids.shape, 1)
+        return SimpleNamespace(logits=logits.scatter(2, self.truth.expand_as(input_ids)[..., None], bonus))
 
 
 def test_refinement_never_lowers_success_under_recovery_monotonicity():
     truth = np.array([2, 7, 9, 5, 6, 8, 10, 11, 7, 9], dtype=np.int64)
     target = Target("o", truth, np.array([1, 2, 4, 5, 7, 8, 9]))
-    oracle = _OracleDLM(truth)
+    oracle = DLMAdapter(_OracleModel(truth), mask_token_id=4)  # the real adapter: padding, masks, device
     coarse = dlm_trajectories(oracle, [target], steps=[2], trajectories=32, seed=0)[0].logp
     fine = dlm_trajectories(oracle, [target], steps=[7], trajectories=32, seed=0)[0].logp
     assert set(step_bounds(7, 2)) <= set(step_bounds(7, 7))  # the same orders, cut at nested points

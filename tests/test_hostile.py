@@ -13,11 +13,19 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from lmaudit.attacks import list_attacks
 from lmaudit.attacks.gap_k import SMOOTHING, gap_k_scores
 from lmaudit.attacks.q_skew import weighted_skew
+from lmaudit.audit.smi import smi, smi_m
+from lmaudit.errors import DataError, LmauditError
+from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed, success_within
+from lmaudit.extraction.masks import KINDS, MaskSpec
+from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr
+from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import ARStats, MaskedStats, ShadowStats
 from lmaudit.probes.segments import (
     bottom_k_mean,
     moving_average,
@@ -26,13 +34,6 @@ from lmaudit.probes.segments import (
     segment_ranks,
     segment_std,
 )
-from lmaudit.probes.records import ShadowStats
-from lmaudit.audit.smi import smi, smi_m
-from lmaudit.errors import DataError, LmauditError
-from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed, success_within
-from lmaudit.extraction.masks import KINDS, MaskSpec
-from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr
-from lmaudit.probes.records import ARStats
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOME = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -324,6 +325,97 @@ def test_rmia_nan_gamma_is_a_clear_error():
 
 
 # ---------------------------------------------------------------------------------------------
+# 2b. Every registered DLM attack on hostile masked-probe records
+# ---------------------------------------------------------------------------------------------
+
+DLM_ATTACKS = list_attacks("dlm")  # read from the registry: a new DLM attack is covered without editing this file
+SIGMA = st.floats(float(np.float32(1e-8)), 1e4, width=32)  # probes clamp σ ≥ 1e-8
+
+
+@st.composite
+def masked_stats(draw, plan: MaskPlan):
+    """A valid MaskedStats laid out by ``plan`` (as the probe would): 1-4 samples of 1-10 scorable tokens,
+    log p ≤ top-1 log p ≤ 0 (float32, from 0 down to -F32_MAX), σ ≥ 1e-8, for target and reference.
+
+    A column is constant (over every entry) or drawn from a small pool of hostile values."""
+    n = draw(st.integers(1, 4))
+    lengths = draw(st.one_of(st.just([1] * n), st.lists(st.integers(1, 10), min_size=n, max_size=n)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    cols = {k: [] for k in ("pattern", "position", "ratio")}
+    offsets, n_patterns = [0], []
+    for i, L in enumerate(lengths):
+        pats = plan.patterns(L, seed=seed + i)
+        for j, pos in enumerate(pats):
+            cols["pattern"].append(np.full(len(pos), j))
+            cols["position"].append(np.sort(pos))
+            cols["ratio"].append(np.full(len(pos), len(pos) / L))
+        offsets.append(offsets[-1] + sum(len(p) for p in pats))
+        n_patterns.append(len(pats))
+    n_entries = offsets[-1]
+
+    def column(elements):
+        pool = draw(st.lists(elements, min_size=1, max_size=5))
+        return np.asarray(pool, dtype=np.float32)[rng.integers(0, len(pool), n_entries)]
+
+    def side():
+        logp = column(LOGP)
+        top1 = np.maximum(logp, column(LOGP)) if draw(st.booleans()) else logp.copy()
+        return logp, top1, column(LOGP), column(SIGMA)
+
+    (logp, top1, mu, sigma), (r_logp, r_top1, r_mu, r_sigma) = side(), side()
+    return MaskedStats(
+        offsets=np.asarray(offsets, dtype=np.int64), pattern=np.concatenate(cols["pattern"]).astype(np.int32),
+        position=np.concatenate(cols["position"]).astype(np.int32),
+        ratio=np.concatenate(cols["ratio"]).astype(np.float32), logp=logp, top1_logp=top1, mu=mu, sigma=sigma,
+        ref_logp=r_logp, ref_top1_logp=r_top1, ref_mu=r_mu, ref_sigma=r_sigma,
+        n_positions=np.asarray(lengths, dtype=np.int64), n_patterns=np.asarray(n_patterns, dtype=np.int64),
+        sample_keys=rng.integers(0, 2**63, n, dtype=np.uint64),
+    )
+
+
+@st.composite
+def dlm_attack_inputs(draw):
+    spec = draw(st.sampled_from(DLM_ATTACKS))
+    budget = draw(st.integers(3, 6))  # a cyclic round of Q-Skew's default ρ needs 3 forwards
+    return spec, draw(masked_stats(spec.probe(spec.params, budget)))
+
+
+def test_dlm_attacks_are_read_from_the_registry():
+    assert len(DLM_ATTACKS) >= 8 and all(s.kind == "dlm" for s in DLM_ATTACKS)
+    assert {"q_skew", "loss", "calibration", "sama", "secmi_dlm"} <= {s.name for s in DLM_ATTACKS}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inputs=dlm_attack_inputs())
+def test_every_dlm_attack_is_finite_on_hostile_masked_stats(inputs):
+    """Valid records (as a probe writes them, however extreme the values) are scored, never refused:
+    an LmauditError here is a failure too, so an attack that refuses everything cannot pass."""
+    spec, stats = inputs
+    scores = spec(stats)
+    assert isinstance(scores, np.ndarray), spec.name
+    assert scores.shape == (stats.n_samples,) and scores.dtype == np.float64, (spec.name, scores.shape, scores.dtype)
+    assert np.isfinite(scores).all(), (spec.name, scores)
+
+
+@pytest.mark.parametrize("spec", DLM_ATTACKS, ids=lambda s: s.name)
+def test_every_dlm_attack_scores_a_one_token_sample(spec):
+    """A sample with a single scorable token (every plan masks it in every pattern) still gets a finite score."""
+    plan = spec.probe(spec.params, 16)
+    pats = plan.patterns(1, seed=0)
+    e = sum(len(p) for p in pats)
+    flat = np.full(e, -2.0, np.float32)
+    stats = MaskedStats(
+        offsets=np.array([0, e]), pattern=np.concatenate([np.full(len(p), j) for j, p in enumerate(pats)]).astype(np.int32),
+        position=np.zeros(e, np.int32), ratio=np.ones(e, np.float32), logp=flat, top1_logp=flat.copy(),
+        mu=flat.copy(), sigma=np.ones(e, np.float32), ref_logp=flat - 1, ref_top1_logp=flat.copy(), ref_mu=flat.copy(),
+        ref_sigma=np.ones(e, np.float32), n_positions=np.array([1]), n_patterns=np.array([len(pats)]),
+        sample_keys=np.array([7], np.uint64))
+    scores = spec(stats)
+    assert scores.shape == (1,) and scores.dtype == np.float64 and np.isfinite(scores).all(), spec.name
+
+
+# ---------------------------------------------------------------------------------------------
 # 3. Metrics
 # ---------------------------------------------------------------------------------------------
 
@@ -482,11 +574,87 @@ def audit_sets(draw):
     return [x * scale for x in sets]
 
 
-def check_estimate(call, bootstrap):
+INVALID = {  # a way to break a valid input -> what the error must say
+    "nan": "NaN or infinite", "inf": "NaN or infinite", "one-row": "at least 2 rows", "dims": "feature dimensions differ",
+}
+
+
+@st.composite
+def audit_inputs(draw):
+    """(sets, problem): valid sets (problem None) or sets broken in one of the ways of ``INVALID``."""
+    sets = draw(audit_sets())
+    problem = draw(st.one_of(st.none(), st.none(), st.sampled_from(sorted(INVALID))))
+    which = draw(st.integers(0, 2))
+    if problem in ("nan", "inf"):
+        x = sets[which].copy()
+        x[draw(st.integers(0, len(x) - 1)), draw(st.integers(0, x.shape[1] - 1))] = np.nan if problem == "nan" else -np.inf
+        sets[which] = x
+    elif problem == "one-row":
+        sets[which] = sets[which][:1]
+    elif problem == "dims":
+        sets[which] = np.hstack([sets[which], sets[which][:, :1]])
+    return sets, problem
+
+
+def _normalised_references(sets):
+    """Members and non-members divided by their largest |value| (ρ and the checks below are scale-free)."""
+    M, N = (np.asarray(x, dtype=np.float64) for x in sets[:2])
+    top = max(np.abs(M).max(), np.abs(N).max())
+    return (M / top, N / top) if top > 0 else (M, N)
+
+
+def smi_refusal_is_justified(sets) -> bool:
+    """Naive check, with a wide margin over the estimator's own tolerance (1e-10): SMI may call the reference
+    sets indistinguishable only when their means and covariances (nearly) agree: ‖d‖⁴ and ‖G‖² tiny next to
+    ‖Σ_m‖² + ‖Σ_n‖²."""
+    M, N = _normalised_references(sets)
+    Sm, Sn = (np.atleast_2d(np.cov(X, rowvar=False)) for X in (M, N))
+    d = N.mean(axis=0) - M.mean(axis=0)
+    G = Sn - Sm + np.outer(d, d)
+    scale = float(np.sum(Sm * Sm) + np.sum(Sn * Sn))
+    tol = 1e-6 * scale + 1e-24  # features are at most 1 here: rounding alone stays far below 1e-24
+    return float(d @ d) ** 2 <= tol and float(np.sum(G * G)) <= tol
+
+
+def smi_m_refusal_is_justified(sets, kernel, factor, message) -> bool:
+    """Naive kernel means from full matrices: SMI-M may refuse only when the median distance of m ∪ n is
+    (nearly) 0 (no bandwidth) or the U-statistic MMD² of the reference sets is (nearly) 0 or negative."""
+    M, N = _normalised_references(sets)
+    dist = pdist(np.vstack([M, N]))
+    if kernel != "linear" and float(np.median(dist)) <= 1e-6:  # no bandwidth: either refusal is right
+        return True
+    if "median pairwise distance" in message:
+        return False
+    if kernel == "linear":
+        k, scale = (lambda X, Y: X @ Y.T), float(np.mean(np.sum(M * M, 1)) + np.mean(np.sum(N * N, 1)))
+    else:
+        h = float(np.median(dist)) * factor
+        sq = lambda X, Y: np.maximum(np.sum((X[:, None, :] - Y[None, :, :]) ** 2, -1), 0.0)  # noqa: E731
+        k = (lambda X, Y: np.exp(-sq(X, Y) / (2 * h * h))) if kernel == "rbf" else (
+            lambda X, Y: np.exp(-np.sqrt(sq(X, Y)) / h))
+        scale = 1.0
+
+    def within(X):  # U-statistic: i = j left out
+        K = k(X, X)
+        return (K.sum() - np.trace(K)) / (len(X) * (len(X) - 1))
+
+    return within(M) + within(N) - 2 * float(k(N, M).mean()) <= 1e-6 * scale + 1e-12
+
+
+def check_estimate(call, bootstrap, *, problem=None, justified=lambda message: False):
+    """A finite, consistent estimate; or the LmauditError that ``problem`` (an ``INVALID`` key) calls for; or,
+    on valid input, a refusal ``justified(message)`` accepts. Any other outcome fails."""
     try:
         r = call()
-    except LmauditError:
+    except LmauditError as exc:
+        message = str(exc)
+        if problem is not None:
+            assert INVALID[problem] in message, (problem, message)
+        else:
+            assert "indistinguishable" in message or "median pairwise distance" in message, message
+            assert justified(message), f"refused valid input: {message}"
         return None
+    assert problem is None, f"accepted invalid input ({problem})"
     assert math.isfinite(r.rho) and 0.0 <= r.rho <= 1.0
     assert math.isfinite(r.rho_unclipped)
     assert r.anomaly == (r.rho_unclipped < -r.details["anomaly_tol"] or r.rho_unclipped > 1 + r.details["anomaly_tol"])
@@ -499,18 +667,39 @@ def check_estimate(call, bootstrap):
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sets=audit_sets(), bootstrap=st.sampled_from([0, 5]))
-def test_smi_finite_or_clear_error(sets, bootstrap):
-    check_estimate(lambda: smi(*sets, bootstrap=bootstrap), bootstrap)
+@given(inputs=audit_inputs(), bootstrap=st.sampled_from([0, 5]))
+def test_smi_finite_or_clear_error(inputs, bootstrap):
+    sets, problem = inputs
+    check_estimate(lambda: smi(*sets, bootstrap=bootstrap), bootstrap, problem=problem,
+                   justified=lambda message: smi_refusal_is_justified(sets))
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sets=audit_sets(), bootstrap=st.sampled_from([0, 5]), kernel=st.sampled_from(["rbf", "laplacian", "linear"]),
-       factor=st.floats(0.1, 10.0))
-def test_smi_m_finite_or_clear_error(sets, bootstrap, kernel, factor):
-    r = check_estimate(lambda: smi_m(*sets, bootstrap=bootstrap, kernel=kernel, bandwidth_factor=factor), bootstrap)
+@given(inputs=audit_inputs(), bootstrap=st.sampled_from([0, 5]),
+       kernel=st.sampled_from(["rbf", "laplacian", "linear"]), factor=st.floats(0.1, 10.0))
+def test_smi_m_finite_or_clear_error(inputs, bootstrap, kernel, factor):
+    sets, problem = inputs
+    r = check_estimate(lambda: smi_m(*sets, bootstrap=bootstrap, kernel=kernel, bandwidth_factor=factor), bootstrap,
+                       problem=problem,
+                       justified=lambda message: smi_m_refusal_is_justified(sets, kernel, factor, message))
     if r is not None:
         assert r.rho == min(max(r.rho_unclipped, 0.0), 1.0)  # smi-m clips its closed form
+
+
+def test_an_estimator_that_refuses_valid_input_fails_the_check():
+    """The check itself: a refusal of clearly distinguishable reference sets is not accepted."""
+    sets = [x.astype(float) for x in SCALE_SETS]
+
+    def refuse():
+        raise LmauditError("the reference sets (members, non-members) are indistinguishable")
+
+    assert not smi_refusal_is_justified(sets)
+    with pytest.raises(AssertionError, match="refused valid input"):
+        check_estimate(refuse, 0, justified=lambda message: smi_refusal_is_justified(sets))
+    for kernel in ("rbf", "laplacian", "linear"):
+        assert not smi_m_refusal_is_justified(sets, kernel, 1.0, "indistinguishable")
+    same = [sets[0], sets[0].copy(), sets[2]]
+    assert smi_refusal_is_justified(same) and smi_m_refusal_is_justified(same, "linear", 1.0, "indistinguishable")
 
 
 def test_smi_identical_reference_sets_say_indistinguishable():
@@ -523,9 +712,11 @@ def test_smi_identical_reference_sets_say_indistinguishable():
 SCALE_SETS = (np.array([[0.0], [1.0]]), np.array([[3.0], [5.0]]), np.array([[1.0], [4.0]]))
 
 
-def test_smi_huge_feature_scale_is_finite_or_clear_error():
+def test_smi_huge_feature_scale_is_finite():
+    sets = [x * 1e100 for x in SCALE_SETS]
     with np.errstate(all="ignore"):
-        check_estimate(lambda: smi(*(x * 1e100 for x in SCALE_SETS), bootstrap=0), 0)
+        r = check_estimate(lambda: smi(*sets, bootstrap=0), 0, justified=lambda message: smi_refusal_is_justified(sets))
+    assert r is not None and r.rho == pytest.approx(smi(*SCALE_SETS, bootstrap=0).rho, abs=1e-9)
 
 
 def test_smi_tiny_feature_scale_matches_unit_scale():

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score, roc_curve as sk_roc_curve
+from sklearn.metrics import roc_auc_score
+from sklearn.metrics import roc_curve as sk_roc_curve
 
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr

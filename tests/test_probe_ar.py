@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import make_texts
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
-from lmaudit.probes.stats import token_stats
 from lmaudit.probes.records import ARStats
-from conftest import make_texts
+from lmaudit.probes.stats import token_stats
 
 
 def test_token_stats_match_float64_reference():

@@ -122,8 +122,8 @@ def test_unknown_parameter_and_missing_reference():
 
 
 def test_lira_and_rmia_against_hand_computed_values():
-    from lmaudit.probes.segments import segment_mean
     from lmaudit.probes.records import ShadowStats
+    from lmaudit.probes.segments import segment_mean
 
     phi = segment_mean(TARGET.logp, TARGET.offsets)
     shadow_phi = np.stack([phi - 1.0, phi - 3.0, phi + 5.0])  # the third shadow trained on everything

@@ -1,37 +1,20 @@
 """Reports: every plot renders, the HTML is self-contained, runs write their report."""
 
+import html
 import json
 import re
+import shutil
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from helpers import synthetic_run
 from lmaudit.errors import LmauditError
 from lmaudit.report import plots
 from lmaudit.report.build import build_report, write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def synthetic_run(folder, *, with_examples=True):
-    rng = np.random.default_rng(0)
-    labels = np.r_[np.ones(60), np.zeros(60)].astype(int)
-    scores = {"loss": rng.normal(size=120) + labels, "q_skew": rng.normal(size=120) + 2 * labels}
-    pd.DataFrame({"id": [f"s{i}" for i in range(120)], "label": labels, **scores}).to_parquet(folder / "scores.parquet")
-    attacks = {n: {"params": {"k": 0.2}, "auc": 0.8, "auc_ci95": [0.7, 0.9], "tpr@10%fpr": 0.5, "tpr@1%fpr": 0.1,
-                   "tpr@0.1%fpr": 0.05, "forwards_per_sample": 16} for n in scores}
-    res = {"lmaudit_version": "0.1.0", "git_commit": "abc", "created": "2026-01-01T00:00:00+00:00",
-           "packages": {"torch": "2.13.0"}, "config": {"seed": 3, "params": {}},
-           "target": {"path": "/models/t", "fingerprint": "f00d", "kind": "dlm"},
-           "reference": {"path": "/models/r", "fingerprint": "beef"}, "n_members": 60, "n_nonmembers": 60,
-           "attacks": attacks, "timings_s": {"probe": 1.5}}
-    (folder / "results.json").write_text(json.dumps(res))
-    if with_examples:
-        (folder / "examples.json").write_text(json.dumps({"q_skew": {
-            "member": rng.exponential(size=50).tolist(), "nonmember": rng.normal(size=50).tolist(),
-            "member_score": 0.9, "nonmember_score": 0.0}}))
-    return folder
 
 
 def is_png(data: bytes) -> bool:
@@ -73,3 +56,33 @@ def test_report_of_an_unknown_folder_is_a_clear_error(tmp_path):
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(LmauditError, match="not a results file"):
         build_report(tmp_path)
+
+
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED_RESULTS = sorted(d for d in (REPO / "results").glob("*/") if (d / "results.json").exists())
+
+
+def test_there_are_committed_results_to_render():
+    assert len(COMMITTED_RESULTS) >= 10, COMMITTED_RESULTS
+
+
+@pytest.mark.parametrize("folder", COMMITTED_RESULTS, ids=lambda d: d.name)
+def test_every_committed_results_folder_renders_its_report(tmp_path, folder):
+    """The report of each committed results folder builds from what is committed (rendered in a copy)."""
+    before = {f: f.stat().st_mtime_ns for f in folder.rglob("*")}
+    copy = Path(shutil.copytree(folder, tmp_path / folder.name))
+    for old in ("report.html", "report.md"):
+        (copy / old).unlink(missing_ok=True)
+    shutil.rmtree(copy / "report_files", ignore_errors=True)
+    res = json.loads((copy / "results.json").read_text())
+    report = build_report(copy)
+    page = write_report(copy).read_text()
+    name = res["experiment"]["name"]
+    assert name == folder.name and f"<h1>lmaudit experiment: {name}</h1>" in page
+    assert page.count("<table>") >= 1 and "<td>" in page
+    stored = res.get("tables", [])
+    assert stored and [s.table for s in report.sections if s.table] == [(t["header"], t["rows"]) for t in stored]
+    for t in stored:  # every cell of every stored table is on the page
+        assert all(html.escape(cell) in page for row in t["rows"] for cell in row)
+    assert page.count("data:image/png;base64,") == len(res.get("figures", [])) == len(report.figures)
+    assert {f: f.stat().st_mtime_ns for f in folder.rglob("*")} == before  # nothing written into the repository

@@ -6,8 +6,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from helpers import synthetic_run
 from lmaudit.report.build import write_report
-from test_report import synthetic_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,23 +14,41 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_texts
+from helpers import lmaudit, make_texts, ok, write_jsonl
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.probes.ar import probe_ar, probe_ar_shards
+
+N_SHARDS = 15  # 15 + 15 texts in shards of 2
+SHARD_ENV = {"LMAUDIT_SHARD_SIZE": "2"}
+MIA_ARGS = ["--no-report", "--bootstrap", "50", "--attacks", "loss,zlib,min_k,gap_k"]
 
 
 def _write_sets(folder):
     for name, seed in (("m.jsonl", 11), ("n.jsonl", 12)):
-        (folder / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in make_texts(30, seed=seed)))
+        write_jsonl(folder / name, make_texts(15, seed=seed))
 
 
-def _mia(folder, model_dir, out, cache, **env_extra):
-    env = {**os.environ, "LMAUDIT_PROGRESS": "0", "LMAUDIT_CACHE": str(cache), "LMAUDIT_SHARD_SIZE": "4",
-           **env_extra}
-    args = [sys.executable, "-m", "lmaudit.cli", "mia", "--target", str(model_dir), "--members",
-            str(folder / "m.jsonl"), "--nonmembers", str(folder / "n.jsonl"), "--out", str(out), "--no-report",
-            "--bootstrap", "50", "--attacks", "loss,zlib,min_k,gap_k"]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+def _mia_args(folder, model_dir, out):
+    return ["mia", "--target", str(model_dir), "--members", str(folder / "m.jsonl"), "--nonmembers",
+            str(folder / "n.jsonl"), "--out", str(out), *MIA_ARGS]
+
+
+def _mia_process(folder, model_dir, out, cache, **env_extra):
+    """``lmaudit mia`` in a real process (one that the test or a fault hook can SIGKILL)."""
+    env = {**os.environ, "LMAUDIT_PROGRESS": "0", "LMAUDIT_CACHE": str(cache), **SHARD_ENV, **env_extra}
+    return subprocess.Popen([sys.executable, "-m", "lmaudit.cli", *_mia_args(folder, model_dir, out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _mia_here(folder, model_dir, out, cache):
+    """``lmaudit mia`` in this process (no kill needed): the same options and environment."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LMAUDIT_CACHE", str(cache))
+        for key, value in SHARD_ENV.items():
+            mp.setenv(key, value)
+        result = lmaudit(*_mia_args(folder, model_dir, out))
+    ok(result)
+    return result
 
 
 def _attacks(out):
@@ -46,9 +65,8 @@ def _manifest(cache):
 def uninterrupted(tmp_path_factory, tiny_model_dir):
     folder = tmp_path_factory.mktemp("uninterrupted")
     _write_sets(folder)
-    proc = _mia(folder, tiny_model_dir, folder / "out", folder / "cache")
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
+    _mia_here(folder, tiny_model_dir, folder / "out", folder / "cache")
+    assert _manifest(folder / "cache")["n_done"] == N_SHARDS
     probe_s = json.loads((folder / "out" / "results.json").read_text())["timings_s"]["probe_target"]
     return _attacks(folder / "out"), probe_s
 
@@ -56,21 +74,19 @@ def uninterrupted(tmp_path_factory, tiny_model_dir):
 @pytest.mark.parametrize("fault", [pytest.param("shard-saved:3", marks=pytest.mark.slow), "shard-unrenamed:5"])
 def test_killed_mia_run_resumes_to_identical_results(fault, tmp_path, tiny_model_dir, uninterrupted):
     _write_sets(tmp_path)
-    proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache", LMAUDIT_FAULT=fault)
+    proc = _mia_process(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache", LMAUDIT_FAULT=fault)
     _, err = proc.communicate()
     assert proc.returncode == -signal.SIGKILL, err
     assert not (tmp_path / "out" / "results.json").exists()
     manifest = _manifest(tmp_path / "cache")
     n_done = manifest["n_done"]
-    assert n_done == int(fault.split(":")[1]) - (fault.startswith("shard-unrenamed")) and len(manifest["shards"]) == 15
+    assert n_done == int(fault.split(":")[1]) - (fault.startswith("shard-unrenamed")) and len(manifest["shards"]) == N_SHARDS
     if fault.startswith("shard-unrenamed"):  # the half-written shard is a temporary file, never under its name
         assert list((tmp_path / "cache" / "probes" / "shards").glob(".*.tmp"))
 
-    proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
-    assert f"resuming, {n_done} of 15 shards already cached" in err  # only the missing shards were computed
-    assert _manifest(tmp_path / "cache")["n_done"] == 15
+    resumed = _mia_here(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
+    assert f"resuming, {n_done} of {N_SHARDS} shards already cached" in resumed.stderr  # only the missing ones ran
+    assert _manifest(tmp_path / "cache")["n_done"] == N_SHARDS
     assert _attacks(tmp_path / "out") == uninterrupted[0]
 
 
@@ -80,9 +96,9 @@ def test_kill_at_arbitrary_moments_then_resume(tmp_path, tiny_model_dir, uninter
     probe_s = uninterrupted[1]
     manifests = tmp_path / "cache" / "probes" / "manifests"
     progress = []
-    for fraction in (0.2, 0.45, 0.7):
+    for fraction in (0.25, 0.6):
         before = {p: p.stat().st_mtime_ns for p in manifests.glob("*.json")} if manifests.exists() else {}
-        proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
+        proc = _mia_process(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
         while proc.poll() is None:  # the probe starts when this run (re)writes its manifest
             now = {p: p.stat().st_mtime_ns for p in manifests.glob("*.json")} if manifests.exists() else {}
             if now and now != before:
@@ -92,11 +108,12 @@ def test_kill_at_arbitrary_moments_then_resume(tmp_path, tiny_model_dir, uninter
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         progress.append(_manifest(tmp_path / "cache")["n_done"] if manifests.exists() else 0)
-    assert any(0 < n < 15 for n in progress), progress  # at least one kill fell inside the probe
+    assert any(0 < n < N_SHARDS for n in progress), progress  # at least one kill fell inside the probe
     assert progress == sorted(progress)  # a restart never lost finished shards
-    proc = _mia(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
+    resumed = _mia_here(tmp_path, tiny_model_dir, tmp_path / "out", tmp_path / "cache")
+    if progress[-1] < N_SHARDS:  # the manifest may lag the shard files by the shard being renamed at the kill
+        cached = re.search(rf"resuming, (\d+) of {N_SHARDS} shards already cached", resumed.stderr)
+        assert cached and progress[-1] <= int(cached.group(1)) <= progress[-1] + 1, resumed.stderr
     assert _attacks(tmp_path / "out") == uninterrupted[0]
 
 
@@ -147,11 +164,11 @@ def test_bad_shard_size_setting_is_a_clear_error(monkeypatch, tiny_model, tokeni
 
 
 def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny_dlm_dir, monkeypatch):
-    from lmaudit.runs.extract import ExtractConfig, run_extraction
     from lmaudit.models.loading import load_model
+    from lmaudit.runs.extract import ExtractConfig, run_extraction
 
     loaded = load_model(tiny_dlm_dir, kind="dlm")
-    texts = TextSet.from_texts(make_texts(20, seed=8))
+    texts = TextSet.from_texts(make_texts(8, seed=8))
 
     def cfg():
         return ExtractConfig(mask="random:0.3", steps=["1", "max"], trajectories=4, relaxed=2, samples=3, seed=1)
@@ -159,9 +176,10 @@ def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny
     def column(payload, name="log_p_hat@max"):
         return np.array(payload["records"][name])
 
-    whole = run_extraction(loaded, texts, cfg(), use_cache=False)  # shards of 16 + 4 records
+    whole = run_extraction(loaded, texts, cfg(), use_cache=False)  # one shard of 8 records
     monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "3")
-    small = run_extraction(loaded, texts, cfg())  # shards of 3, cached
+    small = run_extraction(loaded, texts, cfg())  # shards of 3 + 3 + 2, cached
+    assert len(list((Path(os.environ["LMAUDIT_CACHE"]) / "probes" / "shards").iterdir())) == 3
     np.testing.assert_allclose(column(small), column(whole), rtol=1e-6)  # other batches: float32 rounding only
     assert small["relaxed"]["empirical"] == whole["relaxed"]["empirical"]  # seeds follow the index in the set
     # random masks are drawn per record id: the same texts under other ids are new work, not a cache hit
@@ -173,8 +191,8 @@ def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny
 
 
 def test_truncated_npy_shard_is_recomputed_not_read(tiny_model_dir, monkeypatch):
-    from lmaudit.probes.features import hidden_features
     from lmaudit.models.loading import load_model
+    from lmaudit.probes.features import hidden_features
 
     monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "4")
     loaded = load_model(tiny_model_dir, kind="ar")

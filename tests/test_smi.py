@@ -398,3 +398,11 @@ def test_indistinguishable_message_names_identifiability(kernel):
         smi_m(GOOD, GOOD.copy(), GOOD + 1, kernel=kernel)
     with pytest.raises(LmauditError, match="reference sets .* are indistinguishable.*not identifiable"):
         smi(GOOD, GOOD.copy(), GOOD + 1)
+
+
+def test_mostly_duplicate_references_have_a_zero_median_distance():
+    # five identical rows and one other: most pairwise distances are exactly 0, whatever the rounding of the Gram product
+    M = np.zeros((5, 5))
+    N = np.vstack([np.zeros((4, 5)), [[0, 0, 0, 1, 372]]])
+    with pytest.raises(LmauditError, match="median pairwise distance"):
+        smi_m(M, N, N[:3], bootstrap=0)

@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import make_texts
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.presets import Preset, build_ar_model
 from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
-from conftest import make_texts
 
 
 def test_dft_packs_every_token_into_fixed_blocks(tokenizer):

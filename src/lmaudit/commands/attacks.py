@@ -14,7 +14,7 @@ from lmaudit.attacks import list_attacks
 from lmaudit.commands.common import PANEL_AUDIT, config_option
 from lmaudit.progress import stdout_console
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command("attacks", rich_help_panel=PANEL_AUDIT)

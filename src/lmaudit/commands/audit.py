@@ -15,7 +15,7 @@ from lmaudit.progress import stdout_console
 from lmaudit.report.tables import audit_rows
 from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command("audit-set", rich_help_panel=c.PANEL_AUDIT)

@@ -12,7 +12,7 @@ from lmaudit.data.corpus import build_corpus
 from lmaudit.data.pii import pii_corpus, write_jsonl
 from lmaudit.progress import stdout_console
 
-app = typer.Typer(no_args_is_help=True, help="The embedded corpus (docstrings of installed packages).")
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="The embedded corpus (docstrings of installed packages).")
 
 
 @app.command("build")

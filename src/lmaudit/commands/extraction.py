@@ -18,7 +18,7 @@ from lmaudit.progress import stdout_console
 from lmaudit.report.tables import summary_rows
 from lmaudit.runs.extract import ExtractConfig, parse_steps, run_extraction, write_extraction
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 def extraction_table(payload: dict):

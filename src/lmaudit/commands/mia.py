@@ -16,7 +16,7 @@ from lmaudit.progress import stdout_console
 from lmaudit.runs.demo import FULL, QUICK, run_demo
 from lmaudit.runs.mia import RunConfig, results_table, run_mia
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)

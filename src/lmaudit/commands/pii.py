@@ -17,7 +17,7 @@ from lmaudit.progress import stdout_console
 from lmaudit.report.tables import asr_rows
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)

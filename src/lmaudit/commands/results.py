@@ -16,7 +16,7 @@ from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
 from lmaudit.report.build import write_report
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command("run", rich_help_panel=c.PANEL_RESULTS)

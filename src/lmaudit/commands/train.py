@@ -17,7 +17,7 @@ from lmaudit.models.shadows import train_shadows
 from lmaudit.models.unlearn import unlearn as do_unlearn
 from lmaudit.progress import info, stdout_console
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)

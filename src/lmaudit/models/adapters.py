@@ -130,6 +130,21 @@ class _Adapter:
         """Right-pad ragged ids with this model's pad id (see :func:`pad_sequences`)."""
         return pad_sequences(seqs, self.pad_id, masks)
 
+    def output_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, pick, *,
+                    fuse: bool = True) -> tuple[torch.Tensor, torch.nn.Linear | None]:
+        """The output rows ``pick`` selects, and the output layer still to apply to them, if any.
+
+        ``pick`` maps a (B, T, X) tensor to the (n, X) rows needed. When the logits are a
+        plain linear head (and ``fuse``), returns (picked hidden rows (n, d), the head):
+        the caller applies the head to those rows only, in chunks, and never holds
+        (B, T, V) logits. Otherwise returns (picked logits (n, V), None). Rows are
+        aligned as :meth:`__call__`'s (see :meth:`row_for`).
+        """
+        fused = self.fused_head() if fuse else None
+        if fused is not None:
+            return pick(self.hidden(fused[0], input_ids, attention_mask)), fused[1]  # (n, d)
+        return pick(self(input_ids, attention_mask)), None  # (n, V)
+
 
 @dataclass(eq=False)
 class ARAdapter(_Adapter):

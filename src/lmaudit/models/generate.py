@@ -28,11 +28,8 @@ def transfer_counts(n_masked: int, steps: int) -> np.ndarray:
 
 def _masked_logits(adapter, ids: torch.Tensor, attn: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
     """Logits at the selected positions only. → (n, V) float32."""
-    fused = adapter.fused_head()
-    if fused is not None:
-        hidden = adapter.hidden(fused[0], ids, attn)  # (B, T, d)
-        return torch.nn.functional.linear(hidden[sel], fused[1].weight, fused[1].bias).float()
-    return adapter(ids, attn)[sel].float()
+    rows, head = adapter.output_rows(ids, attn, lambda out: out[sel])
+    return (torch.nn.functional.linear(rows, head.weight, head.bias) if head is not None else rows).float()
 
 
 def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:

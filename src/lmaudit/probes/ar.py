@@ -19,7 +19,7 @@ from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.shards import Sharded, run_sharded
-from lmaudit.probes.stats import head_stats, token_stats
+from lmaudit.probes.stats import rows_stats
 from lmaudit.probes.tokenize import length_batches, tokenize_records
 from lmaudit.progress import progress
 
@@ -42,7 +42,6 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
     per_sample: list[np.ndarray | None] = [None] * len(textset)
     device = adapter.device
     batches = length_batches(lengths, config.batch_size)
-    fused = adapter.fused_head() if config.fused_head else None
     with progress(description, total=len(textset)) as bar:
         for index in batches:
             input_ids, attn, mask = adapter.pad([tok.ids[i] for i in index], [tok.scored[i] for i in index])
@@ -50,12 +49,8 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
             attn_t = torch.from_numpy(attn).to(device)
             sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
             targets = ids_t[:, 1:][sel]  # (n,)
-            if fused is not None:
-                hidden = adapter.hidden(fused[0], ids_t, attn_t)  # (B, T, d)
-                stats = head_stats(hidden[:, :-1][sel], fused[1], targets, row_chunk=config.row_chunk)
-            else:
-                logits = adapter(ids_t, attn_t)  # (B, T, V)
-                stats = token_stats(logits[:, :-1][sel], targets, row_chunk=config.row_chunk)
+            rows, head = adapter.output_rows(ids_t, attn_t, lambda out, sel=sel: out[:, :-1][sel], fuse=config.fused_head)
+            stats = rows_stats(rows, head, targets, row_chunk=config.row_chunk)  # (n, 4)
             if not torch.isfinite(stats).all():
                 raise LmauditError(
                     f"the model produced NaN or inf logits on {textset.source}",

@@ -22,7 +22,7 @@ from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayRecord, MaskedStats
 from lmaudit.probes.shards import run_sharded
-from lmaudit.probes.stats import head_stats, token_stats
+from lmaudit.probes.stats import rows_stats
 from lmaudit.probes.tokenize import length_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_seed
@@ -88,19 +88,14 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
     counts = np.array([len(m) for m in jobs.masks])
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = np.empty((starts[-1], 4), dtype=np.float32)
-    fused = adapter.fused_head()
     with progress(description, total=len(jobs.sample)) as bar:
         for index, batch_ids, attn, sel in masked_batches(ids, jobs, batch_size, adapter):
             ids_t = torch.from_numpy(batch_ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
             noisy = adapter.insert_masks(ids_t, sel_t)
             attn_t = torch.from_numpy(attn).to(device)
-            if fused is not None:  # apply the output layer to masked rows only, in cache-sized chunks
-                hidden = adapter.hidden(fused[0], noisy, attn_t)  # (B, T, d)
-                stats = head_stats(hidden[sel_t], fused[1], ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
-            else:
-                logits = adapter(noisy, attn_t)  # (B, T, V)
-                stats = token_stats(logits[sel_t], ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
+            rows, head = adapter.output_rows(noisy, attn_t, lambda out, sel_t=sel_t: out[sel_t])  # masked rows only
+            stats = rows_stats(rows, head, ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
             if not np.isfinite(stats).all():
                 raise LmauditError("the model produced NaN or inf logits", hint="check the weights and dtype")
             bounds = np.concatenate([[0], np.cumsum(sel.sum(axis=1))])

@@ -56,3 +56,11 @@ def head_stats(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tenso
         logits = torch.nn.functional.linear(hidden[s : s + row_chunk], head.weight, head.bias)  # (n, V)
         _chunk_stats(logits, targets[s : s + row_chunk], out[s : s + row_chunk])
     return out
+
+
+def rows_stats(rows: torch.Tensor, head: torch.nn.Linear | None, targets: torch.Tensor, **kwargs) -> torch.Tensor:
+    """:func:`head_stats` of hidden rows with their output layer, or :func:`token_stats` of logits rows (``head`` None).
+
+    ``rows`` and ``head`` as returned by an adapter's ``output_rows``; keyword arguments go to the function used.
+    """
+    return head_stats(rows, head, targets, **kwargs) if head is not None else token_stats(rows, targets, **kwargs)

@@ -87,14 +87,8 @@ def random_orders(target: Target, trajectories: int, seed: int) -> np.ndarray:
 def _target_logp(adapter, ids, attn, rows, cols, targets, temperature: float, *,
                  row_chunk: int = 1024) -> torch.Tensor:
     """log Pr(``targets``) at ``temperature`` at the given (row, column) positions of input ``ids``. → (n,) float32."""
-    fused = adapter.fused_head()
     src = adapter.row_for(cols)  # the logit row that predicts each column (AR: the previous position)
-    if fused is not None:
-        hidden = adapter.hidden(fused[0], ids, attn)  # (B, T, d)
-        picked, head = hidden[rows, src], fused[1]  # (n, d)
-    else:
-        logits = adapter(ids, attn)  # (B, T, V)
-        picked, head = logits[rows, src], None  # (n, V)
+    picked, head = adapter.output_rows(ids, attn, lambda out: out[rows, src])  # (n, d) with the head, or (n, V)
     out = torch.empty(len(targets), dtype=torch.float32, device=ids.device)
     for s in range(0, len(targets), row_chunk):
         x = picked[s : s + row_chunk]
