@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
+import pkgutil
 import subprocess
 import tempfile
 import tomllib
@@ -131,3 +133,15 @@ def read_toml(path: str | os.PathLike[str], what: str = "file") -> dict:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise LmauditError(f"{path}: malformed TOML ({exc})") from None
+
+
+_IMPORTED_PACKAGES: set[str] = set()
+
+
+def import_submodules(package: str) -> None:
+    """Import every module of ``package`` once: registries find their entries this way, without a list of names."""
+    if package in _IMPORTED_PACKAGES:
+        return
+    _IMPORTED_PACKAGES.add(package)
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        importlib.import_module(f"{package}.{info.name}")

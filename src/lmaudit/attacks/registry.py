@@ -11,9 +11,7 @@ groups attacks by probe and computes each probe once.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +20,7 @@ import numpy as np
 
 from lmaudit.errors import LmauditError
 from lmaudit.probes.requests import ar_probe
+from lmaudit.utils import import_submodules
 
 KINDS = ("ar", "dlm")
 
@@ -136,14 +135,6 @@ def get_attack(name: str, kind: str) -> AttackSpec:
     return spec
 
 
-_DISCOVERED: list[bool] = []
-
-
 def _discover() -> None:
     """Import every module of :mod:`lmaudit.attacks` once, so that their attacks register themselves."""
-    if _DISCOVERED:
-        return
-    _DISCOVERED.append(True)
-    package = importlib.import_module("lmaudit.attacks")
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"lmaudit.attacks.{info.name}")
+    import_submodules("lmaudit.attacks")

@@ -19,6 +19,7 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command("audit-set", rich_help_panel=c.PANEL_AUDIT)
+@c.shared_options(run=True)
 def audit_set(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder (AR or DLM) to audit."),
@@ -34,30 +35,22 @@ def audit_set(
     reference: Optional[Path] = typer.Option(None, help="features=scores: reference model for reference attacks."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
-    no_report: bool = c.no_report_option(),
-    backend: str = c.backend_option(),
-    address: Optional[str] = c.address_option(),
-    workers: Optional[int] = c.workers_option(),
+    model_options: c.ModelOptions = None,
+    run_options: c.RunOptions = None,
 ) -> None:
     """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
     model = c.pick_model(model, None, "")
     cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
                       bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks))
     cfg.validate()
-    opts = c.load_options(kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-                          mask_token_id=mask_token_id, shift_logits=shift_logits, backend=backend)
+    opts = model_options.load_kwargs(run_options.backend)
     loaded = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": loaded.kind}) if reference else None
-    with backend_from(backend, address, workers):
+    with backend_from(run_options.backend, run_options.address, run_options.workers):
         payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg,
                             reference=ref)
     path = write_audit(payload, out)
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
     stdout_console.print(c.rich_table(title, *audit_rows(payload)))
-    finish(path, out, no_report)
+    finish(path, out, run_options.no_report)

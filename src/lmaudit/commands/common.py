@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -61,47 +64,82 @@ def pick_model(model: Optional[Path], alias: Optional[Path], alias_name: str) ->
     return chosen
 
 
-def kind_option():
-    return typer.Option(None, help="ar or dlm (default: detected from the saved config).")
+@dataclass
+class ModelOptions:
+    """How to load the model(s) a command uses: the same options on every command that loads one."""
+
+    kind: Optional[str] = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    mask_token_id: Optional[int] = None
+    shift_logits: Optional[bool] = None
+
+    def load_kwargs(self, backend: str = "local", **overrides) -> dict:
+        """Keyword arguments of :func:`lmaudit.models.loading.load_model` (``overrides`` win)."""
+        return {**asdict(self), "device": driver_device(backend), **overrides}
+
+    def training_kwargs(self) -> dict:
+        """The load options a training command passes on (only those the user set; the kind travels apart)."""
+        return {k: v for k, v in asdict(self).items() if k != "kind" and v not in (None, False)}
 
 
-def trust_remote_code_option():
-    return typer.Option(False, help="Allow modeling code shipped with the checkpoint (only files in the folder).")
+@dataclass
+class RunOptions:
+    """Where shard work runs and whether a report is written."""
+
+    no_report: bool = False
+    backend: str = "local"
+    address: Optional[str] = None
+    workers: Optional[int] = None
 
 
-def allow_pickle_option():
-    return typer.Option(False, help="Allow pickle (.bin) weights.")
+_MODEL_PARAMS = [
+    ("kind", Optional[str], typer.Option(None, help="ar or dlm (default: detected from the saved config).")),
+    ("trust_remote_code", bool,
+     typer.Option(False, help="Allow modeling code shipped with the checkpoint (only files in the folder).")),
+    ("allow_pickle", bool, typer.Option(False, help="Allow pickle (.bin) weights.")),
+    ("mask_token_id", Optional[int], typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer).")),
+    ("shift_logits", Optional[bool], typer.Option(None, "--shift-logits/--no-shift-logits",
+                                                  help="DLM: Dream-style shifted logits (default: detected).")),
+]
+_RUN_PARAMS = [
+    ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),
+    ("backend", str, typer.Option("local", help="Where probes run: local (this process) or ray (Ray actors, one model "
+                                                "copy each; needs pip install 'lmaudit\\[ray]'). Results are identical.")),
+    ("address", Optional[str],
+     typer.Option(None, help="--backend ray: address of a running Ray cluster (default: start a local one).")),
+    ("workers", Optional[int],
+     typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")),
+]
 
 
-def mask_token_id_option():
-    return typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer).")
+def shared_options(*, run: bool = False, model: bool = True):
+    """Decorator adding the shared option sets to a command.
 
+    The command declares ``model_options: ModelOptions`` (with ``model=True``) and
+    ``run_options: RunOptions`` (with ``run=True``) as its last parameters; the
+    command line shows their fields as ordinary options (``--trust-remote-code``,
+    ``--backend``, ...) and the command receives them gathered in those objects.
+    """
+    groups = ([("model_options", ModelOptions, _MODEL_PARAMS)] if model else []) + \
+        ([("run_options", RunOptions, _RUN_PARAMS)] if run else [])
 
-def shift_logits_option():
-    return typer.Option(None, "--shift-logits/--no-shift-logits", help="DLM: Dream-style shifted logits (default: detected).")
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name not in {g[0] for g in groups}]
+        extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+                 for _, _, params in groups for name, annotation, default in params]
 
+        @functools.wraps(fn)
+        def command(**kwargs):
+            for arg, cls, params in groups:
+                kwargs[arg] = cls(**{name: kwargs.pop(name) for name, _, _ in params})
+            return fn(**kwargs)
 
-def load_options(*, kind, trust_remote_code, allow_pickle, mask_token_id, shift_logits, backend: str = "local") -> dict:
-    """Keyword arguments of :func:`lmaudit.models.loading.load_model` from the shared options."""
-    return dict(kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, mask_token_id=mask_token_id,
-                shift_logits=shift_logits, device=driver_device(backend))
+        command.__signature__ = sig.replace(parameters=own + extra)
+        return command
 
-
-def backend_option():
-    return typer.Option("local", help="Where probes run: local (this process) or ray (Ray actors, one model copy "
-                                      "each; needs pip install 'lmaudit[ray]'). Results are identical.")
-
-
-def address_option():
-    return typer.Option(None, help="--backend ray: address of a running Ray cluster (default: start a local one).")
-
-
-def workers_option():
-    return typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")
-
-
-def no_report_option():
-    return typer.Option(False, "--no-report", help="Do not write report.html / report.md.")
+    return decorate
 
 
 def driver_device(backend: str) -> Optional[str]:

@@ -29,6 +29,7 @@ def extraction_table(payload: dict):
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
+@c.shared_options(run=True)
 def extract(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option(),
@@ -45,15 +46,8 @@ def extract(
     samples: int = typer.Option(128, help="Relaxed extraction: sampled generations per record."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/extract"), help="Output folder."),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
-    no_report: bool = c.no_report_option(),
-    backend: str = c.backend_option(),
-    address: Optional[str] = c.address_option(),
-    workers: Optional[int] = c.workers_option(),
+    model_options: c.ModelOptions = None,
+    run_options: c.RunOptions = None,
 ) -> None:
     """(n,p)-discoverable extraction: single-query success probability of reproducing the masked tokens."""
     model = c.pick_model(model, None, "")
@@ -64,9 +58,8 @@ def extract(
     cfg = ExtractConfig(mask=mask, steps=parse_steps(steps), order=order, trajectories=trajectories,
                         temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                         seed=seed)
-    loaded = load_model(model, **c.load_options(kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-                                                mask_token_id=mask_token_id, shift_logits=shift_logits, backend=backend))
-    with backend_from(backend, address, workers):
+    loaded = load_model(model, **model_options.load_kwargs(run_options.backend))
+    with backend_from(run_options.backend, run_options.address, run_options.workers):
         payload = run_extraction(loaded, load_texts(data), cfg)
     payload["model"] = str(model)
     path = write_extraction(payload, out)
@@ -75,9 +68,10 @@ def extract(
         r = payload["relaxed"]
         stdout_console.print("relaxed Pr(d ≤ ε), Gaussian vs empirical: " + ", ".join(
             f"ε={e}: {a:.3f}/{b:.3f}" for e, a, b in zip(r["eps"], r["predicted"], r["empirical"])))
-    finish(path, out, no_report)
+    finish(path, out, run_options.no_report)
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
+@c.shared_options()
 def generate(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option(),
@@ -88,16 +82,11 @@ def generate(
     temperature: float = typer.Option(1.0, help="0 = greedy."),
     remasking: str = typer.Option("low_confidence", help="DLM: low_confidence or random."),
     seed: int = typer.Option(0),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
+    model_options: c.ModelOptions = None,
 ) -> None:
     """Sample continuations: LLaDA-style unmasking for a DLM, left-to-right sampling for an AR model."""
     model = c.pick_model(model, None, "")
-    loaded = load_model(model, **c.load_options(kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-                                                mask_token_id=mask_token_id, shift_logits=shift_logits))
+    loaded = load_model(model, **model_options.load_kwargs())
     tok = loaded.tokenizer
     for i, rec in enumerate(load_texts(prompt_file).records):
         prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)

@@ -20,6 +20,7 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
+@c.shared_options(run=True)
 def mia(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder to audit (the target)."),
@@ -36,31 +37,23 @@ def mia(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the probe cache."),
     budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),
     shadows: Optional[Path] = typer.Option(None, help="Folder from 'lmaudit shadows' (enables lira and rmia)."),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
-    no_report: bool = c.no_report_option(),
-    backend: str = c.backend_option(),
-    address: Optional[str] = c.address_option(),
-    workers: Optional[int] = c.workers_option(),
+    model_options: c.ModelOptions = None,
+    run_options: c.RunOptions = None,
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     model = c.pick_model(model, target, "--target")
     mem, non = load_texts(members), load_texts(nonmembers)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
-    opts = c.load_options(kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-                          mask_token_id=mask_token_id, shift_logits=shift_logits, backend=backend)
+    opts = model_options.load_kwargs(run_options.backend)
     tgt = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": tgt.kind}) if reference else None
     shadow_set = ShadowSet.load(shadows) if shadows is not None else None
-    with backend_from(backend, address, workers):
+    with backend_from(run_options.backend, run_options.address, run_options.workers):
         result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
     path = result.write(out)
     stdout_console.print(results_table(result))
-    finish(path, out, no_report)
+    finish(path, out, run_options.no_report)
 
 
 @app.command(rich_help_panel=c.PANEL_RESULTS)
@@ -68,7 +61,7 @@ def demo(
     config: Optional[Path] = c.config_option(),
     quick: bool = typer.Option(False, "--quick", help="A smaller, faster version of the same pipeline."),
     out: Path = typer.Option(Path("runs/demo"), help="Output folder."),
-    no_report: bool = c.no_report_option(),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
     result, dlm_result = run_demo(out, QUICK if quick else FULL)

@@ -21,6 +21,7 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
+@c.shared_options(run=True)
 def pii(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder (DLM, or AR) to attack."),
@@ -36,15 +37,8 @@ def pii(
     show_pii: bool = typer.Option(False, "--show-pii", help="Show and write the PII values (hidden by default)."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/pii"), help="Output folder."),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
-    no_report: bool = c.no_report_option(),
-    backend: str = c.backend_option(),
-    address: Optional[str] = c.address_option(),
-    workers: Optional[int] = c.workers_option(),
+    model_options: c.ModelOptions = None,
+    run_options: c.RunOptions = None,
 ) -> None:
     """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
     model = c.pick_model(model, None, "")
@@ -58,11 +52,10 @@ def pii(
                             seed=seed)
     recs = redacted_records(load_texts(records), field, placeholder=placeholder)
     calib = redacted_records(load_texts(calibration), field, placeholder=placeholder) if calibration else None
-    opts = c.load_options(kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-                          mask_token_id=mask_token_id, shift_logits=shift_logits, backend=backend)
+    opts = model_options.load_kwargs(run_options.backend)
     target = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": target.kind}) if reference else None
-    with backend_from(backend, address, workers):
+    with backend_from(run_options.backend, run_options.address, run_options.workers):
         payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": str(model),
                     "reference": None if reference is None else str(reference), "show_pii": show_pii})
@@ -75,4 +68,4 @@ def pii(
     for rid, case in list(zip(payload["records"]["id"], payload["_cases"]))[:5]:
         top = case["values"][0] if case["values"] else None
         stdout_console.print(f"  {rid}: true {show(case['truth'])}, first candidate {show(top)}", highlight=False)
-    finish(path, out, no_report)
+    finish(path, out, run_options.no_report)

@@ -20,28 +20,26 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command("run", rich_help_panel=c.PANEL_RESULTS)
+@c.shared_options(run=True, model=False)
 def run_cmd(
     config: Optional[Path] = c.config_option(),
     experiment: Path = typer.Argument(..., help="Experiment file (TOML), e.g. experiments/dlm-dft.toml."),
     out: Path = typer.Option(Path("results"), help="Results root; the experiment writes OUT/NAME/."),
-    no_report: bool = c.no_report_option(),
-    backend: str = c.backend_option(),
-    address: Optional[str] = c.address_option(),
-    workers: Optional[int] = c.workers_option(),
+    run_options: c.RunOptions = None,
 ) -> None:
     """Run an experiment file and write its results, table and plots."""
     cfg = load_experiment(experiment)
-    with backend_from(backend, address, workers):
+    with backend_from(run_options.backend, run_options.address, run_options.workers):
         folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
     stdout_console.print((folder / "table.md").read_text())
-    finish(folder / "results.json", folder, no_report)
+    finish(folder / "results.json", folder, run_options.no_report)
 
 
 @app.command("tables", rich_help_panel=c.PANEL_RESULTS)
 def tables_cmd(
     config: Optional[Path] = c.config_option(),
     run_dirs: list[Path] = typer.Argument(..., help="Experiment folders written by 'lmaudit run', e.g. results/dlm-dft."),
-    no_report: bool = c.no_report_option(),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Rebuild experiment folders' tables, figures and table.md from their results.json, without re-running."""
     for folder in run_dirs:

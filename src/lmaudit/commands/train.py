@@ -38,6 +38,7 @@ def pretrain(
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
+@c.shared_options()
 def finetune(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Model folder to start from."),
@@ -51,21 +52,17 @@ def finetune(
     batch_size: int = typer.Option(16),
     seed: int = typer.Option(0),
     mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
+    model_options: c.ModelOptions = None,
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning)."""
     start = c.pick_model(model, base, "--base")
     do_finetune(start, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
-                seed=seed, kind=kind, mask_ratio=mask_ratio,
-                load_options=_train_load_options(trust_remote_code, allow_pickle, mask_token_id, shift_logits))
+                seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs())
     info(f"saved to {out}")
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
+@c.shared_options()
 def unlearn(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("The fine-tuned model folder (AR or DLM)."),
@@ -82,22 +79,18 @@ def unlearn(
     retain_weight: float = typer.Option(1.0, help="gradient_ascent/npo: weight of the retain-set loss (0: none)."),
     npo_beta: float = typer.Option(0.1, help="npo: inverse temperature β."),
     seed: int = typer.Option(0),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
-    mask_token_id: Optional[int] = c.mask_token_id_option(),
-    shift_logits: Optional[bool] = c.shift_logits_option(),
+    model_options: c.ModelOptions = None,
 ) -> None:
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
     do_unlearn(model, load_texts(forget), load_texts(retain), out, method=method, base_dir=base, epochs=epochs,
                lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
-               npo_beta=npo_beta, seed=seed, kind=kind,
-               load_options=_train_load_options(trust_remote_code, allow_pickle, mask_token_id, shift_logits))
+               npo_beta=npo_beta, seed=seed, kind=model_options.kind, load_options=model_options.training_kwargs())
     info(f"saved to {out}")
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
+@c.shared_options()
 def shadows(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("The model the target was fine-tuned from (its base)."),
@@ -111,20 +104,11 @@ def shadows(
     batch_size: int = typer.Option(16),
     mode: str = typer.Option("dft"),
     seed: int = typer.Option(0),
-    kind: Optional[str] = c.kind_option(),
-    trust_remote_code: bool = c.trust_remote_code_option(),
-    allow_pickle: bool = c.allow_pickle_option(),
+    model_options: c.ModelOptions = None,
 ) -> None:
     """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings)."""
     start = c.pick_model(model, base, "--base")
     path = train_shadows(start, load_texts(pool), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
-                         batch_size=batch_size, mode=mode, kind=kind,
-                         load_options=_train_load_options(trust_remote_code, allow_pickle, None, None))
+                         batch_size=batch_size, mode=mode, kind=model_options.kind,
+                         load_options=model_options.training_kwargs())
     stdout_console.print(f"shadows: {path}")
-
-
-def _train_load_options(trust_remote_code: bool, allow_pickle: bool, mask_token_id, shift_logits) -> dict:
-    """Load options of the model a training command starts from (only those the user set)."""
-    opts = {"trust_remote_code": trust_remote_code, "allow_pickle": allow_pickle, "mask_token_id": mask_token_id,
-            "shift_logits": shift_logits}
-    return {k: v for k, v in opts.items() if v not in (None, False)}

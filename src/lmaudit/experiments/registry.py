@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig, check_keys
-from lmaudit.utils import read_toml
+from lmaudit.utils import import_submodules, read_toml
 
 Table = tuple[str, list[str], list[list[str]]]  # (caption, header, rows of cells)
 FigureSpec = tuple[str, str, bytes]  # (file stem, caption, PNG bytes)
@@ -122,14 +120,6 @@ def load_experiment(path: str | Path) -> BaseConfig:
     return spec.config(**raw)
 
 
-_DISCOVERED: list[bool] = []
-
-
 def _discover() -> None:
     """Import every module of :mod:`lmaudit.experiments.types` once, so that their types register themselves."""
-    if _DISCOVERED:
-        return
-    _DISCOVERED.append(True)
-    package = importlib.import_module("lmaudit.experiments.types")
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"lmaudit.experiments.types.{info.name}")
+    import_submodules("lmaudit.experiments.types")
