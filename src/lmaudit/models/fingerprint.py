@@ -4,29 +4,57 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import warnings
 from pathlib import Path
 
 import torch
 
-from lmaudit.utils import cache_dir, stable_hash
+from lmaudit.utils import atomic_path, cache_dir, stable_hash
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
+_DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def _read_memo(memo: Path) -> str | None:
+    """A memoised digest, or None when the memo is missing or not a digest (then it is removed, with a warning).
+
+    An empty or torn memo (a full disk, a killed writer from an older version) must
+    never stand for a digest: two models would share one fingerprint and one cache.
+    """
+    try:
+        text = memo.read_text().strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        text = None if not memo.exists() else ""
+    if text is None:
+        return None
+    if _DIGEST.fullmatch(text):
+        return text
+    warnings.warn(f"digest cache file {memo} is damaged ({len(text)} characters); recomputing it", stacklevel=3)
+    memo.unlink(missing_ok=True)
+    return None
+
+
 def _file_digest(path: Path) -> str:
-    """blake2b of a file's bytes, memoised on (path, size, mtime) in the cache folder."""
+    """blake2b of a file's bytes, memoised on (path, size, mtime) in the cache folder (written atomically)."""
     st = path.stat()
     memo_key = stable_hash(str(path.resolve()), st.st_size, st.st_mtime_ns)
     memo = cache_dir() / "digests" / f"{memo_key}.txt"
-    if memo.exists():
-        return memo.read_text().strip()
+    digest = _read_memo(memo)
+    if digest is not None:
+        return digest
     h = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     digest = h.hexdigest()
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    memo.write_text(digest)
+    try:
+        with atomic_path(memo) as tmp:
+            tmp.write_text(digest)
+    except OSError as exc:  # a full or read-only cache costs a re-hash next time, never a wrong digest
+        warnings.warn(f"cannot memoise the digest of {path} in {memo.parent} ({exc.strerror})", stacklevel=2)
     return digest
 
 
