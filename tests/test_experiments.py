@@ -53,6 +53,10 @@ def test_every_registered_type_has_a_committed_experiment_file():
     ('name = "x"\ntype = "mia"\nn_members = true\n', "key 'n_members' must be int, got bool"),
     ('name = "x"\ntype = "mia"\nattacks = "loss"\n', r"key 'attacks' must be list\[str\] \| None, got str"),
     ('type = "mia"\n', "missing key 'name'"),
+    ('name = "../../x"\ntype = "mia"\n', r"name '\.\./\.\./x' is not a plain folder name"),
+    ('name = "/tmp/x"\ntype = "mia"\n', "is not a plain folder name"),
+    ('name = ".."\ntype = "mia"\n', "is not a plain folder name"),
+    ('name = ""\ntype = "mia"\n', "is not a plain folder name"),
 ])
 def test_bad_experiment_files(tmp_path, text, needle):
     f = tmp_path / "bad.toml"
@@ -295,3 +299,12 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
         assert round(asr * 3 / 100, 6) in (0, 1, 2, 3) and asr <= coverage, signal
     assert 1 <= res["fields"]["email"]["mean_candidates"][0] <= 3  # distinct candidates of 3 generations
     assert "Top-1 attack success rate (%) on 3 redacted" in (folder / "table.md").read_text()
+
+
+def test_a_name_that_leaves_the_output_root_writes_nothing(tmp_path):
+    # through the Python interface too: the name is checked before any work, and nothing lands outside OUT
+    cfg = load_experiment(REPO / "experiments" / "dlm-dft.toml")
+    cfg.name = "../escaped"
+    with pytest.raises(LmauditError, match="not a plain folder name"):
+        run_experiment(cfg, out_root=tmp_path / "out")
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "out").exists()

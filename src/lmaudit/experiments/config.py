@@ -109,3 +109,15 @@ def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners:
     for key, value in raw.items():
         if not _matches(value, hints[key]):
             raise LmauditError(f"{path}: key '{key}' must be {_spelled(hints[key])}, got {_value_type(value)}")
+
+
+def check_name(name: str, where: str) -> str:
+    """An experiment's name is the folder it writes under ``--out``: one plain folder name, never a path.
+
+    Separators, ``.``/``..`` and empty names are refused, so a name from a file cannot
+    make a run write outside its output root.
+    """
+    if not name or name in (".", "..") or any(ch in name for ch in ("/", "\\", "\0")) or name != name.strip():
+        raise LmauditError(f"{where}: experiment name {name!r} is not a plain folder name",
+                           hint="use letters, digits, '-' and '_' (the results go to OUT/NAME/)")
+    return name

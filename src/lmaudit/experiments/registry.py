@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import LmauditError
-from lmaudit.experiments.config import BaseConfig, check_keys
+from lmaudit.experiments.config import BaseConfig, check_keys, check_name
 from lmaudit.utils import import_submodules, read_toml
 
 Table = tuple[str, list[str], list[list[str]]]  # (caption, header, rows of cells)
@@ -108,6 +108,7 @@ def load_experiment(path: str | Path) -> BaseConfig:
             raise LmauditError(f"{path}: missing key '{key}'")
         if not isinstance(raw[key], str):
             raise LmauditError(f"{path}: key '{key}' must be str, got {type(raw[key]).__name__}")
+    check_name(raw["name"], str(path))
     try:
         spec = get_experiment_type(raw["type"])
     except LmauditError as exc:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lmaudit import __version__
-from lmaudit.experiments.config import BaseConfig
+from lmaudit.experiments.config import BaseConfig, check_name
 from lmaudit.experiments.outputs import write_outputs
 from lmaudit.experiments.registry import get_experiment_type
 from lmaudit.experiments.workspace import Workspace
@@ -31,6 +31,7 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
     if not isinstance(cfg, spec.config):
         raise TypeError(f"experiment '{cfg.name}' of type '{cfg.type}' needs a {spec.config.__name__}, "
                         f"got {type(cfg).__name__}")
+    check_name(cfg.name, f"experiment of type '{cfg.type}'")
     info(f"experiment {cfg.name} ({cfg.type}): {cfg.description}")
     ws = Workspace(cfg)
     payload = spec.run(ws, cfg)
