@@ -17,6 +17,7 @@ import pytest
 from helpers import lmaudit, make_texts, ok, write_jsonl
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.probes.ar import probe_ar, probe_ar_shards
+from lmaudit.probes.records import ARStats
 
 N_SHARDS = 15  # 15 + 15 texts in shards of 2
 SHARD_ENV = {"LMAUDIT_SHARD_SIZE": "2"}
@@ -128,6 +129,39 @@ def test_damaged_shard_file_is_recomputed_not_read(tiny_model, tokenizer, tmp_pa
         again = probe_ar(tiny_model, tokenizer, texts, model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
     np.testing.assert_array_equal(again.logp, first.logp)
     assert files[1].read_bytes() == data
+
+
+def _flip_a_byte_inside(path):
+    """Flip one bit in the middle of an array member of an uncompressed .npz: its size and zip directory stay whole."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_bit_in_a_cached_shard_is_recomputed_not_read(tiny_model, tokenizer, tmp_path):
+    texts = TextSet.from_texts(make_texts(10, seed=5))
+    kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+    first = probe_ar(tiny_model, tokenizer, texts, **kw)
+    files = sorted((tmp_path / "probes" / "shards").glob("*.npz"))
+    data = files[1].read_bytes()
+    _flip_a_byte_inside(files[1])
+    with pytest.warns(UserWarning, match=rf"{files[1].name} could not be read .*CRC.*recomputing that shard"):
+        again = probe_ar(tiny_model, tokenizer, texts, **kw)
+    np.testing.assert_array_equal(again.logp, first.logp)
+    assert files[1].read_bytes() == data  # cached again, whole
+
+
+def test_a_shard_deleted_after_the_check_is_recomputed(tiny_model, tokenizer, tmp_path):
+    texts = TextSet.from_texts(make_texts(10, seed=5))
+    kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+    first = probe_ar(tiny_model, tokenizer, texts, **kw)
+    shards = probe_ar_shards(tiny_model, tokenizer, texts, **kw)  # every shard found in the cache
+    for path in shards.paths:  # removed by another process between the check and the read
+        path.unlink()
+    with pytest.warns(UserWarning, match="could not be read .*FileNotFoundError"):
+        again = ARStats.concat(shards.all())
+    np.testing.assert_array_equal(again.logp, first.logp)
+    assert all(p.exists() for p in shards.paths)
 
 
 def test_one_changed_record_invalidates_one_shard(tiny_model, tokenizer, tmp_path):

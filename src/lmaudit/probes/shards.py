@@ -79,15 +79,31 @@ class Sharded:
     load: Callable[[Path], Any]
     paths: list[Path | None] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)  # in-memory results (no cache)
+    recompute: Callable[[int], Any] | None = None  # computes (and caches again) shard i
 
     def __len__(self) -> int:
         return len(self.bounds)
 
     def get(self, i: int):
-        """The result of shard ``i``."""
+        """The result of shard ``i``; a cached file that cannot be read, for any reason, is computed again.
+
+        A file deleted since the run checked it, a flipped bit that fails a CRC, a
+        header that no longer matches: each is reported (naming the file) and the shard
+        is recomputed and cached anew; the statistics never come from a damaged file.
+        """
         if self.values and self.values[i] is not None:
             return self.values[i]
-        return self.load(self.paths[i])
+        try:
+            return self.load(self.paths[i])
+        except PermissionError:  # not damage: the user must see it
+            raise
+        except Exception as exc:
+            if self.recompute is None:
+                raise
+            warnings.warn(f"probe cache file {self.paths[i]} could not be read ({type(exc).__name__}: {exc}); "
+                          "recomputing that shard", stacklevel=2)
+            self.paths[i].unlink(missing_ok=True)
+            return self.recompute(i)
 
     def __iter__(self) -> Iterator[tuple[tuple[int, int], Any]]:
         for i, b in enumerate(self.bounds):
@@ -188,6 +204,15 @@ def run_sharded(
             "shards": [{"start": a, "stop": b, "file": p.name, "done": d}
                        for (a, b), p, d in zip(bounds, result.paths, done)],
         })
+
+    if cached:
+        def recompute(i: int):
+            (_, value), = current_backend().map(handle, task, [(i, shards[i])])
+            with atomic_path(result.paths[i]) as tmp:
+                value.save(tmp)
+            return value
+
+        result.recompute = recompute
 
     todo = [i for i, d in enumerate(done) if not d]
     if cached and todo and len(todo) < len(bounds):
