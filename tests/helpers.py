@@ -49,14 +49,14 @@ def lmaudit(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def ok(result) -> None:
+def assert_ok(result) -> None:
     """Assert that a :func:`lmaudit` call succeeded, showing its error (and traceback) otherwise."""
     if result.exception is not None or result.exit_code != 0:
         trace = "".join(traceback.format_exception(*result.exc_info)) if result.exc_info else ""
         raise AssertionError(f"exit code {result.exit_code}: {result.exception!r}\n{result.output}\n{trace}")
 
 
-def user_error(result, *needles: str):
+def assert_user_error(result, *needles: str):
     """Assert that a :func:`lmaudit` call failed with an :class:`LmauditError` naming every needle.
 
     ``lmaudit.cli.main`` prints exactly such an error as one line (``error: <message>``) and exits

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import lmaudit, make_texts, ok, write_jsonl
+from helpers import assert_ok, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import LmauditError
 from lmaudit.models.build import finetune
@@ -91,7 +91,7 @@ def test_audit_set_cli(audited, tmp_path):
     u = write_jsonl(tmp_path / "u.jsonl", members[48:68])
     res = lmaudit("audit-set", "--model", loaded.path, "--members", m, "--nonmembers", n, "--suspect", u,
                   "--bootstrap", "30", "--out", tmp_path / "audit")
-    ok(res)
+    assert_ok(res)
     payload = json.loads((tmp_path / "audit" / "results.json").read_text())
     assert payload["type"] == "set-audit" and payload["features"]["kind"] == "hidden"
     assert payload["features"]["dim"] == loaded.model.config.hidden_size and payload["n_suspect"] == 20

@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from helpers import lmaudit, make_texts, ok, user_error, write_jsonl
+from helpers import assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 
 
 def test_attacks_json_lists_metadata():
     out = lmaudit("attacks", "--json")
-    ok(out)
+    assert_ok(out)
     specs = {s["name"]: s for s in json.loads(out.stdout)}
     assert specs["reference"]["needs_reference"] is True
     assert specs["gap_k"]["params"] == {"k": 0.2, "window": 3, "smooth": "sequential"}
@@ -48,14 +48,14 @@ def test_error_is_one_line_and_exit_code_2_and_debug_shows_traceback(tmp_path):
 def test_missing_model_path_in_process_is_the_same_error(tmp_path):
     data = write_jsonl(tmp_path / "m.jsonl", ["some text here"])
     res = lmaudit("mia", "--target", tmp_path / "absent", "--members", data, "--nonmembers", data)
-    user_error(res, "does not exist", "never downloads")
+    assert_user_error(res, "does not exist", "never downloads")
 
 
 def test_malformed_data_error_names_line(tmp_path, tiny_model_dir):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{oops\n')
     out = lmaudit("mia", "--target", tiny_model_dir, "--members", bad, "--nonmembers", bad)
-    user_error(out, "bad.jsonl: line 2: malformed JSON")
+    assert_user_error(out, "bad.jsonl: line 2: malformed JSON")
 
 
 def test_mia_command_writes_results(tmp_path, tiny_model_dir):
@@ -64,7 +64,7 @@ def test_mia_command_writes_results(tmp_path, tiny_model_dir):
     out = lmaudit("mia", "--target", tiny_model_dir, "--reference", tiny_model_dir, "--members", m, "--nonmembers", n,
                   "--attacks", "loss,gap_k,reference", "--param", "gap_k.k=0.5", "--out", tmp_path / "run",
                   "--bootstrap", "100", "--no-report")
-    ok(out)
+    assert_ok(out)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert set(res["attacks"]) == {"loss", "gap_k", "reference"}
     assert res["attacks"]["gap_k"]["params"]["k"] == 0.5
@@ -85,24 +85,24 @@ def test_pickle_only_model_refused_without_flag(tmp_path, tiny_model_dir):
     torch.save({}, folder / "pytorch_model.bin")
     data = write_jsonl(tmp_path / "x.jsonl", ["a b c d"])
     out = lmaudit("mia", "--target", folder, "--members", data, "--nonmembers", data)
-    user_error(out, "pickle weights", "--allow-pickle")
+    assert_user_error(out, "pickle weights", "--allow-pickle")
 
 
 def test_config_file_sets_defaults_and_command_line_wins(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('kind = "dlm"\nas-json = true\n')
     out = lmaudit("attacks", "--config", cfg)
-    ok(out)
+    assert_ok(out)
     assert {s["kind"] for s in json.loads(out.stdout)} == {"dlm"}
     out = lmaudit("attacks", "--config", cfg, "--kind", "ar")
-    ok(out)
+    assert_ok(out)
     assert {s["kind"] for s in json.loads(out.stdout)} == {"ar"}
 
 
 def test_unknown_config_key_is_named(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('kinds = "dlm"\n')
-    user_error(lmaudit("attacks", "--config", cfg), "unknown key 'kinds'", "known keys:", "kind")
+    assert_user_error(lmaudit("attacks", "--config", cfg), "unknown key 'kinds'", "known keys:", "kind")
 
 
 def test_report_command_on_a_mia_run(tmp_path, tiny_model_dir):
@@ -112,12 +112,12 @@ def test_report_command_on_a_mia_run(tmp_path, tiny_model_dir):
     cfg.write_text(f'target = "{tiny_model_dir}"\nmembers = "{m}"\nnonmembers = "{n}"\n'
                    'attacks = ["loss", "min_k"]\nbootstrap = 50\n')
     out = lmaudit("mia", "--config", cfg, "--out", tmp_path / "run")
-    ok(out)
+    assert_ok(out)
     assert set(json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]) == {"loss", "min_k"}
     html = tmp_path / "run" / "report.html"
     assert html.stat().st_size > 10000
     first = html.read_text()
     html.unlink()
     out = lmaudit("report", tmp_path / "run")
-    ok(out)
+    assert_ok(out)
     assert html.read_text() == first  # the report is a function of the results folder

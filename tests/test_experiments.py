@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import lmaudit, ok, user_error
+from helpers import assert_ok, assert_user_error, lmaudit
 from lmaudit.attacks import list_attacks
 from lmaudit.errors import LmauditError
 from lmaudit.experiments import registry
@@ -95,11 +95,11 @@ def test_tables_command_rebuilds_a_folder_and_its_report(tmp_path):
     (folder / "results.json").write_text(json.dumps(rec))
     with pytest.raises(LmauditError, match="lmaudit tables"):
         build_report(folder)
-    ok(lmaudit("tables", folder))
+    assert_ok(lmaudit("tables", folder))
     assert (folder / "table.md").read_text() == (REPO / "results" / "dlm-dft" / "table.md").read_text()
     q = rec["rows"]["q_skew"]
     assert f"| q_skew | {100 * q['auc'][0]:.1f} ± {100 * q['auc'][1]:.1f} |" in (folder / "report.md").read_text()
-    user_error(lmaudit("tables", tmp_path), str(tmp_path), "no results.json")  # a one-line error
+    assert_user_error(lmaudit("tables", tmp_path), str(tmp_path), "no results.json")  # a one-line error
 
 
 # --- a new experiment type is one module: its keys, runner, tables and figures ---

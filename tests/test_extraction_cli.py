@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from helpers import lmaudit, ok, user_error
+from helpers import assert_ok, assert_user_error, lmaudit
 
 PII_ROWS = [
     {"id": f"r{i}", "text": f"From: Ann Lee <ann{i}@mail.org>\nthe model data train token layer value. Phone {i}55-01{i}",
@@ -23,7 +23,7 @@ def test_extract_dlm_writes_summary_records_and_report(tmp_path, tiny_dlm_dir):
     out = tmp_path / "run"
     res = lmaudit("extract", "--model", str(tiny_dlm_dir), "--data", str(_write(tmp_path)), "--mask", "pii:email",
                   "--steps", "1,2,max", "--trajectories", "8", "--relaxed", "3", "--samples", "6", "--out", str(out))
-    ok(res)
+    assert_ok(res)
     payload = json.loads((out / "results.json").read_text())
     assert payload["type"] == "extraction" and payload["n_records"] == 6
     assert set(payload["summary"]) >= {"1", "2", "max", "monotone_fraction"}
@@ -42,17 +42,17 @@ def test_extract_ar_uses_left_context_and_rejects_scattered_masks(tmp_path, tiny
     data = _write(tmp_path)
     res = lmaudit("extract", "--model", str(tiny_model_dir), "--data", str(data), "--mask", "pii:phone",
                   "--out", str(tmp_path / "ar"), "--no-report")
-    ok(res)
+    assert_ok(res)
     payload = json.loads((tmp_path / "ar" / "results.json").read_text())
     assert list(k for k, v in payload["summary"].items() if isinstance(v, dict)) == ["ar"]
     bad = lmaudit("extract", "--model", str(tiny_model_dir), "--data", str(data), "--mask", "random:0.5",
                   "--out", str(tmp_path / "bad"))
-    user_error(bad, "not one contiguous span", "r0")
+    assert_user_error(bad, "not one contiguous span", "r0")
 
 
 def test_extract_bad_mask_is_one_line_error(tmp_path, tiny_dlm_dir):
     res = lmaudit("extract", "--model", str(tiny_dlm_dir), "--data", str(_write(tmp_path)), "--mask", "span:5-2")
-    user_error(res, "span 5-2 is empty")
+    assert_user_error(res, "span 5-2 is empty")
 
 
 def test_generate_dlm_and_ar(tmp_path, tiny_dlm_dir, tiny_model_dir):
@@ -61,5 +61,5 @@ def test_generate_dlm_and_ar(tmp_path, tiny_dlm_dir, tiny_model_dir):
     for model in (tiny_dlm_dir, tiny_model_dir):
         res = lmaudit("generate", "--model", str(model), "--prompt-file", str(prompts), "--gen-length", "6",
                       "--steps", "3", "--block-length", "2", "--temperature", "0")
-        ok(res)
+        assert_ok(res)
         assert res.stdout.startswith("a the model data")

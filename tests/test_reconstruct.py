@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import lmaudit, ok
+from helpers import assert_ok, lmaudit
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.reconstruct import (
@@ -91,7 +91,7 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
     args = ["pii", "--model", str(tiny_dlm_dir), "--reference", str(tiny_dlm_dir), "--records", str(path),
             "--candidates", "4", "--mask-length", "6", "--alpha", "0.5"]
     res = lmaudit(*args, "--out", str(out))
-    ok(res)
+    assert_ok(res)
     payload = json.loads((out / "results.json").read_text())
     assert set(payload["asr"]) == {"ce", "skew_pii", "skew_context", "combined"} and payload["n_records"] == 3
     written = "".join(p.read_text() for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".csv", ".md",
@@ -101,7 +101,7 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
             assert truth not in blob and truth.split("@")[0] not in blob
     assert "a******" in res.stdout  # the masked form is what the terminal shows
     shown = lmaudit(*args, "--out", str(tmp_path / "shown"), "--show-pii", "--no-report")
-    ok(shown)
+    assert_ok(shown)
     assert truths[0] in shown.stdout
     assert truths[0] in (tmp_path / "shown" / "candidates.jsonl").read_text()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import lmaudit, make_texts, ok, write_jsonl
+from helpers import assert_ok, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.probes.ar import probe_ar, probe_ar_shards
 from lmaudit.probes.records import ARStats
@@ -48,7 +48,7 @@ def _mia_here(folder, model_dir, out, cache):
         for key, value in SHARD_ENV.items():
             mp.setenv(key, value)
         result = lmaudit(*_mia_args(folder, model_dir, out))
-    ok(result)
+    assert_ok(result)
     return result
 
 

@@ -22,6 +22,7 @@ _FLOAT32_MAX_HALF_NORM = 1e15  # float32 kernel blocks: largest ‖x − c‖²/
 _FLOAT32_MAX_MEDIAN_HALF_NORM = 16.0  # ... and largest median of it over m ∪ n (ordinary data: about 1/4)
 _FLOAT32_MIN_MMD_RATIO = 3e-3  # float32 kernel blocks: smallest MMD² / (K̄·(1 + |ρ|)) (else float64)
 _EXP_SPLIT_MAX = 30.0  # rbf blocks factor exp(xᵀy − a − b) = exp(xᵀy)·e^{−a}·e^{−b} while a, b stay below this
+FLOAT32_MIN_WORK = 1 << 26  # precision="auto": float32 products from this many multiply-adds on
 
 
 def pow2_near_rms(*xs: np.ndarray, rows: int = 256) -> float:
@@ -185,3 +186,8 @@ def float32_conditioned(kmm: float, knn: float, knm: float, rm: np.ndarray, rn: 
         return False
     rho = (float(np.mean(rn - rm)) + kmm - knm) / denom
     return denom >= _FLOAT32_MIN_MMD_RATIO * (1 + abs(rho)) * top
+
+
+def use_float32(precision: str, work: float) -> bool:
+    """Whether the one-off products run in float32: ``work`` is their multiply-add count."""
+    return precision == "float32" or (precision == "auto" and work >= FLOAT32_MIN_WORK)

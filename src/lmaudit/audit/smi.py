@@ -27,12 +27,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from lmaudit.audit.kernels import float32_conditioned, kernel_means, lowered, pow2_near_rms
+from lmaudit.audit.kernels import float32_conditioned, kernel_means, lowered, pow2_near_rms, use_float32
 from lmaudit.errors import LmauditError
 
 KERNELS = ("rbf", "laplacian", "linear")
 PRECISIONS = ("auto", "float32", "float64")
-_FLOAT32_MIN_WORK = 1 << 26  # precision="auto": float32 products from this many multiply-adds on
 _CHUNK = 1 << 21  # bootstrap weights per chunk
 _Replicate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -165,11 +164,6 @@ def _minimise(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
         ends = np.broadcast_to([0.0, 1.0], (len(c), 2))
         return argmin(np.concatenate([np.clip(cand, 0.0, 1.0), ends], axis=1)), argmin(cand)
-
-
-def _use_float32(precision: str, work: float) -> bool:
-    """Whether the one-off products run in float32: ``work`` is their multiply-add count."""
-    return precision == "float32" or (precision == "auto" and work >= _FLOAT32_MIN_WORK)
 
 
 def _smi_fit(M: np.ndarray, N: np.ndarray, U: np.ndarray, *, float32: bool = False) -> tuple[_Replicate, dict]:
@@ -350,7 +344,7 @@ def smi(members, nonmembers, suspect, *, bootstrap: int = 200, seed: int = 0, an
     tops: list[float] = []
     sets = _unit_scale(_as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}, tops), tops)
     nm, nn, d = len(sets[0]), len(sets[1]), sets[0].shape[1]
-    f32 = _use_float32(precision, (nm + nn + len(sets[2])) * d * min(d, nm + nn))
+    f32 = use_float32(precision, (nm + nn + len(sets[2])) * d * min(d, nm + nn))
     return _estimate("smi", sets, lambda: _smi_fit(*sets, float32=f32), bootstrap=bootstrap, seed=seed,
                      anomaly_tol=anomaly_tol)
 
@@ -395,7 +389,7 @@ def smi_m(members, nonmembers, suspect, *, kernel: str = "rbf", bandwidth_factor
     tops: list[float] = []
     sets = _unit_scale(_as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}, tops), tops)
     nr = len(sets[0]) + len(sets[1])
-    f32 = kernel != "linear" and _use_float32(precision, (nr * nr // 2 + nr * len(sets[2])) * sets[0].shape[1])
+    f32 = kernel != "linear" and use_float32(precision, (nr * nr // 2 + nr * len(sets[2])) * sets[0].shape[1])
     fit = lambda: _smim_fit(*sets, kernel=kernel, bandwidth_factor=bandwidth_factor, seed=seed,  # noqa: E731
                             float32=f32)
     return _estimate("smi-m", sets, fit, bootstrap=bootstrap, seed=seed, anomaly_tol=anomaly_tol)
