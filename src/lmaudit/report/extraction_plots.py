@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.report.plots import _PALETTE, _plt, _png
+from lmaudit.report.plots import _PALETTE, _png, plt
 
 
 def log_p_by_steps(columns: dict[str, np.ndarray], *, title: str = "Single-query success by sampling resolution") -> bytes:
     """Box plot of per-record log10 p̂ for each step count (or model), infinite values dropped."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     labels = list(columns)
     data = [np.asarray(columns[k], dtype=float)[np.isfinite(columns[k])] / np.log(10) for k in labels]
@@ -24,7 +23,6 @@ def log_p_by_steps(columns: dict[str, np.ndarray], *, title: str = "Single-query
 
 def relaxed_rates(eps, predicted, empirical, *, label: str = "") -> bytes:
     """Mean Pr(d ≤ ε) over records: Gaussian prediction vs empirical rate of sampled generations."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(5.6, 4.0))
     ax.plot(eps, empirical, color=_PALETTE[0], marker="o", ms=3, lw=1.6, label=f"empirical {label}".strip())
     ax.plot(eps, predicted, color=_PALETTE[1], ls="--", lw=1.6, label=f"Gaussian fit {label}".strip())
@@ -36,7 +34,6 @@ def relaxed_rates(eps, predicted, empirical, *, label: str = "") -> bytes:
 
 def budget_curves(ns: np.ndarray, fractions: dict[str, np.ndarray], *, p: float) -> bytes:
     """Fraction of records extractable with probability ≥ p within n queries, log-x."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(5.6, 4.0))
     for i, (name, frac) in enumerate(fractions.items()):
         ax.plot(ns, 100 * np.asarray(frac), color=_PALETTE[i % len(_PALETTE)], lw=1.6, label=name)
@@ -48,7 +45,6 @@ def budget_curves(ns: np.ndarray, fractions: dict[str, np.ndarray], *, p: float)
 
 def likelihood_shift(train: np.ndarray, unseen: np.ndarray, *, title: str) -> bytes:
     """Histograms of log10 p̂ on training vs unseen records."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     t = np.asarray(train)[np.isfinite(train)] / np.log(10)
     u = np.asarray(unseen)[np.isfinite(unseen)] / np.log(10)

@@ -15,10 +15,6 @@ from lmaudit.metrics import auc, roc_curve
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 
 
-def _plt():
-    return plt
-
-
 # fixed margins of the membership-inference figures: drawn once, with no layout pass (every mia report has them)
 _MARGINS = {"single": dict(left=0.13, right=0.97, bottom=0.12, top=0.93),
             "grid": dict(left=0.05, right=0.99, bottom=0.07, top=0.89, wspace=0.22, hspace=0.5)}
@@ -31,13 +27,12 @@ def _png(fig, *, margins: str | None = None) -> bytes:
     if margins is not None:
         fig.subplots_adjust(**_MARGINS[margins])
     fig.savefig(buf, format="png", dpi=110, bbox_inches=None if margins else "tight")
-    _plt().close(fig)
+    plt.close(fig)
     return buf.getvalue()
 
 
 def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool = False) -> bytes:
     """ROC curve of every attack, AUC in the legend; ``log=True`` uses log-log axes (low-FPR regime)."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(5.6, 4.6))
     n_neg = int((np.asarray(labels) == 0).sum())
     ranked = sorted(scores.items(), key=lambda kv: -auc(labels, kv[1]))
@@ -58,7 +53,6 @@ def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool =
 
 def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
     """Member vs non-member score histograms, one panel per attack."""
-    plt = _plt()
     n = len(scores)
     cols = min(3, n)
     rows = (n + cols - 1) // cols
@@ -81,7 +75,6 @@ def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes
 
 def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_score: float, nonmember_score: float) -> bytes:
     """Q-Skew: the Δ = log p_target − log p_ref values of one member and one non-member."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     both = np.concatenate([member, nonmember])
     bins = np.histogram_bin_edges(both, bins=40)
@@ -96,7 +89,6 @@ def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_sco
 
 def auc_vs_epochs(curves: dict[str, dict]) -> bytes:
     """AUC (mean ± std over seeds) of every attack against the number of fine-tuning epochs."""
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, (name, c) in enumerate(sorted(curves.items())):
         epochs = sorted(int(e) for e in c)
@@ -113,7 +105,6 @@ def auc_vs_epochs(curves: dict[str, dict]) -> bytes:
 
 def gain_by_ratio(gains: dict[str, np.ndarray]) -> bytes:
     """Violin plot of per-token memorisation gains by the fine-tuning mask ratio."""
-    plt = _plt()
     ratios = sorted(gains, key=float)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.violinplot([np.asarray(gains[r]) for r in ratios], showmeans=True, showextrema=False)
@@ -134,7 +125,6 @@ def grouped_bars(groups: list[str], series: dict[str, tuple[list[float], list[fl
     series : dict
         ``{name: (means, stds)}``, one value per group each; one bar colour per series.
     """
-    plt = _plt()
     fig, ax = plt.subplots(figsize=(7.2, 4.0))
     width = 0.8 / len(series)
     for i, (name, (means, stds)) in enumerate(series.items()):
