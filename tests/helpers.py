@@ -42,7 +42,7 @@ def lmaudit(*args):
     """Run the ``lmaudit`` command line in this process (``typer.testing.CliRunner``); returns click's Result.
 
     An error is not turned into an exit code here: the Result's ``exception`` holds it, as
-    :func:`lmaudit.cli.main` receives it (see :func:`user_error`).
+    :func:`lmaudit.cli.main` receives it (see :func:`assert_user_error`).
     """
     from lmaudit.cli import app
 

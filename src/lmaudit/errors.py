@@ -28,3 +28,12 @@ class DataError(LmauditError):
 
 class ModelLoadError(LmauditError):
     """A model folder that cannot be loaded safely and offline."""
+
+
+def check_int(name: str, value, *, low: int, high: int | None = None, hint: str | None = None) -> int:
+    """``value`` as an option named ``name`` must be an integer in [low, high]; else a one-line error naming it."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+    if not ok:
+        bound = f"between {low} and {high:,}" if high is not None else f"≥ {low}"
+        raise LmauditError(f"{name} must be an integer {bound}, got {value!r}", hint=hint)
+    return value

@@ -40,6 +40,7 @@ def audit_set(
 ) -> None:
     """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
     model = c.pick_model(model, None, "")
+    c.check_out(out)
     cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
                       bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks))
     cfg.validate()

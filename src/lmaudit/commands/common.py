@@ -142,6 +142,13 @@ def shared_options(*, run: bool = False, model: bool = True):
     return decorate
 
 
+def check_out(out: Path, what: str = "--out") -> Path:
+    """An output folder must not be an existing file: said before any work, not after it."""
+    if out.exists() and not out.is_dir():
+        raise LmauditError(f"{what} '{out}' is an existing file", hint="name a folder (it is created if absent)")
+    return out
+
+
 def driver_device(backend: str) -> Optional[str]:
     """Where this process keeps a model: on the CPU when Ray workers hold the copies that compute."""
     return "cpu" if backend == "ray" else None

@@ -42,6 +42,7 @@ def mia(
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     model = c.pick_model(model, target, "--target")
+    c.check_out(out)
     mem, non = load_texts(members), load_texts(nonmembers)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
@@ -64,6 +65,7 @@ def demo(
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
+    c.check_out(out)
     result, dlm_result = run_demo(out, QUICK if quick else FULL)
     stdout_console.print(results_table(result))
     stdout_console.print(results_table(dlm_result))

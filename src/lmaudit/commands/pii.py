@@ -42,6 +42,7 @@ def pii(
 ) -> None:
     """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
     model = c.pick_model(model, None, "")
+    c.check_out(out)
     try:
         a = alpha if alpha == "auto" else float(alpha)
     except ValueError:

@@ -28,6 +28,7 @@ def run_cmd(
     run_options: c.RunOptions = None,
 ) -> None:
     """Run an experiment file and write its results, table and plots."""
+    c.check_out(out)
     cfg = load_experiment(experiment)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")

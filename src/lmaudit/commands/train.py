@@ -31,6 +31,7 @@ def pretrain(
     init_from: Optional[Path] = typer.Option(None, help="DLM: adapt this AR model folder instead of starting from scratch."),
 ) -> None:
     """Pretrain a tiny model on the embedded corpus' pretraining pool."""
+    c.check_out(out)
     corpus = build_corpus()
     do_pretrain(corpus, corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
                 init_from=init_from)
@@ -56,6 +57,7 @@ def finetune(
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning)."""
     start = c.pick_model(model, base, "--base")
+    c.check_out(out)
     do_finetune(start, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
                 seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs())
     info(f"saved to {out}")
@@ -83,6 +85,7 @@ def unlearn(
 ) -> None:
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
+    c.check_out(out)
     do_unlearn(model, load_texts(forget), load_texts(retain), out, method=method, base_dir=base, epochs=epochs,
                lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
                npo_beta=npo_beta, seed=seed, kind=model_options.kind, load_options=model_options.training_kwargs())
@@ -108,6 +111,7 @@ def shadows(
 ) -> None:
     """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings)."""
     start = c.pick_model(model, base, "--base")
+    c.check_out(out)
     path = train_shadows(start, load_texts(pool), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                          batch_size=batch_size, mode=mode, kind=model_options.kind,
                          load_options=model_options.training_kwargs())

@@ -11,10 +11,10 @@ import numpy as np
 
 from lmaudit.audit.smi import KERNELS, smi, smi_m, standardise
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, check_int
 from lmaudit.probes.features import hidden_features
 from lmaudit.runs.common import write_results
-from lmaudit.runs.mia import RunConfig, score_set
+from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
 
 METHODS = ("smi", "smi-m", "both")
 FEATURES = ("hidden", "scores")
@@ -34,6 +34,9 @@ class AuditConfig:
     budget: int = 16  # features=scores on a DLM: masked forwards per sample
 
     def validate(self) -> None:
+        check_int("--seed", self.seed, low=0)
+        check_int("--bootstrap", self.bootstrap, low=0)
+        check_int("budget", self.budget, low=1, high=MAX_BUDGET, hint=budget_memory_hint(self.budget))
         if self.method not in METHODS:
             raise LmauditError(f"unknown method '{self.method}'", hint=f"use one of {', '.join(METHODS)}")
         if self.kernel not in KERNELS:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError, LmauditError
+from lmaudit.errors import DataError, LmauditError, check_int
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, is_contiguous
 from lmaudit.models.fingerprint import tokenizer_fingerprint
@@ -40,6 +40,16 @@ class ExtractConfig:
     samples: int = 128  # generations per record for relaxed extraction
     seed: int = 0
     max_tokens: int = 131072  # rows × length per forward call
+
+    def __post_init__(self) -> None:
+        """Every count is checked here, before any model is loaded."""
+        check_int("--trajectories", self.trajectories, low=1)
+        check_int("--n", self.n, low=1)
+        check_int("--samples", self.samples, low=1)
+        check_int("--seed", self.seed, low=0)
+        check_int("max_tokens", self.max_tokens, low=1)
+        if self.relaxed is not None:
+            check_int("--relaxed", self.relaxed, low=0)
 
 
 def parse_steps(values) -> list[str]:

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.data.loaders import Record, TextSet, check_overlap
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, check_int
 from lmaudit.metrics import summarize
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
@@ -48,6 +48,25 @@ class RunConfig:
     n_bootstrap: int = 1000
     use_cache: bool = True
     budget: int = 16  # DLM: masked forwards per model per sample for every attack
+
+    def __post_init__(self) -> None:
+        """Every setting is checked here, before any model is loaded or any text probed."""
+        check_int("--seed", self.seed, low=0)
+        check_int("--batch-size", self.batch_size, low=1)
+        check_int("--bootstrap", self.n_bootstrap, low=0)
+        if self.max_length is not None:
+            check_int("max_length", self.max_length, low=2)
+        check_int("--budget", self.budget, low=1, high=MAX_BUDGET, hint=budget_memory_hint(self.budget))
+
+
+MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
+
+
+def budget_memory_hint(budget) -> str:
+    """What a budget costs in memory: masked probes keep 16 bytes per masked token, pattern and model."""
+    per_text = (budget if isinstance(budget, int) and budget > 0 else 0) * 128 * 16 * 2  # 256 tokens, half masked
+    return (f"each masked forward keeps about 16 bytes per masked token and model: a budget of {budget!r} would keep "
+            f"≈ {per_text / 2**20:,.0f} MiB per text of 256 tokens (target and reference); the default is 16")
 
 
 @dataclass

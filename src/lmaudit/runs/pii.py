@@ -25,7 +25,7 @@ import pandas as pd
 
 from lmaudit.attacks.q_skew import weighted_skew
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.errors import DataError, LmauditError
+from lmaudit.errors import DataError, LmauditError, check_int
 from lmaudit.extraction.reconstruct import PIIRecord, combined, dedupe, fit_alpha, rank_of, trim
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.generate import ar_sample, denoise
@@ -177,6 +177,16 @@ class ReconstructConfig:
     window: int = 20
     ce_batches: int = 8
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Every setting is checked here, before any model is loaded."""
+        check_int("--candidates", self.candidates, low=1)
+        check_int("--mask-length", self.mask_length, low=1)
+        if self.steps is not None:
+            check_int("--steps", self.steps, low=1)
+        check_int("--window", self.window, low=2)
+        check_int("ce_batches", self.ce_batches, low=1)
+        check_int("--seed", self.seed, low=0)
 
 
 def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> dict:

@@ -1,0 +1,72 @@
+"""Bad options are one-line errors naming the option, raised before any model is loaded or text probed."""
+
+import pytest
+
+from helpers import assert_user_error, lmaudit, write_jsonl
+from lmaudit.runs.audit_set import AuditConfig
+from lmaudit.runs.extract import ExtractConfig
+from lmaudit.runs.mia import RunConfig
+from lmaudit.runs.pii import ReconstructConfig
+
+
+@pytest.fixture
+def data(tmp_path):
+    return write_jsonl(tmp_path / "m.jsonl", ["some text here to score", "another text to score here"])
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Any attempt to load a model fails the test: the option must be refused first."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the options were checked")
+
+    for module in ("mia", "audit", "extraction", "pii"):
+        monkeypatch.setattr(f"lmaudit.commands.{module}.load_model", refuse)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--seed", "-1"], "--seed must be an integer ≥ 0, got -1"),
+    (["--batch-size", "0"], "--batch-size must be an integer ≥ 1, got 0"),
+    (["--bootstrap", "-5"], "--bootstrap must be an integer ≥ 0"),
+    (["--budget", "1000000"], "--budget must be an integer between 1 and 1,024, got 1000000"),
+    (["--budget", "0"], "--budget must be an integer between 1 and 1,024, got 0"),
+])
+def test_mia_refuses_bad_numbers_before_loading_anything(tmp_path, data, no_model_load, args, needle):
+    res = lmaudit("mia", "--model", tmp_path / "model", "--members", data, "--nonmembers", data,
+                  "--out", tmp_path / "out", *args)
+    exc = assert_user_error(res, needle)
+    assert not (tmp_path / "out").exists()
+    if "--budget" in args and args[1] == "1000000":
+        assert "MiB per text" in exc.hint  # the error says what such a budget would cost
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, data, no_model_load):
+    taken = tmp_path / "results.txt"
+    taken.write_text("keep me")
+    for command in (["mia", "--members", data, "--nonmembers", data],
+                    ["audit-set", "--members", data, "--nonmembers", data, "--suspect", data],
+                    ["extract", "--data", data],
+                    ["pii", "--records", data]):
+        res = lmaudit(command[0], "--model", tmp_path / "model", *command[1:], "--out", taken)
+        assert_user_error(res, f"--out '{taken}' is an existing file")
+    assert taken.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda: ReconstructConfig(candidates=0), "--candidates must be an integer ≥ 1, got 0"),
+    (lambda: ReconstructConfig(seed=-1), "--seed must be an integer ≥ 0"),
+    (lambda: ExtractConfig(trajectories=0), "--trajectories must be an integer ≥ 1"),
+    (lambda: ExtractConfig(seed=-3), "--seed must be an integer ≥ 0"),
+    (lambda: RunConfig(batch_size=True), "--batch-size must be an integer ≥ 1, got True"),
+    (lambda: AuditConfig(seed=-1).validate(), "--seed must be an integer ≥ 0"),
+])
+def test_configs_check_their_numbers_when_made(make, needle):
+    from lmaudit.errors import LmauditError
+
+    with pytest.raises(LmauditError, match=needle):
+        make()
+
+
+def test_good_values_pass():
+    assert RunConfig(seed=0, batch_size=1, n_bootstrap=0, budget=1024).budget == 1024
+    assert ReconstructConfig(candidates=1).candidates == 1
