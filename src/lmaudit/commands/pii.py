@@ -65,8 +65,9 @@ def pii(
              f"{payload['coverage']['percent']:.0f}%" + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None
                                                          else ""))
     stdout_console.print(c.rich_table(title, *asr_rows(payload)))
-    show = (lambda v: v or "-") if show_pii else mask_value
+    show = (lambda v: v or "-") if show_pii else (lambda v: mask_value(v, field))
     for rid, case in list(zip(payload["records"]["id"], payload["_cases"]))[:5]:
         top = case["values"][0] if case["values"] else None
-        stdout_console.print(f"  {rid}: true {show(case['truth'])}, first candidate {show(top)}", highlight=False)
+        stdout_console.print(f"  {rid}: true {show(case['truth'])}, first candidate {show(top)}", highlight=False,
+                             markup=False)
     finish(path, out, run_options.no_report)
