@@ -207,8 +207,30 @@ def _read_csv(path: Path, fh, text_field: str) -> list[Record]:
     return records
 
 
+def _skip_reason(p: Path) -> str | None:
+    """Why a folder entry is not read as a text (None: it is read). ``.txt`` in any case counts."""
+    if p.suffix.lower() != ".txt":
+        return "a folder" if p.is_dir() else "not a .txt file"
+    if p.is_symlink() and not p.exists():  # exists() follows the link: False for a dangling or looping one
+        return "a broken or looping link"
+    if not p.is_file():
+        return "not a regular file"
+    return None
+
+
 def _load_folder(path: Path) -> list[Record]:
-    files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+    """Every ``*.txt`` file of the folder (the suffix in any case); every other entry is reported, never dropped silently."""
+    files, skipped = [], []
+    for p in sorted(path.iterdir()):
+        reason = _skip_reason(p)
+        if reason is None:
+            files.append(p)
+        else:
+            skipped.append(f"{p.name} ({reason})")
+    if skipped:
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        warnings.warn(f"{path}: skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that are not .txt "
+                      f"files: {', '.join(skipped[:5])}{more}", stacklevel=3)
     if not files:
         raise DataError(f"{path}: folder has no .txt files")
     return [Record(id=f.stem, target=_check_text(_decode(f.read_bytes(), f), where=str(f), name="text")) for f in files]
