@@ -270,7 +270,8 @@ def test_a_million_character_text_loads_intact(tmp_path, fmt):
 
 
 AWKWARD = st.sampled_from(list('\u2028\u2029\x85\x0b\x0c\x1c\r\n\t",\x00\ufeff\\'))  # separators, quotes, NUL, BOM
-TEXTS = st.lists(st.text(st.one_of(st.characters(), AWKWARD), min_size=1, max_size=40).filter(lambda t: t.strip()),
+# any character but a lone surrogate (UTF-8 cannot encode one: no file can hold it)
+TEXTS = st.lists(st.text(st.one_of(st.characters(exclude_categories=("Cs",)), AWKWARD), min_size=1, max_size=40).filter(lambda t: t.strip()),
                  min_size=1, max_size=6)
 
 
