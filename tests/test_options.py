@@ -70,3 +70,17 @@ def test_configs_check_their_numbers_when_made(make, needle):
 def test_good_values_pass():
     assert RunConfig(seed=0, batch_size=1, n_bootstrap=0, budget=1024).budget == 1024
     assert ReconstructConfig(candidates=1).candidates == 1
+
+
+def test_tiny_sets_and_constant_scores_are_said_not_hidden():
+    import numpy as np
+
+    from lmaudit.runs.mia import degenerate_notes
+
+    with pytest.warns(UserWarning, match="only 1 member"):
+        notes = degenerate_notes("loss", np.array([0.1, 0.3]), 1, 1)
+    assert len(notes) == 1 and "unreliable" in notes[0]
+    with pytest.warns(UserWarning, match="same score"):
+        notes = degenerate_notes("q_skew", np.zeros(60), 30, 30)
+    assert notes == [notes[0]] and "could not tell the texts apart" in notes[0]
+    assert degenerate_notes("loss", np.arange(60.0), 30, 30) == []

@@ -86,3 +86,16 @@ def test_every_committed_results_folder_renders_its_report(tmp_path, folder):
         assert all(html.escape(cell) in page for row in t["rows"] for cell in row)
     assert page.count("data:image/png;base64,") == len(res.get("figures", [])) == len(report.figures)
     assert {f: f.stat().st_mtime_ns for f in folder.rglob("*")} == before  # nothing written into the repository
+
+
+def test_caveats_of_an_attack_are_shown_under_the_table(tmp_path):
+    run = synthetic_run(tmp_path)
+    res = json.loads((run / "results.json").read_text())
+    res["attacks"]["loss"]["notes"] = ["every sample has the same score: the attack could not tell the texts apart"]
+    (run / "results.json").write_text(json.dumps(res))
+    html = write_report(run).read_text()
+    assert "Caveats" in html and "could not tell the texts apart" in html
+    assert html.index("Caveats") < html.index("ROC curves")
+    (tmp_path / "clean").mkdir()
+    clean = synthetic_run(tmp_path / "clean")
+    assert "Caveats" not in write_report(clean).read_text()

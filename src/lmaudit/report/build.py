@@ -35,6 +35,7 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
                      _pct(m["tpr@0.1%fpr"]), f"{m.get('forwards_per_sample', 1):g}", params])
     kind = res["target"].get("kind", "ar").upper()
     tag = prefix.lower().replace(" ", "_")
+    caveats = [[n, note] for n, m in res["attacks"].items() for note in m.get("notes", [])]
     sections = [
         Section(f"{prefix}Membership inference ({kind})",
                 f"{res['n_members']} members vs {res['n_nonmembers']} non-members; higher score = more likely a member. "
@@ -47,6 +48,8 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
         Section(f"{prefix}Score distributions",
                 figures=[Figure(f"{tag}hist", "Member vs non-member scores", plots.score_histograms(labels, by_attack))]),
     ]
+    if caveats:  # right under the table they qualify
+        sections.insert(1, Section(f"{prefix}Caveats", table=(["attack", "what makes its figures unreliable"], caveats)))
     examples = run / "examples.json"
     if examples.exists():  # per attack: the values its statistic reads, for a typical member and non-member
         for name, ex in json.loads(examples.read_text()).items():

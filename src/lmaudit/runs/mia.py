@@ -11,6 +11,7 @@ statistics its attacks read.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -321,6 +322,9 @@ def run_mia(
     for spec in specs:
         metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
                               **summarize(labels, scores[spec.name], n_resamples=config.n_bootstrap, seed=config.seed)}
+        notes = degenerate_notes(spec.name, scores[spec.name], len(members), len(nonmembers))
+        if notes:
+            metrics[spec.name]["notes"] = notes
     timings["metrics"] = time.perf_counter() - t0
     return MIAResult(
         config=config,
@@ -335,6 +339,28 @@ def run_mia(
         timings_s=timings,
         examples=examples,
     )
+
+
+MIN_PER_CLASS = 20  # below this many members or non-members, intervals and TPRs say little
+
+
+def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers: int) -> list[str]:
+    """What makes an attack's figures unreliable on this set; each note is also raised as a warning.
+
+    Fewer than :data:`MIN_PER_CLASS` samples of a class (the bootstrap interval of a tiny set
+    is narrow for the wrong reason), and scores that are all equal (AUC 0.5 then says
+    nothing about the model: the attack could not tell any two texts apart).
+    """
+    notes = []
+    if min(n_members, n_nonmembers) < MIN_PER_CLASS:
+        notes.append(f"only {n_members} member(s) and {n_nonmembers} non-member(s) (fewer than {MIN_PER_CLASS} per "
+                     "class): the AUC interval and the TPRs are unreliable")
+    if np.ptp(score) == 0:
+        notes.append("every sample has the same score: the attack could not tell the texts apart, so its AUC of 0.5 "
+                     "says nothing about the model")
+    for note in notes:
+        warnings.warn(f"{name}: {note}", stacklevel=3)
+    return notes
 
 
 def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle | None = None,
