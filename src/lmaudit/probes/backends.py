@@ -2,7 +2,7 @@
 
 A *task* is a picklable callable ``task(handle, shard) -> result``: the probe code
 itself (see :mod:`lmaudit.probes.shards`), so both backends run one implementation
-of every statistic. ``handle`` is a :class:`~lmaudit.models.loading.LoadedModel`.
+of every statistic. ``handle`` is a :class:`~lmaudit.models.handle.ModelHandle`.
 
 The Ray backend starts ``workers`` actors per model; each loads the model once —
 from its local folder with the options it was loaded with here, or, for a model
@@ -58,14 +58,16 @@ def _require_ray():
 
 
 def _load_handle(source, tokenizer):
-    """What a worker serves: a LoadedModel, loaded from its folder (a dict of load options) or given.
+    """What a worker serves: a ModelHandle, loaded from its folder (a dict of load options) or given.
 
-    It tokenises with ``tokenizer``, the one the driver gave the task (a reference
-    model is probed on the target's token ids).
+    It tokenises (and pads) with ``tokenizer``, the one the driver gave the task (a
+    reference model is probed on the target's token ids).
     """
     if isinstance(source, dict):
         source = load_model(**source, device=None)
     source.tokenizer = tokenizer
+    if source.adapter is not None:
+        source.adapter.tokenizer = tokenizer
     return source
 
 

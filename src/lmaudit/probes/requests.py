@@ -10,9 +10,7 @@ so attacks that read the same records share one probe pass.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
-from lmaudit.probes.masks import MaskPlan
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -21,16 +19,8 @@ class ARRequest:
 
     kind: str = "ar"
 
-    @property
-    def n_patterns(self) -> int:
-        return 1
-
-    def key(self) -> dict:
-        return asdict(self)
-
 
 AR_PROBE = ARRequest()
-ProbeRequest = ARRequest | MaskPlan
 
 
 def ar_probe(params: dict, budget: int) -> ARRequest:

@@ -159,7 +159,7 @@ class _Probing:
 
 
 def _ar_group(ctx: _Probing, request: ARRequest, group, textset: TextSet):
-    """(shard iterator, whole-set function, forwards per sample) of the AR probe for ``group``."""
+    """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size)
     t0 = time.perf_counter()
     tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
@@ -189,11 +189,14 @@ def _ar_group(ctx: _Probing, request: ARRequest, group, textset: TextSet):
             reference=None if ref is None else ARStats.concat(ref.all()), shadows=shadow)
 
     forwards = {s.name: 1 + (len(ctx.shadows.paths) if s.needs_shadows else 0) for s in group}
-    return shards(), whole, forwards
+    return shards(), whole, lambda: forwards, None
 
 
 def _masked_group(ctx: _Probing, plan: MaskPlan, group, textset: TextSet):
-    """(shard iterator, whole-set function, forwards per sample) of the masked probe under ``plan``."""
+    """(shard iterator, whole-set function, forwards per sample, probe) of the masked probe under ``plan``.
+
+    Forwards per sample are the mean number of mask patterns, known once the shards were read.
+    """
     use_ref = ctx.reference is not None and any(s.needs_reference for s in group)
     fps = (ctx.target.fingerprint, None if ctx.reference is None else ctx.reference.fingerprint)
 
@@ -214,18 +217,7 @@ def _masked_group(ctx: _Probing, plan: MaskPlan, group, textset: TextSet):
     def whole():
         return MaskedStats.concat([s for _, s in probe(textset)])
 
-    return shards(), whole, _LazyForwards(n_patterns, [s.name for s in group]), probe
-
-
-class _LazyForwards(dict):
-    """Forwards per sample of a masked group: the mean number of patterns, known once the shards were read."""
-
-    def __init__(self, n_patterns: np.ndarray, names: list[str]) -> None:
-        super().__init__()
-        self._n, self._names = n_patterns, names
-
-    def resolve(self) -> dict[str, float]:
-        return {name: float(self._n.mean()) for name in self._names}
+    return shards(), whole, lambda: {s.name: float(n_patterns.mean()) for s in group}, probe
 
 
 def _check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:
@@ -251,14 +243,12 @@ def _score(ctx: _Probing, specs, params, textset: TextSet, n_members: int):
     scores, forwards, examples = {}, {}, {}
     for request, group in groups.items():
         t0 = time.perf_counter()
-        if isinstance(request, MaskPlan):
-            shards, whole, fwd, probe = _masked_group(ctx, request, group, textset)
-        else:
-            (shards, whole, fwd), probe = _ar_group(ctx, request, group, textset), None
+        group_probe = _masked_group if isinstance(request, MaskPlan) else _ar_group
+        shards, whole, fwd, probe = group_probe(ctx, request, group, textset)
         group_scores = _score_shards(group, params, len(textset), shards, whole=whole)
         ctx.timings["score"] = ctx.timings.get("score", 0.0) + time.perf_counter() - t0
         scores.update(group_scores)
-        forwards.update(fwd.resolve() if isinstance(fwd, _LazyForwards) else fwd)
+        forwards.update(fwd())
         for spec in group:
             if spec.example is not None and probe is not None and (not spec.needs_reference or ctx.reference) \
                     and 0 < n_members < len(textset):
