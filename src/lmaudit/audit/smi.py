@@ -95,6 +95,10 @@ def _unit_scale(sets: list[np.ndarray], tops: list[float] | None = None) -> list
     """
     tops = tops or [float(np.max(np.abs(s))) for s in sets[:2]]
     top = max(tops[0], tops[1])
+    if top > 0 and any(float(np.max(np.abs(s))) > 1e50 * top for s in sets[2:]):
+        # e.g. references of size 1e-308 and a suspect set of size 1: fourth powers would overflow
+        raise LmauditError("the suspect set's features are more than 1e50 times larger than the reference sets'",
+                           hint="the sets must come from the same feature extractor; check their scales")
     return [s / top for s in sets] if top > 0 and not 1e-50 < top < 1e50 else sets
 
 
