@@ -4,7 +4,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
 from lmaudit.errors import LmauditError
-from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr
+from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr, tpr_text
 
 
 def test_auc_and_roc_match_scikit_learn_with_ties():
@@ -43,3 +43,18 @@ def test_single_class_and_nan_are_clear_errors():
         auc([1, 1, 1], [0.1, 0.2, 0.3])
     with pytest.raises(LmauditError, match="NaN or infinite"):
         summarize([1, 0], [np.nan, 0.0])
+
+
+def test_a_tpr_finer_than_one_nonmember_is_not_resolvable():
+    """With 300 non-members the finest FPR step is 0.33%: TPR@0.1%FPR would be the TPR at zero false positives."""
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(300), np.zeros(300)].astype(int)
+    s = rng.normal(size=600) + y
+    out = summarize(y, s, n_resamples=20)
+    assert out["tpr@0.1%fpr"] is None and out["unresolved"] == {"tpr@0.1%fpr": "n/a (needs ≥ 1,000 non-members)"}
+    assert out["tpr@1%fpr"] == tpr_at_fpr(y, s, fpr=0.01)
+    assert tpr_text(out, "tpr@0.1%fpr") == "n/a (needs ≥ 1,000 non-members)"
+    assert tpr_text(out, "tpr@10%fpr") == f"{100 * tpr_at_fpr(y, s, fpr=0.1):.1f}%"
+    y = np.r_[np.ones(10), np.zeros(1000)].astype(int)  # 1,000 non-members resolve 0.1%
+    out = summarize(y, rng.normal(size=1010), n_resamples=20)
+    assert "unresolved" not in out and out["tpr@0.1%fpr"] is not None

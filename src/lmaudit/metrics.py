@@ -104,12 +104,31 @@ def auc_bootstrap_ci(y_true, y_score, *, n_resamples: int = 1000, level: float =
     return float(lo), float(hi)
 
 
+TPR_POINTS = {"tpr@10%fpr": 0.1, "tpr@1%fpr": 0.01, "tpr@0.1%fpr": 0.001}
+
+
 def summarize(y_true, y_score, *, n_resamples: int = 1000, seed: int = 0) -> dict[str, object]:
-    """AUC with its 95% bootstrap CI and TPR at 10%, 1% and 0.1% FPR."""
-    return {
+    """AUC with its 95% bootstrap CI and TPR at 10%, 1% and 0.1% FPR.
+
+    A TPR at an FPR finer than 1/n_nonmembers cannot be measured (it would be the TPR
+    at zero false positives): its value is None and ``unresolved`` maps its key to the
+    reason, e.g. ``"n/a (needs ≥ 1000 non-members)"``.
+    """
+    out: dict[str, object] = {
         "auc": auc(y_true, y_score),
         "auc_ci95": list(auc_bootstrap_ci(y_true, y_score, n_resamples=n_resamples, seed=seed)),
-        "tpr@10%fpr": tpr_at_fpr(y_true, y_score, fpr=0.1),
-        "tpr@1%fpr": tpr_at_fpr(y_true, y_score, fpr=0.01),
-        "tpr@0.1%fpr": tpr_at_fpr(y_true, y_score, fpr=0.001),
     }
+    n_neg = int((np.asarray(y_true) == 0).sum())
+    for key, fpr in TPR_POINTS.items():
+        if fpr * n_neg < 1 - 1e-9:  # the finest FPR step of n non-members is 1/n
+            out[key] = None
+            out.setdefault("unresolved", {})[key] = f"n/a (needs ≥ {round(1 / fpr):,} non-members)"
+        else:
+            out[key] = tpr_at_fpr(y_true, y_score, fpr=fpr)
+    return out
+
+
+def tpr_text(metrics: dict, key: str) -> str:
+    """A TPR of :func:`summarize`'s output as a percentage, or the reason it cannot be measured."""
+    value = metrics.get(key)
+    return metrics.get("unresolved", {}).get(key, "n/a") if value is None else f"{100 * value:.1f}%"

@@ -98,8 +98,9 @@ class Workspace:
 
 
 def metrics(result, name: str) -> dict[str, float]:
-    """AUC and TPR at 10% and 1% FPR of attack ``name`` in an MIA result."""
-    return {m: float(result.attacks[name][m]) for m in METRICS}
+    """AUC and TPR at 10% and 1% FPR of attack ``name`` in an MIA result (NaN for a TPR too few non-members
+    resolve)."""
+    return {m: float("nan") if result.attacks[name][m] is None else float(result.attacks[name][m]) for m in METRICS}
 
 
 def aggregate(per_seed: list[dict[str, float]]) -> dict[str, list[float]]:
