@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
+from lmaudit.folders import write_manifest
+
 WORDS = (
     "the a model data train token layer value array matrix function return input output tensor shape "
     "index batch vector sample weight bias gradient loss mean sum axis dtype float integer string list "
@@ -74,7 +76,7 @@ def assert_user_error(result, *needles: str):
 
 
 def synthetic_run(folder: Path, *, with_examples: bool = True) -> Path:
-    """A membership-inference results folder (results.json, scores.parquet, examples.json) with made-up values."""
+    """A membership-inference results folder (results.json, scores.parquet, examples.json, manifest) with made-up values."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -93,4 +95,5 @@ def synthetic_run(folder: Path, *, with_examples: bool = True) -> Path:
         (folder / "examples.json").write_text(json.dumps({"q_skew": {
             "member": rng.exponential(size=50).tolist(), "nonmember": rng.normal(size=50).tolist(),
             "member_score": 0.9, "nonmember_score": 0.0}}))
+    write_manifest(folder, "run")
     return folder

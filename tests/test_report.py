@@ -11,6 +11,7 @@ import pytest
 
 from helpers import synthetic_run
 from lmaudit.errors import LmauditError
+from lmaudit.folders import write_manifest
 from lmaudit.report import plots
 from lmaudit.report.build import build_report, write_report
 
@@ -93,6 +94,7 @@ def test_caveats_of_an_attack_are_shown_under_the_table(tmp_path):
     res = json.loads((run / "results.json").read_text())
     res["attacks"]["loss"]["notes"] = ["every sample has the same score: the attack could not tell the texts apart"]
     (run / "results.json").write_text(json.dumps(res))
+    write_manifest(run, "run")
     html = write_report(run).read_text()
     assert "Caveats" in html and "could not tell the texts apart" in html
     assert html.index("Caveats") < html.index("ROC curves")

@@ -78,4 +78,4 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
                     "reference": None if ref is None else ref.path, "show_pii": show_pii})
-    return RunResult(payload, lambda p, out: write_reconstruction(p, out, show_pii=show_pii))
+    return RunResult(payload, lambda p, out, report=False: write_reconstruction(p, out, show_pii=show_pii, report=report))

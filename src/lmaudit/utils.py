@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib
 import json
 import os
 import pkgutil
+import signal
 import subprocess
 import tempfile
 import tomllib
@@ -47,13 +49,36 @@ def stable_seed(*parts: Any) -> int:
     return int(stable_hash(*parts, digest_size=8), 16) & ((1 << 63) - 1)
 
 
+_FAULT_COUNT: dict[str, int] = {}
+
+
+def fault_point(stage: str) -> None:
+    """Test hook: ``LMAUDIT_FAULT=<stage>:<k>`` SIGKILLs this process at the k-th ``stage`` (1-based);
+    ``LMAUDIT_FAULT=<stage>:<k>:enospc`` raises "No space left on device" there instead.
+
+    Stages: ``shard-unrenamed`` (a shard written to its temporary file, before the
+    rename), ``shard-saved`` (a shard file in place), ``folder-written`` (an output
+    folder complete in its temporary place, before the swap), ``folder-aside`` (the
+    previous output folder moved aside, the new one not yet in place), ``digest-write``
+    (a model fingerprint being memoised).
+    """
+    spec = os.environ.get("LMAUDIT_FAULT", "").split(":")
+    if len(spec) < 2 or spec[0] != stage:
+        return
+    _FAULT_COUNT[stage] = _FAULT_COUNT.get(stage, 0) + 1
+    if _FAULT_COUNT[stage] >= int(spec[1]):
+        if spec[2:] == ["enospc"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-_UMASK = _current_umask()
+UMASK = _current_umask()
 
 
 @contextmanager
@@ -67,7 +92,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
+    os.chmod(tmp_path, 0o666 & ~UMASK)  # mkstemp creates 0600; give the file the usual permissions
     try:
         yield tmp_path
         os.replace(tmp_path, path)

@@ -50,7 +50,7 @@ def audit_set(
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg,
                             reference=ref)
-    path = write_audit(payload, out)
+    path = write_audit(payload, out, report=not run_options.no_report)
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
     stdout_console.print(c.rich_table(title, *audit_rows(payload)))

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from lmaudit.errors import LmauditError
+from lmaudit.folders import check_replaceable
 from lmaudit.utils import read_toml
 
 PANEL_AUDIT = "Audit a model"
@@ -143,10 +144,8 @@ def shared_options(*, run: bool = False, model: bool = True):
 
 
 def check_out(out: Path, what: str = "--out") -> Path:
-    """An output folder must not be an existing file: said before any work, not after it."""
-    if out.exists() and not out.is_dir():
-        raise LmauditError(f"{what} '{out}' is an existing file", hint="name a folder (it is created if absent)")
-    return out
+    """An output folder must be new, empty or one lmaudit wrote (it is replaced whole): said before any work."""
+    return check_replaceable(out, what)
 
 
 def driver_device(backend: str) -> Optional[str]:

@@ -63,7 +63,7 @@ def extract(
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         payload = run_extraction(loaded, load_texts(data), cfg)
     payload["model"] = str(model)
-    path = write_extraction(payload, out)
+    path = write_extraction(payload, out, report=not run_options.no_report)
     stdout_console.print(extraction_table(payload))
     if "relaxed" in payload:
         r = payload["relaxed"]

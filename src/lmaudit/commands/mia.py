@@ -52,7 +52,7 @@ def mia(
     shadow_set = ShadowSet.load(shadows) if shadows is not None else None
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
-    path = result.write(out)
+    path = result.write(out, report=not run_options.no_report)
     stdout_console.print(results_table(result))
     finish(path, out, run_options.no_report)
 
@@ -66,7 +66,7 @@ def demo(
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
     c.check_out(out)
-    result, dlm_result = run_demo(out, QUICK if quick else FULL)
+    result, dlm_result = run_demo(out, QUICK if quick else FULL, report=not no_report)
     stdout_console.print(results_table(result))
     stdout_console.print(results_table(dlm_result))
     stdout_console.print(f"(total {result.timings_s['demo_total']:.0f} s)")

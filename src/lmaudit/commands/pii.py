@@ -60,7 +60,7 @@ def pii(
         payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": str(model),
                     "reference": None if reference is None else str(reference), "show_pii": show_pii})
-    path = write_reconstruction(payload, out, show_pii=show_pii)
+    path = write_reconstruction(payload, out, show_pii=show_pii, report=not run_options.no_report)
     title = (f"PII reconstruction ({field}): {payload['n_records']} records, true value generated for "
              f"{payload['coverage']['percent']:.0f}%" + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None
                                                          else ""))

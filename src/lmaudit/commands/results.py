@@ -31,7 +31,7 @@ def run_cmd(
     c.check_out(out)
     cfg = load_experiment(experiment)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}")
+        folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}", report=not run_options.no_report)
     stdout_console.print((folder / "table.md").read_text())
     finish(folder / "results.json", folder, run_options.no_report)
 
@@ -44,10 +44,10 @@ def tables_cmd(
 ) -> None:
     """Rebuild experiment folders' tables, figures and table.md from their results.json, without re-running."""
     for folder in run_dirs:
-        rebuild_outputs(folder)
+        rebuild_outputs(folder, report=not no_report)
         stdout_console.print(f"rebuilt: {folder / 'table.md'}")
         if not no_report:
-            stdout_console.print(f"report: {write_report(folder)}")
+            stdout_console.print(f"report: {folder / 'report.html'}")
 
 
 @app.command(rich_help_panel=c.PANEL_RESULTS)

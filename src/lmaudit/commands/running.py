@@ -9,7 +9,6 @@ from typing import Optional
 
 from lmaudit.probes.backends import make_backend, use_backend
 from lmaudit.progress import stdout_console
-from lmaudit.report.build import write_report
 
 
 @contextmanager
@@ -20,7 +19,7 @@ def backend_from(name: str, address: Optional[str], workers: Optional[int]) -> I
 
 
 def finish(results: Path, out: Path, no_report: bool) -> None:
-    """Print where the results are and write the report unless ``no_report``."""
+    """Print where the results and (unless ``no_report``) the report written with them are."""
     stdout_console.print(f"results: {results}")
     if not no_report:
-        stdout_console.print(f"report: {write_report(out)}")
+        stdout_console.print(f"report: {out / 'report.html'}")

@@ -11,13 +11,16 @@ its stored ``results.json`` (and array files) without running anything.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.registry import ExperimentType, get_experiment_type
-from lmaudit.utils import atomic_path, write_json_atomic
+from lmaudit.folders import output_folder, verify_folder
+from lmaudit.report.build import write_report
+from lmaudit.utils import write_json_atomic
 
 BUILT = ("tables", "figures")  # the keys of results.json that are built from the others
 
@@ -56,24 +59,24 @@ def _load_arrays(folder: Path, spec: ExperimentType) -> dict[str, dict[str, np.n
     return out
 
 
-def _write(folder: Path, record: dict, spec: ExperimentType, arrays: dict) -> Path:
+def _write(folder: Path, record: dict, spec: ExperimentType, arrays: dict, *, report: bool, shown_as: Path) -> Path:
     """Build the tables and figures of ``record`` (with ``arrays`` beside it) and write the folder's files."""
     full = {**record, **arrays}
     tables = [{"caption": caption, "header": list(header), "rows": [list(map(str, r)) for r in rows]}
               for caption, header, rows in spec.tables(full)]
     figures = []
     for stem, caption, png in spec.figures(full):
-        with atomic_path(folder / f"{stem}.png") as tmp:
-            tmp.write_bytes(png)
+        (folder / f"{stem}.png").write_bytes(png)
         figures.append({"file": f"{stem}.png", "caption": caption})
     record = {**record, "tables": tables, "figures": figures}
     write_json_atomic(folder / "results.json", record)
-    with atomic_path(folder / "table.md") as tmp:
-        tmp.write_text(markdown(record), encoding="utf-8")
+    (folder / "table.md").write_text(markdown(record), encoding="utf-8")
+    if report:
+        write_report(folder, shown_as=shown_as, verify=False)
     return folder
 
 
-def write_outputs(folder: str | Path, record: dict) -> Path:
+def write_outputs(folder: str | Path, record: dict, *, report: bool = False) -> Path:
     """Write a finished experiment's folder: array files, results.json (with tables and figures), PNGs, table.md.
 
     Parameters
@@ -84,6 +87,10 @@ def write_outputs(folder: str | Path, record: dict) -> Path:
         ``experiment`` (the configuration, whose ``type`` names the experiment type), ``command``,
         provenance and the type's payload; the payload keys the type declares as ``arrays`` go to
         ``KEY.npz`` (float32) instead of ``results.json``.
+    report : bool
+        Also write ``report.html`` and ``report.md``.
+
+    The folder is built beside its place and swapped in whole (:mod:`lmaudit.folders`).
 
     Returns
     -------
@@ -91,23 +98,25 @@ def write_outputs(folder: str | Path, record: dict) -> Path:
         The folder.
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     spec = get_experiment_type(record["experiment"]["type"])
     record = {k: v for k, v in record.items() if k not in BUILT}
-    for key, prefix in spec.arrays.items():
-        values = record.pop(key, None)
-        if values is not None:
-            np.savez_compressed(_array_file(folder, key),
-                                **{f"{prefix}{label}": np.asarray(v, dtype=np.float32) for label, v in values.items()})
-    return _write(folder, record, spec, _load_arrays(folder, spec))
+    with output_folder(folder, what="experiment") as tmp:
+        for key, prefix in spec.arrays.items():
+            values = record.pop(key, None)
+            if values is not None:
+                np.savez_compressed(_array_file(tmp, key),
+                                    **{f"{prefix}{label}": np.asarray(v, dtype=np.float32) for label, v in values.items()})
+        _write(tmp, record, spec, _load_arrays(tmp, spec), report=report, shown_as=folder)
+    return folder
 
 
-def rebuild_outputs(folder: str | Path) -> Path:
+def rebuild_outputs(folder: str | Path, *, report: bool = False) -> Path:
     """Rebuild the tables, figures and ``table.md`` of an experiment folder from its ``results.json``; no re-run.
 
     Every stored value stays as it is; only ``tables`` and ``figures`` are (re)written,
-    with the PNG files and ``table.md``. Raises :class:`LmauditError` for a folder that
-    holds no experiment's ``results.json``.
+    with the PNG files and ``table.md`` (and the report when ``report``); the folder is
+    replaced whole. Raises :class:`LmauditError` for a folder that holds no
+    experiment's ``results.json``, or whose array files do not match its manifest.
     """
     folder = Path(folder)
     path = folder / "results.json"
@@ -117,6 +126,13 @@ def rebuild_outputs(folder: str | Path) -> Path:
     if "experiment" not in record:
         raise LmauditError(f"{path}: not the results of an experiment (no 'experiment' key)",
                            hint="pass a folder written by 'lmaudit run'")
+    verify_folder(folder, suffixes=(".npz",))  # the stored arrays; results.json is what is rebuilt
     spec = get_experiment_type(record["experiment"]["type"])
     record = {k: v for k, v in record.items() if k not in BUILT}
-    return _write(folder, record, spec, _load_arrays(folder, spec))
+    arrays = _load_arrays(folder, spec)
+    with output_folder(folder, what="experiment") as tmp:
+        for key in spec.arrays:
+            if _array_file(folder, key).exists():
+                shutil.copy2(_array_file(folder, key), _array_file(tmp, key))
+        _write(tmp, record, spec, arrays, report=report, shown_as=folder)
+    return folder

@@ -17,14 +17,15 @@ from lmaudit.experiments.config import BaseConfig, check_name
 from lmaudit.experiments.outputs import write_outputs
 from lmaudit.experiments.registry import get_experiment_type
 from lmaudit.experiments.workspace import Workspace
+from lmaudit.folders import check_replaceable
 from lmaudit.progress import info
 from lmaudit.utils import git_commit, package_versions
 
 
-def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command: str = "") -> Path:
+def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command: str = "", report: bool = False) -> Path:
     """Run ``cfg`` (the config of its type, from :func:`~lmaudit.experiments.registry.load_experiment`).
 
-    Writes the outputs under ``out_root/cfg.name`` and returns that folder.
+    Writes the outputs under ``out_root/cfg.name`` (with the report when ``report``) and returns that folder.
     """
     t0 = time.perf_counter()
     spec = get_experiment_type(cfg.type)
@@ -32,6 +33,7 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
         raise TypeError(f"experiment '{cfg.name}' of type '{cfg.type}' needs a {spec.config.__name__}, "
                         f"got {type(cfg).__name__}")
     check_name(cfg.name, f"experiment of type '{cfg.type}'")
+    check_replaceable(Path(out_root) / cfg.name, "the experiment's folder")
     info(f"experiment {cfg.name} ({cfg.type}): {cfg.description}")
     ws = Workspace(cfg)
     payload = spec.run(ws, cfg)
@@ -46,4 +48,4 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
         "runtime_s": round(time.perf_counter() - t0, 1),
         **payload,
     }
-    return write_outputs(Path(out_root) / cfg.name, record)
+    return write_outputs(Path(out_root) / cfg.name, record, report=report)

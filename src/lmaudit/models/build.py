@@ -20,6 +20,7 @@ from transformers import AutoTokenizer
 from lmaudit.data.corpus import Corpus
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.folders import output_folder
 from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.loading import load_model, quiet_transformers
@@ -63,11 +64,13 @@ def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
 
 
 def save_model(model, tokenizer, out: Path, training: dict) -> None:
+    """Weights, tokenizer and ``lmaudit_training.json``, written as one unit (:mod:`lmaudit.folders`): a
+    folder never holds new weights with an old training record."""
     quiet_transformers()
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / TRAINING_FILE).write_text(json.dumps(training, indent=2, default=str))
+    with output_folder(out, what="model") as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / TRAINING_FILE).write_text(json.dumps(training, indent=2, default=str))
 
 
 def loss_summary(losses: list[float]) -> dict:
@@ -159,12 +162,14 @@ def finetune(
     kind: str | None = None,
     mask_ratio: float | None = None,
     load_options: dict | None = None,
+    record: dict | None = None,
 ) -> Path:
     """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
 
     The objective follows the model's kind (detected from its config unless
     ``kind`` is given). ``mask_ratio`` fixes a DLM's mask ratio instead of t ~ U(eps, 1).
     ``load_options`` go to :func:`~lmaudit.models.loading.load_model` (remote code, pickle, mask token, logits).
+    ``record`` adds keys to the folder's ``lmaudit_training.json``.
     """
 
     if mode not in ("dft", "ift"):
@@ -182,5 +187,6 @@ def finetune(
         "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **loss_summary(losses),
+        **(record or {}),
     })
     return Path(out)

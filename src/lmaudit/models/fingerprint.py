@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from lmaudit.utils import atomic_path, cache_dir, stable_hash
+from lmaudit.utils import atomic_path, cache_dir, fault_point, stable_hash
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
@@ -53,6 +53,7 @@ def _file_digest(path: Path) -> str:
     try:
         with atomic_path(memo) as tmp:
             tmp.write_text(digest)
+            fault_point("digest-write")
     except OSError as exc:  # a full or read-only cache costs a re-hash next time, never a wrong digest
         warnings.warn(f"cannot memoise the digest of {path} in {memo.parent} ({exc.strerror})", stacklevel=2)
     return digest

@@ -11,13 +11,26 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+from safetensors import SafetensorError, safe_open
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from lmaudit.errors import ModelLoadError
+from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
+
+try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
+    from huggingface_hub.errors import StrictDataclassError
+except ImportError:  # older versions raise ValueError/TypeError instead
+    StrictDataclassError = ValueError
+
+# integer sizes of the standard configs: a wrong one otherwise surfaces as an obscure error deep in model building
+_SIZE_FIELDS = ("vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
+                "max_position_embeddings", "n_positions", "intermediate_size")
+_TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+_RESAVE = "re-save the model folder (save_pretrained) or download this file again"
 
 
 def quiet_transformers() -> None:
@@ -46,7 +59,36 @@ def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
         )
     if not has_safe and not has_pickle:
         raise ModelLoadError(f"'{path}' has no weight files (*.safetensors)")
+    _read_config(p)
+    verify_folder(p, hashes=False)  # a folder lmaudit wrote: every file it listed, at its size
+    for f in sorted(p.glob("*.safetensors")):  # reads only the header, which also gives the expected file size
+        try:
+            with safe_open(f, "pt"):
+                pass
+        except (SafetensorError, OSError) as exc:
+            raise ModelLoadError(f"{f}: damaged or truncated safetensors file ({_one_line(exc)})", hint=_RESAVE) from None
     return p
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's text on one line (library messages often span several)."""
+    return " ".join(str(exc).split())
+
+
+def _read_json(path: Path) -> dict:
+    """A JSON object file of a model folder; a one-line error naming the file if it is unreadable or malformed."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                             hint=_RESAVE) from None
+    except UnicodeDecodeError:
+        raise ModelLoadError(f"{path}: not a JSON text file (not UTF-8)", hint=_RESAVE) from None
+    except OSError as exc:
+        raise ModelLoadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(obj, dict):
+        raise ModelLoadError(f"{path}: expected a JSON object {{...}}, got {json.dumps(obj)[:40]}", hint=_RESAVE)
+    return obj
 
 
 def _check_remote_code(p: Path, cfg: dict) -> None:
@@ -65,7 +107,15 @@ def _check_remote_code(p: Path, cfg: dict) -> None:
 
 
 def _read_config(p: Path) -> dict:
-    return json.loads((p / "config.json").read_text())
+    """The folder's config.json as a dict; its standard size fields (when set) must be positive integers."""
+    cfg = _read_json(p / "config.json")
+    for key in _SIZE_FIELDS:
+        value = cfg.get(key)
+        values = value if isinstance(value, list) else [value]  # a few configs give one size per layer
+        if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+            raise ModelLoadError(f"{p / 'config.json'}: '{key}' must be a positive integer, got {json.dumps(value)}",
+                                 hint="restore the config.json saved with these weights")
+    return cfg
 
 
 def detect_kind(path: str | Path) -> str:
@@ -108,17 +158,37 @@ def load_model(
     if kind not in ("ar", "dlm"):
         raise ModelLoadError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
     try:
+        config = AutoConfig.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (ValueError, TypeError, StrictDataclassError) as exc:
+        raise ModelLoadError(f"{p / 'config.json'}: {_one_line(exc)}",
+                             hint="restore the config.json saved with these weights") from None
+    for name in _TOKENIZER_JSON:
+        if (p / name).exists():
+            _read_json(p / name)
+    try:
         tokenizer = AutoTokenizer.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"'{path}': cannot load the tokenizer ({exc})", hint="save the tokenizer into the model folder") from None
+        raise ModelLoadError(f"'{path}': cannot load the tokenizer ({_one_line(exc)})",
+                             hint="save the tokenizer into the model folder") from None
     causal_arch = any(a.endswith("ForCausalLM") for a in cfg.get("architectures") or [])
     if kind == "ar" or (cfg.get("lmaudit_bidirectional") and causal_arch):
         auto = AutoModelForCausalLM
     else:
         auto = AutoModel if cfg.get("auto_map") and "AutoModelForMaskedLM" not in cfg.get("auto_map", {}) else AutoModelForMaskedLM
-    model = auto.from_pretrained(
-        p, local_files_only=True, trust_remote_code=trust_remote_code, use_safetensors=None if allow_pickle else True
+    # mismatched shapes are reported here, naming a tensor (transformers' own report is a silenced log)
+    model, info = auto.from_pretrained(
+        p, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
+        use_safetensors=None if allow_pickle else True, ignore_mismatched_sizes=True, output_loading_info=True,
     )
+    if info["mismatched_keys"]:
+        key, saved, expected = sorted(info["mismatched_keys"])[0]
+        raise ModelLoadError(f"'{path}': the weights do not match config.json ({key} is {list(saved)} in the weight "
+                             f"files, config.json makes it {list(expected)})",
+                             hint="restore the config.json saved with these weights, or re-save the model")
+    if info["missing_keys"]:  # transformers would fill them with random values
+        missing = sorted(info["missing_keys"])
+        raise ModelLoadError(f"'{path}': the weight files lack {len(missing)} tensor(s) config.json needs "
+                             f"(e.g. {missing[0]})", hint="restore the weight files saved with this config.json")
     model.eval()
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     # how to load this model again (a Ray worker does, from the same folder with the same options)

@@ -15,6 +15,7 @@ import numpy as np
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.folders import output_folder
 from lmaudit.models.build import finetune
 from lmaudit.utils import stable_hash, stable_seed, write_json_atomic
 
@@ -69,10 +70,11 @@ def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 
                   **finetune_kwargs) -> Path:
     """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return its path."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths, trained = [], []
-    for j, half in enumerate(shadow_splits(pool, k, seed)):
-        paths.append(finetune(base, half, out / f"shadow{j}", seed=seed + j, **finetune_kwargs))
-        trained.append({text_key(r) for r in half.records})
-    return ShadowSet(paths, trained).save(out, {"base": str(base), "pool": pool.source, "seed": seed,
-                                                "finetune": finetune_kwargs})
+    with output_folder(out, what="shadows") as tmp:  # the set is written whole: no mix of two trainings
+        paths, trained = [], []
+        for j, half in enumerate(shadow_splits(pool, k, seed)):
+            paths.append(finetune(base, half, tmp / f"shadow{j}", seed=seed + j, **finetune_kwargs))
+            trained.append({text_key(r) for r in half.records})
+        ShadowSet(paths, trained).save(tmp, {"base": str(base), "pool": pool.source, "seed": seed,
+                                             "finetune": finetune_kwargs})
+    return out / MANIFEST

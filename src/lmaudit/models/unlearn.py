@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ import torch.nn.functional as F
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import DLMAdapter, adapter_for, context_length
-from lmaudit.models.build import TRAINING_FILE, finetune, loss_summary, objective_for, save_model
+from lmaudit.models.build import finetune, loss_summary, objective_for, save_model
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.loading import check_model_dir, load_model
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
@@ -219,11 +218,8 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     }
     if method in ("retrain", "finetune"):
         start = base_dir if method == "retrain" else model_dir
-        finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed, kind=kind,
-                 load_options=load_options)
-        training = json.loads((out / TRAINING_FILE).read_text())  # finetune's record: base, data, losses
-        (out / TRAINING_FILE).write_text(json.dumps({**training, **record, "started_from": str(start)}, indent=2, default=str))
-        return out
+        return finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
+                        kind=kind, load_options=load_options, record={**record, "started_from": str(start)})
 
     loaded = load_model(model_dir, kind=kind, **(load_options or {}))
     model, tok = loaded.model, loaded.tokenizer

@@ -20,7 +20,6 @@ on Ray actors; the results come back here and are written here.
 from __future__ import annotations
 
 import os
-import signal
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -34,10 +33,9 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.probes.backends import current_backend
 from lmaudit.progress import info, progress
-from lmaudit.utils import atomic_path, stable_hash, write_json_atomic
+from lmaudit.utils import atomic_path, fault_point, stable_hash, write_json_atomic
 
 DEFAULT_SHARD_SIZE = 256
-_FAULT_COUNT = {"n": 0}
 
 
 def shard_size_default() -> int:
@@ -55,20 +53,6 @@ def shard_size_default() -> int:
 def shard_bounds(n: int, size: int) -> list[tuple[int, int]]:
     """[(start, stop), ...] covering 0..n in consecutive pieces of ``size`` (the last may be shorter)."""
     return [(a, min(a + size, n)) for a in range(0, n, size)]
-
-
-def _fault_point(stage: str) -> None:
-    """Test hook: ``LMAUDIT_FAULT=<stage>:<k>`` SIGKILLs this process at the k-th ``stage`` (1-based).
-
-    Stages: ``shard-saved`` (after a shard file is in place) and ``shard-unrenamed``
-    (after a shard is written to its temporary file, before the rename).
-    """
-    spec = os.environ.get("LMAUDIT_FAULT", "")
-    if not spec.startswith(stage + ":"):
-        return
-    _FAULT_COUNT["n"] += 1
-    if _FAULT_COUNT["n"] >= int(spec.split(":", 1)[1]):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -228,10 +212,10 @@ def run_sharded(
             if cached:
                 with atomic_path(result.paths[i]) as tmp:
                     value.save(tmp)
-                    _fault_point("shard-unrenamed")
+                    fault_point("shard-unrenamed")
                 done[i] = True
                 write_manifest()
-                _fault_point("shard-saved")
+                fault_point("shard-saved")
             else:
                 result.values[i] = value
             bar.advance(len(shards[i]))

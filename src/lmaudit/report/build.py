@@ -3,36 +3,51 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lmaudit.errors import LmauditError
+from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
+from lmaudit.metrics import TPR_POINTS, tpr_text
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
 from lmaudit.report.tables import asr_rows, audit_rows, facts_common
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def _read_scores(path: Path, res: dict) -> pd.DataFrame:
+    """``scores.parquet`` of a mia run, refused unless it holds every attack of ``results.json`` for every record."""
+    try:
+        scores = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged or non-parquet file
+        raise LmauditError(f"{path}: unreadable ({type(exc).__name__})",
+                           hint="re-run the mia command that wrote this folder") from None
+    missing = [c for c in ("id", "label", *res["attacks"]) if c not in scores.columns]
+    n = res["n_members"] + res["n_nonmembers"]
+    if missing or len(scores) != n or int(scores["label"].sum()) != res["n_members"]:
+        what = f"no column {', '.join(missing)}" if missing else f"{len(scores)} rows for {n} records"
+        raise LmauditError(f"{path} does not match results.json ({what})",
+                           hint="the two files come from different runs; re-run the mia command that wrote this folder")
+    return scores
 
 
 def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     """Sections of one membership-inference run: summary table, ROC, histograms, Q-Skew examples."""
 
-    scores = pd.read_parquet(run / "scores.parquet")
+    scores = _read_scores(run / "scores.parquet", res)
     labels = scores["label"].to_numpy()
-    names = [n for n in res["attacks"] if n in scores.columns]
+    names = list(res["attacks"])
     by_attack = {n: scores[n].to_numpy() for n in names}
     header = ["attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards", "parameters"]
     rows = []
     for n, m in sorted(res["attacks"].items(), key=lambda kv: -kv[1]["auc"]):
         lo, hi = m["auc_ci95"]
         params = ", ".join(f"{k}={v}" for k, v in m["params"].items()) or "-"
-        rows.append([n, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", _pct(m["tpr@10%fpr"]), _pct(m["tpr@1%fpr"]),
-                     _pct(m["tpr@0.1%fpr"]), f"{m.get('forwards_per_sample', 1):g}", params])
+        rows.append([n, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", *(tpr_text(m, key) for key in TPR_POINTS),
+                     f"{m.get('forwards_per_sample', 1):g}", params])
     kind = res["target"].get("kind", "ar").upper()
     tag = prefix.lower().replace(" ", "_")
     caveats = [[n, note] for n, m in res["attacks"].items() for note in m.get("notes", [])]
@@ -107,11 +122,15 @@ def experiment_report(run: Path, res: dict) -> Report:
     return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections)
 
 
-def build_report(run_dir: str | Path) -> Report:
+def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None) -> Report:
+    """The report of a run folder; ``shown_as`` is the folder's name in the report (its final place, when the
+    folder is being built elsewhere)."""
     run = Path(run_dir)
+    where = Path(shown_as) if shown_as else run
     path = run / "results.json"
     if not path.exists():
-        raise LmauditError(f"{run}: no results.json", hint="pass a folder written by lmaudit mia, demo or run")
+        hint = missing_folder_hint(run) if not run.exists() else None
+        raise LmauditError(f"{run}: no results.json", hint=hint or "pass a folder written by lmaudit mia, demo or run")
     res = json.loads(path.read_text())
     if "experiment" in res:
         return experiment_report(run, res)
@@ -124,7 +143,7 @@ def build_report(run_dir: str | Path) -> Report:
                 "An unclipped ρ far outside [0, 1] flags a suspect set that resembles neither reference.")
         facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
                  "configuration": json.dumps(res["config"])}
-        return Report("lmaudit set-level audit", f"Run folder: {run}", facts,
+        return Report("lmaudit set-level audit", f"Run folder: {where}", facts,
                       [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))])
     if res.get("type") == "pii-reconstruction":
 
@@ -134,11 +153,11 @@ def build_report(run_dir: str | Path) -> Report:
                 f"candidates for {res['coverage']['percent']:.0f}% of records. PII values are not shown in this report.")
         facts = {"model": str(res["model"]), "reference": str(res["reference"]), "alpha": str(res["alpha"]),
                  "configuration": json.dumps(cfg)}
-        return Report("lmaudit PII reconstruction", f"Run folder: {run}", facts,
+        return Report("lmaudit PII reconstruction", f"Run folder: {where}", facts,
                       [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))])
     if res.get("type") == "extraction":
 
-        return extraction_report(run, res)
+        return extraction_report(run, res, where=where)
     if "attacks" in res and "target" in res:
         sections = mia_sections(run, res)
         dlm = run / "dlm"
@@ -148,11 +167,18 @@ def build_report(run_dir: str | Path) -> Report:
         if res.get("timings_s"):
             sections.append(Section("Timings", table=(["step", "seconds"],
                                                       [[k, f"{v:.1f}"] for k, v in res["timings_s"].items()])))
-        return Report("lmaudit membership-inference report", f"Run folder: {run}", mia_facts(res), sections)
+        return Report("lmaudit membership-inference report", f"Run folder: {where}", mia_facts(res), sections)
     raise LmauditError(f"{path}: not a results file lmaudit knows how to report")
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Write ``report.html`` and ``report.md`` into ``run_dir``; return the HTML path."""
-    html_path, _ = write(build_report(run_dir), Path(run_dir))
+def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, verify: bool = True) -> Path:
+    """Write ``report.html`` and ``report.md`` into ``run_dir``; return the HTML path.
+
+    With ``verify``, the folder's files are first checked against its manifest: a folder
+    whose files no longer belong together is refused, naming the file; one without a
+    manifest (written by hand, or by an older lmaudit) is reported with a warning.
+    """
+    if verify and Path(run_dir).is_dir() and verify_folder(run_dir) is None:
+        warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run", stacklevel=2)
+    html_path, _ = write(build_report(run_dir, shown_as=shown_as), Path(run_dir))
     return html_path

@@ -12,7 +12,7 @@ from lmaudit.report.document import Figure, Report, Section
 from lmaudit.report.tables import facts_common, summary_rows
 
 
-def extraction_report(run: Path, res: dict) -> Report:
+def extraction_report(run: Path, res: dict, *, where: Path | None = None) -> Report:
 
 
     cfg = res["config"]
@@ -34,5 +34,5 @@ def extraction_report(run: Path, res: dict) -> Report:
             figures=[Figure("relaxed", "Pr(d ≤ ε)", xplots.relaxed_rates(r["eps"], r["predicted"], r["empirical"]))]))
     facts = {"model": str(res.get("model")), "kind": res["kind"], "configuration": json.dumps(cfg),
              "run time": f"{res['runtime_s']:.1f} s", **facts_common(res)}
-    return Report("lmaudit extraction report", f"Run folder: {run}", facts, sections)
+    return Report("lmaudit extraction report", f"Run folder: {where or run}", facts, sections)
 

@@ -100,6 +100,6 @@ def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, c
             "methods": methods, "timings_ms": {"features": 1e3 * t_features}}
 
 
-def write_audit(payload: dict, out: str | Path) -> Path:
+def write_audit(payload: dict, out: str | Path, *, report: bool = False) -> Path:
     """``OUT/results.json`` of a set-level audit (with the provenance block)."""
-    return write_results(out, payload)
+    return write_results(out, payload, report=report)

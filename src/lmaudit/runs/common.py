@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmaudit import __version__
-from lmaudit.utils import atomic_path, git_commit, package_versions, write_json_atomic
+from lmaudit.folders import output_folder
+from lmaudit.report.build import write_report
+from lmaudit.utils import git_commit, package_versions, write_json_atomic
 
 
 def provenance() -> dict:
@@ -23,24 +26,30 @@ def provenance() -> dict:
 
 
 def write_results(out: str | Path, payload: dict, *, tables: dict[str, pd.DataFrame] | None = None,
-                  extra_json: dict[str, dict] | None = None) -> Path:
-    """Write ``OUT/results.json`` (provenance first, then ``payload``) and the named tables.
+                  extra_json: dict[str, dict] | None = None, files: Callable[[Path], None] | None = None,
+                  report: bool = False) -> Path:
+    """Write the folder ``out`` as one unit: ``results.json`` (provenance first, then ``payload``) and the rest.
 
     ``tables`` maps a file name (``*.parquet`` or ``*.csv``) to a frame; ``extra_json``
-    a file name to a JSON object. Every file is written atomically. Returns the
-    path of ``results.json``.
+    a file name to a JSON object; ``files(folder)`` writes any other file into the
+    folder being built; ``report`` adds ``report.html``/``report.md``. The folder is
+    built beside ``out`` and swapped into place whole (:mod:`lmaudit.folders`), so it
+    never mixes files of two runs. Returns the path of ``results.json``.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, frame in (tables or {}).items():
-        with atomic_path(out / name) as tmp:
+    with output_folder(out) as tmp:
+        for name, frame in (tables or {}).items():
             if name.endswith(".parquet"):
-                frame.to_parquet(tmp, index=False)
+                frame.to_parquet(tmp / name, index=False)
             else:
-                frame.to_csv(tmp, index=False)
-    for name, obj in (extra_json or {}).items():
-        write_json_atomic(out / name, obj)
-    write_json_atomic(out / "results.json", {**provenance(), **payload})
+                frame.to_csv(tmp / name, index=False)
+        for name, obj in (extra_json or {}).items():
+            write_json_atomic(tmp / name, obj)
+        if files is not None:
+            files(tmp)
+        write_json_atomic(tmp / "results.json", {**provenance(), **payload})
+        if report:
+            write_report(tmp, shown_as=out, verify=False)
     return out / "results.json"
 
 
@@ -54,10 +63,13 @@ class RunResult:
     """
 
     payload: dict
-    writer: object = field(repr=False, default=None)  # (payload, folder) -> path of results.json
+    writer: object = field(repr=False, default=None)  # (payload, folder, report=) -> path of results.json
 
     def __getitem__(self, key: str):
         return self.payload[key]
 
-    def write(self, out: str | Path) -> Path:
-        return self.writer(self.payload, Path(out)) if self.writer else write_results(out, self.payload)
+    def write(self, out: str | Path, *, report: bool = False) -> Path:
+        """Write the run's folder (as one unit); ``report`` adds ``report.html``/``report.md``."""
+        if self.writer:
+            return self.writer(self.payload, Path(out), report=report)
+        return write_results(out, self.payload, report=report)

@@ -10,6 +10,7 @@ Corpus, tokenizer and models are cached, so a second run only re-reads them.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +57,8 @@ def _finetuned(base: Path, members: TextSet, cfg: DemoConfig) -> Path:
     )
 
 
-def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> tuple[MIAResult, MIAResult]:
-    """Run the AR and DLM parts; write ``OUT/`` and ``OUT/dlm/``; return both results."""
+def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = False) -> tuple[MIAResult, MIAResult]:
+    """Run the AR and DLM parts; write ``OUT/`` and ``OUT/dlm/`` (and the report when ``report``); return both."""
     out = Path(out_dir)
     t_start = time.perf_counter()
     corpus = build_corpus()
@@ -68,10 +69,13 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> tuple[MIAResult, MI
     base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed)
     info(f"base model: {base}")
 
-    _write_jsonl(out / "members.jsonl", corpus.passages("member", cfg.n_members, max_chars=cfg.passage_chars, seed=cfg.seed), "m")
-    _write_jsonl(out / "nonmembers.jsonl",
-                 corpus.passages("nonmember", cfg.n_nonmembers, max_chars=cfg.passage_chars, seed=cfg.seed), "n")
-    members, nonmembers = load_texts(out / "members.jsonl"), load_texts(out / "nonmembers.jsonl")
+    passages = {"members": corpus.passages("member", cfg.n_members, max_chars=cfg.passage_chars, seed=cfg.seed),
+                "nonmembers": corpus.passages("nonmember", cfg.n_nonmembers, max_chars=cfg.passage_chars, seed=cfg.seed)}
+    with tempfile.TemporaryDirectory() as scratch:  # read back as a user's file would be; kept in OUT by write()
+        for name, texts in passages.items():
+            _write_jsonl(Path(scratch) / f"{name}.jsonl", texts, name[0])
+        members, nonmembers = (TextSet(load_texts(Path(scratch) / f"{name}.jsonl").records, source=str(out / f"{name}.jsonl"))
+                               for name in passages)
 
     target = _finetuned(base, members, cfg)
     info(f"fine-tuned target: {target}")
@@ -85,9 +89,14 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL) -> tuple[MIAResult, MI
     dlm_result = run_mia(load_model(dlm_target), TextSet(members.records[:n], source=members.source),
                          TextSet(nonmembers.records[:n], source=nonmembers.source), reference=load_model(dlm_base),
                          config=RunConfig(seed=cfg.seed))
-    dlm_result.write(out / "dlm")
     result.timings_s["demo_total"] = time.perf_counter() - t_start
-    result.write(out)
+
+    def data_and_dlm(folder: Path) -> None:
+        for name, texts in passages.items():
+            _write_jsonl(folder / f"{name}.jsonl", texts, name[0])
+        dlm_result.write(folder / "dlm")
+
+    result.write(out, files=data_and_dlm, report=report)  # one unit: the AR run, its data and the DLM run
     return result, dlm_result
 
 

@@ -22,7 +22,7 @@ from rich.table import Table
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.data.loaders import Record, TextSet, check_overlap
 from lmaudit.errors import LmauditError, check_int
-from lmaudit.metrics import summarize
+from lmaudit.metrics import TPR_POINTS, summarize, tpr_text
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.shadows import ShadowSet
@@ -99,11 +99,13 @@ class MIAResult:
     def to_json(self) -> dict:
         return {**provenance(), **self.payload()}
 
-    def write(self, out_dir: str | Path) -> Path:
-        """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``; returns the first."""
+    def write(self, out_dir: str | Path, *, report: bool = False, files=None) -> Path:
+        """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``, written as one unit
+        (:func:`~lmaudit.runs.common.write_results`); returns the path of ``results.json``."""
         frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores})
         return write_results(out_dir, self.payload(), tables={"scores.parquet": frame},
-                             extra_json={"examples.json": self.examples} if self.examples else None)
+                             extra_json={"examples.json": self.examples} if self.examples else None,
+                             files=files, report=report)
 
 
 def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False):
@@ -375,6 +377,10 @@ def results_table(result: MIAResult):
         table.add_column(col, justify="left" if col == "attack" else "right")
     for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
         lo, hi = m["auc_ci95"]
-        table.add_row(name, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", f"{m['tpr@10%fpr']:.1%}",
-                      f"{m['tpr@1%fpr']:.1%}", f"{m['tpr@0.1%fpr']:.1%}")
+        table.add_row(name, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]",
+                      *("n/a" if m[key] is None else tpr_text(m, key) for key in TPR_POINTS))
+    unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
+    if unresolved:  # said once under the table, not in every cell
+        table.caption = "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) + \
+            f", {result.n_nonmembers:,} here"
     return table

@@ -37,7 +37,7 @@ from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
 from lmaudit.progress import progress
 from lmaudit.runs.common import write_results
-from lmaudit.utils import atomic_path, cache_dir, stable_hash, stable_seed
+from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
 
 def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int = 20,
@@ -252,16 +252,18 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
             "_cases": cases}
 
 
-def write_reconstruction(payload: dict, out: Path, *, show_pii: bool) -> Path:
+def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bool = False) -> Path:
     """results.json (with provenance) and records.csv (ranks only); candidates.jsonl with the values only when
     ``show_pii``."""
     cases = payload["_cases"]
-    path = write_results(out, {k: v for k, v in payload.items() if k != "_cases"},
-                         tables={"records.csv": pd.DataFrame(payload["records"])})
-    if show_pii:
-        with atomic_path(out / "candidates.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as fh:
+
+    def candidates(folder: Path) -> None:
+        with open(folder / "candidates.jsonl", "w", encoding="utf-8") as fh:
             for rid, c in zip(payload["records"]["id"], cases):
                 fh.write(json.dumps({"id": rid, "truth": c["truth"], "candidates": c["values"],
                                      **{k: [float(x) for x in c[k]] for k in ("ce", "skew_pii", "skew_context")
                                         if k in c}}) + "\n")
-    return path
+
+    return write_results(out, {k: v for k, v in payload.items() if k != "_cases"},
+                         tables={"records.csv": pd.DataFrame(payload["records"])},
+                         files=candidates if show_pii else None, report=report)
