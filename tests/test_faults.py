@@ -23,6 +23,7 @@ import pytest
 from helpers import assert_ok, assert_user_error, lmaudit, make_texts, synthetic_run, write_jsonl
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, check_replaceable, verify_folder, write_manifest
+from lmaudit.models.build import cached_build
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.report.build import write_report
 from lmaudit.utils import cache_dir
@@ -204,3 +205,19 @@ def test_a_model_folder_whose_weights_were_replaced_is_refused(tmp_path, tiny_mo
     weights = out / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     assert_user_error(lmaudit(*_mia_args(out, data, tmp_path / "run")), "model.safetensors")
+
+
+# two processes building one cached model: the later one keeps the folder the first put in place
+
+def test_a_cached_build_that_loses_the_race_keeps_the_winners_folder():
+    calls = []
+
+    def build(tmp):
+        calls.append(tmp)
+        (tmp / "who.txt").write_text(str(len(calls)))
+        if len(calls) == 1:  # while this build runs, another process finishes the same key
+            assert cached_build("models", ("race",), build).joinpath("who.txt").read_text() == "2"
+
+    folder = cached_build("models", ("race",), build)
+    assert (folder / "who.txt").read_text() == "2"  # the first in place is kept, never deleted under a reader
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary left

@@ -8,7 +8,9 @@ that is renamed into place, so a killed build is never mistaken for a finished o
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -34,7 +36,12 @@ TRAINING_FILE = "lmaudit_training.json"
 
 
 def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
-    """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent."""
+    """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent.
+
+    Two processes building one key both build; the first rename wins and the other
+    keeps that folder (the same deterministic build), so no process ever deletes a
+    folder another may be reading.
+    """
     folder = cache_dir() / kind / stable_hash(key)
     if folder.exists():  # only ever created by the atomic rename below
         return folder
@@ -42,9 +49,11 @@ def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         build(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
+        try:
+            os.rename(tmp, folder)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not folder.exists():
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
