@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,13 +152,17 @@ def test_a_flipped_bit_in_a_cached_shard_is_recomputed_not_read(tiny_model, toke
     assert files[1].read_bytes() == data  # cached again, whole
 
 
-def test_a_shard_deleted_after_the_check_is_recomputed(tiny_model, tokenizer, tmp_path):
+@pytest.mark.parametrize("what", ["shard files", "the cache's probes folder"])
+def test_a_shard_deleted_after_the_check_is_recomputed(what, tiny_model, tokenizer, tmp_path):
     texts = TextSet.from_texts(make_texts(10, seed=5))
     kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
     first = probe_ar(tiny_model, tokenizer, texts, **kw)
     shards = probe_ar_shards(tiny_model, tokenizer, texts, **kw)  # every shard found in the cache
-    for path in shards.paths:  # removed by another process between the check and the read
-        path.unlink()
+    if what == "shard files":  # removed by another process between the check and the read
+        for path in shards.paths:
+            path.unlink()
+    else:
+        shutil.rmtree(tmp_path / "probes")
     with pytest.warns(UserWarning, match="could not be read .*FileNotFoundError"):
         again = ARStats.concat(shards.all())
     np.testing.assert_array_equal(again.logp, first.logp)
