@@ -74,14 +74,20 @@ class ModelOptions:
     allow_pickle: bool = False
     mask_token_id: Optional[int] = None
     shift_logits: Optional[bool] = None
+    dtype: str = "auto"
+    device: str = "auto"
+
+    def __post_init__(self) -> None:  # checked before any work (the device is checked when the model loads)
+        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise LmauditError(f"--dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}")
 
     def load_kwargs(self, backend: str = "local", **overrides) -> dict:
         """Keyword arguments of :func:`lmaudit.models.loading.load_model` (``overrides`` win)."""
-        return {**asdict(self), "device": driver_device(backend), **overrides}
+        return {**asdict(self), "device": driver_device(backend) or self.device, **overrides}
 
     def training_kwargs(self) -> dict:
         """The load options a training command passes on (only those the user set; the kind travels apart)."""
-        return {k: v for k, v in asdict(self).items() if k != "kind" and v not in (None, False)}
+        return {k: v for k, v in asdict(self).items() if k != "kind" and v not in (None, False, "auto")}
 
 
 @dataclass
@@ -102,6 +108,9 @@ _MODEL_PARAMS = [
     ("mask_token_id", Optional[int], typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer).")),
     ("shift_logits", Optional[bool], typer.Option(None, "--shift-logits/--no-shift-logits",
                                                   help="DLM: Dream-style shifted logits (default: detected).")),
+    ("dtype", str, typer.Option("auto", help="Weights' precision: auto (the checkpoint's on a GPU, float32 on a CPU), "
+                                            "float32, bfloat16 or float16 (GPU only). Probe statistics are float32.")),
+    ("device", str, typer.Option("auto", help="cpu, cuda, cuda:N or auto (a GPU when there is one).")),
 ]
 _RUN_PARAMS = [
     ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),

@@ -21,3 +21,17 @@ class ModelHandle:
     fingerprint: str
     kind: str  # "ar" or "dlm"
     adapter: Any = None
+    dtype: str | None = None  # of the weights (default: read from them); probe statistics are float32 whatever it is
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        params = getattr(self.model, "parameters", None)
+        first = next(params(), None) if callable(params) else None
+        if first is not None:
+            self.dtype = self.dtype or str(first.dtype).removeprefix("torch.")
+            self.device = self.device or str(first.device)
+
+    def facts(self) -> dict:
+        """What a results file records of the model: folder, fingerprint, kind, dtype and device."""
+        return {"path": self.path, "fingerprint": self.fingerprint, "kind": self.kind, "dtype": self.dtype,
+                "device": self.device}

@@ -8,6 +8,7 @@ Modeling code shipped with a checkpoint runs only with ``trust_remote_code``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.utils import stable_hash
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError
@@ -136,17 +138,22 @@ def load_model(
     mask_token_id: int | None = None,
     shift_logits: bool | None = None,
     device: str | None = None,
+    dtype: str | None = None,
 ) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
     ``kind`` defaults to what the saved config says (:func:`detect_kind`). The handle's
     adapter (:mod:`lmaudit.models.adapters`) runs the model; for a DLM,
     ``mask_token_id`` and ``shift_logits`` override the detected convention. The
-    model is in eval mode.
+    model is in eval mode, on ``device`` in ``dtype`` (:func:`resolve_device`,
+    :func:`resolve_dtype`); a model loaded in another dtype than float32 has another
+    fingerprint, so that cached statistics of the two never mix.
     """
+    device = resolve_device(device)
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()
     cfg = _read_config(p)
+    dtype = resolve_dtype(dtype, cfg, device)
     if cfg.get("auto_map") and not trust_remote_code:
         raise ModelLoadError(
             f"'{path}' needs custom modeling code shipped with the checkpoint",
@@ -179,6 +186,7 @@ def load_model(
     model, info = auto.from_pretrained(
         p, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
         use_safetensors=None if allow_pickle else True, ignore_mismatched_sizes=True, output_loading_info=True,
+        dtype=DTYPES[dtype],
     )
     if info["mismatched_keys"]:
         key, saved, expected = sorted(info["mismatched_keys"])[0]
@@ -190,13 +198,50 @@ def load_model(
         raise ModelLoadError(f"'{path}': the weight files lack {len(missing)} tensor(s) config.json needs "
                              f"(e.g. {missing[0]})", hint="restore the weight files saved with this config.json")
     model.eval()
-    model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    # how to load this model again (a Ray worker does, from the same folder with the same options)
+    model.to(device)
+    # how to load this model again (a Ray worker does, from the same folder with the same options, on its device)
     model.lmaudit_load_spec = {"path": str(p), "kind": kind, "trust_remote_code": trust_remote_code,
                                "allow_pickle": allow_pickle, "mask_token_id": mask_token_id,
-                               "shift_logits": shift_logits}
+                               "shift_logits": shift_logits, "dtype": dtype}
     adapter = make_adapter(model, tokenizer, kind, mask_token_id=mask_token_id, shift_logits=shift_logits)
-    return ModelHandle(model, tokenizer, str(p), model_dir_fingerprint(p), kind, adapter)
+    fingerprint = model_dir_fingerprint(p)
+    if dtype != "float32":
+        fingerprint = stable_hash(fingerprint, dtype)
+    return ModelHandle(model, tokenizer, str(p), fingerprint, kind, adapter)
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str | None) -> str:
+    """``--device``: ``cpu``, ``cuda``, ``cuda:N``, or ``auto``/None (the first GPU when there is one, else CPU)."""
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return device
+    match = re.fullmatch(r"cuda(?::(\d+))?", str(device))
+    if not match:
+        raise ModelLoadError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(match.group(1) or 0) >= count:
+        raise ModelLoadError(f"--device {device}: this machine has {count} CUDA GPU(s)",
+                             hint="use --device cpu, or auto to take a GPU when there is one")
+    return device
+
+
+def resolve_dtype(dtype: str | None, cfg: dict, device: str) -> str:
+    """``--dtype``: ``float32``, ``bfloat16``, ``float16``, or ``auto``/None: the checkpoint's own dtype on a GPU
+    (``dtype``/``torch_dtype`` in config.json), float32 on the CPU (half-precision matrix products are slow or
+    missing on most CPUs). float16 on the CPU is refused; bfloat16 there is allowed when asked for."""
+    if dtype in (None, "auto"):
+        saved = str(cfg.get("dtype") or cfg.get("torch_dtype") or "float32").removeprefix("torch.")
+        return saved if saved in DTYPES and device != "cpu" else "float32"
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"--dtype must be auto, {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype == "float16" and device == "cpu":
+        raise ModelLoadError("--dtype float16 on the CPU: not every layer has a float16 CPU kernel",
+                             hint="use --dtype bfloat16 or float32 on a CPU, float16 on a GPU")
+    return dtype
 
 
 def load_causal_lm(path: str | Path, **kwargs) -> ModelHandle:

@@ -79,11 +79,17 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     return sections
 
 
+def _precision(model: dict) -> str:
+    """", bfloat16 on cuda:0" for a model record that says how it ran (older results do not)."""
+    return f", {model['dtype']} on {model['device']}" if model.get("dtype") else ""
+
+
 def mia_facts(res: dict) -> dict[str, str]:
     ref = res.get("reference")
     cfg = res.get("config", {})
     return {
-        "target": f"{res['target']['path']} ({res['target']['kind']}, fingerprint {res['target']['fingerprint']})",
+        "target": f"{res['target']['path']} ({res['target']['kind']}{_precision(res['target'])}, "
+                  f"fingerprint {res['target']['fingerprint']})",
         "reference": "none" if not ref else f"{ref['path']} (fingerprint {ref['fingerprint']})",
         "data": f"{res['n_members']} members, {res['n_nonmembers']} non-members",
         "seed": str(cfg.get("seed")),

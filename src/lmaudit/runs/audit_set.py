@@ -93,6 +93,7 @@ def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, c
     t_features = time.perf_counter() - t0
     methods = estimate_rho(feats["members"], feats["nonmembers"], feats["suspect"], cfg)
     return {"type": "set-audit", "config": asdict(cfg), "model": loaded.path, "kind": loaded.kind,
+            "dtype": loaded.dtype, "device": loaded.device,
             "fingerprint": loaded.fingerprint, "reference": None if reference is None else reference.path,
             "n_members": len(members), "n_nonmembers": len(nonmembers), "n_suspect": len(suspect),
             "data": {"members": members.source, "nonmembers": nonmembers.source, "suspect": suspect.source},

@@ -272,7 +272,8 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     labels = ["ar"] if loaded.adapter.causal else cfg.steps
     table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
     n_masked = merged["n_masked"]
-    payload = {"config": asdict(cfg), "kind": loaded.kind, "n_records": len(textset),
+    payload = {"config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype, "device": loaded.device,
+               "n_records": len(textset),
                "n_masked": {"median": float(np.median(n_masked)), "min": int(n_masked.min()),
                             "max": int(n_masked.max())},
                "summary": summarise(table, cfg)}

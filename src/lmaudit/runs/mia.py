@@ -320,8 +320,8 @@ def run_mia(
     timings["metrics"] = time.perf_counter() - t0
     return MIAResult(
         config=config,
-        target={"path": target.path, "fingerprint": target.fingerprint, "kind": target.kind},
-        reference=None if reference is None else {"path": reference.path, "fingerprint": reference.fingerprint},
+        target=target.facts(),
+        reference=None if reference is None else reference.facts(),
         n_members=len(members),
         n_nonmembers=len(nonmembers),
         attacks=metrics,

@@ -242,7 +242,7 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
     asr = {s: {"count": sum(r == 1 for r in ranks[s]), "percent": 100.0 * sum(r == 1 for r in ranks[s]) / n}
            for s in signals}
     generated = sum(c["truth"] in c["values"] for c in cases)
-    return {"type": "pii-reconstruction", "n_records": n, "asr": asr,
+    return {"type": "pii-reconstruction", "dtype": target.dtype, "device": target.device, "n_records": n, "asr": asr,
             "coverage": {"count": generated, "percent": 100.0 * generated / n},
             "alpha": None if not has_skew else float(alpha), "calibration_hits": calib_hits,
             "n_calibration": len(calibration or []),
