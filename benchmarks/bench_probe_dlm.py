@@ -24,9 +24,9 @@ from lmaudit.attacks import list_attacks
 from lmaudit.models.adapters import adapter_for
 from lmaudit.models.dlm import build_dlm_model
 from lmaudit.models.presets import get_preset
-from lmaudit.probes.masked import masked_batches, plan_jobs, probe_masked
+from lmaudit.probes.masked import masked_batch, plan_jobs, probe_masked
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.tokenize import tokenize_records
+from lmaudit.probes.tokenize import length_batches, tokenize_records
 
 
 def main() -> None:
@@ -53,7 +53,8 @@ def main() -> None:
         tok = tokenize_records(tokenizer, texts, max_length=adapter.config.max_position_embeddings, first_scorable=0)
         jobs = plan_jobs(tok, plan, seed=0)
         batches = [(torch.from_numpy(np.where(sel, adapter.mask_token_id, ids)), torch.from_numpy(attn))
-                   for _, ids, attn, sel in masked_batches(tok.ids, jobs, args.batch_size, adapter)]
+                   for ids, attn, sel in (masked_batch(tok.ids, jobs, index, adapter) for index in
+                                          length_batches([len(tok.ids[s]) for s in jobs.sample], args.batch_size))]
 
         @torch.inference_mode()
         def bare() -> None:

@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from helpers import TEST_PRESET_ARGS, make_texts  # noqa: E402
+from lmaudit.utils import _FAULT_COUNT  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -20,6 +21,7 @@ torch.set_num_threads(1)
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
+    _FAULT_COUNT.clear()  # every test counts the fault hook's passes from zero
 
 
 @pytest.fixture(scope="session")

@@ -54,19 +54,24 @@ _FAULT_COUNT: dict[str, int] = {}
 
 def fault_point(stage: str) -> None:
     """Test hook: ``LMAUDIT_FAULT=<stage>:<k>`` SIGKILLs this process at the k-th ``stage`` (1-based);
-    ``LMAUDIT_FAULT=<stage>:<k>:enospc`` raises "No space left on device" there instead.
+    ``<stage>:<k>:enospc`` raises "No space left on device" there and at every later pass (a full disk
+    stays full); ``<stage>:<k>:oom`` raises ``MemoryError`` at the k-th pass only.
 
     Stages: ``shard-unrenamed`` (a shard written to its temporary file, before the
     rename), ``shard-saved`` (a shard file in place), ``folder-written`` (an output
     folder complete in its temporary place, before the swap), ``folder-aside`` (the
     previous output folder moved aside, the new one not yet in place), ``digest-write``
-    (a model fingerprint being memoised).
+    (a model fingerprint being memoised), ``probe-batch`` (a batch of a probe about to run).
     """
     spec = os.environ.get("LMAUDIT_FAULT", "").split(":")
     if len(spec) < 2 or spec[0] != stage:
         return
     _FAULT_COUNT[stage] = _FAULT_COUNT.get(stage, 0) + 1
-    if _FAULT_COUNT[stage] >= int(spec[1]):
+    count, k = _FAULT_COUNT[stage], int(spec[1])
+    if spec[2:] == ["oom"]:
+        if count == k:
+            raise MemoryError("out of memory (injected by LMAUDIT_FAULT)")
+    elif count >= k:
         if spec[2:] == ["enospc"]:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         os.kill(os.getpid(), signal.SIGKILL)

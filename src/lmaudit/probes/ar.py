@@ -17,6 +17,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.probes.batching import run_batches
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.stats import rows_stats
@@ -30,6 +31,7 @@ PROBE_VERSION = 2  # 2: cached per shard of records
 class ARProbeConfig:
     max_length: int | None = None  # None: the model's context length
     batch_size: int = 32
+    max_batch_tokens: int | None = None  # also cap a batch's padded tokens (samples × longest)
     row_chunk: int = 256  # rows per output-layer chunk when the head is fused
     fused_head: bool = True  # apply a plain output layer in row chunks instead of materialising all logits
 
@@ -41,9 +43,10 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
     lengths = np.array([len(x) for x in tok.ids])
     per_sample: list[np.ndarray | None] = [None] * len(textset)
     device = adapter.device
-    batches = length_batches(lengths, config.batch_size)
+    batches = length_batches(lengths, config.batch_size, config.max_batch_tokens)
     with progress(description, total=len(textset)) as bar:
-        for index in batches:
+
+        def compute(index: np.ndarray) -> None:
             input_ids, attn, mask = adapter.pad([tok.ids[i] for i in index], [tok.scored[i] for i in index])
             ids_t = torch.from_numpy(input_ids).to(device)
             attn_t = torch.from_numpy(attn).to(device)
@@ -61,6 +64,8 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
             for row, i in enumerate(index):
                 per_sample[i] = stats[bounds[row] : bounds[row + 1]]
             bar.advance(len(index))
+
+        run_batches(batches, compute, lengths=lengths)
     flat = np.concatenate(per_sample)  # (N, 4)
     offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
     return ARStats(
@@ -105,7 +110,7 @@ def probe_ar_shards(
     key = None
     if cache_dir is not None and model_fingerprint is not None:
         key_cfg = asdict(config)
-        for name in ("batch_size", "row_chunk", "fused_head"):  # speed settings: the statistics do not depend on them
+        for name in ("batch_size", "max_batch_tokens", "row_chunk", "fused_head"):  # speed settings: the statistics do not depend on them
             key_cfg.pop(name)
         key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), key_cfg)
     handle = ModelHandle(model, tokenizer, getattr(model, "name_or_path", ""), model_fingerprint or "", "ar",

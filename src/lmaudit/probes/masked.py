@@ -19,6 +19,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import DLMAdapter
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.probes.batching import run_batches
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayRecord, MaskedStats
 from lmaudit.probes.shards import run_sharded
@@ -58,38 +59,39 @@ def plan_jobs(tok, plan: MaskPlan, seed: int) -> MaskJobs:
     return MaskJobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
 
 
-def masked_batches(ids: list[np.ndarray], jobs: MaskJobs, batch_size: int, adapter: DLMAdapter):
-    """Yield (job indices, input_ids, attention_mask, masked) as (B, T) arrays, length-bucketed.
+def masked_batch(ids: list[np.ndarray], jobs: MaskJobs, index: np.ndarray, adapter: DLMAdapter):
+    """(input_ids, attention_mask, masked) as (B, T) arrays of the jobs ``index``.
 
     ``ids[s]`` are sample s's clean tokens; ``masked`` marks the positions the job masks.
     """
-    lengths = np.array([len(ids[s]) for s in jobs.sample])
-    for index in length_batches(lengths, batch_size):
-        seqs = [ids[jobs.sample[j]] for j in index]
-        sels = []
-        for j, x in zip(index, seqs):
-            sel = np.zeros(len(x), dtype=bool)
-            sel[jobs.masks[j]] = True
-            sels.append(sel)
-        batch_ids, attn, sel = adapter.pad(seqs, sels)
-        yield index, batch_ids, attn, sel
+    seqs = [ids[jobs.sample[j]] for j in index]
+    sels = []
+    for j, x in zip(index, seqs):
+        sel = np.zeros(len(x), dtype=bool)
+        sel[jobs.masks[j]] = True
+        sels.append(sel)
+    return adapter.pad(seqs, sels)
 
 
 @torch.inference_mode()
 def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJobs, *, batch_size: int = 64,
-                         description: str | None = None) -> np.ndarray:
+                         max_batch_tokens: int | None = None, description: str | None = None) -> np.ndarray:
     """Statistics of every masked position of every job: ``(E, 4)`` float32, in job order.
 
     Columns ``logp``, ``top1_logp``, ``mu``, ``sigma`` (:data:`STAT_NAMES`); ``ids[s]``
     are sample s's clean token ids and job j masks ``jobs.masks[j]`` of sample
-    ``jobs.sample[j]``. Jobs are batched by length.
+    ``jobs.sample[j]``. Jobs are batched by length (:func:`length_batches`); a batch
+    that runs out of memory is halved (:func:`run_batches`).
     """
     device = adapter.device
     counts = np.array([len(m) for m in jobs.masks])
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = np.empty((starts[-1], 4), dtype=np.float32)
+    lengths = np.array([len(ids[s]) for s in jobs.sample])
     with progress(description, total=len(jobs.sample)) as bar:
-        for index, batch_ids, attn, sel in masked_batches(ids, jobs, batch_size, adapter):
+
+        def compute(index: np.ndarray) -> None:
+            batch_ids, attn, sel = masked_batch(ids, jobs, index, adapter)
             ids_t = torch.from_numpy(batch_ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
             noisy = adapter.insert_masks(ids_t, sel_t)
@@ -102,6 +104,8 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
             for row, j in enumerate(index):
                 out[starts[j] : starts[j + 1]] = stats[bounds[row] : bounds[row + 1]]
             bar.advance(len(index))
+
+        run_batches(length_batches(lengths, batch_size, max_batch_tokens), compute, lengths=lengths)
     return out
 
 
@@ -150,6 +154,7 @@ class MaskedSideTask:
     seed: int
     batch_size: int
     max_length: int
+    max_batch_tokens: int | None = None
 
     def prepare(self, tokenizer, shard: TextSet):
         tok = tokenize_records(tokenizer, shard, max_length=self.max_length, first_scorable=0)
@@ -157,7 +162,8 @@ class MaskedSideTask:
 
     def __call__(self, handle, shard: TextSet) -> ArrayRecord:
         tok, jobs = self.prepare(handle.tokenizer, shard)
-        return ArrayRecord(masked_forward_stats(handle.adapter, tok.ids, jobs, batch_size=self.batch_size))
+        return ArrayRecord(masked_forward_stats(handle.adapter, tok.ids, jobs, batch_size=self.batch_size,
+                                                max_batch_tokens=self.max_batch_tokens))
 
 
 def _assemble(tok, jobs: MaskJobs, tar: np.ndarray, ref: np.ndarray) -> MaskedStats:
@@ -186,6 +192,7 @@ def probe_masked_shards(
     reference=None,
     seed: int = 0,
     batch_size: int = 64,
+    max_batch_tokens: int | None = None,
     fingerprints: tuple[str, str | None] | None = None,
     cache_dir=None,
     shard_size: int | None = None,
@@ -198,7 +205,7 @@ def probe_masked_shards(
     if reference is not None:
         _check_vocab(target, reference)
     max_length = target.context_length
-    task = MaskedSideTask(plan, seed, batch_size, max_length)
+    task = MaskedSideTask(plan, seed, batch_size, max_length, max_batch_tokens)
     data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.key(), seed)
 
     def side(adapter, fingerprint, label):

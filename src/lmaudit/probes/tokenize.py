@@ -79,10 +79,23 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
     return TokenizedSet(ids_out, scored_out, zlib_len, keys, n_truncated)
 
 
-def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into batches of similar length (longest first), so padding is small."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
+    """Indices grouped into batches of similar length (longest first), so padding is small.
+
+    A batch holds at most ``batch_size`` samples and, with ``max_tokens``, at most that
+    many padded tokens (samples × its longest sample); a sample longer than
+    ``max_tokens`` is a batch of its own.
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")
+    if max_tokens is None:
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches, start = [], 0
+    while start < len(order):
+        fit = max(1, min(batch_size, max_tokens // max(1, int(lengths[order[start]]))))  # the first is the longest
+        batches.append(order[start : start + fit])
+        start += fit
+    return batches
 
 
 def pad_batch(ids: list[np.ndarray], scored: list[np.ndarray], index: np.ndarray, pad_id: int):

@@ -45,6 +45,7 @@ class RunConfig:
     params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
     seed: int = 0
     batch_size: int = 32
+    max_batch_tokens: int | None = None  # also cap a batch's padded tokens (GPU memory)
     max_length: int | None = None
     n_bootstrap: int = 1000
     use_cache: bool = True
@@ -54,6 +55,8 @@ class RunConfig:
         """Every setting is checked here, before any model is loaded or any text probed."""
         check_int("--seed", self.seed, low=0)
         check_int("--batch-size", self.batch_size, low=1)
+        if self.max_batch_tokens is not None:
+            check_int("--max-batch-tokens", self.max_batch_tokens, low=1)
         check_int("--bootstrap", self.n_bootstrap, low=0)
         if self.max_length is not None:
             check_int("max_length", self.max_length, low=2)
@@ -162,7 +165,8 @@ class _Probing:
 
 def _ar_group(ctx: _Probing, request: ARRequest, group, textset: TextSet):
     """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
-    probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size)
+    probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
+                              max_batch_tokens=ctx.config.max_batch_tokens)
     t0 = time.perf_counter()
     tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
                           model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
@@ -205,7 +209,8 @@ def _masked_group(ctx: _Probing, plan: MaskPlan, group, textset: TextSet):
     def probe(ts: TextSet):
         return probe_masked_shards(ctx.target.adapter, ctx.target.tokenizer, ts, plan,
                                    reference=ctx.reference.adapter if use_ref else None, seed=ctx.config.seed,
-                                   batch_size=ctx.config.batch_size, fingerprints=fps, cache_dir=ctx.cache)
+                                   batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
+                                   fingerprints=fps, cache_dir=ctx.cache)
 
     n_patterns = np.zeros(len(textset))
 

@@ -1,0 +1,64 @@
+"""GPU-ready batching: token-budget batches, and batches halved on out-of-memory with unchanged results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import make_texts
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.probes.masked import probe_masked
+from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.tokenize import length_batches
+
+STATS = ("logp", "top1_logp", "mu", "sigma")
+
+
+def texts(n=17, seed=3):
+    return TextSet.from_texts(make_texts(n, seed=seed, min_words=2, max_words=40))
+
+
+def test_token_budget_batches_cover_every_sample_once_within_the_budget():
+    lengths = np.array([10, 3, 8, 3, 8, 3, 40])
+    batches = length_batches(lengths, batch_size=32, max_tokens=20)
+    assert [lengths[b].tolist() for b in batches] == [[40], [10, 8], [8, 3], [3, 3]]  # 40 > 20: alone
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    assert all(len(b) * lengths[b].max() <= 20 for b in batches[1:])
+    assert [len(b) for b in length_batches(lengths, batch_size=2, max_tokens=1000)] == [2, 2, 2, 1]  # size caps too
+
+
+def test_a_token_budget_does_not_change_ar_statistics(tiny_model, tokenizer):
+    plain = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8))
+    budget = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8, max_batch_tokens=64))
+    np.testing.assert_array_equal(plain.offsets, budget.offsets)
+    for name in STATS:
+        np.testing.assert_allclose(getattr(plain, name), getattr(budget, name), atol=1e-5)
+
+
+def test_out_of_memory_halves_the_batch_and_the_ar_statistics_are_unchanged(tiny_model, tokenizer, monkeypatch):
+    plain = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8))
+    monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:2:oom")  # the second batch (of 8 texts) runs out of memory
+    with pytest.warns(UserWarning, match="out of memory on a batch of 8 texts: continuing with batches of 4"):
+        halved = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8))
+    np.testing.assert_array_equal(plain.offsets, halved.offsets)
+    for name in STATS:
+        np.testing.assert_allclose(getattr(plain, name), getattr(halved, name), atol=1e-5)
+
+
+def test_out_of_memory_halves_masked_batches_too(tiny_dlm, tokenizer, monkeypatch):
+    plan = MaskPlan("cyclic", budget=6, rho=0.35)
+    plain = probe_masked(tiny_dlm, tokenizer, texts(9), plan, batch_size=16)
+    monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:1:oom")
+    with pytest.warns(UserWarning, match="out of memory on a batch of 16 texts: continuing with batches of 8"):
+        halved = probe_masked(tiny_dlm, tokenizer, texts(9), plan, batch_size=16)
+    np.testing.assert_array_equal(plain.position, halved.position)
+    for name in STATS:
+        np.testing.assert_allclose(getattr(plain, name), getattr(halved, name), atol=1e-5)
+
+
+def test_a_single_text_that_does_not_fit_is_a_clear_error(tiny_model, tokenizer, monkeypatch):
+    monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:1:oom")
+    with pytest.raises(LmauditError, match=r"out of memory on a single text of \d+ tokens"):
+        probe_ar(tiny_model, tokenizer, texts(1), ARProbeConfig(batch_size=1))
