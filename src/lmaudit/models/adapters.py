@@ -271,10 +271,12 @@ def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None, shif
         mask_token_id = tokenizer.mask_token_id
     if mask_token_id is None:
         raise LmauditError("the model defines no mask token", hint="pass --mask-token-id")
+    dream = (getattr(cfg, "model_type", "") or "").lower() == "dream"
     if shift_logits is None:
-        shift_logits = bool(getattr(cfg, "lmaudit_shift_logits", (getattr(cfg, "model_type", "") or "").lower() == "dream"))
-    return DLMAdapter(model, int(mask_token_id), shift_logits, bool(getattr(cfg, "lmaudit_bidirectional", False)),
-                      tokenizer=tokenizer)
+        shift_logits = bool(getattr(cfg, "lmaudit_shift_logits", dream))
+    # Dream's attention hands attention_mask to SDPA as given: it needs the 4-D mask, not a (B, T) padding mask
+    bidirectional = bool(getattr(cfg, "lmaudit_bidirectional", dream))
+    return DLMAdapter(model, int(mask_token_id), shift_logits, bidirectional, tokenizer=tokenizer)
 
 
 def make_adapter(model, tokenizer, kind: str, *, mask_token_id: int | None = None,
