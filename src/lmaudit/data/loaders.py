@@ -4,9 +4,9 @@ Each record is either a plain text (``text``) or an instruction pair
 (``prompt`` + ``response``). For a pair, the prompt is a visible, unscored context
 and the response is the scored target (see DESIGN.md, "Core records").
 
-Files are read as a stream (line by line, or row group by row group; see
-:mod:`lmaudit.data.tables`), so loading a large file holds its records,
-not also its raw bytes and a decoded copy. Nothing is silently dropped or changed: an empty text, undecodable bytes, a
+Files are read as a stream (line by line, or Parquet row group / Arrow batch by batch),
+so loading a large file holds its records, not also its raw bytes and a decoded copy.
+Nothing is silently dropped or changed: an empty text, undecodable bytes, a
 malformed line or a missing field is a :class:`~lmaudit.errors.DataError` whose
 message names the file and the line (or row, or file in a folder).
 """
@@ -22,7 +22,9 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmaudit.data.tables import Table, is_datasets_folder, open_datasets_folder, open_parquet
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from lmaudit.errors import DataError
 from lmaudit.utils import stable_hash
 
@@ -215,12 +217,93 @@ def _read_csv(path: Path, fh, text_field: str, label_field: str | None) -> Itera
         raise DataError(f"{path}: line {reader.reader.line_num}: malformed {kind} ({exc})") from None
 
 
-def _table_rows(table: Table, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
+# Arrow-backed tables, read with pyarrow alone (``datasets`` is not needed at run time). A folder written by
+# ``Dataset.save_to_disk`` holds state.json, whose _data_files lists Arrow IPC *stream* files; one written by
+# ``DatasetDict.save_to_disk`` holds dataset_dict.json and one such folder per split. A table is
+# (source, column names, record batches), read one Parquet row group or one Arrow batch at a time.
+DATASETS_MARKERS = ("state.json", "dataset_info.json", "dataset_dict.json")
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _guarded(path: Path, batches) -> Iterator[pa.RecordBatch]:
+    """``batches``, with a read error on the way turned into a one-line DataError naming ``path``."""
+    try:
+        yield from batches
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: unreadable data ({_reason(exc)})") from None
+
+
+def _parquet_table(path: Path) -> tuple[Path, list[str], Iterator[pa.RecordBatch]]:
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable Parquet file ({_reason(exc)})") from None
+    return path, list(pf.schema_arrow.names), _guarded(path, pf.iter_batches())
+
+
+def _read_json(path: Path) -> object:
+    if not path.is_file():
+        raise DataError(f"{path}: missing (a datasets folder written by save_to_disk has one)")
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{path}: malformed JSON ({_reason(exc)})") from None
+
+
+def _pick_split(path: Path, split: str | None) -> Path:
+    """The folder of the chosen split of a ``DatasetDict`` folder (the only one when ``split`` is None)."""
+    meta = _read_json(path / "dataset_dict.json")
+    splits = meta.get("splits") if isinstance(meta, dict) else None
+    if not isinstance(splits, list) or not splits or not all(isinstance(s, str) and Path(s).name == s for s in splits):
+        raise DataError(f"{path / 'dataset_dict.json'}: field 'splits' must be a non-empty list of folder names")
+    if split is None and len(splits) > 1:
+        raise DataError(f"{path}: a datasets folder with splits {', '.join(splits)}; choose one with --split NAME")
+    if split is not None and split not in splits:
+        raise DataError(f"{path}: no split '{split}' (splits: {', '.join(splits)})")
+    return path / (split or splits[0])
+
+
+def _arrow_stream(path: Path) -> Iterator[pa.RecordBatch]:
+    with pa.OSFile(str(path)) as src:
+        yield from pa.ipc.open_stream(src)
+
+
+def _datasets_table(path: Path, split: str | None) -> tuple[Path, list[str], Iterator[pa.RecordBatch]]:
+    """A ``save_to_disk`` folder; ``split`` picks a split of a ``DatasetDict`` (ignored for a single ``Dataset``)."""
+    if (path / "dataset_dict.json").is_file():
+        path = _pick_split(path, split)
+    state = _read_json(path / "state.json")
+    entries = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(entries, list) or not entries or not all(
+            isinstance(e, dict) and isinstance(e.get("filename"), str) and Path(e["filename"]).name == e["filename"]
+            for e in entries):
+        raise DataError(f"{path / 'state.json'}: field '_data_files' must list the folder's .arrow files by name")
+    files = [path / e["filename"] for e in entries]
+    for f in files:
+        if not f.is_file():
+            raise DataError(f"{f}: missing (listed in {path / 'state.json'})")
+    try:
+        with pa.OSFile(str(files[0])) as src:
+            columns = list(pa.ipc.open_stream(src).schema.names)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{files[0]}: not a readable Arrow stream file ({_reason(exc)})") from None
+    return path, columns, (batch for f in files for batch in _guarded(f, _arrow_stream(f)))
+
+
+def _table_rows(table: tuple, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
     """``(where, default id, row)`` for every row of a Parquet file or datasets folder (rows numbered from 1)."""
-    _check_columns(table.source, table.columns, text_field, label_field)
-    stem = table.source.name if table.source.is_dir() else table.source.stem
-    for i, row in table.rows():
-        yield f"{table.source}: row {i}", f"{stem}:{i}", row
+    source, columns, batches = table
+    _check_columns(source, columns, text_field, label_field)
+    stem = source.name if source.is_dir() else source.stem
+    i = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            i += 1
+            yield f"{source}: row {i}", f"{stem}:{i}", row
 
 
 def _skip_reason(p: Path) -> str | None:
@@ -261,13 +344,13 @@ def _label(value: object, *, where: str, name: str) -> int:
 
 def _rows(path: Path, text_field: str, label_field: str | None, split: str | None) -> Iterator[tuple[str, str, dict]]:
     if path.is_dir():
-        return _table_rows(open_datasets_folder(path, split), text_field, label_field)
+        return _table_rows(_datasets_table(path, split), text_field, label_field)
     if path.suffix in (".jsonl", ".json", ".ndjson"):
         return _jsonl_rows(path)
     if path.suffix in (".csv", ".tsv"):
         return _csv_rows(path, text_field, label_field)
     if path.suffix == ".parquet":
-        return _table_rows(open_parquet(path), text_field, label_field)
+        return _table_rows(_parquet_table(path), text_field, label_field)
     raise DataError(f"{path}: unsupported file type '{path.suffix}'",
                     hint="use .jsonl, .csv, .parquet, a datasets save_to_disk folder or a folder of .txt files")
 
@@ -277,7 +360,7 @@ def _load(path: Path, text_field: str, split: str | None, label_field: str | Non
     if not path.exists():
         raise DataError(f"{path}: no such file or folder")
     records, labels = [], []
-    if path.is_dir() and not is_datasets_folder(path):
+    if path.is_dir() and not any((path / name).is_file() for name in DATASETS_MARKERS):
         if label_field is not None:
             raise DataError(f"{path}: a folder of .txt files has no field '{label_field}'",
                             hint="give a labelled JSONL, CSV or Parquet file, or a datasets folder")
