@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from lmaudit.commands import common as c
+from lmaudit.commands.mia import data_option, label_field_option, member_sets, split_option, text_field_option
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
 from lmaudit.models.loading import load_model
@@ -23,9 +24,13 @@ app = typer.Typer(add_completion=False)
 def audit_set(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder (AR or DLM) to audit."),
-    members: Path = typer.Option(..., help="Texts known to be in the training data (e.g. the retain set)."),
-    nonmembers: Path = typer.Option(..., help="Texts known not to be in the training data."),
+    members: Optional[Path] = typer.Option(None, help="Texts known to be in the training data (e.g. the retain set)."),
+    nonmembers: Optional[Path] = typer.Option(None, help="Texts known not to be in the training data."),
     suspect: Path = typer.Option(..., help="The set to audit (a forget set, a benchmark, ...)."),
+    data: Optional[Path] = data_option(),
+    label_field: Optional[str] = label_field_option(),
+    text_field: str = text_field_option(),
+    split: Optional[str] = split_option(),
     method: str = typer.Option("both", help="smi, smi-m or both."),
     features: str = typer.Option("hidden", help="hidden (mean-pooled last hidden state) or scores (attack scores)."),
     kernel: str = typer.Option("rbf", help="SMI-M kernel: rbf, laplacian or linear."),
@@ -44,12 +49,13 @@ def audit_set(
     cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
                       bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks))
     cfg.validate()
+    mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
+    sus = load_texts(suspect, text_field=text_field, split=split)
     opts = model_options.load_kwargs(run_options.backend)
     loaded = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": loaded.kind}) if reference else None
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        payload = run_audit(loaded, load_texts(members), load_texts(nonmembers), load_texts(suspect), cfg,
-                            reference=ref)
+        payload = run_audit(loaded, mem, non, sus, cfg, reference=ref)
     path = write_audit(payload, out, report=not run_options.no_report)
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")

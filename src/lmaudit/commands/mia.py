@@ -9,7 +9,8 @@ import typer
 
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.data.loaders import load_texts
+from lmaudit.data.loaders import TextSet, load_labelled, load_texts
+from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.progress import stdout_console
@@ -19,14 +20,52 @@ from lmaudit.runs.mia import RunConfig, results_table, run_mia
 app = typer.Typer(add_completion=False)
 
 
+def data_option():
+    return typer.Option(None, help="One labelled file (or datasets folder) instead of --members/--nonmembers: "
+                                   "rows with --label-field 1 are members, 0 non-members.")
+
+
+def label_field_option():
+    return typer.Option(None, help="--data: the label column (1/0 or true/false), e.g. 'label' (WikiMIA, MIMIR).")
+
+
+def text_field_option():
+    return typer.Option("text", help="The text field/column of every data option (e.g. 'input' for WikiMIA).")
+
+
+def split_option():
+    return typer.Option(None, help="The split to read from a datasets folder with several (DatasetDict).")
+
+
+def member_sets(members: Optional[Path], nonmembers: Optional[Path], data: Optional[Path], label_field: Optional[str],
+                text_field: str, split: Optional[str]) -> tuple[TextSet, TextSet]:
+    """Members and non-members: from ``--members`` and ``--nonmembers``, or from one labelled ``--data`` file."""
+    pair = "give --members and --nonmembers, or one labelled file with --data FILE --label-field NAME"
+    if data is not None and (members is not None or nonmembers is not None):
+        raise LmauditError("--data and --members/--nonmembers are mutually exclusive", hint=pair)
+    if data is not None:
+        if label_field is None:
+            raise LmauditError("--data needs --label-field (the column that is 1 for members, 0 for non-members)")
+        return load_labelled(data, label_field=label_field, text_field=text_field, split=split)
+    if label_field is not None:
+        raise LmauditError("--label-field applies to --data only", hint=pair)
+    if members is None or nonmembers is None:
+        raise LmauditError(f"missing option {'--members' if members is None else '--nonmembers'}", hint=pair)
+    return tuple(load_texts(p, text_field=text_field, split=split) for p in (members, nonmembers))
+
+
 @app.command(rich_help_panel=c.PANEL_AUDIT)
 @c.shared_options(run=True)
 def mia(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder to audit (the target)."),
     target: Optional[Path] = c.alias_option("--target"),
-    members: Path = typer.Option(..., help="Texts known to be in the training data."),
-    nonmembers: Path = typer.Option(..., help="Texts known not to be in the training data."),
+    members: Optional[Path] = typer.Option(None, help="Texts known to be in the training data."),
+    nonmembers: Optional[Path] = typer.Option(None, help="Texts known not to be in the training data."),
+    data: Optional[Path] = data_option(),
+    label_field: Optional[str] = label_field_option(),
+    text_field: str = text_field_option(),
+    split: Optional[str] = split_option(),
     reference: Optional[Path] = typer.Option(None, help="Reference model folder (enables 'reference')."),
     attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks (default: all that can run)."),
     param: list[str] = typer.Option([], help="Attack parameter ATTACK.KEY=VALUE (repeatable)."),
@@ -43,7 +82,7 @@ def mia(
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     model = c.pick_model(model, target, "--target")
     c.check_out(out)
-    mem, non = load_texts(members), load_texts(nonmembers)
+    mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
     opts = model_options.load_kwargs(run_options.backend)

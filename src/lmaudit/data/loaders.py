@@ -1,11 +1,12 @@
-"""Load texts from JSONL, CSV or a folder of ``.txt`` files, validating at the edge.
+"""Load texts from JSONL, CSV, Parquet, ``datasets`` folders or a folder of ``.txt`` files, validating at the edge.
 
 Each record is either a plain text (``text``) or an instruction pair
 (``prompt`` + ``response``). For a pair, the prompt is a visible, unscored context
 and the response is the scored target (see DESIGN.md, "Core records").
 
-Files are read as a stream (line by line), so loading a large file holds its records,
-not also its raw bytes and a decoded copy. Nothing is silently dropped or changed: an empty text, undecodable bytes, a
+Files are read as a stream (line by line, or Parquet row group / Arrow batch by batch),
+so loading a large file holds its records, not also its raw bytes and a decoded copy.
+Nothing is silently dropped or changed: an empty text, undecodable bytes, a
 malformed line or a missing field is a :class:`~lmaudit.errors.DataError` whose
 message names the file and the line (or row, or file in a folder).
 """
@@ -14,10 +15,15 @@ from __future__ import annotations
 
 import csv
 import json
+import reprlib
 import warnings
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lmaudit.errors import DataError
 from lmaudit.utils import stable_hash
@@ -142,8 +148,8 @@ def _open_text(path: Path, newline: str | None):
         raise
 
 
-def _load_jsonl(path: Path, text_field: str) -> list[Record]:
-    records = []
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, str, dict]]:
+    """``(where, default id, row)`` for every non-blank line of a JSONL file."""
     # newline=None: only \n, \r\n and \r end a line (str.splitlines() would also split at U+2028, U+0085, ...)
     with _open_text(path, newline=None) as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -159,23 +165,33 @@ def _load_jsonl(path: Path, text_field: str) -> list[Record]:
                 raise DataError(f"{where}: unreadable JSON ({reason})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{lineno}",
-                                                text_field=text_field))
-    return records
+            yield where, f"{path.stem}:{lineno}", row
 
 
-def _load_csv(path: Path, text_field: str) -> list[Record]:
+def _check_columns(path: Path, columns: list[str], text_field: str, label_field: str | None) -> None:
+    """A table (CSV, Parquet, datasets folder) must have the text column (or prompt and response) and the label column."""
+    listed = ", ".join(columns) or "none"
+    if text_field not in columns and not {"prompt", "response"} <= set(columns):
+        raise DataError(f"{path}: missing column '{text_field}' (columns: {listed})",
+                        hint="choose the text column with --text-field, or give 'prompt' and 'response' columns")
+    if label_field is not None and label_field not in columns:
+        raise DataError(f"{path}: missing column '{label_field}' (columns: {listed})",
+                        hint="choose the label column with --label-field")
+
+
+def _csv_rows(path: Path, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
+    """``(where, default id, row)`` for every row of a CSV (or, by suffix, TSV) file."""
     limit = csv.field_size_limit()
     # a long text is one field: never cut it at the default 128 KiB
     csv.field_size_limit(max(limit, path.stat().st_size))
     try:
         with _open_text(path, newline="") as fh:
-            return _read_csv(path, fh, text_field)
+            yield from _read_csv(path, fh, text_field, label_field)
     finally:
         csv.field_size_limit(limit)
 
 
-def _read_csv(path: Path, fh, text_field: str) -> list[Record]:
+def _read_csv(path: Path, fh, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
     kind = path.suffix[1:].upper()
     # strict: an unclosed quote is an error, not a field that swallows the rest of the file
     reader = csv.DictReader(fh, delimiter="\t" if path.suffix == ".tsv" else ",", strict=True)
@@ -188,12 +204,7 @@ def _read_csv(path: Path, fh, text_field: str) -> list[Record]:
     dupes = sorted({c for c in fieldnames if fieldnames.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: line 1: duplicate column(s) {', '.join(map(repr, dupes))} in the header")
-    if text_field not in fieldnames and not {"prompt", "response"} <= set(fieldnames):
-        raise DataError(
-            f"{path}: missing column '{text_field}' (columns: {', '.join(fieldnames)})",
-            hint=f"name the text column '{text_field}'",
-        )
-    records = []
+    _check_columns(path, fieldnames, text_field, label_field)
     try:
         for row in reader:
             where = f"{path}: line {reader.line_num}"
@@ -201,10 +212,98 @@ def _read_csv(path: Path, fh, text_field: str) -> list[Record]:
                 raise DataError(f"{where}: more fields than header columns")
             if None in row.values():
                 raise DataError(f"{where}: fewer fields than header columns")
-            records.append(_record_from_mapping(row, where=where, default_id=f"{path.stem}:{reader.line_num}", text_field=text_field))
+            yield where, f"{path.stem}:{reader.line_num}", row
     except csv.Error as exc:  # DictReader.line_num is the previous row's; the inner reader counts what it consumed
         raise DataError(f"{path}: line {reader.reader.line_num}: malformed {kind} ({exc})") from None
-    return records
+
+
+# Arrow-backed tables, read with pyarrow alone (``datasets`` is not needed at run time). A folder written by
+# ``Dataset.save_to_disk`` holds state.json, whose _data_files lists Arrow IPC *stream* files; one written by
+# ``DatasetDict.save_to_disk`` holds dataset_dict.json and one such folder per split. A table is
+# (source, column names, record batches), read one Parquet row group or one Arrow batch at a time.
+DATASETS_MARKERS = ("state.json", "dataset_info.json", "dataset_dict.json")
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _guarded(path: Path, batches) -> Iterator[pa.RecordBatch]:
+    """``batches``, with a read error on the way turned into a one-line DataError naming ``path``."""
+    try:
+        yield from batches
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: unreadable data ({_reason(exc)})") from None
+
+
+def _parquet_table(path: Path) -> tuple[Path, list[str], Iterator[pa.RecordBatch]]:
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable Parquet file ({_reason(exc)})") from None
+    return path, list(pf.schema_arrow.names), _guarded(path, pf.iter_batches())
+
+
+def _read_json(path: Path) -> object:
+    if not path.is_file():
+        raise DataError(f"{path}: missing (a datasets folder written by save_to_disk has one)")
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{path}: malformed JSON ({_reason(exc)})") from None
+
+
+def _pick_split(path: Path, split: str | None) -> Path:
+    """The folder of the chosen split of a ``DatasetDict`` folder (the only one when ``split`` is None)."""
+    meta = _read_json(path / "dataset_dict.json")
+    splits = meta.get("splits") if isinstance(meta, dict) else None
+    if not isinstance(splits, list) or not splits or not all(isinstance(s, str) and Path(s).name == s for s in splits):
+        raise DataError(f"{path / 'dataset_dict.json'}: field 'splits' must be a non-empty list of folder names")
+    if split is None and len(splits) > 1:
+        raise DataError(f"{path}: a datasets folder with splits {', '.join(splits)}; choose one with --split NAME")
+    if split is not None and split not in splits:
+        raise DataError(f"{path}: no split '{split}' (splits: {', '.join(splits)})")
+    return path / (split or splits[0])
+
+
+def _arrow_stream(path: Path) -> Iterator[pa.RecordBatch]:
+    with pa.OSFile(str(path)) as src:
+        yield from pa.ipc.open_stream(src)
+
+
+def _datasets_table(path: Path, split: str | None) -> tuple[Path, list[str], Iterator[pa.RecordBatch]]:
+    """A ``save_to_disk`` folder; ``split`` picks a split of a ``DatasetDict`` (ignored for a single ``Dataset``)."""
+    if (path / "dataset_dict.json").is_file():
+        path = _pick_split(path, split)
+    state = _read_json(path / "state.json")
+    entries = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(entries, list) or not entries or not all(
+            isinstance(e, dict) and isinstance(e.get("filename"), str) and Path(e["filename"]).name == e["filename"]
+            for e in entries):
+        raise DataError(f"{path / 'state.json'}: field '_data_files' must list the folder's .arrow files by name")
+    files = [path / e["filename"] for e in entries]
+    for f in files:
+        if not f.is_file():
+            raise DataError(f"{f}: missing (listed in {path / 'state.json'})")
+    try:
+        with pa.OSFile(str(files[0])) as src:
+            columns = list(pa.ipc.open_stream(src).schema.names)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{files[0]}: not a readable Arrow stream file ({_reason(exc)})") from None
+    return path, columns, (batch for f in files for batch in _guarded(f, _arrow_stream(f)))
+
+
+def _table_rows(table: tuple, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
+    """``(where, default id, row)`` for every row of a Parquet file or datasets folder (rows numbered from 1)."""
+    source, columns, batches = table
+    _check_columns(source, columns, text_field, label_field)
+    stem = source.name if source.is_dir() else source.stem
+    i = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            i += 1
+            yield f"{source}: row {i}", f"{stem}:{i}", row
 
 
 def _skip_reason(p: Path) -> str | None:
@@ -230,40 +329,51 @@ def _load_folder(path: Path) -> list[Record]:
     if skipped:
         more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         warnings.warn(f"{path}: skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that are not .txt "
-                      f"files: {', '.join(skipped[:5])}{more}", stacklevel=3)
+                      f"files: {', '.join(skipped[:5])}{more}", stacklevel=4)
     if not files:
         raise DataError(f"{path}: folder has no .txt files")
     return [Record(id=f.stem, target=_check_text(_decode(f.read_bytes(), f), where=str(f), name="text")) for f in files]
 
 
-def load_texts(path: str | Path, *, text_field: str = "text") -> TextSet:
-    """Load a text set from a JSONL file, a CSV file or a folder of ``.txt`` files.
+def _label(value: object, *, where: str, name: str) -> int:
+    """A membership label: 1 (member) or 0 (non-member), given as an integer, a boolean or the string "1"/"0"."""
+    if (isinstance(value, int) and value in (0, 1)) or value in ("0", "1"):
+        return int(value)
+    raise DataError(f"{where}: field '{name}' must be 0 or 1 (or true/false), got {reprlib.repr(value)}")
 
-    Parameters
-    ----------
-    path
-        ``*.jsonl`` (one JSON object per line), ``*.csv`` (header row), or a folder.
-    text_field
-        Name of the text field/column (default ``text``). Records may instead carry
-        ``prompt`` and ``response``; the prompt then becomes unscored context.
 
-    Raises
-    ------
-    DataError
-        Naming the file and line for malformed input, a missing field, an empty text
-        or undecodable bytes, and for an empty set or duplicate ids.
-    """
-    path = Path(path)
+def _rows(path: Path, text_field: str, label_field: str | None, split: str | None) -> Iterator[tuple[str, str, dict]]:
+    if path.is_dir():
+        return _table_rows(_datasets_table(path, split), text_field, label_field)
+    if path.suffix in (".jsonl", ".json", ".ndjson"):
+        return _jsonl_rows(path)
+    if path.suffix in (".csv", ".tsv"):
+        return _csv_rows(path, text_field, label_field)
+    if path.suffix == ".parquet":
+        return _table_rows(_parquet_table(path), text_field, label_field)
+    raise DataError(f"{path}: unsupported file type '{path.suffix}'",
+                    hint="use .jsonl, .csv, .parquet, a datasets save_to_disk folder or a folder of .txt files")
+
+
+def _load(path: Path, text_field: str, split: str | None, label_field: str | None = None) -> tuple[list[Record], list[int]]:
+    """The records of ``path`` and (with ``label_field``) their labels, checked for emptiness and duplicate ids."""
     if not path.exists():
         raise DataError(f"{path}: no such file or folder")
-    if path.is_dir():
+    records, labels = [], []
+    if path.is_dir() and not any((path / name).is_file() for name in DATASETS_MARKERS):
+        if label_field is not None:
+            raise DataError(f"{path}: a folder of .txt files has no field '{label_field}'",
+                            hint="give a labelled JSONL, CSV or Parquet file, or a datasets folder")
         records = _load_folder(path)
-    elif path.suffix in (".jsonl", ".json", ".ndjson"):
-        records = _load_jsonl(path, text_field)
-    elif path.suffix in (".csv", ".tsv"):
-        records = _load_csv(path, text_field)
     else:
-        raise DataError(f"{path}: unsupported file type '{path.suffix}'", hint="use .jsonl, .csv or a folder of .txt files")
+        with closing(_rows(path, text_field, label_field, split)) as rows:
+            for where, default_id, row in rows:
+                if label_field is not None:
+                    if label_field not in row:
+                        raise DataError(f"{where}: missing field '{label_field}' "
+                                        f"(found: {', '.join(sorted(map(str, row))) or 'none'})")
+                    labels.append(_label(row.pop(label_field), where=where, name=label_field))
+                records.append(_record_from_mapping(row, where=where, default_id=default_id, text_field=text_field))
     if not records:
         raise DataError(f"{path}: no records found")
     seen: dict[str, int] = {}
@@ -271,7 +381,60 @@ def load_texts(path: str | Path, *, text_field: str = "text") -> TextSet:
         if r.id in seen:
             raise DataError(f"{path}: duplicate id '{r.id}' (records {seen[r.id] + 1} and {i + 1})")
         seen[r.id] = i
-    return TextSet(records, source=str(path))
+    return records, labels
+
+
+def load_texts(path: str | Path, *, text_field: str = "text", split: str | None = None) -> TextSet:
+    """Load a text set from a JSONL, CSV or Parquet file, a ``datasets`` folder or a folder of ``.txt`` files.
+
+    Parameters
+    ----------
+    path
+        ``*.jsonl`` (one JSON object per line), ``*.csv`` / ``*.tsv`` (header row),
+        ``*.parquet``, a folder written by ``Dataset.save_to_disk`` or
+        ``DatasetDict.save_to_disk`` (read with pyarrow alone), or a folder of ``.txt`` files.
+    text_field
+        Name of the text field/column (default ``text``). Records may instead carry
+        ``prompt`` and ``response``; the prompt then becomes unscored context. An ``id``
+        field gives the record's id; otherwise it is ``STEM:LINE`` (``STEM:ROW`` for
+        Parquet and datasets folders, rows numbered from 1).
+    split
+        The split of a ``DatasetDict`` folder; required when it has several, ignored
+        by every other input.
+
+    Raises
+    ------
+    DataError
+        Naming the file and line (or row) for malformed input, a missing field, an empty
+        text or undecodable bytes, and for an empty set or duplicate ids.
+    """
+    path = Path(path)
+    return TextSet(_load(path, text_field, split)[0], source=str(path))
+
+
+def load_labelled(path: str | Path, *, label_field: str, text_field: str = "text",
+                  split: str | None = None) -> tuple[TextSet, TextSet]:
+    """Members and non-members from one labelled file, as WikiMIA and MIMIR ship them.
+
+    Rows whose ``label_field`` is 1 (``true``, ``"1"``) are members, 0 (``false``,
+    ``"0"``) non-members, each set in file order; the label is not kept among the
+    record's fields. Every format and option of :func:`load_texts` except a folder of
+    ``.txt`` files (which has no labels).
+
+    Raises
+    ------
+    DataError
+        As :func:`load_texts`; also for a missing label, a label other than 0/1 (naming
+        the first such line or row) and a file holding only one of the two classes.
+    """
+    path = Path(path)
+    records, labels = _load(path, text_field, split, label_field)
+    members, nonmembers = (TextSet([r for r, y in zip(records, labels) if y == label], source=f"{path} [{label_field}={label}]")
+                           for label in (1, 0))
+    if not members or not nonmembers:
+        raise DataError(f"{path}: field '{label_field}' is {1 if members else 0} in all {len(records)} rows (one class only)",
+                        hint="membership inference needs members (1) and non-members (0)")
+    return members, nonmembers
 
 
 def check_overlap(members: TextSet, nonmembers: TextSet) -> int:
