@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from helpers import make_texts
+from helpers import assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
@@ -62,3 +64,19 @@ def test_a_single_text_that_does_not_fit_is_a_clear_error(tiny_model, tokenizer,
     monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:1:oom")
     with pytest.raises(LmauditError, match=r"out of memory on a single text of \d+ tokens"):
         probe_ar(tiny_model, tokenizer, texts(1), ARProbeConfig(batch_size=1))
+
+
+def test_mia_with_a_token_budget_gives_the_same_results(tmp_path, tiny_model_dir):
+    write_jsonl(tmp_path / "m.jsonl", make_texts(12, seed=1))
+    write_jsonl(tmp_path / "n.jsonl", make_texts(12, seed=2))
+    res = []
+    for extra in ([], ["--max-batch-tokens", "40", "--no-cache"]):
+        out = tmp_path / f"out{len(res)}"
+        assert_ok(lmaudit("mia", "--model", str(tiny_model_dir), "--members", str(tmp_path / "m.jsonl"), "--nonmembers",
+                          str(tmp_path / "n.jsonl"), "--out", str(out), "--attacks", "loss,min_k", "--bootstrap", "10",
+                          "--no-report", *extra))
+        res.append(json.loads((out / "results.json").read_text())["attacks"])
+    assert {n: m["auc"] for n, m in res[0].items()} == {n: m["auc"] for n, m in res[1].items()}
+    assert_user_error(lmaudit("mia", "--model", str(tiny_model_dir), "--members", str(tmp_path / "m.jsonl"),
+                              "--nonmembers", str(tmp_path / "n.jsonl"), "--max-batch-tokens", "0"),
+                      "--max-batch-tokens must be an integer ≥ 1")
