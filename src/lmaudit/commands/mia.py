@@ -72,6 +72,9 @@ def mia(
     out: Path = typer.Option(Path("runs/mia"), help="Output folder."),
     seed: int = typer.Option(0),
     batch_size: int = typer.Option(32),
+    max_tokens: Optional[int] = typer.Option(None, help="Token limit per text (default: the model's context length)."),
+    long_texts: str = typer.Option("truncate", help="Texts over the limit: truncate (their first tokens) or window "
+                                                    "(AR: every token scored in overlapping windows of the limit)."),
     max_batch_tokens: Optional[int] = typer.Option(
         None, help="Also cap a batch at this many padded tokens (texts × longest); on a GPU, batches that run out "
                    "of memory are halved whatever this is."),
@@ -87,7 +90,7 @@ def mia(
     c.check_out(out)
     mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
-                    max_batch_tokens=max_batch_tokens, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
+                    max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
     opts = model_options.load_kwargs(run_options.backend)
     tgt = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": tgt.kind}) if reference else None

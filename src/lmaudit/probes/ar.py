@@ -7,6 +7,7 @@ not change any statistic. Only the per-token statistics leave the device; the
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from lmaudit.probes.batching import run_batches
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.stats import rows_stats
-from lmaudit.probes.tokenize import length_batches, tokenize_records
+from lmaudit.probes.tokenize import length_batches, tokenize_records, windows
 from lmaudit.progress import progress
 
 PROBE_VERSION = 2  # 2: cached per shard of records
@@ -32,6 +33,8 @@ class ARProbeConfig:
     max_length: int | None = None  # None: the model's context length
     batch_size: int = 32
     max_batch_tokens: int | None = None  # also cap a batch's padded tokens (samples × longest)
+    long_texts: str = "truncate"  # or "window": overlapping windows of max_length, every token scored
+    stride: int | None = None  # window stride (default: half the window)
     row_chunk: int = 256  # rows per output-layer chunk when the head is fused
     fused_head: bool = True  # apply a plain output layer in row chunks instead of materialising all logits
 
@@ -39,15 +42,20 @@ class ARProbeConfig:
 @torch.inference_mode()
 def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, description: str | None) -> ARStats:
     max_length = config.max_length or adapter.context_length
-    tok = tokenize_records(adapter.tokenizer, textset, max_length=max_length)
-    lengths = np.array([len(x) for x in tok.ids])
-    per_sample: list[np.ndarray | None] = [None] * len(textset)
+    if config.long_texts == "window":  # every token scored, in windows of the context length
+        tok = tokenize_records(adapter.tokenizer, textset, max_length=sys.maxsize)
+        ids, scored, owner = windows(tok, max_length, config.stride or max(1, max_length // 2))
+    else:
+        tok = tokenize_records(adapter.tokenizer, textset, max_length=max_length)
+        ids, scored, owner = tok.ids, tok.scored, np.arange(len(textset))
+    lengths = np.array([len(x) for x in ids])
+    per_sample: list[np.ndarray | None] = [None] * len(ids)
     device = adapter.device
     batches = length_batches(lengths, config.batch_size, config.max_batch_tokens)
-    with progress(description, total=len(textset)) as bar:
+    with progress(description, total=len(ids)) as bar:
 
         def compute(index: np.ndarray) -> None:
-            input_ids, attn, mask = adapter.pad([tok.ids[i] for i in index], [tok.scored[i] for i in index])
+            input_ids, attn, mask = adapter.pad([ids[i] for i in index], [scored[i] for i in index])
             ids_t = torch.from_numpy(input_ids).to(device)
             attn_t = torch.from_numpy(attn).to(device)
             sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
@@ -66,8 +74,9 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
             bar.advance(len(index))
 
         run_batches(batches, compute, lengths=lengths)
-    flat = np.concatenate(per_sample)  # (N, 4)
-    offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
+    flat = np.concatenate(per_sample)  # (N, 4), windows of a sample are consecutive: stitched in order
+    counts = np.bincount(owner, weights=[len(p) for p in per_sample], minlength=len(textset))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return ARStats(
         logp=flat[:, 0].copy(),
         top1_logp=flat[:, 1].copy(),

@@ -193,6 +193,7 @@ def probe_masked_shards(
     seed: int = 0,
     batch_size: int = 64,
     max_batch_tokens: int | None = None,
+    max_length: int | None = None,
     fingerprints: tuple[str, str | None] | None = None,
     cache_dir=None,
     shard_size: int | None = None,
@@ -204,7 +205,7 @@ def probe_masked_shards(
     """
     if reference is not None:
         _check_vocab(target, reference)
-    max_length = target.context_length
+    max_length = max_length or target.context_length
     task = MaskedSideTask(plan, seed, batch_size, max_length, max_batch_tokens)
     data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.key(), seed)
 

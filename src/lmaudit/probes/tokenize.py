@@ -79,6 +79,33 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
     return TokenizedSet(ids_out, scored_out, zlib_len, keys, n_truncated)
 
 
+def windows(tok: TokenizedSet, length: int, stride: int) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """Every sample cut into overlapping windows of at most ``length`` tokens, ``stride`` apart.
+
+    Returns the windows' ids, their scored masks and the sample each belongs to
+    (in order). A token is scored in exactly one window: the first window scores all
+    its tokens, each later one only the ``stride`` tokens it adds, which it sees with
+    ``length - stride`` tokens of left context. A sample of at most ``length`` tokens
+    is one window, as without windowing.
+    """
+    if not 0 < stride <= length:
+        raise DataError(f"the window stride must be in 1..{length}, got {stride}")
+    ids_out, scored_out, owner = [], [], []
+    for i, (ids, scored) in enumerate(zip(tok.ids, tok.scored)):
+        start = 0
+        while True:
+            keep = scored[start : start + length].copy()
+            if start:
+                keep[: length - stride] = False  # scored by the previous window
+            ids_out.append(ids[start : start + length])
+            scored_out.append(keep)
+            owner.append(i)
+            if start + length >= len(ids):
+                break
+            start += stride
+    return ids_out, scored_out, np.array(owner, dtype=np.int64)
+
+
 def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
     """Indices grouped into batches of similar length (longest first), so padding is small.
 

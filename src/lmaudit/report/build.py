@@ -84,6 +84,14 @@ def _precision(model: dict) -> str:
     return f", {model['dtype']} on {model['device']}" if model.get("dtype") else ""
 
 
+def _long_texts(long: dict | None) -> str:
+    """"; 3 members and 1 non-member over 2048 tokens, truncated" (nothing when none were, or for older results)."""
+    if not long or not (long.get("members") or long.get("nonmembers")):
+        return ""
+    done = "scored in overlapping windows" if long["mode"] == "window" else "truncated to their first tokens"
+    return f"; {long['members']} member(s) and {long['nonmembers']} non-member(s) over {long['limit']} tokens, {done}"
+
+
 def mia_facts(res: dict) -> dict[str, str]:
     ref = res.get("reference")
     cfg = res.get("config", {})
@@ -91,7 +99,7 @@ def mia_facts(res: dict) -> dict[str, str]:
         "target": f"{res['target']['path']} ({res['target']['kind']}{_precision(res['target'])}, "
                   f"fingerprint {res['target']['fingerprint']})",
         "reference": "none" if not ref else f"{ref['path']} (fingerprint {ref['fingerprint']})",
-        "data": f"{res['n_members']} members, {res['n_nonmembers']} non-members",
+        "data": f"{res['n_members']} members, {res['n_nonmembers']} non-members" + _long_texts(res.get("long_texts")),
         "seed": str(cfg.get("seed")),
         "configuration": json.dumps({k: v for k, v in cfg.items() if k != "params"}),
         **facts_common(res),

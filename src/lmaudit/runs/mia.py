@@ -10,6 +10,7 @@ statistics its attacks read.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ARStats, MaskedStats
 from lmaudit.probes.requests import ARRequest
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
+from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import info
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.utils import cache_dir
@@ -46,7 +48,8 @@ class RunConfig:
     seed: int = 0
     batch_size: int = 32
     max_batch_tokens: int | None = None  # also cap a batch's padded tokens (GPU memory)
-    max_length: int | None = None
+    max_length: int | None = None  # --max-tokens: below the model's context length
+    long_texts: str = "truncate"  # or "window" (AR): every token scored in overlapping windows
     n_bootstrap: int = 1000
     use_cache: bool = True
     budget: int = 16  # DLM: masked forwards per model per sample for every attack
@@ -59,7 +62,9 @@ class RunConfig:
             check_int("--max-batch-tokens", self.max_batch_tokens, low=1)
         check_int("--bootstrap", self.n_bootstrap, low=0)
         if self.max_length is not None:
-            check_int("max_length", self.max_length, low=2)
+            check_int("--max-tokens", self.max_length, low=2)
+        if self.long_texts not in ("truncate", "window"):
+            raise LmauditError(f"--long-texts must be truncate or window, got {self.long_texts!r}")
         check_int("--budget", self.budget, low=1, high=MAX_BUDGET, hint=budget_memory_hint(self.budget))
 
 
@@ -86,6 +91,7 @@ class MIAResult:
     ids: list[str]
     timings_s: dict[str, float]
     examples: dict = field(default_factory=dict)  # per attack: data a report shows (e.g. Q-Skew's Δ values)
+    long_texts: dict = field(default_factory=dict)  # texts longer than the context, per set, and what was done
 
     def payload(self) -> dict:
         """What ``results.json`` holds besides the provenance block."""
@@ -96,6 +102,7 @@ class MIAResult:
             "n_members": self.n_members,
             "n_nonmembers": self.n_nonmembers,
             "attacks": self.attacks,
+            "long_texts": self.long_texts,
             "timings_s": self.timings_s,
         }
 
@@ -166,7 +173,7 @@ class _Probing:
 def _ar_group(ctx: _Probing, request: ARRequest, group, textset: TextSet):
     """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
-                              max_batch_tokens=ctx.config.max_batch_tokens)
+                              max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
     t0 = time.perf_counter()
     tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
                           model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
@@ -210,7 +217,7 @@ def _masked_group(ctx: _Probing, plan: MaskPlan, group, textset: TextSet):
         return probe_masked_shards(ctx.target.adapter, ctx.target.tokenizer, ts, plan,
                                    reference=ctx.reference.adapter if use_ref else None, seed=ctx.config.seed,
                                    batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
-                                   fingerprints=fps, cache_dir=ctx.cache)
+                                   max_length=ctx.config.max_length, fingerprints=fps, cache_dir=ctx.cache)
 
     n_patterns = np.zeros(len(textset))
 
@@ -311,8 +318,11 @@ def run_mia(
     )
     labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
     timings: dict[str, float] = {}
+    long_texts = long_text_counts(target, {"members": members, "nonmembers": nonmembers}, config)
     ctx = _Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings)
-    scores, forwards, examples = _score(ctx, specs, params, both, len(members))
+    with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
+        warnings.filterwarnings("ignore", message=".*exceed the model context.*")
+        scores, forwards, examples = _score(ctx, specs, params, both, len(members))
 
     t0 = time.perf_counter()
     metrics = {}
@@ -335,7 +345,29 @@ def run_mia(
         ids=[r.id for r in members.records] + [r.id for r in nonmembers.records],
         timings_s=timings,
         examples=examples,
+        long_texts=long_texts,
     )
+
+
+def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config: RunConfig) -> dict:
+    """How many texts of each set exceed the target's token limit, and what the probes do with them (one warning).
+
+    The limit is ``--max-tokens`` or the model's context length (the adapter's, one
+    rule for every probe). ``window`` scores every token of an AR text in overlapping
+    windows; a DLM's masked probe truncates whatever the mode.
+    """
+    limit = config.max_length or target.adapter.context_length
+    counts = {name: int(sum(len(ids) > limit for ids in tokenize_records(
+        target.tokenizer, ts, max_length=sys.maxsize, first_scorable=0).ids)) for name, ts in sets.items()}
+    mode = config.long_texts if target.kind == "ar" else "truncate"
+    if any(counts.values()):
+        what = ("scored in overlapping windows of that length" if mode == "window"
+                else "truncated to their first tokens (--long-texts window scores them whole)")
+        if target.kind != "ar" and config.long_texts == "window":
+            what = "truncated to their first tokens (windows apply to AR models only)"
+        warnings.warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed "
+                      f"{limit} tokens and are {what}", stacklevel=2)
+    return {"limit": limit, "mode": mode, **counts}
 
 
 MIN_PER_CLASS = 20  # below this many members or non-members, intervals and TPRs say little
