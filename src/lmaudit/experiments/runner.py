@@ -44,7 +44,7 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
         "git_commit": git_commit(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "packages": package_versions(),
-        "corpus": ws.corpus.manifest["content_hash"],
+        "corpus": ws.corpus_hash(),
         "runtime_s": round(time.perf_counter() - t0, 1),
         **payload,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +27,20 @@ class Workspace:
 
     def __init__(self, cfg: BaseConfig) -> None:
         self.cfg = cfg
-        self.corpus = build_corpus(tuple(cfg.packages))
-        self.tokenizer = corpus_tokenizer(self.corpus, vocab_size=cfg.vocab_size)
         self._loaded: dict[str, object] = {}
+
+    @cached_property
+    def corpus(self):
+        """The embedded corpus, built on first use (an experiment on given checkpoints and data never needs it)."""
+        return build_corpus(tuple(self.cfg.packages))
+
+    @cached_property
+    def tokenizer(self):
+        return corpus_tokenizer(self.corpus, vocab_size=self.cfg.vocab_size)
+
+    def corpus_hash(self) -> str | None:
+        """The content hash of the corpus when this workspace used it, else None."""
+        return self.__dict__["corpus"].manifest["content_hash"] if "corpus" in self.__dict__ else None
 
     def base(self, seed: int = 0, kind: str | None = None) -> Path:
         """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective."""
