@@ -74,6 +74,7 @@ class ModelOptions:
     allow_pickle: bool = False
     mask_token_id: Optional[int] = None
     shift_logits: Optional[bool] = None
+    adapter_base: Optional[Path] = None
 
     def load_kwargs(self, backend: str = "local", **overrides) -> dict:
         """Keyword arguments of :func:`lmaudit.models.loading.load_model` (``overrides`` win)."""
@@ -102,6 +103,9 @@ _MODEL_PARAMS = [
     ("mask_token_id", Optional[int], typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer).")),
     ("shift_logits", Optional[bool], typer.Option(None, "--shift-logits/--no-shift-logits",
                                                   help="DLM: Dream-style shifted logits (default: detected).")),
+    ("adapter_base", Optional[Path], typer.Option(None, help="A model folder that is a PEFT/LoRA adapter is applied to "
+                                                             "this base model folder (default: the local folder its "
+                                                             "adapter_config.json names).")),
 ]
 _RUN_PARAMS = [
     ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),

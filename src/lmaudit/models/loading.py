@@ -20,6 +20,7 @@ from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.lora import check_adapter_dir, is_adapter_dir, load_adapter
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError
@@ -41,6 +42,8 @@ def quiet_transformers() -> None:
 
 def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
     """Validate a local model folder; return it as a Path."""
+    if is_adapter_dir(path):  # a PEFT adapter folder (models/lora.py)
+        return check_adapter_dir(path, allow_pickle=allow_pickle)
     p = Path(path)
     if not p.exists():
         raise ModelLoadError(
@@ -136,6 +139,7 @@ def load_model(
     mask_token_id: int | None = None,
     shift_logits: bool | None = None,
     device: str | None = None,
+    adapter_base: str | Path | None = None,
 ) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
@@ -143,7 +147,13 @@ def load_model(
     adapter (:mod:`lmaudit.models.adapters`) runs the model; for a DLM,
     ``mask_token_id`` and ``shift_logits`` override the detected convention. The
     model is in eval mode.
+
+    A PEFT adapter folder loads its base (``adapter_base``, else the folder its config
+    names) with these same options and applies the adapter (:mod:`lmaudit.models.lora`).
     """
+    if is_adapter_dir(path):
+        options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
+        return load_adapter(path, load_model, adapter_base=adapter_base, **options)
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()
     cfg = _read_config(p)
