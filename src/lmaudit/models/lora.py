@@ -212,8 +212,8 @@ def load_adapter(path: str | Path, load_base: Callable[..., ModelHandle], *, ada
         base = load_base(base_dir, **options)
     model = merge_adapters(base.model)  # a base that is itself an adapter: folded in, as training on top of it does
     _check_fits(p, base_dir, model, cfg)
-    record = _training_record(p).get("lora") or {}
-    trained_kind = _training_record(p).get("kind")
+    training = _training_record(p)  # written by lmaudit; absent for adapters from elsewhere
+    record, trained_kind = training.get("lora") or {}, training.get("kind")
     if trained_kind in ("ar", "dlm") and trained_kind != base.kind:
         raise ModelLoadError(f"adapter '{path}' was trained on a model of kind {trained_kind}; its base '{base_dir}' "
                              f"loads as kind {base.kind}", hint="pass --adapter-base with the model it was trained on")
