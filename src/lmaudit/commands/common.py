@@ -76,6 +76,7 @@ class ModelOptions:
     shift_logits: Optional[bool] = None
     dtype: str = "auto"
     device: str = "auto"
+    adapter_base: Optional[Path] = None
 
     def __post_init__(self) -> None:  # checked before any work (the device is checked when the model loads)
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
@@ -111,6 +112,9 @@ _MODEL_PARAMS = [
     ("dtype", str, typer.Option("auto", help="Weights' precision: auto (the checkpoint's on a GPU, float32 on a CPU), "
                                             "float32, bfloat16 or float16 (GPU only). Probe statistics are float32.")),
     ("device", str, typer.Option("auto", help="cpu, cuda, cuda:N or auto (a GPU when there is one).")),
+    ("adapter_base", Optional[Path], typer.Option(None, help="A model folder that is a PEFT/LoRA adapter is applied to "
+                                                             "this base model folder (default: the local folder its "
+                                                             "adapter_config.json names).")),
 ]
 _RUN_PARAMS = [
     ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),

@@ -10,14 +10,47 @@ import typer
 from lmaudit.commands import common as c
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import load_texts
+from lmaudit.errors import LmauditError
 from lmaudit.models.build import corpus_tokenizer
 from lmaudit.models.build import finetune as do_finetune
 from lmaudit.models.build import pretrain as do_pretrain
+from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import train_shadows
 from lmaudit.models.unlearn import unlearn as do_unlearn
 from lmaudit.progress import info, stdout_console
 
 app = typer.Typer(add_completion=False)
+
+
+def _lora_option():
+    return typer.Option(None, "--lora", metavar="RANK",
+                        help="Train a LoRA adapter of this rank instead of every weight; --out is then an adapter "
+                             "folder (usable wherever a model folder is).")
+
+
+def _alpha_option():
+    return typer.Option(None, "--lora-alpha", help="LoRA alpha (default: 2 × rank).")
+
+
+def _targets_option():
+    return typer.Option(None, "--lora-targets", help="Comma-separated module names to adapt (default: peft's for the "
+                                                     "architecture: q_proj,v_proj for Llama, query,value for BERT).")
+
+
+def _merge_option():
+    return typer.Option(False, "--merge", help="With --lora: write the merged full model instead of the adapter.")
+
+
+def lora_spec(rank: Optional[int], alpha: Optional[float], targets: Optional[str], merge: bool) -> Optional[LoraSpec]:
+    """The LoRA options as a :class:`LoraSpec` (None: full fine-tuning); the other options need ``--lora``."""
+    if rank is None:
+        given = [name for name, value in (("--lora-alpha", alpha), ("--lora-targets", targets), ("--merge", merge))
+                 if value not in (None, False)]
+        if given:
+            raise LmauditError(f"{given[0]} applies to LoRA training only", hint="add --lora RANK")
+        return None
+    names = c.split_names(targets)
+    return LoraSpec(rank, alpha, None if targets is None else tuple(names or ()), merge)
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
@@ -53,13 +86,19 @@ def finetune(
     batch_size: int = typer.Option(16),
     seed: int = typer.Option(0),
     mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
+    lora: Optional[int] = _lora_option(),
+    lora_alpha: Optional[float] = _alpha_option(),
+    lora_targets: Optional[str] = _targets_option(),
+    merge: bool = _merge_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
-    """Fine-tune a model on your data (domain or instruction fine-tuning)."""
+    """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter)."""
     start = c.pick_model(model, base, "--base")
+    spec = lora_spec(lora, lora_alpha, lora_targets, merge)
     c.check_out(out)
     do_finetune(start, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
-                seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs())
+                seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
+                lora=spec)
     info(f"saved to {out}")
 
 
@@ -81,14 +120,20 @@ def unlearn(
     retain_weight: float = typer.Option(1.0, help="gradient_ascent/npo: weight of the retain-set loss (0: none)."),
     npo_beta: float = typer.Option(0.1, help="npo: inverse temperature β."),
     seed: int = typer.Option(0),
+    lora: Optional[int] = _lora_option(),
+    lora_alpha: Optional[float] = _alpha_option(),
+    lora_targets: Optional[str] = _targets_option(),
+    merge: bool = _merge_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
+    spec = lora_spec(lora, lora_alpha, lora_targets, merge)
     c.check_out(out)
     do_unlearn(model, load_texts(forget), load_texts(retain), out, method=method, base_dir=base, epochs=epochs,
                lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
-               npo_beta=npo_beta, seed=seed, kind=model_options.kind, load_options=model_options.training_kwargs())
+               npo_beta=npo_beta, seed=seed, kind=model_options.kind, load_options=model_options.training_kwargs(),
+               lora=spec)
     info(f"saved to {out}")
 
 
@@ -107,12 +152,17 @@ def shadows(
     batch_size: int = typer.Option(16),
     mode: str = typer.Option("dft"),
     seed: int = typer.Option(0),
+    lora: Optional[int] = _lora_option(),
+    lora_alpha: Optional[float] = _alpha_option(),
+    lora_targets: Optional[str] = _targets_option(),
+    merge: bool = _merge_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
-    """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings)."""
+    """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora included)."""
     start = c.pick_model(model, base, "--base")
+    spec = lora_spec(lora, lora_alpha, lora_targets, merge)
     c.check_out(out)
     path = train_shadows(start, load_texts(pool), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                          batch_size=batch_size, mode=mode, kind=model_options.kind,
-                         load_options=model_options.training_kwargs())
+                         load_options=model_options.training_kwargs(), lora=spec)
     stdout_console.print(f"shadows: {path}")

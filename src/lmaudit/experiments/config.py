@@ -36,6 +36,7 @@ class BaseConfig:
     passage_chars: int = 250
     epochs: int = 6
     lr: float = 1e-3
+    lora: int = 0  # rank of a LoRA fine-tuning; 0: every weight is fine-tuned
     block: int = 64
     batch_size: int = 16
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -109,6 +110,8 @@ def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners:
     for key, value in raw.items():
         if not _matches(value, hints[key]):
             raise LmauditError(f"{path}: key '{key}' must be {_spelled(hints[key])}, got {_value_type(value)}")
+    if raw.get("lora", 0) < 0:
+        raise LmauditError(f"{path}: key 'lora' must be a LoRA rank ≥ 1, or 0 for full fine-tuning, got {raw['lora']}")
 
 
 def check_name(name: str, where: str) -> str:

@@ -16,6 +16,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_model
+from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig, run_mia
 
@@ -75,13 +76,19 @@ class Workspace:
 
     def finetuned(self, base: Path, data: TextSet, seed: int, *, epochs: int | None = None,
                   mask_ratio: float | None = None) -> Path:
-        """``base`` fine-tuned on ``data`` with the experiment's settings (cached by all of them)."""
+        """``base`` fine-tuned on ``data`` with the experiment's settings (cached by all of them).
+
+        With ``lora`` set, a LoRA adapter of that rank (a folder that loads like a model, on ``base``).
+        """
         c = self.cfg
         epochs = epochs or c.epochs
         key = ("finetune", str(base), data.fingerprint(), c.mode, epochs, c.lr, c.block, c.batch_size, seed, mask_ratio)
+        if c.lora:  # full fine-tunings keep the keys (and cached models) they had before LoRA existed
+            key += ("lora", c.lora)
+        lora = LoraSpec(c.lora) if c.lora else None
         return cached_build("models", key, lambda tmp: finetune(
             base, data, tmp, mode=c.mode, epochs=epochs, lr=c.lr, block=c.block, batch_size=c.batch_size, seed=seed,
-            mask_ratio=mask_ratio))
+            mask_ratio=mask_ratio, lora=lora))
 
     def fine_tuned_run(self, seed: int):
         """(members, non-members, base, target fine-tuned on the members) for one seed."""

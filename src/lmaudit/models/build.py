@@ -1,7 +1,8 @@
 """Build, cache and save the tiny models of the embedded default.
 
 A model folder holds the ``save_pretrained`` weights (safetensors), the tokenizer
-and ``lmaudit_training.json`` (what made it). Cached builds are keyed by a hash
+and ``lmaudit_training.json`` (what made it); a LoRA fine-tuning writes an adapter
+folder the same way (:mod:`lmaudit.models.lora`). Cached builds are keyed by a hash
 of everything that determines the weights, and written to a temporary folder
 that is renamed into place, so a killed build is never mistaken for a finished one.
 """
@@ -26,13 +27,12 @@ from lmaudit.folders import output_folder
 from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.loading import load_model, quiet_transformers
+from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
 from lmaudit.utils import cache_dir, stable_hash
-
-TRAINING_FILE = "lmaudit_training.json"
 
 
 def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
@@ -73,11 +73,11 @@ def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
 
 
 def save_model(model, tokenizer, out: Path, training: dict) -> None:
-    """Weights, tokenizer and ``lmaudit_training.json``, written as one unit (:mod:`lmaudit.folders`): a
-    folder never holds new weights with an old training record."""
+    """Weights (of a full model, or of a peft adapter), tokenizer and ``lmaudit_training.json``, written as one
+    unit (:mod:`lmaudit.folders`): a folder never holds new weights with an old training record."""
     quiet_transformers()
     with output_folder(out, what="model") as tmp:
-        model.save_pretrained(tmp)
+        save_weights(model, tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / TRAINING_FILE).write_text(json.dumps(training, indent=2, default=str))
 
@@ -132,7 +132,7 @@ def pretrain(
     if init_from is not None:
         if kind != "dlm":
             raise LmauditError("--init-from adapts an AR model into a DLM", hint="use it with --kind dlm")
-        model = dlm_from_ar(load_model(init_from, kind="ar").model, tokenizer)
+        model = dlm_from_ar(full_model(load_model(init_from, kind="ar").model), tokenizer)
         model.train()
     else:
         model = _build(kind, p, tokenizer, seed)
@@ -172,30 +172,35 @@ def finetune(
     mask_ratio: float | None = None,
     load_options: dict | None = None,
     record: dict | None = None,
+    lora: LoraSpec | None = None,
 ) -> Path:
     """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
 
     The objective follows the model's kind (detected from its config unless
     ``kind`` is given). ``mask_ratio`` fixes a DLM's mask ratio instead of t ~ U(eps, 1).
     ``load_options`` go to :func:`~lmaudit.models.loading.load_model` (remote code, pickle, mask token, logits).
-    ``record`` adds keys to the folder's ``lmaudit_training.json``.
+    ``record`` adds keys to the folder's ``lmaudit_training.json``. ``lora`` trains a LoRA
+    adapter instead of every weight, and ``out`` is an adapter folder whose base is ``base``
+    (or, with ``lora.merge``, the merged full model) (:mod:`lmaudit.models.lora`).
     """
 
     if mode not in ("dft", "ift"):
         raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
     loaded = load_model(base, kind=kind, **(load_options or {}))
-    model, tok = loaded.model, loaded.tokenizer
+    model, peft_model = start_training(loaded.model, lora, seed=seed)
+    tok = loaded.tokenizer
     ctx = context_length(model, tok)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
     warmup = max(1, min(20, len(examples) // batch_size))
     cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
     objective = objective_for(loaded.kind, tok, mask_ratio=mask_ratio)
     losses = train(model, examples, cfg, objective=objective, pad_id=loaded.adapter.pad_id,
-                   description=f"fine-tune {loaded.kind} ({mode})")
-    save_model(model, tok, Path(out), {
+                   description=f"fine-tune {loaded.kind} ({mode}{', LoRA' if lora else ''})")
+    weights, lora_record = finish_training(model, peft_model, lora, base, loaded.fingerprint)
+    save_model(weights, tok, Path(out), {
         "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **loss_summary(losses),
-        **(record or {}),
+        **lora_record, **(record or {}),
     })
     return Path(out)

@@ -71,6 +71,21 @@ def model_dir_fingerprint(path: str | Path) -> str:
     return stable_hash(parts)
 
 
+def adapter_fingerprint(path: str | Path, base_fingerprint: str) -> str:
+    """Hash of a PEFT adapter applied to a base: the base's fingerprint, the adapter's weight files (content) and
+    its ``adapter_config.json``.
+
+    The config's ``base_model_name_or_path`` (where the base was, not what it is: the base's
+    fingerprint says that) and ``peft_version`` are left out, so a moved adapter keeps its fingerprint.
+    """
+    path = Path(path)
+    config = json.loads((path / "adapter_config.json").read_text())
+    config = {k: v for k, v in config.items() if k not in ("base_model_name_or_path", "peft_version")}
+    weights = [(f.name, _file_digest(f)) for f in sorted(path.iterdir())
+               if f.name.startswith("adapter_model") and f.suffix in _WEIGHT_SUFFIXES]
+    return stable_hash("peft-adapter", base_fingerprint, config, weights)
+
+
 def module_fingerprint(model: torch.nn.Module) -> str:
     """Hash of an in-memory model's parameters and buffers (for models never saved)."""
     h = hashlib.blake2b(digest_size=16)

@@ -21,6 +21,7 @@ from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.lora import check_adapter_dir, is_adapter_dir, load_adapter
 from lmaudit.utils import stable_hash
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
@@ -43,6 +44,8 @@ def quiet_transformers() -> None:
 
 def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
     """Validate a local model folder; return it as a Path."""
+    if is_adapter_dir(path):  # a PEFT adapter folder (models/lora.py)
+        return check_adapter_dir(path, allow_pickle=allow_pickle)
     p = Path(path)
     if not p.exists():
         raise ModelLoadError(
@@ -139,6 +142,7 @@ def load_model(
     shift_logits: bool | None = None,
     device: str | None = None,
     dtype: str | None = None,
+    adapter_base: str | Path | None = None,
 ) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
@@ -148,7 +152,13 @@ def load_model(
     model is in eval mode, on ``device`` in ``dtype`` (:func:`resolve_device`,
     :func:`resolve_dtype`); a model loaded in another dtype than float32 has another
     fingerprint, so that cached statistics of the two never mix.
+
+    A PEFT adapter folder loads its base (``adapter_base``, else the folder its config
+    names) with these same options and applies the adapter (:mod:`lmaudit.models.lora`).
     """
+    if is_adapter_dir(path):
+        options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
+        return load_adapter(path, load_model, adapter_base=adapter_base, **options)
     device = resolve_device(device)
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()

@@ -8,7 +8,7 @@ shadow trained on, by content hash) and one model folder per shadow; ``lmaudit m
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -68,13 +68,19 @@ def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
 
 def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 8, seed: int = 0,
                   **finetune_kwargs) -> Path:
-    """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return its path."""
+    """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return its path.
+
+    ``finetune_kwargs`` go to :func:`~lmaudit.models.build.finetune`; with ``lora`` each
+    shadow is an adapter folder whose base is ``base`` (loaded like a model folder).
+    """
     out = Path(out)
     with output_folder(out, what="shadows") as tmp:  # the set is written whole: no mix of two trainings
         paths, trained = [], []
         for j, half in enumerate(shadow_splits(pool, k, seed)):
             paths.append(finetune(base, half, tmp / f"shadow{j}", seed=seed + j, **finetune_kwargs))
             trained.append({text_key(r) for r in half.records})
+        lora = finetune_kwargs.get("lora")
+        settings = {**finetune_kwargs, "lora": None if lora is None else asdict(lora)}
         ShadowSet(paths, trained).save(tmp, {"base": str(base), "pool": pool.source, "seed": seed,
-                                             "finetune": finetune_kwargs})
+                                             "finetune": settings})
     return out / MANIFEST

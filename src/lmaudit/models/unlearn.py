@@ -35,8 +35,8 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import DLMAdapter, adapter_for, context_length
 from lmaudit.models.build import finetune, loss_summary, objective_for, save_model
-from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.loading import check_model_dir, load_model
+from lmaudit.models.lora import LoraSpec, finish_training, folder_fingerprint, start_training
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
 
 METHODS = ("retrain", "gradient_ascent", "npo", "finetune")
@@ -165,7 +165,8 @@ def _validate(method: str, forget: TextSet, retain: TextSet, *, base_dir: str | 
 def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | Path, *, method: str,
             base_dir: str | Path | None = None, epochs: float = 2,
             lr: float = 1e-4, batch_size: int = 16, block: int = 64, mode: str = "dft", retain_weight: float = 1.0,
-            npo_beta: float = 0.1, seed: int = 0, kind: str | None = None, load_options: dict | None = None) -> Path:
+            npo_beta: float = 0.1, seed: int = 0, kind: str | None = None, load_options: dict | None = None,
+            lora: LoraSpec | None = None) -> Path:
     """Unlearn ``forget`` from the model at ``model_dir`` and save the result to ``out``.
 
     Parameters
@@ -193,6 +194,10 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
         ``"ar"`` or ``"dlm"``; detected from the model's config when None.
     load_options
         Keyword arguments of :func:`~lmaudit.models.loading.load_model` (remote code, pickle, mask token, logits).
+    lora
+        Train a LoRA adapter instead of every weight: ``out`` is then an adapter folder whose
+        base is the model training started from (``model_dir``, or ``base_dir`` for ``retrain``);
+        with ``lora.merge`` the merged full model (:mod:`lmaudit.models.lora`).
 
     Returns
     -------
@@ -210,7 +215,7 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     check_model_dir(model_dir)
     out = Path(out)
     record = {
-        "stage": "unlearn", "method": method, "source": str(model_dir), "source_fingerprint": model_dir_fingerprint(model_dir),
+        "stage": "unlearn", "method": method, "source": str(model_dir), "source_fingerprint": folder_fingerprint(model_dir, (load_options or {}).get("adapter_base")),
         "forget": forget.source, "forget_fingerprint": forget.fingerprint(), "n_forget": len(forget),
         "retain": retain.source, "retain_fingerprint": retain.fingerprint(), "n_retain": len(retain),
         "hyperparameters": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "block": block, "mode": mode,
@@ -219,10 +224,11 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     if method in ("retrain", "finetune"):
         start = base_dir if method == "retrain" else model_dir
         return finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
-                        kind=kind, load_options=load_options, record={**record, "started_from": str(start)})
+                        kind=kind, load_options=load_options, record={**record, "started_from": str(start)}, lora=lora)
 
     loaded = load_model(model_dir, kind=kind, **(load_options or {}))
-    model, tok = loaded.model, loaded.tokenizer
+    model, peft_model = start_training(loaded.model, lora, seed=seed)
+    tok = loaded.tokenizer
     pad_id = loaded.adapter.pad_id
     forget_examples = _examples(tok, forget, mode, block, model)
     retain_examples = _examples(tok, retain, mode, block, model) if retain_weight > 0 else []
@@ -238,10 +244,11 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     warmup = max(1, min(20, len(forget_examples) // batch_size))
     cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
     losses = train(model, forget_examples, cfg, objective=objective, pad_id=pad_id,
-                   description=f"unlearn {loaded.kind} ({method})")
+                   description=f"unlearn {loaded.kind} ({method}{', LoRA' if lora else ''})")
     parts = {f"{name}_{key}": value for name, values in log.items() if values
              for key, value in loss_summary(values).items() if key != "steps"}
-    save_model(model, tok, out, {**record, "kind": loaded.kind, "started_from": str(model_dir),
-                                 "n_examples": len(forget_examples), "train_config": cfg.__dict__,
-                                 **loss_summary(losses), **parts})
+    weights, lora_record = finish_training(model, peft_model, lora, model_dir, loaded.fingerprint)
+    save_model(weights, tok, out, {**record, "kind": loaded.kind, "started_from": str(model_dir),
+                                   "n_examples": len(forget_examples), "train_config": cfg.__dict__,
+                                   **loss_summary(losses), **parts, **lora_record})
     return out

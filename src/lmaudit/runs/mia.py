@@ -26,6 +26,7 @@ from lmaudit.errors import LmauditError, check_int
 from lmaudit.metrics import TPR_POINTS, summarize, tpr_text
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.lora import adapter_record
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
 from lmaudit.probes.masked import probe_masked_shards
@@ -335,8 +336,8 @@ def run_mia(
     timings["metrics"] = time.perf_counter() - t0
     return MIAResult(
         config=config,
-        target=target.facts(),
-        reference=None if reference is None else reference.facts(),
+        target={**target.facts(), **adapter_record(target)},
+        reference=None if reference is None else {**reference.facts(), **adapter_record(reference)},
         n_members=len(members),
         n_nonmembers=len(nonmembers),
         attacks=metrics,

@@ -29,6 +29,7 @@ from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.models.build import cached_build, finetune
 from lmaudit.models.loading import load_model
+from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.mia import RunConfig, run_mia
 
 
@@ -42,8 +43,7 @@ class CheckpointConfig(BaseConfig):
     nonmembers: str = ""
     text_field: str = ""  # "" = the loaders' default (text, or prompt + response)
     split: str = ""  # a datasets folder's split
-    finetune: bool = False
-    lora: int = 0  # LoRA rank of the fine-tune (0: full fine-tuning)
+    finetune: bool = False  # with the base config's lora (rank; 0: full fine-tuning), epochs, lr, block, batch_size
     dtype: str = "auto"
     device: str = "auto"
     trust_remote_code: bool = False
@@ -80,9 +80,9 @@ def run(ws: Workspace, cfg: CheckpointConfig) -> dict:
             key = ("checkpoint-finetune", str(target.resolve()), members.fingerprint(), cfg.mode, cfg.epochs, cfg.lr,
                    cfg.block, cfg.batch_size, cfg.lora, seed)
             reference = target
-            target = cached_build("models", key, lambda tmp, base=target: finetune(
+            target = cached_build("models", key, lambda tmp, base=target, seed=seed: finetune(
                 base, members, tmp, mode=cfg.mode, epochs=cfg.epochs, lr=cfg.lr, block=cfg.block,
-                batch_size=cfg.batch_size, seed=seed, **({"lora": cfg.lora} if cfg.lora else {}),
+                batch_size=cfg.batch_size, seed=seed, lora=LoraSpec(cfg.lora) if cfg.lora else None,
                 load_options={k: v for k, v in load.items() if v not in ("auto", False)}))
         run_cfg = RunConfig(attacks=cfg.attacks, seed=seed, budget=cfg.budget, n_bootstrap=200,
                             max_length=cfg.max_tokens or None, long_texts=cfg.long_texts,
