@@ -28,6 +28,7 @@ from lmaudit.report.build import build_report, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = sorted((REPO / "experiments").glob("*.toml"))
+GPU_CONFIGS = sorted((REPO / "experiments" / "gpu").glob("*.toml"))  # run on a GPU, not here
 
 
 def test_committed_experiment_files_load_into_their_types_schema():
@@ -38,14 +39,14 @@ def test_committed_experiment_files_load_into_their_types_schema():
 
 
 def test_every_registered_type_has_a_committed_experiment_file():
-    assert {load_experiment(f).type for f in COMMITTED} == {t.name for t in list_experiment_types()}
+    assert {load_experiment(f).type for f in COMMITTED + GPU_CONFIGS} == {t.name for t in list_experiment_types()}
 
 
 @pytest.mark.parametrize("text, needle", [
     ('name = "x"\ntype = "mia"\nepoch = 3\n', r"bad.toml: unknown key 'epoch'.*did you mean 'epochs'"),
     ('name = "x"\ntype = "mia"\nvariants = {}\n', r"unknown key 'variants' for an experiment of type 'mia'.*"
                                                    r"'variants' is a key of type ablation"),
-    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n', r"unknown key 'budget'.*ablation, epochs, mask-ratio"),
+    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n', r"unknown key 'budget'.*ablation, checkpoint, epochs, mask-ratio"),
     ('name = "x"\ntype = "nonsense"\n', "type 'nonsense' is not one of"),
     ('name = "x"\ntype = "mask-ratios"\n', "did you mean 'mask-ratio'"),
     ('name = "x"\ntype = "mia"\nseeds = 3\n', r"key 'seeds' must be list\[int\], got int"),

@@ -121,7 +121,8 @@ def test_mia_on_an_adapter_records_adapter_and_base_and_never_reuses_the_bases_p
     assert res["target"]["path"] == str(trained / "ar") and res["target"]["fingerprint"] == load_model(trained / "ar").fingerprint
     assert res["target"]["adapter"]["base"] == {"path": str(tiny_model_dir.resolve()), "fingerprint": base_fp}
     assert res["target"]["adapter"]["r"] == 4 and sorted(res["target"]["adapter"]["target_modules"]) == ["q_proj", "v_proj"]
-    assert res["reference"] == {"path": str(tiny_model_dir), "fingerprint": base_fp}
+    assert res["reference"] == {"path": str(tiny_model_dir), "fingerprint": base_fp, "kind": "ar", "dtype": "float32",
+                                "device": "cpu"}
     on_base = pd.read_parquet(tmp_path / "base" / "scores.parquet")["loss"]
     on_adapter = pd.read_parquet(tmp_path / "a" / "scores.parquet")["loss"]
     # same texts, one cache: the adapter's probe is its own (members' loss lower than under the base)
