@@ -32,7 +32,7 @@ from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
-from lmaudit.utils import cache_dir, stable_hash
+from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
 
 def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
@@ -115,6 +115,8 @@ def pretrain(
     tokens: int | None = None,
     seed: int = 0,
     init_from: str | Path | None = None,
+    include: TextSet | None = None,
+    repeats: int = 1,
 ) -> Path:
     """Pretrain a model of ``preset`` size on the corpus' pretraining pool; save to ``out``.
 
@@ -122,6 +124,10 @@ def pretrain(
     trained with the masked-diffusion objective — from scratch (a bidirectional
     encoder, LLaDA-style aligned logits), or, with ``init_from`` an AR model folder,
     adapted from that model as Dream is from Qwen (full attention, shifted logits).
+
+    ``include``: texts put into the pretraining stream, each seen exactly ``repeats``
+    times (the stream then holds ``tokens`` tokens in all, pool blocks drawn at random
+    without repetition for the rest, one pass): pretraining-data detection's members.
     """
     p = get_preset(preset) if isinstance(preset, str) else preset
     tokens = tokens or p.pretrain_tokens
@@ -129,6 +135,12 @@ def pretrain(
     examples = dft_examples(tokenizer, docs, block=p.block)
     n_blocks = max(1, tokens // p.block)
     epochs = n_blocks / len(examples)
+    if include is not None:
+        inserted = dft_examples(tokenizer, include, block=p.block) * repeats
+        rest = max(0, min(len(examples), n_blocks - len(inserted)))
+        keep = np.random.default_rng(stable_seed("pretrain-stream", seed)).choice(len(examples), rest, replace=False)
+        examples = [examples[i] for i in np.sort(keep)] + inserted  # the training loop shuffles them
+        n_blocks, epochs = len(examples), 1.0
     if init_from is not None:
         if kind != "dlm":
             raise LmauditError("--init-from adapts an AR model into a DLM", hint="use it with --kind dlm")
@@ -143,18 +155,24 @@ def pretrain(
     save_model(model, tokenizer, Path(out), {
         "stage": "pretrain", "kind": kind, "preset": p.name, "init_from": None if init_from is None else str(init_from), "tokens": n_blocks * p.block, "block": p.block,
         "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **loss_summary(losses),
+        **({"included": {"data": include.source, "fingerprint": include.fingerprint(), "n_texts": len(include),
+                         "repeats": repeats}} if include is not None else {}),
     })
     return Path(out)
 
 
 def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str = "tiny", tokens: int,
-                    seed: int = 0, init_from: Path | None = None) -> Path:
+                    seed: int = 0, init_from: Path | None = None, include: TextSet | None = None,
+                    repeats: int = 1) -> Path:
     """:func:`pretrain` through the model cache: the same arguments reuse the same folder."""
     key = ("pretrain", kind, preset, corpus.fingerprint, len(tokenizer), tokens, seed)
     if init_from is not None:
         key += ("init_from", str(init_from))
+    if include is not None:
+        key += ("include", include.fingerprint(), repeats)
     return cached_build("models", key, lambda tmp: pretrain(corpus, tokenizer, tmp, kind=kind, preset=preset,
-                                                             tokens=tokens, seed=seed, init_from=init_from))
+                                                             tokens=tokens, seed=seed, init_from=init_from,
+                                                             include=include, repeats=repeats))
 
 
 def finetune(

@@ -91,8 +91,9 @@ def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[lis
     exp = record["experiment"]
     rows = [[label] + [f"{100 * r[k][0]:.1f} ± {100 * r[k][1]:.1f}" for k in METRICS]
             for label, r in sorted(record["rows"].items(), key=lambda kv: -kv[1]["auc"][0])]
-    caption = (f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members; {exp['budget']} forwards per model "
-               "per sample. Values are mean ± std over seeds, in percent.")
+    budget = f"; {exp['budget']} forwards per model per sample" if "budget" in exp else ""
+    caption = (f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members{budget}. Values are mean ± std "
+               "over seeds, in percent.")
     return [(caption, [first, *HEADERS], rows)]
 
 
