@@ -422,7 +422,7 @@ def results_table(result: MIAResult):
         table.add_column(col, justify="left" if col == "attack" else "right")
     for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
         table.add_row(name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
-                      *(tpr_text(m, key, ci=True) for key in TPR_POINTS))
+                      *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
     unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
     caption = [READING_NOTE]
     if unresolved:  # said once under the table, not in every cell
