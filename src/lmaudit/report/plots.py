@@ -31,17 +31,40 @@ def _png(fig, *, margins: str | None = None) -> bytes:
     return buf.getvalue()
 
 
+def roc_line(labels: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of the ROC curve as drawn: the staircase through :func:`~lmaudit.metrics.roc_curve`'s vertices.
+
+    From each vertex the line runs right at that TPR to the next vertex's FPR, then up:
+    the height at any FPR is the largest TPR among vertices at or left of it, which is
+    :func:`~lmaudit.metrics.tpr_at_fpr`'s conservative rule (a threshold cannot split a
+    block of tied scores, so the diagonal across it is not drawn). Without ties every
+    step is horizontal or vertical anyway and the staircase is the usual curve.
+    """
+    fpr, tpr, _ = roc_curve(labels, score)
+    x = np.repeat(fpr, 2)[1:]  # f0, f1, f1, f2, f2, ...
+    y = np.repeat(tpr, 2)[:-1]  # t0, t0, t1, t1, t2, ...
+    return x, y
+
+
 def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool = False) -> bytes:
-    """ROC curve of every attack, AUC in the legend; ``log=True`` uses log-log axes (low-FPR regime)."""
+    """ROC curve of every attack, AUC in the legend; ``log=True`` uses log-log axes (low-FPR regime).
+
+    Curves are :func:`roc_line` staircases. On log-log axes, zero rates are drawn at the
+    axes' edges, and a dashed vertical line marks 1/n_nonmembers, the finest FPR the
+    non-members resolve (left of it every curve is the TPR at zero false positives).
+    """
     fig, ax = plt.subplots(figsize=(5.6, 4.6))
     n_neg = int((np.asarray(labels) == 0).sum())
+    floor = 1.0 / max(n_neg, 1)
     ranked = sorted(scores.items(), key=lambda kv: -auc(labels, kv[1]))
     for i, (name, s) in enumerate(ranked):
-        fpr, tpr, _ = roc_curve(labels, s)
-        ax.plot(fpr, tpr, lw=1.6, color=_PALETTE[i % len(_PALETTE)], label=f"{name} (AUC {auc(labels, s):.3f})")
+        x, y = roc_line(labels, s)
+        if log:  # 0 has no place on a log axis: draw it on the edge rather than drop the segments that touch it
+            x, y = np.where(x > 0, x, floor / 2), np.where(y > 0, y, floor / 2)
+        ax.plot(x, y, lw=1.6, color=_PALETTE[i % len(_PALETTE)], label=f"{name} (AUC {auc(labels, s):.3f})")
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
     if log:
-        floor = 1.0 / max(n_neg, 1)
+        ax.axvline(floor, color="black", lw=0.9, ls="--", label=f"FPR resolution 1/{n_neg:,} non-members")
         ax.set(xscale="log", yscale="log", xlim=(floor / 2, 1), ylim=(floor / 2, 1.05))
     else:
         ax.set(xlim=(0, 1), ylim=(0, 1.01))

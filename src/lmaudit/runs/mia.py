@@ -23,7 +23,7 @@ from rich.table import Table
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.data.loaders import Record, TextSet, check_overlap
 from lmaudit.errors import LmauditError, check_int
-from lmaudit.metrics import TPR_POINTS, summarize, tpr_text
+from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, summarize_attacks, tie_note, tpr_text, vs_best_text
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import adapter_record
@@ -327,9 +327,12 @@ def run_mia(
 
     t0 = time.perf_counter()
     metrics = {}
+    # one set of stratified resamples for every attack: AUC and TPR intervals, and paired differences to the best
+    summary = summarize_attacks(labels, {s.name: scores[s.name] for s in specs}, n_resamples=config.n_bootstrap,
+                                seed=config.seed)
     for spec in specs:
         metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
-                              **summarize(labels, scores[spec.name], n_resamples=config.n_bootstrap, seed=config.seed)}
+                              **summary[spec.name]}
         notes = degenerate_notes(spec.name, scores[spec.name], len(members), len(nonmembers))
         if notes:
             metrics[spec.name]["notes"] = notes
@@ -378,8 +381,10 @@ def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers:
     """What makes an attack's figures unreliable on this set; each note is also raised as a warning.
 
     Fewer than :data:`MIN_PER_CLASS` samples of a class (the bootstrap interval of a tiny set
-    is narrow for the wrong reason), and scores that are all equal (AUC 0.5 then says
-    nothing about the model: the attack could not tell any two texts apart).
+    is narrow for the wrong reason); scores that are all equal (AUC 0.5 then says
+    nothing about the model: the attack could not tell any two texts apart); and a block of
+    identical scores, members and non-members together, holding more than
+    :data:`~lmaudit.metrics.TIE_SHARE` of the samples (:func:`~lmaudit.metrics.tie_note`).
     """
     notes = []
     if min(n_members, n_nonmembers) < MIN_PER_CLASS:
@@ -388,6 +393,8 @@ def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers:
     if np.ptp(score) == 0:
         notes.append("every sample has the same score: the attack could not tell the texts apart, so its AUC of 0.5 "
                      "says nothing about the model")
+    elif (tied := tie_note(score)) is not None:
+        notes.append(tied)
     for note in notes:
         warnings.warn(f"{name}: {note}", stacklevel=3)
     return notes
@@ -408,17 +415,18 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
 
 
 def results_table(result: MIAResult):
-    """A rich table of the run's metrics, best AUC first."""
+    """A rich table of the run's metrics, best AUC first; attacks the data cannot tell from the best say "≈ best"."""
     kind = result.target.get("kind", "ar").upper()
     table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
-    for col in ("attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
+    for col in ("attack", "AUC", "95% CI", "Δ vs best [95% CI]", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
         table.add_column(col, justify="left" if col == "attack" else "right")
     for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
-        lo, hi = m["auc_ci95"]
-        table.add_row(name, f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]",
-                      *("n/a" if m[key] is None else tpr_text(m, key) for key in TPR_POINTS))
+        table.add_row(name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
+                      *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
     unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
+    caption = [READING_NOTE]
     if unresolved:  # said once under the table, not in every cell
-        table.caption = "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) + \
-            f", {result.n_nonmembers:,} here"
+        caption.insert(0, "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) +
+                       f", {result.n_nonmembers:,} here.")
+    table.caption = " ".join(caption)
     return table
