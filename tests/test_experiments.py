@@ -3,6 +3,7 @@ miniature run of each experiment type."""
 
 import json
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,3 +310,19 @@ def test_a_name_that_leaves_the_output_root_writes_nothing(tmp_path):
     with pytest.raises(LmauditError, match="not a plain folder name"):
         run_experiment(cfg, out_root=tmp_path / "out")
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "out").exists()
+
+
+def test_mini_pretraining_detection_puts_members_in_the_stream_and_pairs_gap_k_with_min_k_pp(tmp_path):
+    folder = run_experiment(mini(tmp_path, name="pt", type="pretraining-detection", kind="ar", n_members=8,
+                                 n_nonmembers=8, repeats=[1, 3], ks=[0.1, 0.5], smooth=["none", "sequential"]),
+                            out_root=tmp_path / "results", command="lmaudit run pt.toml")
+    res = json.loads((folder / "results.json").read_text())
+    assert {"seen 1×: gap_k", "seen 3×: gap_k k=0.5", "seen 3×: gap_k smooth=none", "seen 1×: perturbed min_k_pp"} \
+        <= set(res["rows"])
+    (one,) = res["paired"]["seen 3×"]
+    assert one["seed"] == 0 and one["ci95"][0] <= one["diff"] <= one["ci95"][1]
+    models = sorted((Path(os.environ["LMAUDIT_CACHE"]) / "models").iterdir())
+    included = [json.loads((m / "lmaudit_training.json").read_text()).get("included") for m in models]
+    assert sorted(i["repeats"] for i in included if i) == [1, 3]  # one model per setting, members inside
+    assert all(i["n_texts"] == 8 for i in included if i)
+    assert "paired stratified bootstrap" in (folder / "table.md").read_text()
