@@ -4,17 +4,22 @@ An attack is a pure function ``fn(records, **params)`` from probe records to one
 score per sample, with keyword-only hyper-parameters; higher score = more likely a
 member, always. Statistics of a reference model or of shadow models travel inside
 the records (``ARStats.reference``, ``ARStats.shadows``, ``MaskedStats.ref_*``).
+A hyper-parameter annotated ``Literal[...]`` (e.g. ``variant: Literal["a", "b"] = "a"``)
+takes only those values: the registry rejects any other before a probe runs.
 Each attack declares the probe it reads (:mod:`lmaudit.probes.requests`), so a run
 groups attacks by probe and computes each probe once.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import inspect
+import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,14 +45,24 @@ class AttackSpec:
     per_sample: bool = True
     # the per-token values a report plots for a typical member and non-member (e.g. Q-Skew's Δ), or None
     example: Callable[[Any], np.ndarray] | None = None
+    # the values a parameter may take, for those annotated Literal[...] (e.g. a ``variant``)
+    choices: dict[str, tuple] = field(default_factory=dict)
 
-    def __call__(self, records, **params) -> np.ndarray:
+    def check(self, params: dict) -> None:
+        """Reject unknown parameter names and values outside a parameter's choices (before any probe runs)."""
         unknown = set(params) - set(self.params)
         if unknown:
             raise LmauditError(
                 f"attack '{self.name}' has no parameter(s) {', '.join(sorted(unknown))}",
                 hint=f"its parameters are: {', '.join(self.params) or 'none'}",
             )
+        for key, allowed in self.choices.items():
+            if key in params and not any(params[key] == a and type(params[key]) is type(a) for a in allowed):
+                raise LmauditError(f"attack '{self.name}': unknown {key} {params[key]!r}; valid: "
+                                   f"{', '.join(map(str, allowed))}")
+
+    def __call__(self, records, **params) -> np.ndarray:
+        self.check(params)
         if self.needs_reference and not records.has_reference:
             raise LmauditError(f"attack '{self.name}' needs a reference model", hint="pass --reference DIR")
         if self.needs_shadows and getattr(records, "shadows", None) is None:
@@ -63,6 +78,7 @@ class AttackSpec:
             "needs_shadows": self.needs_shadows,
             "direction": self.direction,
             "params": dict(self.params),
+            "choices": {k: list(v) for k, v in self.choices.items()},
             "summary": self.summary,
         }
 
@@ -83,6 +99,23 @@ def _hyper_parameters(name: str, fn: Callable) -> dict[str, Any]:
         if p.default is inspect.Parameter.empty:
             raise ValueError(f"attack '{name}': hyper-parameter '{p.name}' needs a default")
         out[p.name] = p.default
+    return out
+
+
+def _choices(name: str, fn: Callable) -> dict[str, tuple]:
+    """The allowed values of ``fn``'s hyper-parameters annotated ``Literal[...]``; each default must be one."""
+    out = {}
+    for p in list(inspect.signature(fn).parameters.values())[1:]:
+        ann = p.annotation
+        if isinstance(ann, str):  # a postponed annotation: read a Literal's values without evaluating the rest
+            match = re.fullmatch(r"(?:typing\.)?Literal\[(.*)\]", ann.strip(), flags=re.S)
+            if match is None:
+                continue
+            out[p.name] = tuple(ast.literal_eval(f"({match.group(1)},)"))
+        elif typing.get_origin(ann) is Literal:
+            out[p.name] = typing.get_args(ann)
+        if p.name in out and p.default not in out[p.name]:
+            raise ValueError(f"attack '{name}': the default of '{p.name}' is not one of {out[p.name]}")
     return out
 
 
@@ -113,7 +146,7 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
         _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary,
                                              probe=probe or ar_probe, needs_shadows=needs_shadows,
-                                             per_sample=per_sample, example=example)
+                                             per_sample=per_sample, example=example, choices=_choices(name, fn))
         return fn
 
     return wrap

@@ -5,6 +5,13 @@ For each sample, the plan's mask patterns are generated from a stable seed
 statistics of the masked target tokens are kept — under the target model and, with
 the same masks, under the reference model. Forwards are batched across samples
 and patterns, length-bucketed and right-padded.
+
+The ``unmasked`` plan (the authors' way of running DLM Calibration) feeds the clean
+text and reads the network's raw logits with an AR shift: the raw output at
+position t scores token t + 1 (``model(ids).logits[:, :-1]`` against ``ids[:, 1:]``),
+whatever the DLM's own logit convention, with the attention the DLM adapter gives
+the model (full attention for bidirectional networks, never a causal mask). A
+text's first token has no row to predict it and is not read.
 """
 
 from __future__ import annotations
@@ -48,14 +55,16 @@ def plan_jobs(tok, plan: MaskPlan, seed: int) -> MaskJobs:
     for i, scored in enumerate(tok.scored):
         pos = np.flatnonzero(scored)  # token positions of the L scorable tokens
         L = len(pos)
-        pats = plan.patterns(L, stable_seed("mask", int(tok.sample_keys[i]), plan.key(), seed))
-        for j, p in enumerate(pats):
+        pats, ratios = plan.draw(L, stable_seed("mask", int(tok.sample_keys[i]), plan.key(), seed))
+        for j, (p, r) in enumerate(zip(pats, ratios)):
             p = np.sort(p)
+            if not plan.masks:
+                p = p[pos[p] > 0]  # read with an AR shift: no row predicts the input's first token
             sample.append(i)
             pattern.append(j)
             masks.append(pos[p])
             index.append(p)
-            ratio.append(len(p) / L)
+            ratio.append(r)
     return MaskJobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
 
 
@@ -75,29 +84,42 @@ def masked_batch(ids: list[np.ndarray], jobs: MaskJobs, index: np.ndarray, adapt
 
 @torch.inference_mode()
 def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJobs, *, batch_size: int = 64,
-                         max_batch_tokens: int | None = None, description: str | None = None) -> np.ndarray:
+                         max_batch_tokens: int | None = None, description: str | None = None,
+                         unmasked: bool = False) -> np.ndarray:
     """Statistics of every masked position of every job: ``(E, 4)`` float32, in job order.
 
     Columns ``logp``, ``top1_logp``, ``mu``, ``sigma`` (:data:`STAT_NAMES`); ``ids[s]``
     are sample s's clean token ids and job j masks ``jobs.masks[j]`` of sample
     ``jobs.sample[j]``. Jobs are batched by length (:func:`length_batches`); a batch
-    that runs out of memory is halved (:func:`run_batches`).
+    that runs out of memory is halved (:func:`run_batches`); a job that masks nothing
+    runs no forward. With ``unmasked``, nothing is masked: the clean text goes in and
+    the positions ``jobs.masks[j]`` (all > 0) are read from the raw logits with an AR
+    shift (module docstring).
     """
     device = adapter.device
     counts = np.array([len(m) for m in jobs.masks])
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = np.empty((starts[-1], 4), dtype=np.float32)
     lengths = np.array([len(ids[s]) for s in jobs.sample])
+    # the adapter's rows predict the token at their position; the raw network row t is the
+    # adapter's row t + 1 when it realigns shifted logits, else row t
+    shift = 1 if adapter.shift_logits else 0
     with progress(description, total=len(jobs.sample)) as bar:
 
         def compute(index: np.ndarray) -> None:
             batch_ids, attn, sel = masked_batch(ids, jobs, index, adapter)
             ids_t = torch.from_numpy(batch_ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
-            noisy = adapter.insert_masks(ids_t, sel_t)
             attn_t = torch.from_numpy(attn).to(device)
-            rows, head = adapter.output_rows(noisy, attn_t, lambda out, sel_t=sel_t: out[sel_t])  # masked rows only
-            stats = rows_stats(rows, head, ids_t[sel_t]).cpu().numpy()  # (n, 4), row-major order
+            if unmasked:
+                read = sel_t[:, 1:]  # (B, T-1): token t+1, scored from the raw row t
+                rows, head = adapter.output_rows(ids_t, attn_t, lambda out, read=read: out[:, shift:shift + read.shape[1]][read])
+                targets = ids_t[:, 1:][read]  # (n,)
+            else:
+                noisy = adapter.insert_masks(ids_t, sel_t)
+                rows, head = adapter.output_rows(noisy, attn_t, lambda out, sel_t=sel_t: out[sel_t])  # masked rows only
+                targets = ids_t[sel_t]  # (n,)
+            stats = rows_stats(rows, head, targets).cpu().numpy()  # (n, 4), row-major order
             if not np.isfinite(stats).all():
                 raise LmauditError("the model produced NaN or inf logits", hint="check the weights and dtype")
             bounds = np.concatenate([[0], np.cumsum(sel.sum(axis=1))])
@@ -105,7 +127,11 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
                 out[starts[j] : starts[j + 1]] = stats[bounds[row] : bounds[row + 1]]
             bar.advance(len(index))
 
-        run_batches(length_batches(lengths, batch_size, max_batch_tokens), compute, lengths=lengths)
+        if (counts == 0).any():  # nothing to read: no forward (a Bernoulli draw that masked no position)
+            bar.advance(int((counts == 0).sum()))
+        todo = np.flatnonzero(counts > 0)
+        batches = [todo[b] for b in length_batches(lengths[todo], batch_size, max_batch_tokens)]
+        run_batches(batches, compute, lengths=lengths)
     return out
 
 
@@ -163,7 +189,7 @@ class MaskedSideTask:
     def __call__(self, handle, shard: TextSet) -> ArrayRecord:
         tok, jobs = self.prepare(handle.tokenizer, shard)
         return ArrayRecord(masked_forward_stats(handle.adapter, tok.ids, jobs, batch_size=self.batch_size,
-                                                max_batch_tokens=self.max_batch_tokens))
+                                                max_batch_tokens=self.max_batch_tokens, unmasked=not self.plan.masks))
 
 
 def _assemble(tok, jobs: MaskJobs, tar: np.ndarray, ref: np.ndarray) -> MaskedStats:

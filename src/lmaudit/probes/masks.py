@@ -14,8 +14,15 @@ Every plan fits a forward budget per sample and model.
 - ``nested``: one fixed permutation π per sample; pattern j masks the first
   round(r_j·L) positions of π, with r_j = linspace(r_start, r_end, budget). Masks
   grow step by step (SAMA's progressive masking, SecMI-DLM's fixed masks).
+- ``bernoulli``: ``budget`` draws with stratified ratios t_j = ε + (1 − ε)(j + u_j)/budget
+  (ε = 10⁻³); each position is masked independently with probability t_j, as a DLM
+  is trained (the authors' way of running the DLM Loss baseline). A pattern may be
+  empty (it costs no forward); its recorded ratio is t_j, not |M|/L.
+- ``unmasked``: one forward of the clean text, no mask token (the authors' way of
+  running DLM Calibration); its single pattern lists the positions the probe reads,
+  with an AR shift (see :mod:`lmaudit.probes.masked`).
 
-Every pattern masks at least one position and at most L.
+Every pattern of the other plans masks at least one position and at most L.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ import numpy as np
 
 from lmaudit.errors import LmauditError
 
-KINDS = ("cyclic", "random", "elbo", "nested")
+KINDS = ("cyclic", "random", "elbo", "nested", "bernoulli", "unmasked")
+BERNOULLI_EPS = 1e-3  # the smallest masking probability of a Bernoulli draw (as in DLM training)
 
 
 @dataclass(frozen=True)
@@ -55,25 +63,46 @@ class MaskPlan:
         if self.kind == "cyclic":
             chunks = math.ceil(1 / self.rho)
             return (self.budget // chunks) * chunks
+        if self.kind == "unmasked":
+            return 1
         return self.budget
+
+    @property
+    def masks(self) -> bool:
+        """False for the ``unmasked`` plan: its forward feeds the clean text."""
+        return self.kind != "unmasked"
 
     def key(self) -> dict:
         return asdict(self)
 
     def patterns(self, L: int, seed: int) -> list[np.ndarray]:
         """The plan's patterns for a sample with ``L`` scorable positions."""
+        return self.draw(L, seed)[0]
+
+    def draw(self, L: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """(patterns, ratios): the plan's patterns for a sample with ``L`` scorable positions and each one's ratio.
+
+        The ratio is |M|/L, except for ``bernoulli`` (the probability t_j each position
+        was masked with) and ``unmasked`` (0: nothing is masked).
+        """
         rng = np.random.default_rng(seed)
         size = lambda r: min(L, max(1, round(r * L)))  # noqa: E731
         if self.kind == "cyclic":
             chunks = math.ceil(1 / self.rho)
-            out = []
+            pats = []
             for _ in range(self.budget // chunks):
-                out.extend(c for c in np.array_split(rng.permutation(L), chunks) if len(c))
-            return out
-        if self.kind == "random":
-            return [rng.choice(L, size=size(self.rho), replace=False) for _ in range(self.budget)]
-        if self.kind == "elbo":
+                pats.extend(c for c in np.array_split(rng.permutation(L), chunks) if len(c))
+        elif self.kind == "random":
+            pats = [rng.choice(L, size=size(self.rho), replace=False) for _ in range(self.budget)]
+        elif self.kind == "elbo":
             ratios = (np.arange(self.budget) + rng.random(self.budget)) / self.budget
-            return [rng.choice(L, size=size(r), replace=False) for r in ratios]
-        perm = rng.permutation(L)
-        return [perm[: size(r)] for r in np.linspace(self.r_start, self.r_end, self.budget)]
+            pats = [rng.choice(L, size=size(r), replace=False) for r in ratios]
+        elif self.kind == "bernoulli":
+            t = BERNOULLI_EPS + (1 - BERNOULLI_EPS) * (np.arange(self.budget) + rng.random(self.budget)) / self.budget
+            return [np.flatnonzero(rng.random(L) < tj) for tj in t], t
+        elif self.kind == "unmasked":
+            return [np.arange(L)], np.zeros(1)
+        else:
+            perm = rng.permutation(L)
+            pats = [perm[: size(r)] for r in np.linspace(self.r_start, self.r_end, self.budget)]
+        return pats, np.array([len(p) / L for p in pats], dtype=np.float64)

@@ -200,7 +200,8 @@ class MaskedStats(NpzRecord):
     Entries of sample i are ``offsets[i]:offsets[i+1]``, ordered by pattern then
     position. Per entry: ``pattern`` (index within the sample), ``position`` (index
     among the sample's L scorable tokens, in text order), ``ratio`` (|M|/L of its
-    pattern), the target statistics ``logp``, ``top1_logp``, ``mu``, ``sigma`` and,
+    pattern; for a ``bernoulli`` plan the masking probability, for the ``unmasked``
+    plan 0), the target statistics ``logp``, ``top1_logp``, ``mu``, ``sigma`` and,
     when a reference was probed, ``ref_*`` of the same (else empty arrays). Per
     sample: ``n_positions`` (L), ``n_patterns`` and ``sample_keys``.
     """

@@ -252,6 +252,7 @@ def _score(ctx: _Probing, specs, params, textset: TextSet, n_members: int):
     """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request."""
     groups: dict = {}
     for spec in specs:
+        spec.check(params[spec.name])  # an unknown parameter or variant is said before any probe runs
         groups.setdefault(spec.probe(params[spec.name], ctx.config.budget), []).append(spec)
     if any(isinstance(r, MaskPlan) for r in groups):
         _check_dlm_reference(ctx.target, ctx.reference)
