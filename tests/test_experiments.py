@@ -326,3 +326,14 @@ def test_mini_pretraining_detection_puts_members_in_the_stream_and_pairs_gap_k_w
     assert sorted(i["repeats"] for i in included if i) == [1, 3]  # one model per setting, members inside
     assert all(i["n_texts"] == 8 for i in included if i)
     assert "paired stratified bootstrap" in (folder / "table.md").read_text()
+
+
+def test_run_writes_into_a_results_root_that_holds_other_experiments(tmp_path):
+    root = tmp_path / "results"
+    (root / "earlier").mkdir(parents=True)
+    (root / "earlier" / "notes.txt").write_text("kept")
+    mini(tmp_path, name="ep2", type="mia", budget=3, attacks=["loss"])
+    assert_ok(lmaudit("run", str(tmp_path / "mini.toml"), "--out", str(root), "--no-report"))
+    assert (root / "ep2" / "results.json").exists() and (root / "earlier" / "notes.txt").read_text() == "kept"
+    (root / "ep2" / "mine.txt").write_text("x")  # the experiment's own folder is replaced whole: refused
+    assert_user_error(lmaudit("run", str(tmp_path / "mini.toml"), "--out", str(root)), "holds files lmaudit did not write")

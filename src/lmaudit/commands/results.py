@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from lmaudit.commands import common as c
+from lmaudit.errors import LmauditError
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.experiments.outputs import rebuild_outputs
 from lmaudit.experiments.registry import load_experiment
@@ -28,8 +29,10 @@ def run_cmd(
     run_options: c.RunOptions = None,
 ) -> None:
     """Run an experiment file and write its results, table and plots."""
-    c.check_out(out)
+    if out.exists() and not out.is_dir():
+        raise LmauditError(f"--out '{out}' is an existing file", hint="name the folder that holds experiment folders")
     cfg = load_experiment(experiment)
+    c.check_out(out / cfg.name, "the experiment's folder")  # OUT holds other experiments: only OUT/NAME is replaced
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}", report=not run_options.no_report)
     stdout_console.print((folder / "table.md").read_text())
