@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import expit
-from scipy.stats import binom
+from scipy.special import expit, logit
+from scipy.stats import beta, binom
 
 from lmaudit.errors import LmauditError
 from lmaudit.privacy.bounds import check_level
@@ -127,12 +127,19 @@ def canary_audit(scores, included, *, delta: float = 1e-5, confidence: float = 0
     hit_out = np.r_[0, np.cumsum(~included[order[::-1]])]  # correct "out" guesses among the bottom k
     pairs = guess_pairs(m)
     each = 1.0 - (1.0 - confidence) / len(pairs)
-    best = None
-    for k_plus, k_minus in pairs:
-        v = int(hit_in[k_plus] + hit_out[k_minus])
-        eps = epsilon_one_run(m, k_plus + k_minus, v, delta=delta, confidence=each)
-        if best is None or eps > best[0]:
-            best = (eps, k_plus, k_minus, v)
+    correct = np.array([hit_in[a] + hit_out[b] for a, b in pairs])
+    r = np.array([a + b for a, b in pairs])
+    # the δ = 0 bound, logit of the Clopper–Pearson lower bound of v/r, is never below the δ > 0 one:
+    # visit pairs from the highest such ceiling and stop once no ceiling can beat the best bound found
+    with np.errstate(divide="ignore"):
+        ceiling = logit(np.where(correct > 0, beta.ppf(1.0 - each, np.maximum(correct, 1), r - correct + 1), 0.0))
+    best = (0.0, *pairs[int(np.argmax(correct / r))], int(correct[int(np.argmax(correct / r))]))
+    for j in np.argsort(-ceiling, kind="stable"):
+        if ceiling[j] <= best[0]:
+            break
+        eps = epsilon_one_run(m, int(r[j]), int(correct[j]), delta=delta, confidence=each)
+        if eps > best[0]:
+            best = (eps, *pairs[j], int(correct[j]))
     eps, k_plus, k_minus, v = best
     return CanaryBound(epsilon=eps, k_plus=k_plus, k_minus=k_minus, guesses=k_plus + k_minus, correct=v, m=m,
                        n_included=int(included.sum()), pairs_tried=len(pairs), delta=delta, confidence=confidence)
