@@ -24,6 +24,7 @@ from lmaudit.progress import console, set_quiet
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
 COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "extract": "extraction", "pii": "pii",
+    "epsilon": "privacy",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
     "demo": "mia", "run": "results", "tables": "results", "report": "results", "corpus": "corpus",
 }

@@ -1,4 +1,4 @@
-"""``lmaudit corpus build`` and ``lmaudit corpus pii``: the embedded corpus and synthetic PII."""
+"""``lmaudit corpus build``, ``corpus pii`` and ``corpus canaries``: the embedded corpus, synthetic PII, canaries."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 from lmaudit.commands import common as c
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.pii import pii_corpus, write_jsonl
+from lmaudit.privacy.canaries import KINDS, write_canary_folder
 from lmaudit.progress import stdout_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The embedded corpus (docstrings of installed packages).")
@@ -37,3 +38,21 @@ def corpus_pii(
     """Write synthetic e-mails with names, e-mail addresses and phone numbers (seeded Faker)."""
     train, unseen = pii_corpus(build_corpus(), n_train, n_unseen, seed=seed)
     stdout_console.print(f"{write_jsonl(train, out / 'train.jsonl')}  {write_jsonl(unseen, out / 'unseen.jsonl')}")
+
+
+@app.command("canaries")
+def corpus_canaries(
+    config: Optional[Path] = c.config_option(),
+    n: int = typer.Option(1000, "--n", help="Number of canaries (each trained on with probability 1/2)."),
+    kind: str = typer.Option("random", help=f"{' | '.join(KINDS)}: random token-like strings, sentences of "
+                                            "made-up words, or e-mails with synthetic names, addresses and phones."),
+    out: Path = typer.Option(..., help="Folder for canaries.jsonl, train_canaries.jsonl, included.json, decoys.jsonl."),
+    seed: int = typer.Option(0, help="Seed of the texts and of the inclusion coins."),
+) -> None:
+    """Canaries for a one-run privacy audit ('lmaudit epsilon RUN_DIR --canaries OUT'), half of them to train on."""
+    c.check_out(out)
+    info = write_canary_folder(out, n, kind, seed=seed)
+    stdout_console.print(
+        f"{n} {kind} canaries: {out / 'canaries.jsonl'} (score all of them); {info['n_included']} to train on: "
+        f"{out / 'train_canaries.jsonl'}; never trained on: {out / 'decoys.jsonl'}; private inclusion list: "
+        f"{out / 'included.json'}", soft_wrap=True)

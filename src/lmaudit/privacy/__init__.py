@@ -1,0 +1,9 @@
+"""Empirical privacy: ε lower bounds that refute an (ε, δ)-DP claim.
+
+- :mod:`lmaudit.privacy.bounds`: from any membership-inference scores (Clopper–Pearson
+  bounds on TPR/FPR at a threshold chosen on a held-out half), :func:`epsilon_lower_bound`.
+- :mod:`lmaudit.privacy.one_run`: from canaries in one training run (Steinke, Nasr,
+  Jagielski 2023), :func:`canary_audit`.
+- :mod:`lmaudit.privacy.canaries`: canary texts, the secret inclusion coins, their files.
+- :mod:`lmaudit.privacy.audit`: the bounds of a run folder's attacks, ``epsilon.json``.
+"""
