@@ -35,7 +35,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.utils import UMASK, fault_point, write_json_atomic
 
 MANIFEST = "lmaudit_manifest.json"
-DERIVED = ("report.html", "report.md", "report_files")  # rebuilt from the data files at will
+DERIVED = ("report.html", "report.md", "report_files", "epsilon.json")  # derived from the data files at will
 # what folders written before manifests existed may hold (results, experiments, demo data, models, shadows)
 _LEGACY_MARKERS = ("results.json", "lmaudit_training.json", "shadows.json")
 _LEGACY_NAMES = ("*.json", "*.jsonl", "*.parquet", "*.csv", "*.npz", "*.png", "*.md", "*.txt", "*.safetensors",

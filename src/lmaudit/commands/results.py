@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 
 from lmaudit.commands import common as c
-from lmaudit.errors import LmauditError
 from lmaudit.commands.running import backend_from, finish
+from lmaudit.errors import LmauditError
 from lmaudit.experiments.outputs import rebuild_outputs
 from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
