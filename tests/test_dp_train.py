@@ -219,7 +219,7 @@ def test_dp_finetunes_save_their_record_and_load(trained, tiny_model_dir, tiny_d
         assert rec["kind"] == kind and ("lora" in rec) == adapter
         handle = load_model(trained / name)
         assert handle.kind == kind and handle.dp == rec["dp"] and handle.facts()["dp"] == rec["dp"]
-        assert rec["dp"]["n_examples"] == rec["n_examples"]
+        assert rec["dp"]["n_examples"] == rec["n_examples"] and rec["train_config"]["grad_clip"] == 0.0
     assert record(trained / "ar")["dp"]["privacy_unit"] == "dft block of 32 tokens"
     assert record(trained / "ar")["dp"]["max_examples_per_text"] >= 2  # ~20-token texts packed into 32-token blocks
     assert "dp" not in load_model(tiny_model_dir).facts()  # a model trained without DP has no record

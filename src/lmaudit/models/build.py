@@ -214,7 +214,9 @@ def finetune(
     ctx = context_length(model, tok)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
     warmup = max(1, min(20, len(examples) // batch_size))
-    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
+    # DP clips each example's gradient instead of the batch's (grad_clip 0: the record says what was done)
+    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed,
+                      grad_clip=0.0 if dp else TrainConfig.grad_clip)
     objective = objective_for(loaded.kind, tok, mask_ratio=mask_ratio)
     description = f"fine-tune {loaded.kind} ({mode}{', LoRA' if lora else ''}{', DP' if dp else ''})"
     dp_record = {}

@@ -208,9 +208,9 @@ def private_gradient(model: torch.nn.Module, objective: Objective, batch: list[E
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-        factor = (max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
+        factor = (max_grad_norm / (norm + 1e-6)).clamp(max=1.0)  # a tensor: no device sync per example
         for acc, g in zip(total, grads):
-            acc.add_(g.float(), alpha=factor.item())
+            acc.add_(g.float() * factor)
         losses.append(loss.item())
     if noise_multiplier > 0:
         std = noise_multiplier * max_grad_norm
