@@ -115,15 +115,15 @@ def finetune(
              "example's gradient clipped to --max-grad-norm, Gaussian noise found to spend at most ε. The ε spent "
              "is saved in lmaudit_training.json and shown in mia results."),
     dp_delta: Optional[float] = typer.Option(None, "--dp-delta", rich_help_panel=_DP_PANEL,
-                                             help=f"DP: δ, in (0, 1), well below 1/n [default: {DEFAULT_DELTA:g}]."),
+                                             help=f"DP: δ, in (0, 1), well below 1/n (default: {DEFAULT_DELTA:g})."),
     noise_multiplier: Optional[float] = typer.Option(
         None, "--noise-multiplier", rich_help_panel=_DP_PANEL,
         help="DP-SGD with this noise multiplier σ instead of one found from --dp-epsilon (the ε spent is recorded)."),
     max_grad_norm: Optional[float] = typer.Option(
         None, "--max-grad-norm", rich_help_panel=_DP_PANEL,
-        help=f"DP: clip each example's gradient to this L2 norm C [default: {DEFAULT_MAX_GRAD_NORM:g}]."),
+        help=f"DP: clip each example's gradient to this L2 norm C (default: {DEFAULT_MAX_GRAD_NORM:g})."),
     dp_accountant: Optional[str] = typer.Option(None, "--dp-accountant", rich_help_panel=_DP_PANEL,
-                                                help="DP: Opacus accountant, rdp or prv [default: rdp]."),
+                                                help="DP: Opacus accountant, rdp or prv (default: rdp; prv is tighter)."),
     model_options: c.ModelOptions = None,
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter; optionally
