@@ -14,6 +14,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.models.build import corpus_tokenizer
 from lmaudit.models.build import finetune as do_finetune
 from lmaudit.models.build import pretrain as do_pretrain
+from lmaudit.models.dp import DEFAULT_DELTA, DEFAULT_MAX_GRAD_NORM, DPSpec
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import train_shadows
 from lmaudit.models.unlearn import unlearn as do_unlearn
@@ -53,6 +54,24 @@ def lora_spec(rank: Optional[int], alpha: Optional[float], targets: Optional[str
     return LoraSpec(rank, alpha, None if targets is None else tuple(names or ()), merge)
 
 
+def dp_spec(epsilon: Optional[float], delta: Optional[float], noise_multiplier: Optional[float],
+            max_grad_norm: Optional[float], accountant: Optional[str]) -> Optional[DPSpec]:
+    """The DP options as a :class:`DPSpec` (None: no DP); the others need ``--dp-epsilon`` or ``--noise-multiplier``."""
+    if epsilon is None and noise_multiplier is None:
+        given = [name for name, value in (("--dp-delta", delta), ("--max-grad-norm", max_grad_norm),
+                                          ("--dp-accountant", accountant)) if value is not None]
+        if given:
+            raise LmauditError(f"{given[0]} applies to DP training only",
+                               hint="add --dp-epsilon E (or --noise-multiplier σ)")
+        return None
+    return DPSpec(epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta, noise_multiplier=noise_multiplier,
+                  max_grad_norm=DEFAULT_MAX_GRAD_NORM if max_grad_norm is None else max_grad_norm,
+                  accountant=accountant or "rdp")
+
+
+_DP_PANEL = "Differential privacy (DP-SGD)"
+
+
 @app.command(rich_help_panel=c.PANEL_MODELS)
 def pretrain(
     config: Optional[Path] = c.config_option(),
@@ -90,15 +109,32 @@ def finetune(
     lora_alpha: Optional[float] = _alpha_option(),
     lora_targets: Optional[str] = _targets_option(),
     merge: bool = _merge_option(),
+    dp_epsilon: Optional[float] = typer.Option(
+        None, "--dp-epsilon", rich_help_panel=_DP_PANEL,
+        help="Train with DP-SGD to this ε (at --dp-delta): Poisson batches of expected size --batch-size, each "
+             "example's gradient clipped to --max-grad-norm, Gaussian noise found to spend at most ε. The ε spent "
+             "is saved in lmaudit_training.json and shown in mia results."),
+    dp_delta: Optional[float] = typer.Option(None, "--dp-delta", rich_help_panel=_DP_PANEL,
+                                             help=f"DP: δ, in (0, 1), well below 1/n (default: {DEFAULT_DELTA:g})."),
+    noise_multiplier: Optional[float] = typer.Option(
+        None, "--noise-multiplier", rich_help_panel=_DP_PANEL,
+        help="DP-SGD with this noise multiplier σ instead of one found from --dp-epsilon (the ε spent is recorded)."),
+    max_grad_norm: Optional[float] = typer.Option(
+        None, "--max-grad-norm", rich_help_panel=_DP_PANEL,
+        help=f"DP: clip each example's gradient to this L2 norm C (default: {DEFAULT_MAX_GRAD_NORM:g})."),
+    dp_accountant: Optional[str] = typer.Option(None, "--dp-accountant", rich_help_panel=_DP_PANEL,
+                                                help="DP: Opacus accountant, rdp or prv (default: rdp; prv is tighter)."),
     model_options: c.ModelOptions = None,
 ) -> None:
-    """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter)."""
+    """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter; optionally
+    with differential privacy)."""
     start = c.pick_model(model, base, "--base")
     spec = lora_spec(lora, lora_alpha, lora_targets, merge)
+    dp = dp_spec(dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, dp_accountant)
     c.check_out(out)
     do_finetune(start, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
                 seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
-                lora=spec)
+                lora=spec, dp=dp)
     info(f"saved to {out}")
 
 

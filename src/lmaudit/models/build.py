@@ -26,6 +26,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder
 from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
+from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, trainable
 from lmaudit.models.loading import load_model, quiet_transformers
 from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
@@ -191,6 +192,7 @@ def finetune(
     load_options: dict | None = None,
     record: dict | None = None,
     lora: LoraSpec | None = None,
+    dp: DPSpec | None = None,
 ) -> Path:
     """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
 
@@ -199,7 +201,9 @@ def finetune(
     ``load_options`` go to :func:`~lmaudit.models.loading.load_model` (remote code, pickle, mask token, logits).
     ``record`` adds keys to the folder's ``lmaudit_training.json``. ``lora`` trains a LoRA
     adapter instead of every weight, and ``out`` is an adapter folder whose base is ``base``
-    (or, with ``lora.merge``, the merged full model) (:mod:`lmaudit.models.lora`).
+    (or, with ``lora.merge``, the merged full model) (:mod:`lmaudit.models.lora`). ``dp`` trains with
+    DP-SGD (Poisson batches of expected size ``batch_size``, per-example clipping, Gaussian noise) and records
+    the privacy spent under ``dp`` in ``lmaudit_training.json`` (:mod:`lmaudit.models.dp`).
     """
 
     if mode not in ("dft", "ift"):
@@ -210,15 +214,27 @@ def finetune(
     ctx = context_length(model, tok)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
     warmup = max(1, min(20, len(examples) // batch_size))
-    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed)
+    # DP clips each example's gradient instead of the batch's (grad_clip 0: the record says what was done)
+    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed,
+                      grad_clip=0.0 if dp else TrainConfig.grad_clip)
     objective = objective_for(loaded.kind, tok, mask_ratio=mask_ratio)
-    losses = train(model, examples, cfg, objective=objective, pad_id=loaded.adapter.pad_id,
-                   description=f"fine-tune {loaded.kind} ({mode}{', LoRA' if lora else ''})")
+    description = f"fine-tune {loaded.kind} ({mode}{', LoRA' if lora else ''}{', DP' if dp else ''})"
+    dp_record = {}
+    if dp is None:
+        losses = train(model, examples, cfg, objective=objective, pad_id=loaded.adapter.pad_id, description=description)
+    else:
+        examples = trainable(examples)
+        plan = plan_dp(dp, n_examples=len(examples), batch_size=batch_size, epochs=epochs)
+        losses = train_dp(model, examples, cfg, plan, objective=objective, pad_id=loaded.adapter.pad_id,
+                          description=description)
+        per_text = 1 if mode == "ift" else max_examples_per_text(tok, data, block)
+        dp_record = {"dp": plan.record(privacy_unit="ift pair" if mode == "ift" else f"dft block of {block} tokens",
+                                       max_examples_per_text=per_text)}
     weights, lora_record = finish_training(model, peft_model, lora, base, loaded.fingerprint)
     save_model(weights, tok, Path(out), {
         "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **loss_summary(losses),
-        **lora_record, **(record or {}),
+        **lora_record, **dp_record, **(record or {}),
     })
     return Path(out)

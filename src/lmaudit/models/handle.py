@@ -23,6 +23,7 @@ class ModelHandle:
     adapter: Any = None
     dtype: str | None = None  # of the weights (default: read from them); probe statistics are float32 whatever it is
     device: str | None = None
+    dp: dict | None = None  # the differential-privacy record of the model's training (lmaudit_training.json), if any
 
     def __post_init__(self) -> None:
         params = getattr(self.model, "parameters", None)
@@ -32,6 +33,10 @@ class ModelHandle:
             self.device = self.device or str(first.device)
 
     def facts(self) -> dict:
-        """What a results file records of the model: folder, fingerprint, kind, dtype and device."""
-        return {"path": self.path, "fingerprint": self.fingerprint, "kind": self.kind, "dtype": self.dtype,
-                "device": self.device}
+        """What a results file records of the model: folder, fingerprint, kind, dtype and device; and, for a model
+        trained with differential privacy, its ``dp`` record (ε and δ spent, noise multiplier, sampling rate, steps)."""
+        facts = {"path": self.path, "fingerprint": self.fingerprint, "kind": self.kind, "dtype": self.dtype,
+                 "device": self.device}
+        if self.dp is not None:
+            facts["dp"] = self.dp
+        return facts

@@ -21,7 +21,7 @@ from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.lora import check_adapter_dir, is_adapter_dir, load_adapter
+from lmaudit.models.lora import TRAINING_FILE, check_adapter_dir, is_adapter_dir, load_adapter
 from lmaudit.utils import stable_hash
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
@@ -158,7 +158,7 @@ def load_model(
     """
     if is_adapter_dir(path):
         options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
-        return load_adapter(path, load_model, adapter_base=adapter_base, **options)
+        return with_dp_record(load_adapter(path, load_model, adapter_base=adapter_base, **options), path)
     device = resolve_device(device)
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()
@@ -217,7 +217,19 @@ def load_model(
     fingerprint = model_dir_fingerprint(p)
     if dtype != "float32":
         fingerprint = stable_hash(fingerprint, dtype)
-    return ModelHandle(model, tokenizer, str(p), fingerprint, kind, adapter)
+    return with_dp_record(ModelHandle(model, tokenizer, str(p), fingerprint, kind, adapter), p)
+
+
+def with_dp_record(handle: ModelHandle, folder: str | Path) -> ModelHandle:
+    """``handle`` with the ``dp`` record of the folder's ``lmaudit_training.json`` (a model lmaudit trained with
+    differential privacy, :mod:`lmaudit.models.dp`); a missing or unreadable record leaves it without one."""
+    try:
+        record = json.loads((Path(folder) / TRAINING_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return handle
+    dp = record.get("dp") if isinstance(record, dict) else None
+    handle.dp = dp if isinstance(dp, dict) else None
+    return handle
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

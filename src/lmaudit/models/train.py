@@ -90,6 +90,34 @@ def collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch.
     return torch.from_numpy(ids), torch.from_numpy(attn), torch.from_numpy(mask)
 
 
+def prepare(model: torch.nn.Module, config: TrainConfig) -> None:
+    """What every training run does first: seed torch, and forget the folder the weights came from."""
+    # the weights will no longer be those of the folder the model was loaded from: a Ray worker must not reload it
+    model.__dict__.pop("lmaudit_load_spec", None)
+    torch.manual_seed(config.seed)
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters; weight decay on matrices only."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def lr_at(config: TrainConfig, total: int, step: int) -> float:
+    """The learning rate at ``step`` of ``total``: linear warm-up, then cosine decay to ``min_lr_ratio``."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    frac = (step - config.warmup_steps) / max(1, total - config.warmup_steps)
+    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
 def train(
     model: torch.nn.Module,
     examples: list[Example],
@@ -105,29 +133,12 @@ def train(
     """
     if not examples:
         raise LmauditError("no training examples", hint="the training data is empty after tokenisation")
-    # the weights will no longer be those of the folder the model was loaded from: a Ray worker must not reload it
-    model.__dict__.pop("lmaudit_load_spec", None)
-    torch.manual_seed(config.seed)
+    prepare(model, config)
     rng = np.random.default_rng(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
     total = max(1, round(config.epochs * steps_per_epoch))
-    decay, no_decay = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-        betas=(0.9, 0.95),
-    )
-
-    def lr_at(step: int) -> float:
-        if step < config.warmup_steps:
-            return config.lr * (step + 1) / config.warmup_steps
-        frac = (step - config.warmup_steps) / max(1, total - config.warmup_steps)
-        return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
-
+    opt = make_optimizer(model, config)
     device = next(model.parameters()).device
     model.train()
     losses: list[float] = []
@@ -139,7 +150,7 @@ def train(
             idx, order = order[: config.batch_size], order[config.batch_size :]
             ids, attn, mask = (t.to(device) for t in collate([examples[i] for i in idx], pad_id))
             for group in opt.param_groups:
-                group["lr"] = lr_at(step)
+                group["lr"] = lr_at(config, total, step)
             loss = objective(model, ids, attn, mask, gen)
             if not torch.isfinite(loss):
                 raise LmauditError(f"training diverged (loss {loss.item()}) at step {step}", hint="lower the learning rate")
