@@ -337,3 +337,17 @@ def test_run_writes_into_a_results_root_that_holds_other_experiments(tmp_path):
     assert (root / "ep2" / "results.json").exists() and (root / "earlier" / "notes.txt").read_text() == "kept"
     (root / "ep2" / "mine.txt").write_text("x")  # the experiment's own folder is replaced whole: refused
     assert_user_error(lmaudit("run", str(tmp_path / "mini.toml"), "--out", str(root)), "holds files lmaudit did not write")
+
+
+def test_mini_dp_audit_bounds_every_dp_row_below_its_epsilon(tmp_path):
+    folder = run_experiment(mini(tmp_path, name="dp", type="dp-audit", kinds=["ar"], epsilons=[2.0, 0.0], n_members=12,
+                                 n_nonmembers=12, n_canaries=20, attacks=["loss", "min_k"], epochs=1),
+                            out_root=tmp_path / "results", command="lmaudit run dp.toml")
+    res = json.loads((folder / "results.json").read_text())
+    dp_row, plain = res["rows"]
+    assert dp_row["target_epsilon"] == 2.0 and 0 < dp_row["epsilon"] <= 2.0 + 1e-6 and plain["epsilon"] is None
+    assert dp_row["violations"] == 0 and max(dp_row["mia_lb"], dp_row["canary_lb"]) <= dp_row["epsilon"]
+    (seed0,) = [r for r in res["per_seed"] if r["target_epsilon"] == 2.0]
+    assert seed0["delta"] == 1 / (12 + seed0["canary_bound"]["n_included"])  # δ = 1/n, n the training texts
+    assert (folder / "epsilon_lb_vs_epsilon.png").read_bytes()[:4] == b"\x89PNG"
+    assert "ε_lb ≤ ε" in (folder / "table.md").read_text()

@@ -126,6 +126,21 @@ def auc_vs_epochs(curves: dict[str, dict]) -> bytes:
     return _png(fig)
 
 
+def epsilon_bounds(series: dict[str, list[tuple[float, float]]], *, right: float) -> bytes:
+    """ε lower bound against the claimed ε per model kind, with the diagonal ε_lb = ε; points at ``right`` had no DP."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    top = max([right] + [lb for pts in series.values() for _, lb in pts])
+    ax.plot([0, right], [0, right], color="grey", lw=0.8, ls=":", label="ε_lb = ε (a DP claim's ceiling)")
+    ax.axvline(right, color="grey", lw=0.6, ls="--")
+    for i, (name, pts) in enumerate(sorted(series.items())):
+        pts = sorted(pts)
+        ax.plot([e for e, _ in pts], [lb for _, lb in pts], marker="o", color=_PALETTE[i % len(_PALETTE)], label=name)
+    ax.set(xlabel="claimed ε (right edge: no DP)", ylabel="empirical ε lower bound", xlim=(0, right * 1.05),
+           ylim=(0, top * 1.05), title="Empirical privacy: ε lower bound vs claimed ε")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def gain_by_ratio(gains: dict[str, np.ndarray]) -> bytes:
     """Violin plot of per-token memorisation gains by the fine-tuning mask ratio."""
     ratios = sorted(gains, key=float)
