@@ -14,25 +14,33 @@ from scipy.stats import rankdata
 from lmaudit.errors import LmauditError
 
 
-def _validate(y_true, y_score) -> tuple[np.ndarray, np.ndarray]:
+def check_labels_scores(y_true, y_score) -> tuple[np.ndarray, np.ndarray]:
+    """Labels (0 non-member, 1 member) and finite scores of equal 1-D shape, as int64 and float64; else a
+    one-line error."""
     y_true = np.asarray(y_true)
     try:
         y_score = np.asarray(y_score, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise LmauditError(f"scores must be numbers ({exc})") from None
     if y_true.shape != y_score.shape or y_true.ndim != 1:
-        raise LmauditError(f"y_true {y_true.shape} and y_score {y_score.shape} must be 1-D of equal length")
+        raise LmauditError(f"labels {y_true.shape} and scores {y_score.shape} must be 1-D of equal length")
     if not np.isin(y_true, (0, 1)).all():
         raise LmauditError("labels must be 0 (non-member) or 1 (member)")
+    if not np.isfinite(y_score).all():
+        raise LmauditError(f"{int((~np.isfinite(y_score)).sum())} score(s) are NaN or infinite")
+    return y_true.astype(np.int64), y_score
+
+
+def _validate(y_true, y_score) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_labels_scores`, and both classes present."""
+    y_true, y_score = check_labels_scores(y_true, y_score)
     n_pos = int(y_true.sum())
     if n_pos == 0 or n_pos == len(y_true):
         raise LmauditError(
             f"labels contain a single class ({'members' if n_pos else 'non-members'} only)",
             hint="membership metrics need both members and non-members",
         )
-    if not np.isfinite(y_score).all():
-        raise LmauditError(f"{int((~np.isfinite(y_score)).sum())} score(s) are NaN or infinite")
-    return y_true.astype(np.int64), y_score
+    return y_true, y_score
 
 
 def _is_real(x) -> bool:

@@ -103,6 +103,6 @@ def save_dlm(style: str, tokenizer, folder: Path, *, seed: int = 0) -> Path:
     config = json.loads((folder / "config.json").read_text())
     config["auto_map"] = auto_map
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    for name in (conf_mod, model_mod):
+    for name in (conf_mod, model_mod, "layers"):  # the modeling file imports its layers from beside it
         shutil.copy(HERE / f"{name}.py", folder / f"{name}.py")
     return folder

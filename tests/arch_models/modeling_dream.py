@@ -16,26 +16,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from .configuration_dream import DreamConfig
-
-
-class DreamRMSNorm(nn.Module):
-    def __init__(self, dim, eps):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def rotate(x, theta):
-    """Rotary position embedding of x (B, H, T, D), positions 0..T-1."""
-    T, D = x.shape[-2:]
-    inv = 1.0 / theta ** (torch.arange(0, D, 2, device=x.device, dtype=torch.float32) / D)  # (D/2,)
-    ang = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * inv  # (T, D/2)
-    cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)
-    half = torch.cat([-x[..., D // 2:], x[..., : D // 2]], -1)
-    return x * cos + half * sin
+from .layers import RMSNorm, rotate
 
 
 class DreamDecoderLayer(nn.Module):
@@ -44,12 +25,12 @@ class DreamDecoderLayer(nn.Module):
         d, self.h, self.kv = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads
         self.dh = d // self.h
         self.theta = cfg.rope_theta
-        self.input_layernorm = DreamRMSNorm(d, cfg.rms_norm_eps)
+        self.input_layernorm = RMSNorm(d, cfg.rms_norm_eps)
         self.q_proj = nn.Linear(d, self.h * self.dh, bias=True)
         self.k_proj = nn.Linear(d, self.kv * self.dh, bias=True)
         self.v_proj = nn.Linear(d, self.kv * self.dh, bias=True)
         self.o_proj = nn.Linear(self.h * self.dh, d, bias=False)
-        self.post_attention_layernorm = DreamRMSNorm(d, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(d, cfg.rms_norm_eps)
         self.gate_proj = nn.Linear(d, cfg.intermediate_size, bias=False)
         self.up_proj = nn.Linear(d, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, d, bias=False)
@@ -73,7 +54,7 @@ class DreamBaseModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DreamDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
-        self.norm = DreamRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, input_ids, attention_mask=None):
         x = self.embed_tokens(input_ids)  # (B, T, d)

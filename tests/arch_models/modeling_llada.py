@@ -15,26 +15,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_llada import LLaDAConfig
-
-
-class LLaDARMSNorm(nn.Module):
-    def __init__(self, dim, eps):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def rotate(x, theta):
-    """Rotary position embedding of x (B, H, T, D), positions 0..T-1."""
-    T, D = x.shape[-2:]
-    inv = 1.0 / theta ** (torch.arange(0, D, 2, device=x.device, dtype=torch.float32) / D)  # (D/2,)
-    ang = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * inv  # (T, D/2)
-    cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)
-    half = torch.cat([-x[..., D // 2:], x[..., : D // 2]], -1)
-    return x * cos + half * sin
+from .layers import RMSNorm, rotate
 
 
 class LLaDABlock(nn.Module):
@@ -42,10 +23,10 @@ class LLaDABlock(nn.Module):
         super().__init__()
         d, self.h = cfg.d_model, cfg.n_heads
         self.theta = cfg.rope_theta
-        self.attn_norm = LLaDARMSNorm(d, cfg.rms_norm_eps)
+        self.attn_norm = RMSNorm(d, cfg.rms_norm_eps)
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d, d, bias=False) for _ in range(3))
         self.attn_out = nn.Linear(d, d, bias=False)
-        self.ff_norm = LLaDARMSNorm(d, cfg.rms_norm_eps)
+        self.ff_norm = RMSNorm(d, cfg.rms_norm_eps)
         self.ff_proj = nn.Linear(d, cfg.mlp_hidden_size, bias=False)
         self.up_proj = nn.Linear(d, cfg.mlp_hidden_size, bias=False)
         self.ff_out = nn.Linear(cfg.mlp_hidden_size, d, bias=False)
@@ -67,7 +48,7 @@ class LLaDAModel(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.embedding_size, cfg.d_model),
             blocks=nn.ModuleList(LLaDABlock(cfg) for _ in range(cfg.n_layers)),
-            ln_f=LLaDARMSNorm(cfg.d_model, cfg.rms_norm_eps),
+            ln_f=RMSNorm(cfg.d_model, cfg.rms_norm_eps),
             ff_out=nn.Linear(cfg.d_model, cfg.embedding_size, bias=False),
         ))
 

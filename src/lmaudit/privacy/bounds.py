@@ -41,7 +41,7 @@ import numpy as np
 from scipy.stats import beta
 
 from lmaudit.errors import LmauditError
-from lmaudit.metrics import roc_curve
+from lmaudit.metrics import check_labels_scores, roc_curve
 
 METHOD = "held-out split"
 
@@ -136,21 +136,6 @@ class EpsilonBound:
         return asdict(self)
 
 
-def _check_inputs(labels, scores) -> tuple[np.ndarray, np.ndarray]:
-    labels = np.asarray(labels)
-    try:
-        scores = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise LmauditError(f"scores must be numbers ({exc})") from None
-    if labels.ndim != 1 or labels.shape != scores.shape:
-        raise LmauditError(f"labels {labels.shape} and scores {scores.shape} must be 1-D of equal length")
-    if not np.isin(labels, (0, 1)).all():
-        raise LmauditError("labels must be 0 (non-member) or 1 (member)")
-    if not np.isfinite(scores).all():
-        raise LmauditError(f"{int((~np.isfinite(scores)).sum())} score(s) are NaN or infinite")
-    return labels.astype(np.int64), scores
-
-
 def _split(labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded stratified halves: (selection indices, bound indices); the selection half is rounded down."""
     rng = np.random.default_rng(seed)
@@ -198,7 +183,7 @@ def epsilon_lower_bound(labels, scores, *, delta: float = 1e-5, confidence: floa
         samples per class for any bound above 0 (the message says how many are needed).
     """
     delta, confidence = check_level("delta", delta), check_level("confidence", confidence)
-    labels, scores = _check_inputs(labels, scores)
+    labels, scores = check_labels_scores(labels, scores)
     n1, n0 = int(labels.sum()), int((1 - labels).sum())
     need = min_per_class(delta=delta, confidence=confidence)
     if n1 == 0 or n0 == 0:
