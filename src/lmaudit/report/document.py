@@ -31,6 +31,7 @@ dd{margin:0;font-family:ui-monospace,Menlo,monospace;word-break:break-all}
 .level-low{border-left-color:#2ca02c}.level-moderate{border-left-color:#e3a008}.level-high{border-left-color:#ff7f0e}
 .level-severe{border-left-color:#d62728}
 table.records td:last-child{text-align:left;font-family:ui-monospace,Menlo,monospace;font-size:.8rem}
+table.records th:last-child,table.records td:nth-child(2),table.records th:nth-child(2){text-align:left}
 """
 
 

@@ -141,9 +141,12 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     return Summary(f"Exposure: {worst}", worst, points, MIA_RULE)
 
 
-def _rho(est: dict) -> str:
+def _rho(est: dict, *, inner: bool = False) -> str:
+    """"ρ = 0.33 (90% interval 0.23–0.46)"; ``inner`` (inside parentheses): "ρ = 0.33, 90% interval 0.23–0.46"."""
     ci = _interval(est.get("ci90"), lambda v: f"{v:.2f}")
-    return f"ρ = {est['rho']:.2f}" + (f" (90% interval {ci})" if ci else "")
+    if not ci:
+        return f"ρ = {est['rho']:.2f}"
+    return f"ρ = {est['rho']:.2f}" + (f", 90% interval {ci}" if inner else f" (90% interval {ci})")
 
 
 def audit_summary(res: dict) -> Summary:
@@ -151,7 +154,7 @@ def audit_summary(res: dict) -> Summary:
     methods = res["methods"]
     order = [m for m in ("smi-m", "smi") if m in methods] + [m for m in methods if m not in ("smi-m", "smi")]
     name, est = order[0], methods[order[0]]
-    others = "; ".join(f"{o.upper()}: {_rho(methods[o])}" for o in order[1:])
+    others = "; ".join(f"{o.upper()}: {_rho(methods[o], inner=True)}" for o in order[1:])
     sentence = (f"{name.upper()} estimates {_rho(est)}: about {100 * est['rho']:.0f}% of the {res['n_suspect']:,} "
                 f"suspect texts behave like texts the model never saw, and {100 * (1 - est['rho']):.0f}% like its "
                 "training data" + (f" ({others})." if others else "."))
