@@ -33,9 +33,11 @@ MIA_LOW = ("No attack here tells members from non-members much better than chanc
 EXTRACT_LOWER = ("What usually lowers extraction: deduplicating repeated records (repeated text is reproduced far more "
                  "often), fewer epochs, differentially private fine-tuning, and scrubbing secrets before training. "
                  "These are common findings, not guarantees: audit the changed model again.")
-PII_LOWER = ("What usually lowers it: scrubbing or pseudonymising PII before training (the only change that removes "
-             "the values), fewer epochs, deduplication and differentially private fine-tuning. These are common "
+PII_LOWER = ("What usually lowers it: scrubbing or pseudonymising PII before training (the model cannot learn a value "
+             "it never saw), fewer epochs, deduplication and differentially private fine-tuning. These are common "
              "findings, not guarantees: audit the changed model again.")
+SHARE_LOW = ("Few or no records were exposed in this run. This is a finding about this run's settings and records, "
+             "not a guarantee: more queries, candidates or other masks may expose more.")
 
 
 def level_index(value: float | None, bounds: tuple[float, float, float]) -> int:
@@ -185,7 +187,7 @@ def extraction_summary(res: dict) -> Summary:
     steps = "" if list(rows) == ["ar"] else f" Step counts compared: {', '.join(rows)}; the most exposing is given."
     points = [f"Extractable within n = {cfg['n']:,} queries (mask {cfg['mask']}): " + "; ".join(found) + "." + steps]
     level = LEVELS[max(level_index(s, SHARE_BOUNDS) for s in shares)] if shares else "low"
-    points.append(EXTRACT_LOWER)
+    points.append(SHARE_LOW if level == "low" else EXTRACT_LOWER)
     return Summary(f"Exposure: {level}", level, points, SHARE_RULE + " The share is the largest over the p values "
                    "and step counts of this run.")
 
@@ -200,7 +202,7 @@ def pii_summary(res: dict) -> Summary:
               f"{res['n_records']:,} redacted records (top-1 ASR {a['percent']:.1f}%).",
               f"Coverage: the true value was among the generated candidates for {res['coverage']['count']:,} records "
               f"({res['coverage']['percent']:.1f}%), the ceiling of any ranking signal.",
-              PII_LOWER]
+              SHARE_LOW if level == "low" else PII_LOWER]
     return Summary(f"Exposure: {level}", level, points, SHARE_RULE + " The share is the best signal's top-1 ASR.")
 
 
