@@ -217,6 +217,21 @@ def test_line_bar_reports_every_30_s_when_the_tenths_are_slow():
     assert len(lines) == 6 and lines[0] == "probe: 3/1,000 (0%), 6.0/min, elapsed 0:30, ETA 2:46:10"
 
 
+def test_line_bar_rate_is_that_since_the_previous_line():
+    clock, out = Clock(), io.StringIO()
+    bar = LineBar("train", 100, stream=out, clock=clock)
+    clock.t = 20.0  # a slow first step (a warm-up) ...
+    bar.advance(10)
+    for _ in range(10):
+        clock.t += 0.125  # ... then 8 steps per second
+        bar.advance(1)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "train: 10/100 (10%), 30.0/min, elapsed 0:20, ETA 3:00"
+    assert lines[1] == "train: 20/100 (20%), 8.0/s, elapsed 0:21, ETA 0:10"
+    bar.finish()
+    assert out.getvalue().splitlines()[-1] == "train: 20/100 (20%), 56.5/min, done in 0:21"  # the mean rate
+
+
 def test_line_bar_rate_leaves_out_what_a_resumed_run_had_done():
     clock, out = Clock(), io.StringIO()
     bar = LineBar("probe", 100, stream=out, clock=clock)

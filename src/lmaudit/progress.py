@@ -92,9 +92,11 @@ class LineBar:
     A line is written each time another :data:`LINE_EVERY_FRACTION` of ``total`` is done
     or :data:`LINE_EVERY_S` seconds after the previous line (only the seconds rule when
     the total is unknown), and one when the work ends: what is done, the rate, the
-    elapsed time and the estimated time left (ETA). The rate counts only the work done
-    since the start (what is advanced within the first 50 ms, e.g. a resumed run's
-    cached shards, is not). ``clock`` and ``stream`` are for tests.
+    elapsed time and the estimated time left (ETA). The rate of a line is that of the
+    work since the previous line (so a slow first step, e.g. a warm-up, does not skew
+    every later ETA); the last line gives the mean rate. What is advanced within the
+    first 50 ms (a resumed run's cached shards) counts as done before the start.
+    ``clock`` and ``stream`` are for tests.
     """
 
     def __init__(self, description: str, total: float | None, *, stream=None, clock=time.monotonic) -> None:
@@ -107,6 +109,7 @@ class LineBar:
         self._t0 = clock()
         self._initial = 0.0
         self._last_line = self._t0
+        self._window = (self._t0, 0.0)  # (time, done) at the previous line: the rate of a line is since then
         self._last_step = 0  # tenths of the total reported so far
         self._finished = False
 
@@ -115,6 +118,7 @@ class LineBar:
         now = self._clock()
         if self.done == 0 and now - self._t0 <= _INITIAL_S:
             self._initial += n
+            self._window = (self._t0, self._initial)
         self.done += n
         self._maybe_report(now)
 
@@ -147,7 +151,8 @@ class LineBar:
 
     def line(self, now: float, *, final: bool = False) -> str:
         elapsed = now - self._t0
-        rate = (self.done - self._initial) / elapsed if elapsed > 0 else 0.0
+        since, base = (self._t0, self._initial) if final else self._window
+        rate = (self.done - base) / (now - since) if now > since else 0.0
         count = f"{self.done:,.0f}"
         if self.total:
             count += f"/{self.total:,.0f} ({100 * min(self.done / self.total, 1.0):.0f}%)"
@@ -169,6 +174,7 @@ class LineBar:
         stream.write(text + "\n")
         stream.flush()
         self._last_line = self._clock()
+        self._window = (self._last_line, self.done)
 
 
 def _stderr_is_terminal() -> bool:
