@@ -1,11 +1,13 @@
 """The command line: listing attacks, a full mia run, and one-line errors.
 
-Every test runs the CLI in this process (``typer.testing.CliRunner``) except one, which runs
-``python -m lmaudit.cli`` for real: the exit code, the one printed line and ``--debug``.
+Every test runs the CLI in this process (``typer.testing.CliRunner``) except two, which run
+``python -m lmaudit.cli`` for real: the exit code, the one printed line and ``--debug``; and the
+progress lines a long command prints when stderr is a file.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -121,3 +123,26 @@ def test_report_command_on_a_mia_run(tmp_path, tiny_model_dir):
     out = lmaudit("report", tmp_path / "run")
     assert_ok(out)
     assert html.read_text() == first  # the report is a function of the results folder
+
+
+def test_finetune_with_stderr_in_a_file_prints_progress_lines(tmp_path, tiny_model_dir):
+    """Without a terminal, training prints one-line progress reports (done, rate, ETA), a last line with the
+    total time, and no blank line or terminal control code."""
+    data = write_jsonl(tmp_path / "d.jsonl", make_texts(200, seed=4))
+    env = {k: v for k, v in os.environ.items() if k not in ("LMAUDIT_PROGRESS", "LMAUDIT_QUIET")}
+    log = tmp_path / "log"
+    with open(log, "w") as err:
+        out = subprocess.run([sys.executable, "-m", "lmaudit.cli", "finetune", "--model", str(tiny_model_dir),
+                              "--data", str(data), "--out", str(tmp_path / "ft"), "--epochs", "2"],
+                             stdout=subprocess.PIPE, stderr=err, text=True, env=env, timeout=300)
+    text = log.read_text()
+    assert out.returncode == 0, text
+    lines = text.splitlines()
+    assert "" not in lines and not text.startswith("\n") and "\r" not in text and "\x1b" not in text, repr(text)
+    step = re.compile(r"^fine-tune ar \(dft\): (\d+)/(\d+) \((\d+)%\), [\d.,]+/(s|min|h), "
+                      r"(elapsed \d+:\d\d, ETA \d+:\d\d|done in \d+:\d\d), loss \d+\.\d{3}$")
+    progress = [m for ln in lines if (m := step.match(ln))]
+    assert len(progress) >= 5, text  # every tenth of the steps
+    assert all("ETA" in m.group(0) for m in progress[:-1]) and "done in" in progress[-1].group(0)
+    assert progress[-1].group(1) == progress[-1].group(2) and progress[-1].group(3) == "100"
+    assert [int(m.group(3)) for m in progress] == sorted(int(m.group(3)) for m in progress)

@@ -7,13 +7,15 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from helpers import synthetic_run
+from helpers import assert_ok, lmaudit, synthetic_run
 from lmaudit.errors import LmauditError
 from lmaudit.folders import write_manifest
 from lmaudit.report import plots
 from lmaudit.report.build import build_report, write_report
+from report_folders import audit_folder, experiment_folder, extraction_folder, mia_folder, pii_folder
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -101,3 +103,63 @@ def test_caveats_of_an_attack_are_shown_under_the_table(tmp_path):
     (tmp_path / "clean").mkdir()
     clean = synthetic_run(tmp_path / "clean")
     assert "Caveats" not in write_report(clean).read_text()
+
+
+KINDS = {"mia": lambda p: mia_folder(p)[0], "audit-set": audit_folder, "extract": extraction_folder, "pii": pii_folder,
+         "experiment": experiment_folder}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_report_kind_opens_with_its_summary(tmp_path, kind):
+    """The verdict comes first: after the title, before the facts and every section, in HTML and Markdown."""
+    folder = KINDS[kind](tmp_path / kind)
+    report = build_report(folder)
+    page = write_report(folder).read_text()
+    md = (folder / "report.md").read_text()
+    s = report.summary
+    assert s is not None and s.points
+    start = page.index("<section id='summary'")
+    assert page.index("</h1>") < start < page.index("<dl>") < page.index("<h2>", page.index("</section>"))
+    assert all(html.escape(p) in page for p in s.points)
+    assert md.index(f"## {s.headline}") < md.index("- **")  # before the facts
+    if kind != "audit-set":  # a level, and the rule that set it, stated in the report
+        assert s.level in ("low", "moderate", "high", "severe") and f"level-{s.level}" in page
+        assert "How the level is set" in page and html.escape(s.rule) in page
+
+
+def test_most_exposed_records_mask_pii_unless_show_pii(tmp_path):
+    folder, result = mia_folder(tmp_path / "run")
+    page = write_report(folder).read_text()
+    assert "Most exposed records" in page
+    assert page.index("Most exposed records") < page.index("ROC curves")
+    assert "jane.roe@example.org" not in page and "301-2288" not in page
+    assert "[email, 20 chars]" in page and "[phone, 17 chars]" in page
+    frame = pd.read_parquet(folder / "scores.parquet")
+    top = frame.loc[frame["rank"] == 1, "id"].item()
+    section = next(s for s in build_report(folder).sections if s.title == "Most exposed records")
+    header, rows = section.table
+    assert header[-1] == "text (preview)" and len(rows) == 20 and rows[0][:2] == ["1", top]
+    assert rows[0][3] == "0.000 (0/120)" and "[email, 20 chars]" in rows[0][4]  # the PII text is the top member's
+    out = lmaudit("report", "--show-pii", folder)
+    assert_ok(out)
+    shown = (folder / "report.html").read_text()
+    assert "jane.roe@example.org" in shown and "+1 (555) 301-2288" in shown
+
+
+def test_most_exposed_records_are_ids_only_without_texts_in_the_folder(tmp_path):
+    folder, _ = mia_folder(tmp_path / "run", with_texts=False)
+    section = next(s for s in build_report(folder).sections if s.title == "Most exposed records")
+    assert section.table[0] == ["rank", "id", "min_k score", "p (non-members scoring ≥)"]
+    assert "holds no members.jsonl" in section.text
+
+
+def test_a_folder_written_before_p_values_were_stored_reports_them(tmp_path):
+    """Older scores.parquet files have no p_value/rank: the report computes them from the scores."""
+    folder = synthetic_run(tmp_path)
+    report = build_report(folder)
+    section = next(s for s in report.sections if s.title == "Most exposed records")
+    scores = pd.read_parquet(folder / "scores.parquet")
+    best = scores[scores.label == 1].sort_values("loss", ascending=False).iloc[0]
+    nonmembers = scores.loc[scores.label == 0, "loss"].to_numpy()
+    p = float(np.mean(nonmembers >= best["loss"]))
+    assert section.table[1][0][:2] == ["1", best["id"]] and section.table[1][0][3].startswith(f"{p:.3f} (")

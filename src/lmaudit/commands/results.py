@@ -57,8 +57,10 @@ def tables_cmd(
 def report(
     config: Optional[Path] = c.config_option(),
     run_dir: Path = typer.Argument(..., help="A folder written by mia, demo, run, audit-set, extract or pii."),
+    show_pii: bool = typer.Option(False, "--show-pii", help="Show e-mail addresses and phone numbers in the previews "
+                                  "of the most exposed records (masked by default)."),
 ) -> None:
     """Write RUN_DIR/report.html (self-contained, plots embedded) and RUN_DIR/report.md."""
     t0 = time.perf_counter()
-    path = write_report(run_dir)
+    path = write_report(run_dir, show_pii=show_pii)
     stdout_console.print(f"report: {path}  ({time.perf_counter() - t0:.1f} s)")

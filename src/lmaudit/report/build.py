@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -15,6 +16,14 @@ from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, tpr_text, vs_best
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
+from lmaudit.report.records import folder_texts, records_section
+from lmaudit.report.summary import (
+    audit_summary,
+    experiment_summary,
+    mia_summary,
+    pii_summary,
+    strongest_attack,
+)
 from lmaudit.report.tables import asr_rows, audit_rows, facts_common
 
 
@@ -126,7 +135,8 @@ def experiment_report(run: Path, res: dict) -> Report:
         if not png.exists():
             raise LmauditError(f"{run}: figure {f['file']} is missing", hint=f"rebuild it with 'lmaudit tables {run}'")
         figs.append(Figure(Path(f["file"]).stem, f["caption"], png.read_bytes()))
-    sections = [Section("Results" if i == 0 else "Results (continued)", t["caption"], table=(t["header"], t["rows"]),
+    sections = [Section("Results" if i == 0 else "Results (continued)", t["caption"],
+                        table=(t["header"], unresolved_cells(t["header"], t["rows"])),
                         figures=figs if i == len(tabs) - 1 else [])
                 for i, t in enumerate(tabs)]
     if figs and not tabs:
@@ -135,12 +145,52 @@ def experiment_report(run: Path, res: dict) -> Report:
              "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp['preset']}",
              "data": f"{exp['n_members']} / {exp['n_nonmembers']} records ({exp['mode']})",
              "configuration": json.dumps(exp), **facts_common(res)}
-    return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections)
+    return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections,
+                  summary=experiment_summary(res))
 
 
-def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None) -> Report:
+_TPR_HEADER = re.compile(r"^TPR@(\d+(?:\.\d+)?)%FPR$")
+
+
+def unresolved_cells(header: list[str], rows: list[list[str]]) -> list[list[str]]:
+    """Rows with a TPR cell that is not a number (NaN: too few non-members to resolve the FPR) written as
+    "n/a (needs ≥ N non-members)", as the membership-inference tables write it."""
+    needs = {i: f"n/a (needs ≥ {round(100 / float(m.group(1))):,} non-members)"
+             for i, h in enumerate(header) if (m := _TPR_HEADER.match(h))}
+    if not needs:
+        return rows
+    return [[needs[i] if i in needs and cell.strip().lower().startswith("nan") else cell for i, cell in enumerate(r)]
+            for r in rows]
+
+
+def mia_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
+    """A membership-inference report: the verdict, then per part (the demo's DLM part in ``dlm/``) the tables,
+    the most exposed records and the figures."""
+    parts = [(run, res, "")]
+    dlm = run / "dlm"
+    if (dlm / "results.json").exists():  # the demo's diffusion-LM part
+        parts.append((dlm, json.loads((dlm / "results.json").read_text()), "DLM: "))
+    texts = folder_texts(run)  # the demo's DLM part scores the first of the same members
+    sections, exposed, labelled = [], {}, []
+    for folder, part, prefix in parts:
+        part_sections = mia_sections(folder, part, prefix=prefix)
+        scores = _read_scores(folder / "scores.parquet", part)
+        label = f"{part['target'].get('kind', 'ar').upper()} target"
+        table, exposed[label] = records_section(scores, strongest_attack(part["attacks"]), part["n_nonmembers"],
+                                                texts, prefix=prefix, show_pii=show_pii)
+        at = next((i for i, s in enumerate(part_sections) if s.title == f"{prefix}ROC curves"), len(part_sections))
+        sections += part_sections[:at] + [table] + part_sections[at:]
+        labelled.append((label, part))
+    if res.get("timings_s"):
+        sections.append(Section("Timings", table=(["step", "seconds"],
+                                                  [[k, f"{v:.1f}"] for k, v in res["timings_s"].items()])))
+    return Report("lmaudit membership-inference report", f"Run folder: {where}", mia_facts(res), sections,
+                  summary=mia_summary(labelled, exposed))
+
+
+def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None, show_pii: bool = False) -> Report:
     """The report of a run folder; ``shown_as`` is the folder's name in the report (its final place, when the
-    folder is being built elsewhere)."""
+    folder is being built elsewhere); ``show_pii`` shows e-mail addresses and phone numbers in record previews."""
     run = Path(run_dir)
     where = Path(shown_as) if shown_as else run
     path = run / "results.json"
@@ -160,7 +210,7 @@ def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None) -> 
         facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
                  "configuration": json.dumps(res["config"])}
         return Report("lmaudit set-level audit", f"Run folder: {where}", facts,
-                      [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))])
+                      [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))], summary=audit_summary(res))
     if res.get("type") == "pii-reconstruction":
 
         cfg = res["config"]
@@ -170,24 +220,18 @@ def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None) -> 
         facts = {"model": str(res["model"]), "reference": str(res["reference"]), "alpha": str(res["alpha"]),
                  "configuration": json.dumps(cfg)}
         return Report("lmaudit PII reconstruction", f"Run folder: {where}", facts,
-                      [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))])
+                      [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))],
+                      summary=pii_summary(res))
     if res.get("type") == "extraction":
 
         return extraction_report(run, res, where=where)
     if "attacks" in res and "target" in res:
-        sections = mia_sections(run, res)
-        dlm = run / "dlm"
-        if (dlm / "results.json").exists():  # the demo's diffusion-LM part
-            dres = json.loads((dlm / "results.json").read_text())
-            sections += mia_sections(dlm, dres, prefix="DLM: ")
-        if res.get("timings_s"):
-            sections.append(Section("Timings", table=(["step", "seconds"],
-                                                      [[k, f"{v:.1f}"] for k, v in res["timings_s"].items()])))
-        return Report("lmaudit membership-inference report", f"Run folder: {where}", mia_facts(res), sections)
+        return mia_report(run, res, where=where, show_pii=show_pii)
     raise LmauditError(f"{path}: not a results file lmaudit knows how to report")
 
 
-def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, verify: bool = True) -> Path:
+def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, verify: bool = True,
+                 show_pii: bool = False) -> Path:
     """Write ``report.html`` and ``report.md`` into ``run_dir``; return the HTML path.
 
     With ``verify``, the folder's files are first checked against its manifest: a folder
@@ -196,5 +240,5 @@ def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, ver
     """
     if verify and Path(run_dir).is_dir() and verify_folder(run_dir) is None:
         warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run", stacklevel=2)
-    html_path, _ = write(build_report(run_dir, shown_as=shown_as), Path(run_dir))
+    html_path, _ = write(build_report(run_dir, shown_as=shown_as, show_pii=show_pii), Path(run_dir))
     return html_path

@@ -25,6 +25,13 @@ td:first-child,th:first-child{text-align:left}
 .fig img{max-width:100%;height:auto;display:block}.fig p{margin:.3rem 0 0;color:#5b6475;font-size:.85rem}
 dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem;font-size:.88rem}dt{color:#5b6475}
 dd{margin:0;font-family:ui-monospace,Menlo,monospace;word-break:break-all}
+.summary{background:#fff;border:1px solid #dde2ea;border-left:6px solid #7f8896;padding:.5rem 1rem;margin:.8rem 0 1rem}
+.summary h2{margin:.2rem 0 .4rem;border:0;padding:0;font-size:1.3rem}.summary ul{margin:.3rem 0;padding-left:1.2rem}
+.summary li{margin:.15rem 0}.summary .rule{color:#5b6475;font-size:.82rem;margin:.4rem 0 .2rem}
+.level-low{border-left-color:#2ca02c}.level-moderate{border-left-color:#e3a008}.level-high{border-left-color:#ff7f0e}
+.level-severe{border-left-color:#d62728}
+table.records td:last-child{text-align:left;font-family:ui-monospace,Menlo,monospace;font-size:.8rem}
+table.records th:last-child,table.records td:nth-child(2),table.records th:nth-child(2){text-align:left}
 """
 
 
@@ -36,11 +43,22 @@ class Figure:
 
 
 @dataclass
+class Summary:
+    """The verdict that opens a report: a headline, a level (low … severe, or None), short points, the rule used."""
+
+    headline: str
+    level: str | None
+    points: list[str]
+    rule: str = ""
+
+
+@dataclass
 class Section:
     title: str
     text: str = ""
     table: tuple[list[str], list[list[str]]] | None = None  # (header, rows)
     figures: list[Figure] = field(default_factory=list)
+    table_class: str = ""  # an HTML class of the table (e.g. "records": a left-aligned text column last)
 
 
 @dataclass
@@ -49,16 +67,26 @@ class Report:
     subtitle: str
     facts: dict[str, str]
     sections: list[Section]
+    summary: Summary | None = None  # shown first, above the facts
 
     @property
     def figures(self) -> list[Figure]:
         return [f for s in self.sections for f in s.figures]
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(header: list[str], rows: list[list[str]], css_class: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    cls = f" class='{html.escape(css_class)}'" if css_class else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_summary(summary: Summary) -> str:
+    level = f" level-{summary.level}" if summary.level else ""
+    items = "".join(f"<li>{html.escape(p)}</li>" for p in summary.points)
+    rule = f"<p class='rule'>{html.escape(summary.rule)}</p>" if summary.rule else ""
+    return (f"<section id='summary' class='summary{level}'><h2>{html.escape(summary.headline)}</h2>"
+            f"<ul>{items}</ul>{rule}</section>")
 
 
 def render_html(report: Report) -> str:
@@ -66,6 +94,7 @@ def render_html(report: Report) -> str:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{html.escape(report.title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(report.title)}</h1><p class='sub'>{html.escape(report.subtitle)}</p>",
+        _html_summary(report.summary) if report.summary else "",
         "<dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in report.facts.items()) + "</dl>",
     ]
     for s in report.sections:
@@ -73,7 +102,7 @@ def render_html(report: Report) -> str:
         if s.text:
             parts.append(f"<p>{html.escape(s.text)}</p>")
         if s.table:
-            parts.append(_html_table(*s.table))
+            parts.append(_html_table(*s.table, s.table_class))
         if s.figures:
             parts.append("<div class='figs'>")
             for f in s.figures:
@@ -91,6 +120,9 @@ def _md_cell(text: str) -> str:
 
 def render_markdown(report: Report, files_dir: str = "report_files") -> str:
     lines = [f"# {report.title}", "", report.subtitle, ""]
+    if report.summary:
+        lines += [f"## {report.summary.headline}", ""] + [f"- {_md_cell(p)}" for p in report.summary.points] + [""]
+        lines += [f"*{report.summary.rule}*", ""] if report.summary.rule else []
     lines += [f"- **{k}**: `{v}`" for k, v in report.facts.items()]
     for s in report.sections:
         lines += ["", f"## {s.title}", ""]

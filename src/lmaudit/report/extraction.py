@@ -9,12 +9,12 @@ import pandas as pd
 
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.report.document import Figure, Report, Section
+from lmaudit.report.summary import extraction_summary
 from lmaudit.report.tables import facts_common, summary_rows
 
 
 def extraction_report(run: Path, res: dict, *, where: Path | None = None) -> Report:
-
-
+    """The report of an extraction run: the verdict, the (n, p) table by step count, relaxed extraction."""
     cfg = res["config"]
     records = pd.read_csv(run / "records.csv")
     labels = [k for k, v in res["summary"].items() if isinstance(v, dict)]
@@ -34,5 +34,6 @@ def extraction_report(run: Path, res: dict, *, where: Path | None = None) -> Rep
             figures=[Figure("relaxed", "Pr(d ≤ ε)", xplots.relaxed_rates(r["eps"], r["predicted"], r["empirical"]))]))
     facts = {"model": str(res.get("model")), "kind": res["kind"], "configuration": json.dumps(cfg),
              "run time": f"{res['runtime_s']:.1f} s", **facts_common(res)}
-    return Report("lmaudit extraction report", f"Run folder: {where or run}", facts, sections)
+    return Report("lmaudit extraction report", f"Run folder: {where or run}", facts, sections,
+                  summary=extraction_summary(res))
 

@@ -36,6 +36,8 @@ from lmaudit.probes.requests import ARRequest
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import info
+from lmaudit.report.records import stored_columns
+from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.utils import cache_dir
 
@@ -112,8 +114,14 @@ class MIAResult:
 
     def write(self, out_dir: str | Path, *, report: bool = False, files=None) -> Path:
         """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``, written as one unit
-        (:func:`~lmaudit.runs.common.write_results`); returns the path of ``results.json``."""
-        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores})
+        (:func:`~lmaudit.runs.common.write_results`); returns the path of ``results.json``.
+
+        ``scores.parquet`` has one row per record: id, label, one column per attack, and under
+        the strongest attack (:func:`~lmaudit.report.summary.strongest_attack`) ``p_value`` (the
+        fraction of non-members scoring at least as high) and ``rank`` (members only, 1 = most exposed).
+        """
+        exposure = stored_columns(self.scores, self.labels, strongest_attack(self.attacks)) if self.attacks else {}
+        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **exposure})
         return write_results(out_dir, self.payload(), tables={"scores.parquet": frame},
                              extra_json={"examples.json": self.examples} if self.examples else None,
                              files=files, report=report)

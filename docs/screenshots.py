@@ -1,0 +1,50 @@
+"""Rebuild the README's report screenshots: the top of a mia report (the quick demo's) and of an audit-set report.
+
+    PYTHONPATH=src .venv/bin/python docs/screenshots.py runs/demo-quick
+
+The demo folder is copied, never written; the audit-set report comes from the synthetic
+folder the tests use (tests/report_folders.py). Needs Debian's chromium. Each picture is
+the first screen of a 1280×800 window, scaled to 960 px wide and stored as a palette PNG.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from PIL import Image
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS.parent / "tests"))
+
+from lmaudit.report.build import write_report  # noqa: E402
+from report_folders import audit_folder  # noqa: E402
+
+
+def shoot(page: Path, png: Path, work: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    raw = work / "raw.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+                    "--disable-background-networking", f"--user-data-dir={work / 'profile'}",
+                    "--window-size=1280,800", f"--screenshot={raw}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    img = Image.open(raw).convert("RGB")
+    img = img.resize((960, round(img.height * 960 / img.width)), Image.LANCZOS)
+    img.quantize(colors=256, method=Image.Quantize.MAXCOVERAGE).save(png, optimize=True)
+    print(f"{png}: {png.stat().st_size / 1024:.0f} KiB")
+
+
+def main(demo: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        mia = Path(shutil.copytree(demo, work / "demo"))
+        shoot(write_report(mia, shown_as="runs/demo"), DOCS / "report-mia.png", work)
+        audit = audit_folder(work / "audit")
+        shoot(write_report(audit, shown_as="runs/audit"), DOCS / "report-audit-set.png", work)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,233 @@
+"""The verdict that opens every report: how exposed the model is, by what measure, and what usually lowers it.
+
+Pure functions of a ``results.json`` payload (and, for the most exposed records, of the
+scores); :mod:`lmaudit.report.build` renders them. The rules that set a level are
+stated in the report itself (:data:`MIA_RULE`, :data:`SHARE_RULE`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmaudit.report.document import Summary
+
+LEVELS = ("low", "moderate", "high", "severe")
+# lower bounds of moderate, high and severe for each reading
+TPR_BOUNDS = (0.02, 0.10, 0.30)  # best TPR at 1% FPR (chance: 1%)
+AUC_BOUNDS = (0.60, 0.75, 0.90)  # best AUC (chance: 0.5)
+SHARE_BOUNDS = (0.01, 0.05, 0.20)  # extraction and PII: share of records exposed
+
+MIA_RULE = ("How the level is set: from the best TPR at 1% FPR over the attacks (chance: 1%) and the best AUC "
+            "(chance: 0.5). Low: TPR < 2% and AUC < 0.60; moderate: TPR < 10% and AUC < 0.75; high: TPR < 30% and "
+            "AUC < 0.90; severe: TPR ≥ 30% or AUC ≥ 0.90. A TPR that too few non-members cannot measure is left out. "
+            "The strongest attack has the highest TPR at 1% FPR (ties: the higher AUC), or the highest AUC when no "
+            "TPR at 1% FPR is measured.")
+SHARE_RULE = ("How the level is set: from the share of records exposed. Low: under 1%; moderate: under 5%; high: "
+              "under 20%; severe: 20% or more.")
+MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping, deduplicating the training data, "
+             "more (and more varied) training data, and differentially private fine-tuning (DP-SGD). These are "
+             "common findings, not guarantees: audit the changed model again.")
+MIA_LOW = ("No attack here tells members from non-members much better than chance at 1% false positives. This is a "
+           "finding about these attacks on these sets, not a guarantee: other attacks (a reference model, shadow "
+           "models) or more samples may do better.")
+EXTRACT_LOWER = ("What usually lowers extraction: deduplicating repeated records (repeated text is reproduced far more "
+                 "often), fewer epochs, differentially private fine-tuning, and scrubbing secrets before training. "
+                 "These are common findings, not guarantees: audit the changed model again.")
+PII_LOWER = ("What usually lowers it: scrubbing or pseudonymising PII before training (the model cannot learn a value "
+             "it never saw), fewer epochs, deduplication and differentially private fine-tuning. These are common "
+             "findings, not guarantees: audit the changed model again.")
+SHARE_LOW = ("Few or no records were exposed in this run. This is a finding about this run's settings and records, "
+             "not a guarantee: more queries, candidates or other masks may expose more.")
+
+
+def level_index(value: float | None, bounds: tuple[float, float, float]) -> int:
+    """0 (low) … 3 (severe): how many of ``bounds`` ``value`` reaches; 0 for None or NaN."""
+    if value is None or not np.isfinite(value):
+        return 0
+    return int(sum(value >= b for b in bounds))
+
+
+def mia_level(attacks: dict[str, dict]) -> str:
+    """The exposure level of a membership-inference run (:data:`MIA_RULE`)."""
+    tprs = [m.get("tpr@1%fpr") for m in attacks.values()]
+    best_tpr = max((t for t in tprs if t is not None), default=None)
+    best_auc = max(m["auc"] for m in attacks.values())
+    return LEVELS[max(level_index(best_tpr, TPR_BOUNDS), level_index(best_auc, AUC_BOUNDS))]
+
+
+def strongest_attack(attacks: dict[str, dict]) -> str:
+    """The attack with the highest TPR at 1% FPR (ties: higher AUC); the highest AUC when none is measured."""
+    measured = {n: m for n, m in attacks.items() if m.get("tpr@1%fpr") is not None}
+    if measured:
+        return max(measured, key=lambda n: (measured[n]["tpr@1%fpr"], measured[n]["auc"]))
+    return max(attacks, key=lambda n: attacks[n]["auc"])
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _interval(pair, fmt) -> str | None:
+    if not pair or pair[0] is None or pair[1] is None:
+        return None
+    return f"{fmt(pair[0])}–{fmt(pair[1])}"
+
+
+def attack_sentence(name: str, m: dict, n_nonmembers: int) -> str:
+    """"min_k_pp identifies 19.3% of members at 1% false positives (95% interval …; AUC 0.926)"."""
+    auc_ci = _interval(m.get("auc_ci95"), lambda v: f"{v:.3f}")
+    auc = f"AUC {m['auc']:.3f}" + (f", 95% interval {auc_ci}" if auc_ci else "")
+    tpr = m.get("tpr@1%fpr")
+    if tpr is None:
+        why = m.get("unresolved", {}).get("tpr@1%fpr", "n/a (needs ≥ 100 non-members)")
+        return f"{name}: TPR at 1% FPR {why}, {n_nonmembers:,} here; {auc}"
+    tpr_ci = _interval(m.get("tpr@1%fpr_ci95"), _pct)
+    detail = f"95% interval {tpr_ci}; AUC {m['auc']:.3f}" if tpr_ci else auc
+    return f"{name} identifies {_pct(tpr)} of members at 1% false positives ({detail})"
+
+
+def member_exposure(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record empirical p-values and members' ranks under one attack's scores (higher = more member-like).
+
+    Parameters
+    ----------
+    scores : (n,) float array
+    labels : (n,) int array, 1 = member, 0 = non-member
+
+    Returns
+    -------
+    p_value : (n,) float array
+        For every record, the fraction of non-members whose score is at least as high as
+        its own (ties count against the record): a member with p = 0 scores above every
+        non-member. For a non-member its own score is among those counted. NaN when
+        there are no non-members.
+    rank : (n,) float array
+        1 for the member with the highest score; members with equal scores share the
+        best rank of the group; NaN for non-members.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels)
+    neg = np.sort(scores[labels == 0])
+    if len(neg):
+        p_value = (len(neg) - np.searchsorted(neg, scores, side="left")) / len(neg)
+    else:
+        p_value = np.full(len(scores), np.nan)
+    pos = np.sort(scores[labels == 1])
+    higher = len(pos) - np.searchsorted(pos, scores, side="right")  # members scoring strictly higher
+    rank = np.where(labels == 1, 1.0 + higher, np.nan)
+    return p_value, rank
+
+
+def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = None) -> Summary:
+    """The verdict of a membership-inference report with one or more parts (the demo's AR and DLM).
+
+    ``parts`` are (label, results payload); ``exposed`` maps a label to the number of its
+    members that score above every non-member under the strongest attack.
+    """
+    levels = {label: mia_level(res["attacks"]) for label, res in parts}
+    worst = max(levels.values(), key=LEVELS.index)
+    points = []
+    for label, res in parts:
+        name = strongest_attack(res["attacks"])
+        lead = f"{label} (exposure {levels[label]}): strongest" if len(parts) > 1 else "Strongest"
+        text = (f"{lead} attack: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}; "
+                f"{res['n_members']:,} members vs {res['n_nonmembers']:,} non-members.")
+        if exposed and label in exposed:
+            text += (f" {exposed[label]:,} of the {res['n_members']:,} members score above every non-member "
+                     "(listed under Most exposed records).")
+        notes = res["attacks"][name].get("notes")
+        if notes:
+            text += f" Caveat: {notes[0]}."
+        points.append(text)
+    points.append(MIA_LOW if worst == "low" else MIA_LOWER)
+    return Summary(f"Exposure: {worst}", worst, points, MIA_RULE)
+
+
+def _rho(est: dict, *, inner: bool = False) -> str:
+    """"ρ = 0.33 (90% interval 0.23–0.46)"; ``inner`` (inside parentheses): "ρ = 0.33, 90% interval 0.23–0.46"."""
+    ci = _interval(est.get("ci90"), lambda v: f"{v:.2f}")
+    if not ci:
+        return f"ρ = {est['rho']:.2f}"
+    return f"ρ = {est['rho']:.2f}" + (f", 90% interval {ci}" if inner else f" (90% interval {ci})")
+
+
+def audit_summary(res: dict) -> Summary:
+    """ρ and its interval in one sentence (SMI-M when it ran, else SMI), the other method beside it."""
+    methods = res["methods"]
+    order = [m for m in ("smi-m", "smi") if m in methods] + [m for m in methods if m not in ("smi-m", "smi")]
+    name, est = order[0], methods[order[0]]
+    others = "; ".join(f"{o.upper()}: {_rho(methods[o], inner=True)}" for o in order[1:])
+    sentence = (f"{name.upper()} estimates {_rho(est)}: about {100 * est['rho']:.0f}% of the {res['n_suspect']:,} "
+                f"suspect texts behave like texts the model never saw, and {100 * (1 - est['rho']):.0f}% like its "
+                "training data" + (f" ({others})." if others else "."))
+    points = [sentence]
+    anomalous = [m.upper() for m in order if methods[m].get("anomaly")]
+    if anomalous:
+        points.append(f"Anomaly ({', '.join(anomalous)}): the unclipped ρ lies far outside [0, 1]; the suspect set "
+                      "resembles neither reference set, so ρ says little (a forged or mismatched audit?).")
+    points.append("Reading: for a forget set after unlearning, ρ near 1 is what removing it gives and ρ near 0 "
+                  "means the model still behaves as if trained on it; for a benchmark, 1 − ρ estimates the share "
+                  "that was in the training data. This is an estimate from these reference sets, not a proof.")
+    return Summary(f"Set-level audit: ρ = {est['rho']:.2f}", None, points, "")
+
+
+def extraction_summary(res: dict) -> Summary:
+    """The share of records (n, p)-discoverable at the run's n, for each p, in the most exposing setting."""
+    cfg = res["config"]
+    rows = {k: v for k, v in res["summary"].items() if isinstance(v, dict)}
+    n_rec = res["n_records"]
+    shares, found = [], []
+    for p in cfg["p"]:
+        key = f"discoverable@p={p:g}"
+        label = max(rows, key=lambda k: rows[k][key])
+        count = rows[label][key]
+        shares.append(count / n_rec if n_rec else 0.0)
+        where = "" if label == "ar" else f" (at {label} denoising steps)"
+        found.append(f"{count:,} of {n_rec:,} records ({100 * shares[-1]:.1f}%) with probability ≥ {p:g}{where}")
+    steps = "" if list(rows) == ["ar"] else f" Step counts compared: {', '.join(rows)}; the most exposing is given."
+    points = [f"Extractable within n = {cfg['n']:,} queries (mask {cfg['mask']}): " + "; ".join(found) + "." + steps]
+    level = LEVELS[max(level_index(s, SHARE_BOUNDS) for s in shares)] if shares else "low"
+    points.append(SHARE_LOW if level == "low" else EXTRACT_LOWER)
+    return Summary(f"Exposure: {level}", level, points, SHARE_RULE + " The share is the largest over the p values "
+                   "and step counts of this run.")
+
+
+def pii_summary(res: dict) -> Summary:
+    """Top-1 attack success rate of the best ranking signal, and the coverage of the candidates."""
+    best = max(res["asr"], key=lambda s: res["asr"][s]["percent"])
+    a = res["asr"][best]
+    field = res.get("config", {}).get("field", "value")
+    level = LEVELS[level_index(a["percent"] / 100, SHARE_BOUNDS)]
+    points = [f"The best ranking signal, {best}, puts the true {field} first for {a['count']:,} of "
+              f"{res['n_records']:,} redacted records (top-1 ASR {a['percent']:.1f}%).",
+              f"Coverage: the true value was among the generated candidates for {res['coverage']['count']:,} records "
+              f"({res['coverage']['percent']:.1f}%), the ceiling of any ranking signal.",
+              SHARE_LOW if level == "low" else PII_LOWER]
+    return Summary(f"Exposure: {level}", level, points, SHARE_RULE + " The share is the best signal's top-1 ASR.")
+
+
+def experiment_summary(res: dict) -> Summary:
+    """What the experiment measured and, for a membership table (``rows`` of AUC and TPRs), its strongest row."""
+    exp = res["experiment"]
+    seeds = exp.get("seeds", [])
+    points = [f"Measured over {len(seeds)} seed(s) ({', '.join(map(str, seeds))}); the tables and figures below hold "
+              "every value, and the description above says what the experiment reproduces."]
+    rows = res.get("rows")
+    level = None
+    if isinstance(rows, dict) and rows and all(isinstance(r, dict) and len(r.get("auc", ())) == 2
+                                               for r in rows.values()):
+        attacks = {k: {"auc": r["auc"][0], "tpr@1%fpr": _finite(r.get("tpr@1%fpr", [None])[0])}
+                   for k, r in rows.items()}
+        name = strongest_attack(attacks)
+        level = mia_level(attacks)
+        tpr = attacks[name]["tpr@1%fpr"]
+        tpr_text = (f"{100 * tpr:.1f} ± {100 * rows[name]['tpr@1%fpr'][1]:.1f}%" if tpr is not None
+                    else f"n/a (needs ≥ {round(1 / 0.01):,} non-members)")
+        points.insert(0, f"Strongest: {name}, TPR at 1% FPR {tpr_text}, AUC {attacks[name]['auc']:.3f} (mean ± std "
+                         "over seeds), on the experiment's fine-tuned models.")
+    headline = f"Exposure: {level}" if level else f"Experiment {exp['name']}"
+    return Summary(headline, level, points, MIA_RULE if level else "")
+
+
+def _finite(x) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
