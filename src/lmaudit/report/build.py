@@ -16,6 +16,7 @@ from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, tpr_text, vs_best
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
+from lmaudit.report.privacy import privacy_section
 from lmaudit.report.records import folder_texts, records_section
 from lmaudit.report.summary import (
     audit_summary,
@@ -179,7 +180,10 @@ def mia_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> 
         table, exposed[label] = records_section(scores, strongest_attack(part["attacks"]), part["n_nonmembers"],
                                                 texts, prefix=prefix, show_pii=show_pii)
         at = next((i for i, s in enumerate(part_sections) if s.title == f"{prefix}ROC curves"), len(part_sections))
-        sections += part_sections[:at] + [table] + part_sections[at:]
+        best = strongest_attack(part["attacks"])
+        check = privacy_section(scores["label"].to_numpy(), scores[best].to_numpy(), best, part["target"],
+                                prefix=prefix)
+        sections += part_sections[:at] + [table, check] + part_sections[at:]
         labelled.append((label, part))
     if res.get("timings_s"):
         sections.append(Section("Timings", table=(["step", "seconds"],
