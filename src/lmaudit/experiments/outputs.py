@@ -36,8 +36,7 @@ def markdown(record: dict) -> str:
     seeds = ", ".join(map(str, exp["seeds"]))
     head = (f"# {exp['name']}\n\n{exp['description']}\n\n"
             f"Command: `{record['command']}` — run time {record['runtime_s'] / 60:.1f} min; seeds {seeds}; "
-            + (f"model `{exp['model']}`." if exp.get("model") else
-               f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs."))
+            + get_experiment_type(exp["type"]).setting(exp))
     parts = [head]
     for t in record["tables"]:
         parts += [t["caption"]] if t["caption"] else []

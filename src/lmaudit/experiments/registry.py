@@ -30,6 +30,13 @@ def no_figures(record: dict) -> list[FigureSpec]:
     return []
 
 
+def fine_tuning_setting(exp: dict) -> str:
+    """The usual setting line: the kind and preset fine-tuned (or the given model of a ``checkpoint`` run)."""
+    if exp.get("model"):
+        return f"model `{exp['model']}`."
+    return f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs."
+
+
 @dataclass(frozen=True)
 class ExperimentType:
     """One experiment type: its name, its keys, its runner and its table and figure builders.
@@ -45,6 +52,7 @@ class ExperimentType:
     tables: Callable[[dict], list[Table]]
     figures: Callable[[dict], list[FigureSpec]] = no_figures
     arrays: dict[str, str] = field(default_factory=dict)
+    setting: Callable[[dict], str] = fine_tuning_setting  # table.md's line on how the models were made
 
 
 _REGISTRY: dict[str, ExperimentType] = {}
@@ -52,7 +60,8 @@ _REGISTRY: dict[str, ExperimentType] = {}
 
 def register_experiment(name: str, *, config: type[BaseConfig], run: Callable[[Any, BaseConfig], dict],
                         tables: Callable[[dict], list[Table]], figures: Callable[[dict], list[FigureSpec]] = no_figures,
-                        arrays: dict[str, str] | None = None) -> ExperimentType:
+                        arrays: dict[str, str] | None = None,
+                        setting: Callable[[dict], str] | None = None) -> ExperimentType:
     """Register experiment type ``name`` (the ``type`` of its TOML files) and return it.
 
     Parameters
@@ -69,12 +78,15 @@ def register_experiment(name: str, *, config: type[BaseConfig], run: Callable[[A
         ``figures(record) -> [(file_stem, caption, png_bytes)]``.
     arrays : dict, optional
         Payload keys stored as ``KEY.npz`` instead of in ``results.json`` (see :class:`ExperimentType`).
+    setting : callable, optional
+        ``setting(experiment config dict) -> str``: ``table.md``'s line on how the models were made
+        (default :func:`fine_tuning_setting`).
     """
     if name in _REGISTRY:
         raise ValueError(f"experiment type '{name}' is already registered")
     if not (dataclasses.is_dataclass(config) and issubclass(config, BaseConfig)):
         raise ValueError(f"experiment type '{name}': config must be a dataclass subclass of BaseConfig")
-    spec = ExperimentType(name, config, run, tables, figures, dict(arrays or {}))
+    spec = ExperimentType(name, config, run, tables, figures, dict(arrays or {}), setting or fine_tuning_setting)
     _REGISTRY[name] = spec
     return spec
 

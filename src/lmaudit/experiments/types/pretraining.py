@@ -85,4 +85,10 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         ["setting", "seed", "difference", "95% CI", "verdict"], cells)]
 
 
-register_experiment("pretraining-detection", config=PretrainingConfig, run=run, tables=tables)
+def setting(exp: dict) -> str:
+    """The line of ``table.md`` that says how the models were made (no fine-tuning here)."""
+    return (f"AR `{exp['preset']}` pretrained from scratch on {exp['pretrain_tokens']:,} tokens with the members in "
+            "the stream; no fine-tuning.")
+
+
+register_experiment("pretraining-detection", config=PretrainingConfig, run=run, tables=tables, setting=setting)
