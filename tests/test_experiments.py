@@ -47,7 +47,7 @@ def test_every_registered_type_has_a_committed_experiment_file():
     ('name = "x"\ntype = "mia"\nepoch = 3\n', r"bad.toml: unknown key 'epoch'.*did you mean 'epochs'"),
     ('name = "x"\ntype = "mia"\nvariants = {}\n', r"unknown key 'variants' for an experiment of type 'mia'.*"
                                                    r"'variants' is a key of type ablation"),
-    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n', r"unknown key 'budget'.*ablation, checkpoint, epochs, mask-ratio"),
+    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n', r"unknown key 'budget'.*ablation, checkpoint, dp-audit, epochs, mask-ratio"),
     ('name = "x"\ntype = "nonsense"\n', "type 'nonsense' is not one of"),
     ('name = "x"\ntype = "mask-ratios"\n', "did you mean 'mask-ratio'"),
     ('name = "x"\ntype = "mia"\nseeds = 3\n', r"key 'seeds' must be list\[int\], got int"),
