@@ -40,7 +40,7 @@ def test_loss_attack_separates_members(finetuned, tiny_model_dir):
     scores = pd.read_parquet(root / "run" / "scores.parquet")
     assert len(scores) == 128 and scores["label"].sum() == 64
     runnable = {s.name for s in list_attacks("ar") if not s.needs_shadows}  # a reference is given, shadows are not
-    assert set(scores.columns) == {"id", "label"} | runnable
+    assert set(scores.columns) == {"id", "label", "p_value", "rank"} | runnable  # p_value, rank: most exposed
 
 
 def test_same_seed_same_scores(finetuned):
