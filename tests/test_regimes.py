@@ -76,7 +76,7 @@ def test_workspace_data_from_pydoc(tmp_path):
 
 # --- the grid ---
 
-def test_committed_grid_is_valid_and_one_factor_from_the_centre():
+def test_committed_grid_is_valid_and_each_cell_says_what_it_changes():
     cfg = load_experiment(REPO / "experiments" / "dlm-regimes.toml")
     cells = cell_settings(cfg)
     centre = cells["centre"]
