@@ -15,10 +15,10 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.outputs import rebuild_outputs
 from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
-from lmaudit.experiments.types.regimes import ROWS, VERSUS, cell_settings, delta_stats
+from lmaudit.experiments.types.regimes import ROWS, VERSUS, cell_settings, delta_stats, q_skew_records
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.metrics import auc
-from lmaudit.probes.masked import probe_masked
+from lmaudit.probes.masked import MaskedSideTask, probe_masked
 from lmaudit.probes.masks import MaskPlan
 from synthetic_dlm import synthetic_masked
 
@@ -70,6 +70,8 @@ def test_workspace_data_from_pydoc(tmp_path):
     with pytest.raises(LmauditError, match="mode 'dft' only"):
         ws.cell(mode="ift").data(0)
     assert "corpus" not in ws.__dict__
+    with pytest.raises(LmauditError, match="packages and vocab_size stay"):
+        ws.cell(vocab_size=300)
     with pytest.raises(LmauditError, match="unknown data source 'wiki'"):
         Workspace(cfg, source="wiki")
 
@@ -140,12 +142,12 @@ def mini(tmp_path, **kw):
     return load_experiment(f)
 
 
-def test_mini_regimes_experiment(tmp_path):
+def test_mini_regimes_experiment(tmp_path, monkeypatch):
     cfg = mini(tmp_path, cells={"centre": {}, "pydoc, 1 epoch": {"source": "pydoc", "epochs": 1}})
     folder = run_experiment(cfg, out_root=tmp_path / "results", command="lmaudit run mini.toml")
     res = json.loads((folder / "results.json").read_text())
     cells = res["cells"]
-    assert list(cells) == ["centre", "pydoc, 1 epoch"]
+    assert list(cells) == ["centre", "pydoc, 1 epoch"] and res["corpus"] is not None  # the cells' corpus, recorded
     assert cells["pydoc, 1 epoch"]["settings"] == {"lr": 1e-3, "epochs": 1, "preset": "tiny", "source": "pydoc",
                                                    "mode": "dft"}
     ws = Workspace(cfg)
@@ -164,9 +166,16 @@ def test_mini_regimes_experiment(tmp_path):
         cws = ws.cell(source=s["source"], epochs=s["epochs"])
         members, nonmembers = cws.data(0)
         base = cws.base()
-        tar, ref = cws.load(cws.finetuned(base, members, 0)), cws.load(base)
+        target = cws.finetuned(base, members, 0)
+        computed = []
+        with monkeypatch.context() as m:  # the run's Δ statistics read the probe the run cached: no forward
+            m.setattr(MaskedSideTask, "__call__", lambda *a, _c=computed, **k: _c.append(1))
+            cached = q_skew_records(cws, target, base, members, nonmembers, 0, 3)
+        assert computed == [] and cached.n_samples == 12
+        tar, ref = cws.load(target), cws.load(base)
         records = probe_masked(tar.adapter, tar.tokenizer, TextSet(members.records + nonmembers.records),
                                MaskPlan("cyclic", budget=3), reference=ref.adapter, seed=0, batch_size=32)
+        assert np.array_equal(records.logp, cached.logp) and np.array_equal(records.position, cached.position)
         delta = np.split(records.logp.astype(np.float64) - records.ref_logp, records.offsets[1:-1])
         for part, rows in (("members", delta[:6]), ("nonmembers", delta[6:])):
             assert cell["delta"][part]["mean"] == pytest.approx(np.mean([d.mean() for d in rows]), abs=1e-6)
