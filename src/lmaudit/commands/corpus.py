@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 
 from lmaudit.commands import common as c
-from lmaudit.data.corpus import build_corpus
+from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
 from lmaudit.data.pii import pii_corpus, write_jsonl
+from lmaudit.errors import LmauditError
 from lmaudit.privacy.canaries import KINDS, write_canary_folder
 from lmaudit.progress import stdout_console
 
@@ -21,9 +22,14 @@ def corpus_build(
     config: Optional[Path] = c.config_option(),
     packages: str = typer.Option("numpy,scipy,torch,transformers", help="Comma-separated packages (names or folders)."),
     force: bool = typer.Option(False, help="Rebuild even if cached."),
+    source: str = typer.Option("corpus", help="corpus: the docstrings of --packages (what the tiny models pretrain "
+                                              "on); pydoc: out-of-domain prose paragraphs of the Python language "
+                                              "reference (pydoc_data.topics), member/non-member pools only."),
 ) -> None:
-    """Extract, clean and cache the docstring corpus; print its manifest."""
-    corpus = build_corpus(tuple(p for p in packages.split(",") if p), force=force)
+    """Extract, clean and cache the docstring corpus (or build the out-of-domain one); print its manifest."""
+    if source not in SOURCES:
+        raise LmauditError(f"--source must be one of {', '.join(SOURCES)}, got {source!r}")
+    corpus = pydoc_corpus() if source == "pydoc" else build_corpus(tuple(p for p in packages.split(",") if p), force=force)
     stdout_console.print_json(data=corpus.manifest)
 
 

@@ -6,6 +6,11 @@ to a pool — ``pretrain``, ``member`` or ``nonmember`` — by a stable hash of 
 text, so the split does not depend on file order. The corpus is cached under a
 key of (package versions, extractor version); its manifest records the content
 hash, which is checked when the cache is read.
+
+:func:`pydoc_corpus` is an out-of-domain source for the same pipeline: prose
+paragraphs of the Python language reference that every Python install ships
+(:mod:`pydoc_data.topics`), split into ``member`` and ``nonmember`` pools only —
+no model pretrained on the docstring corpus ever saw it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import ast
 import importlib.util
 import json
 import os
+import platform
 import re
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
@@ -68,22 +74,22 @@ def _package_root(name_or_path: str) -> tuple[str, Path]:
     return name_or_path, Path(next(iter(spec.submodule_search_locations)))
 
 
-def pool_of(text: str) -> str:
+def pool_of(text: str, fractions: dict[str, float] = POOL_FRACTIONS) -> str:
     """Deterministic pool of a document from a stable hash of its opening.
 
     The hash covers the first ``POOL_PREFIX_CHARS`` characters (whitespace
     normalised), so documents that open identically — copied docstrings with a
     different tail — always share a pool, and no member passage reappears as a
-    non-member.
+    non-member. ``fractions`` maps each pool to its share (in order; they sum to 1).
     """
     head = " ".join(text.split())[:POOL_PREFIX_CHARS]
     u = int(stable_hash("pool", head, digest_size=8), 16) / 2**64
     acc = 0.0
-    for pool, frac in POOL_FRACTIONS.items():
+    for pool, frac in fractions.items():
         acc += frac
         if u < acc:
             return pool
-    return "nonmember"
+    return list(fractions)[-1]
 
 
 def _file_docstrings(job: tuple[str, str, str]) -> list[tuple[str, str]]:
@@ -213,4 +219,70 @@ def build_corpus(packages=DEFAULT_PACKAGES, *, min_chars: int = 300, root: Path 
         tmp.write_bytes(payload)
     with atomic_path(manifest_path) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2))
+    return Corpus(docs, manifest)
+
+
+# --- an out-of-domain source: the Python language reference shipped with every install ---
+
+SOURCES = ("corpus", "pydoc")  # the data sources of an experiment's members and non-members
+PYDOC_FRACTIONS = {"member": 0.5, "nonmember": 0.5}  # nothing of it is pretrained on
+PYDOC_MIN_CHARS = 120
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
+def is_prose(paragraph: str) -> bool:
+    """Whether a paragraph of the language reference reads as prose, not as code, grammar or a table.
+
+    Kept: it ends like a sentence (``.``, ``:``, ``?``, ``.)``), holds no grammar rule
+    (``::=``), and at least 85% of its characters are letters or spaces (code, method
+    signatures and ASCII tables fall below). Indented paragraphs are kept when they
+    pass: the reference indents the prose that describes a method or a term.
+    """
+    flat = " ".join(paragraph.split())
+    if not flat or "::=" in flat or not flat.endswith((".", ":", "?", ".)")):
+        return False
+    return sum(ch.isalpha() or ch == " " for ch in flat) / len(flat) >= 0.85
+
+
+def pydoc_corpus(*, min_chars: int = PYDOC_MIN_CHARS) -> Corpus:
+    """The out-of-domain corpus: prose paragraphs of the Python language reference (:mod:`pydoc_data.topics`).
+
+    Each of the ~80 topic texts is cleaned like a docstring (:func:`clean_docstring`)
+    and split at blank lines; a paragraph is kept when it is prose (:func:`is_prose`)
+    and at least ``min_chars`` long once its whitespace is joined to single spaces (its
+    text as stored). Repeats are dropped (case-insensitive). Pools ``member`` and
+    ``nonmember`` (half each, by :func:`pool_of` on the opening): the docstring
+    corpus' models never saw this text, so it needs no ``pretrain`` pool. Python 3.11
+    gives ~790 paragraphs (~390 per pool). Built in well under a second, so not cached;
+    the manifest names the Python version, whose reference it is.
+    """
+    try:
+        from pydoc_data.topics import topics
+    except ImportError as exc:  # a stripped-down Python without the pydoc data
+        raise LmauditError("this Python install has no pydoc_data.topics (the language reference)",
+                           hint="use the default source (the docstring corpus)") from exc
+    seen: set[str] = set()
+    docs: list[Document] = []
+    for topic in sorted(topics):
+        for i, para in enumerate(_PARAGRAPH_BREAK.split(clean_docstring(topics[topic]))):
+            text = " ".join(para.split())
+            if len(text) < min_chars or not is_prose(para):
+                continue
+            key = stable_hash(text.lower())
+            if key in seen:
+                continue
+            seen.add(key)
+            docs.append(Document(id=key[:16], package="pydoc_data", source=f"pydoc_data.topics:{topic}:{i}", text=text,
+                                 pool=pool_of(text, PYDOC_FRACTIONS)))
+    if not docs:
+        raise DataError(f"no prose paragraph of {min_chars}+ characters in pydoc_data.topics")
+    manifest = {
+        "source": "pydoc",
+        "python": platform.python_version(),
+        "min_chars": min_chars,
+        "n_documents": len(docs),
+        "n_chars": sum(len(d.text) for d in docs),
+        "pools": {p: sum(d.pool == p for d in docs) for p in PYDOC_FRACTIONS},
+        "content_hash": stable_hash([(d.id, d.pool) for d in docs]),
+    }
     return Corpus(docs, manifest)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from lmaudit.data.corpus import build_corpus
+from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.pii import pii_corpus
@@ -24,23 +24,45 @@ METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
 
 
 class Workspace:
-    """Corpus, tokenizer and cached models shared by an experiment's runs (the keys of :class:`BaseConfig`)."""
+    """Corpus, tokenizer and cached models shared by an experiment's runs (the keys of :class:`BaseConfig`).
 
-    def __init__(self, cfg: BaseConfig) -> None:
+    ``source`` is where members and non-members come from: ``corpus`` (the docstring
+    corpus' member/non-member pools, in the domain the base was pretrained on) or
+    ``pydoc`` (:func:`~lmaudit.data.corpus.pydoc_corpus`, text the base never saw).
+    The tokenizer and the base are always those of the docstring corpus.
+    """
+
+    def __init__(self, cfg: BaseConfig, *, source: str = "corpus") -> None:
+        if source not in SOURCES:
+            raise LmauditError(f"unknown data source '{source}'", hint=f"one of {', '.join(SOURCES)}")
         self.cfg = cfg
+        self.source = source
         self._loaded: dict[str, object] = {}
+        self._parent: Workspace | None = None
+
+    def cell(self, *, source: str | None = None, **keys) -> "Workspace":
+        """A workspace with some of the configuration's ``keys`` replaced (e.g. ``lr``, ``epochs``, ``preset``,
+        ``mode``) and optionally another data ``source``, sharing this one's corpus, tokenizer and loaded models.
+
+        ``packages`` and ``vocab_size`` stay this workspace's: the corpus and tokenizer are built (once) here.
+        """
+        if {"packages", "vocab_size"} & set(keys):
+            raise LmauditError("a cell of a workspace shares its corpus and tokenizer: packages and vocab_size stay")
+        ws = Workspace(replace(self.cfg, **keys), source=source or self.source)
+        ws._parent, ws._loaded = self, self._loaded
+        return ws
 
     @cached_property
     def corpus(self):
         """The embedded corpus, built on first use (an experiment on given checkpoints and data never needs it)."""
-        return build_corpus(tuple(self.cfg.packages))
+        return self._parent.corpus if self._parent else build_corpus(tuple(self.cfg.packages))
 
     @cached_property
     def tokenizer(self):
-        return corpus_tokenizer(self.corpus, vocab_size=self.cfg.vocab_size)
+        return self._parent.tokenizer if self._parent else corpus_tokenizer(self.corpus, vocab_size=self.cfg.vocab_size)
 
     def corpus_hash(self) -> str | None:
-        """The content hash of the corpus when this workspace used it, else None."""
+        """The content hash of the corpus when this workspace (or a cell of it) used it, else None."""
         return self.__dict__["corpus"].manifest["content_hash"] if "corpus" in self.__dict__ else None
 
     def base(self, seed: int = 0, kind: str | None = None) -> Path:
@@ -53,8 +75,20 @@ class Workspace:
                                seed=seed, init_from=ar)
 
     def data(self, seed: int) -> tuple[TextSet, TextSet]:
-        """(members, non-members) of one seed: corpus passages (``dft``) or instruction pairs (``ift``)."""
+        """(members, non-members) of one seed: corpus passages (``dft``) or instruction pairs (``ift``).
+
+        With the ``pydoc`` source, passages of the language reference (``dft`` only: its
+        paragraphs have no summary line to build an instruction from).
+        """
         c = self.cfg
+        if self.source == "pydoc":
+            if c.mode != "dft":
+                raise LmauditError("the pydoc source holds single paragraphs: it serves mode 'dft' only",
+                                   hint="use source 'corpus' for instruction fine-tuning")
+            docs = pydoc_corpus()
+            return tuple(TextSet.from_texts(docs.passages(pool, n, max_chars=c.passage_chars, seed=seed),
+                                            prefix=pool[0], source=f"pydoc:{pool}")
+                         for pool, n in (("member", c.n_members), ("nonmember", c.n_nonmembers)))
         if c.mode == "ift":
             return (instruction_set(self.corpus.shuffled("member", seed), c.n_members, seed=seed, prefix="m", source="corpus:member"),
                     instruction_set(self.corpus.shuffled("nonmember", seed), c.n_nonmembers, seed=seed, prefix="n",

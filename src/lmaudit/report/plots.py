@@ -174,3 +174,29 @@ def grouped_bars(groups: list[str], series: dict[str, tuple[list[float], list[fl
         ax.set_ylim(*ylim)
     ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     return _png(fig)
+
+
+def regime_differences(cells: list[str], series: dict[str, list[list[float]]]) -> bytes:
+    """AUC differences with their intervals per cell of a grid: one row per cell (top to bottom in order), one
+    marker and error bar per series, a line at 0.
+
+    Parameters
+    ----------
+    cells : list of str
+        The cell labels, in order.
+    series : dict
+        ``{name: [[diff, lo, hi] per cell]}``, in AUC units (drawn in points).
+    """
+    fig, ax = plt.subplots(figsize=(7.2, 1.2 + 0.42 * len(cells)))
+    y = np.arange(len(cells))[::-1].astype(float)
+    step = 0.6 / max(len(series), 1)
+    for i, (name, values) in enumerate(series.items()):
+        v = 100 * np.asarray(values, dtype=float).reshape(len(cells), 3)
+        ax.errorbar(v[:, 0], y + 0.3 - step / 2 - i * step, xerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]], fmt="o",
+                    color=_PALETTE[i % len(_PALETTE)], capsize=3, ms=5, label=name)
+    ax.axvline(0.0, color="grey", lw=0.9, ls=":")
+    ax.set_yticks(y, cells)
+    ax.set_ylim(-0.6, len(cells) - 0.4)
+    ax.set(xlabel="AUC difference (points); right of 0: Q-Skew better", title="Q-Skew − calibration by regime")
+    ax.legend(fontsize=7.5, loc="best")
+    return _png(fig)
