@@ -146,4 +146,10 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
              plots.epsilon_bounds(series, right=right))]
 
 
-register_experiment("dp-audit", config=DPAuditConfig, run=run, tables=tables, figures=figures)
+def setting(exp: dict) -> str:
+    """``table.md``'s line: both kinds, DP fine-tuning at each ε."""
+    kinds = " and ".join(k.upper() for k in exp["kinds"])
+    return f"{kinds} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs with DP-SGD at each ε."
+
+
+register_experiment("dp-audit", config=DPAuditConfig, run=run, tables=tables, figures=figures, setting=setting)
