@@ -31,6 +31,11 @@ from lmaudit.errors import DataError, LmauditError
 from lmaudit.progress import info, progress
 from lmaudit.utils import atomic_path, cache_dir, stable_hash
 
+try:  # the Python language reference, the out-of-domain source (absent from stripped-down installs)
+    from pydoc_data.topics import topics as PYDOC_TOPICS
+except ImportError:
+    PYDOC_TOPICS = None
+
 DEFAULT_PACKAGES = ("numpy", "scipy", "torch", "transformers")
 EXTRACTOR_VERSION = 2
 POOL_PREFIX_CHARS = 256
@@ -256,11 +261,10 @@ def pydoc_corpus(*, min_chars: int = PYDOC_MIN_CHARS) -> Corpus:
     gives ~790 paragraphs (~390 per pool). Built in well under a second, so not cached;
     the manifest names the Python version, whose reference it is.
     """
-    try:
-        from pydoc_data.topics import topics
-    except ImportError as exc:  # a stripped-down Python without the pydoc data
+    if PYDOC_TOPICS is None:  # a stripped-down Python without the pydoc data
         raise LmauditError("this Python install has no pydoc_data.topics (the language reference)",
-                           hint="use the default source (the docstring corpus)") from exc
+                           hint="use the default source (the docstring corpus)")
+    topics = PYDOC_TOPICS
     seen: set[str] = set()
     docs: list[Document] = []
     for topic in sorted(topics):
