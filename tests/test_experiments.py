@@ -290,13 +290,16 @@ def test_mini_unlearning_audit_experiment(tmp_path):
 
 
 def test_mini_pii_reconstruction_experiment(tmp_path):
+    bad = mini(tmp_path, name="rc", type="pii-reconstruction", reconstruct={"candidate": 3})
+    with pytest.raises(LmauditError, match="unknown key 'reconstruct.candidate'"):  # before any model is built
+        get_experiment_type("pii-reconstruction").run(None, bad)
     folder = run_experiment(mini(tmp_path, name="rc", type="pii-reconstruction", pii_fields=["email"], block=128,
-                                 n_targets=3, n_calibration=2, repeats=2, n_unseen=2,
+                                 n_targets=3, n_calibration=2, repeats=2, n_unseen=2, ar=True,
                                  reconstruct={"candidates": 3, "mask_length": [4, 6], "steps": 3,
                                               "include_truth": True}), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert res["mode"] == "inference" and set(res["asr"]) == set(res["generation_asr"]) == {
-        "ce", "skew_pii", "skew_context", "combined"}
+        "ce", "skew_pii", "skew_context", "combined", "AR ce"}
     (coverage,) = res["fields"]["email"]["coverage"]
     for signal, by_field in res["generation_asr"].items():  # a percentage of 3 records, never above the coverage
         (asr,) = by_field["email"]
@@ -310,10 +313,12 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
     assert sweep["percent"][0][-1] == res["asr"]["skew_pii"]["email"][0]
     assert 1 <= res["fields"]["email"]["mean_candidates"][0] <= 3  # distinct candidates of 3 generations
     assert set(res["unseen_asr"]) == set(res["asr"]) and len(res["fields"]["email"]["unseen_coverage"]) == 1
+    assert len(res["fields"]["email"]["ar_coverage"]) == len(res["fields"]["email"]["ar_unseen_coverage"]) == 1
     table = (folder / "table.md").read_text()
     assert "Top-1 attack success rate (%) on 3 redacted" in table and "(inference mode)" in table
     assert "| email | email 95% interval |" in table and "generation mode" in table and "| 0.5 |" in table
-    assert "Control: 2 messages per field never trained on" in table
+    assert "Control: 2 messages per field never trained on" in table and "| AR ce |" in table
+    assert "AR: true value among generated candidates (%)" in table
 
 
 def test_a_name_that_leaves_the_output_root_writes_nothing(tmp_path):

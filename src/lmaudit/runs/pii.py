@@ -227,6 +227,8 @@ class ReconstructConfig:
             check_int("--steps", self.steps, low=1)
         check_int("--window", self.window, low=2)
         check_int("ce_batches", self.ce_batches, low=1)
+        if not isinstance(self.include_truth, bool):
+            raise LmauditError(f"include_truth must be true or false, got {self.include_truth!r}")
         check_int("--seed", self.seed, low=0)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
@@ -37,16 +38,25 @@ class ReconstructionConfig(BaseConfig):
     n_calibration: int = 10  # known records to fit alpha on
     repeats: int = 1  # copies of each message in the fine-tuning data
     n_unseen: int = 0  # control: messages never trained on, reconstructed the same way (with the fitted α)
+    ar: bool = False  # also the AR model of the same lineage, fine-tuned on the same messages (signal "AR ce")
 
 
-def _collect(store: dict, by_signal: dict, pii_field: str) -> None:
-    """Append each signal's ASR percent of one seed to ``store[signal][pii_field]``."""
+def _collect(store: dict, by_signal: dict, pii_field: str, prefix: str = "") -> None:
+    """Append each signal's ASR percent of one seed to ``store[prefix + signal][pii_field]``."""
     for signal, a in by_signal.items():
-        store.setdefault(signal, {}).setdefault(pii_field, []).append(a["percent"])
+        store.setdefault(prefix + signal, {}).setdefault(pii_field, []).append(a["percent"])
+
+
+def _redacted(records: list, source: str, pii_field: str) -> list:
+    return redacted_records(redact(TextSet(records, source=source), pii_field), pii_field) if records else []
 
 
 def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
-    """Top-1 ASR per ranking signal for redacted e-mails and phones of training messages (DLM)."""
+    """Top-1 ASR per ranking signal for redacted e-mails and phones of training messages (DLM; AR with ``ar``)."""
+    known = {f.name for f in dataclass_fields(ReconstructConfig)} - {"field", "seed"}  # set per run
+    for key in cfg.reconstruct:
+        if key not in known:
+            raise LmauditError(f"unknown key 'reconstruct.{key}'", hint=f"known keys: {', '.join(sorted(known))}")
     if cfg.repeats < 1:
         raise LmauditError(f"key 'repeats' must be ≥ 1, got {cfg.repeats}")
     if cfg.n_targets + cfg.n_calibration > cfg.n_members:
@@ -54,49 +64,51 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
                            f"needed, n_members = {cfg.n_members}", hint="raise n_members or lower the others")
     if cfg.n_unseen > cfg.n_nonmembers:
         raise LmauditError(f"n_unseen = {cfg.n_unseen} unseen messages needed, n_nonmembers = {cfg.n_nonmembers}")
-    asr: dict[str, dict[str, list]] = {}
-    generation_asr: dict[str, dict[str, list]] = {}
-    unseen_asr: dict[str, dict[str, list]] = {}
+    store: dict[str, dict] = {"asr": {}, "generation_asr": {}, "unseen_asr": {}}
     sweep: dict[str, dict] = {}
     extra: dict[str, dict[str, list]] = {}
     mode = "generation"
     for seed in cfg.seeds:
-        train, unseen, models = ws.pii_models(seed, kinds=("dlm",), repeats=cfg.repeats)
+        train, unseen, models = ws.pii_models(seed, kinds=("dlm", "ar") if cfg.ar else ("dlm",), repeats=cfg.repeats)
         target, base = ws.load(models["dlm"]), ws.load(ws.base(kind="dlm"))
         for pii_field in cfg.pii_fields:
-            recs = redacted_records(redact(TextSet(train.records[: cfg.n_targets], source=train.source), pii_field),
-                                    pii_field)
-            calib_set = TextSet(train.records[cfg.n_targets : cfg.n_targets + cfg.n_calibration], source=train.source)
-            calib = redacted_records(redact(calib_set, pii_field), pii_field)
+            recs = _redacted(train.records[: cfg.n_targets], train.source, pii_field)
+            calib = _redacted(train.records[cfg.n_targets : cfg.n_targets + cfg.n_calibration], train.source, pii_field)
+            control = _redacted(unseen.records[: cfg.n_unseen], unseen.source, pii_field)
             rcfg = ReconstructConfig(**{"field": pii_field, **cfg.reconstruct, "seed": seed})
             t0 = time.perf_counter()
             out = run_reconstruction(target, recs, rcfg, reference=base, calibration=calib)
             per_record = (time.perf_counter() - t0) / (len(recs) + len(calib))
             mode = out["mode"]
-            _collect(asr, out["asr"], pii_field)
-            _collect(generation_asr, out.get("generation", {}).get("asr", {}), pii_field)
-            if out["alpha_sweep"] is not None:
-                sw = sweep.setdefault(pii_field, {"alpha": out["alpha_sweep"]["alpha"], "percent": []})
-                sw["percent"].append(out["alpha_sweep"]["percent"])
+            fitted = replace(rcfg, alpha=out["alpha"] if out["alpha"] is not None else rcfg.alpha)
             e = extra.setdefault(pii_field, {"coverage": [], "alpha": [], "seconds_per_record": [],
                                              "mean_candidates": []})
-            if cfg.n_unseen:
-                control = redacted_records(redact(TextSet(unseen.records[: cfg.n_unseen], source=unseen.source),
-                                                  pii_field), pii_field)
-                fitted = out["alpha"] if out["alpha"] is not None else rcfg.alpha
-                ctrl = run_reconstruction(target, control, replace(rcfg, alpha=fitted), reference=base)
-                _collect(unseen_asr, ctrl["asr"], pii_field)
-                e.setdefault("unseen_coverage", []).append(ctrl["coverage"]["percent"])
             e["coverage"].append(out["coverage"]["percent"])
             e["alpha"].append(out["alpha"])
             e["seconds_per_record"].append(per_record)
             e["mean_candidates"].append(out["mean_candidates"])
-    payload = {"mode": mode, "asr": asr, "alpha_sweep": sweep, "fields": extra, "n_targets": cfg.n_targets,
+            if out["alpha_sweep"] is not None:
+                sw = sweep.setdefault(pii_field, {"alpha": out["alpha_sweep"]["alpha"], "percent": []})
+                sw["percent"].append(out["alpha_sweep"]["percent"])
+            runs = [("", target, base, out)]
+            if cfg.ar:  # the AR model continues the left context; ce is its only signal (Q-Skew needs a DLM)
+                ar = ws.load(models["ar"])
+                runs.append(("AR ", ar, None, run_reconstruction(ar, recs, rcfg)))
+                e.setdefault("ar_coverage", []).append(runs[-1][3]["coverage"]["percent"])
+            for prefix, model, ref, res in runs:
+                _collect(store["asr"], res["asr"], pii_field, prefix)
+                _collect(store["generation_asr"], res.get("generation", {}).get("asr", {}), pii_field, prefix)
+                if control:
+                    ctrl = run_reconstruction(model, control, fitted, reference=ref)
+                    _collect(store["unseen_asr"], ctrl["asr"], pii_field, prefix)
+                    e.setdefault(f"{prefix.strip().lower() + '_' if prefix else ''}unseen_coverage", []).append(
+                        ctrl["coverage"]["percent"])
+    payload = {"mode": mode, "asr": store["asr"], "alpha_sweep": sweep, "fields": extra, "n_targets": cfg.n_targets,
                "n_calibration": cfg.n_calibration}
-    if generation_asr:
-        payload["generation_asr"] = generation_asr
-    if unseen_asr:
-        payload.update(unseen_asr=unseen_asr, n_unseen=cfg.n_unseen)
+    if store["generation_asr"]:
+        payload["generation_asr"] = store["generation_asr"]
+    if store["unseen_asr"]:
+        payload.update(unseen_asr=store["unseen_asr"], n_unseen=cfg.n_unseen)
     return payload
 
 
@@ -128,7 +140,9 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
             "generated candidates only (generation mode: a record whose value was never generated is a miss)")
     caption = (f"Top-1 attack success rate (%) on {n} redacted training messages per field, {what}: mean ± std over "
                f"{seeds} seed(s), and the Wilson 95% interval of the {n * seeds} records of all seeds pooled; α "
-               f"fitted on {record['n_calibration']} further known messages.")
+               f"fitted on {record['n_calibration']} further known messages."
+               + (" 'AR ce': the AR model of the same lineage fine-tuned on the same messages, generating from the left "
+                  "context, ranked by cross-entropy." if any(s.startswith("AR ") for s in record["asr"]) else ""))
     out = [(caption, *_asr_table(record["asr"], fields, n))]
     if "generation_asr" in record:
         out.append(("The same scores in generation mode: the ranks among the generated candidates only.",
@@ -152,9 +166,11 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                                ("distinct candidates per record", "mean_candidates"),
                                ("seconds per record", "seconds_per_record"))]
     info.insert(1, ["coverage 95% interval (pooled)"] + [_pooled(record["fields"][f]["coverage"], n) for f in fields])
-    if "unseen_asr" in record:
-        info.insert(2, ["unseen messages: true value among generated candidates (%)"]
-                    + [_pm(record["fields"][f]["unseen_coverage"]) for f in fields])
+    for key, label in (("unseen_coverage", "unseen messages: true value among generated candidates (%)"),
+                       ("ar_coverage", "AR: true value among generated candidates (%)"),
+                       ("ar_unseen_coverage", "AR, unseen messages: true value among generated candidates (%)")):
+        if key in record["fields"][fields[0]]:
+            info.insert(len(info) - 3, [label] + [_pm(record["fields"][f][key]) for f in fields])
     out.append(("Candidates, α and cost.", [""] + fields, info))
     return out
 
