@@ -293,9 +293,15 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
     bad = mini(tmp_path, name="rc", type="pii-reconstruction", reconstruct={"candidate": 3})
     with pytest.raises(LmauditError, match="unknown key 'reconstruct.candidate'"):  # before any model is built
         get_experiment_type("pii-reconstruction").run(None, bad)
+    from lmaudit.experiments.types.pii_reconstruction import _for_field
+
+    assert _for_field({"mask_length": {"email": [4, 6], "phone": 5}, "steps": 3}, "phone") == {"mask_length": 5,
+                                                                                               "steps": 3}
+    with pytest.raises(LmauditError, match="'reconstruct.steps' has no value for field 'phone'"):
+        _for_field({"steps": {"email": 3}}, "phone")
     folder = run_experiment(mini(tmp_path, name="rc", type="pii-reconstruction", pii_fields=["email"], block=128,
                                  n_targets=3, n_calibration=2, repeats=2, n_unseen=2, ar=True,
-                                 reconstruct={"candidates": 3, "mask_length": [4, 6], "steps": 3,
+                                 reconstruct={"candidates": 3, "mask_length": {"email": [4, 6], "phone": 5}, "steps": 3,
                                               "include_truth": True}), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert res["mode"] == "inference" and set(res["asr"]) == set(res["generation_asr"]) == {

@@ -1,16 +1,17 @@
-"""``pii-reconstruction``: top-1 ASR of redacted e-mails and phones per ranking signal (DLM).
+"""``pii-reconstruction``: top-1 ASR of redacted e-mails and phones per ranking signal (DLM; AR with ``ar``).
 
-The DLM of ``pii-extraction`` (fine-tuned on its messages, each ``repeats`` times); for
-``n_targets`` training messages per field the value is replaced by a placeholder and
-reconstructed (``[reconstruct]``: keys of ReconstructConfig; ``include_truth = true`` is
-inference mode), reference = the DLM base; α of the combined signal is fitted on
-``n_calibration`` further known messages; ``n_unseen`` messages never trained on are the
-control. Payload: ``mode`` (generation or inference), ``asr`` (per signal, per field:
-percent per seed), ``generation_asr`` (inference mode: the same for the generated
-candidates only), ``unseen_asr`` and ``n_unseen`` (the control, when asked for),
-``alpha_sweep`` (per field: the α grid and the combined signal's percent per α, per
-seed), ``fields`` (per field, per seed: coverage, α, seconds per record, distinct
-candidates, and the control's coverage), ``n_targets`` and ``n_calibration``.
+The DLM adapted from the AR base is fine-tuned on synthetic PII messages (each ``repeats``
+times); for ``n_targets`` of them per field the value is replaced by a placeholder and
+reconstructed (``[reconstruct]``: keys of ReconstructConfig, each a value or a table of one
+per field; ``include_truth = true`` is inference mode), reference = the DLM base; α of the
+combined signal is fitted on ``n_calibration`` further training messages; ``n_unseen``
+messages never trained on are the control. Payload: ``mode`` (generation or inference),
+``asr`` (per signal, per field: percent per seed), ``generation_asr`` (inference mode: the
+same for the generated candidates only), ``unseen_asr`` and ``n_unseen`` (the control,
+when asked for), ``alpha_sweep`` (per field: the α grid and the combined signal's percent
+per α, per seed), ``fields`` (per field, per seed: coverage, α, seconds per record,
+distinct candidates, the control's and the AR model's coverage), ``n_targets`` and
+``n_calibration``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,19 @@ def _collect(store: dict, by_signal: dict, pii_field: str, prefix: str = "") -> 
         store.setdefault(prefix + signal, {}).setdefault(pii_field, []).append(a["percent"])
 
 
+def _for_field(raw: dict, pii_field: str) -> dict:
+    """``[reconstruct]`` for one field: a table value keyed by field (``mask_length = {email = 16, phone = 12}``)
+    gives that field's value."""
+    out = dict(raw)
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            if pii_field not in value:
+                raise LmauditError(f"key 'reconstruct.{key}' has no value for field '{pii_field}'",
+                                   hint=f"give one per field of pii_fields, e.g. {key} = {{ {pii_field} = ... }}")
+            out[key] = value[pii_field]
+    return out
+
+
 def _redacted(records: list, source: str, pii_field: str) -> list:
     return redacted_records(redact(TextSet(records, source=source), pii_field), pii_field) if records else []
 
@@ -75,7 +89,7 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
             recs = _redacted(train.records[: cfg.n_targets], train.source, pii_field)
             calib = _redacted(train.records[cfg.n_targets : cfg.n_targets + cfg.n_calibration], train.source, pii_field)
             control = _redacted(unseen.records[: cfg.n_unseen], unseen.source, pii_field)
-            rcfg = ReconstructConfig(**{"field": pii_field, **cfg.reconstruct, "seed": seed})
+            rcfg = ReconstructConfig(**{"field": pii_field, **_for_field(cfg.reconstruct, pii_field), "seed": seed})
             t0 = time.perf_counter()
             out = run_reconstruction(target, recs, rcfg, reference=base, calibration=calib)
             per_record = (time.perf_counter() - t0) / (len(recs) + len(calib))
