@@ -290,17 +290,41 @@ def test_mini_unlearning_audit_experiment(tmp_path):
 
 
 def test_mini_pii_reconstruction_experiment(tmp_path):
+    bad = mini(tmp_path, name="rc", type="pii-reconstruction", reconstruct={"candidate": 3})
+    with pytest.raises(LmauditError, match="unknown key 'reconstruct.candidate'"):  # before any model is built
+        get_experiment_type("pii-reconstruction").run(None, bad)
+    from lmaudit.experiments.types.pii_reconstruction import _for_field
+
+    assert _for_field({"mask_length": {"email": [4, 6], "phone": 5}, "steps": 3}, "phone") == {"mask_length": 5,
+                                                                                               "steps": 3}
+    with pytest.raises(LmauditError, match="'reconstruct.steps' has no value for field 'phone'"):
+        _for_field({"steps": {"email": 3}}, "phone")
     folder = run_experiment(mini(tmp_path, name="rc", type="pii-reconstruction", pii_fields=["email"], block=128,
-                                 n_targets=3, n_calibration=2,
-                                 reconstruct={"candidates": 3, "mask_length": 6, "steps": 3}), out_root=tmp_path)
+                                 n_targets=3, n_calibration=2, repeats=2, n_unseen=2, ar=True,
+                                 reconstruct={"candidates": 3, "mask_length": {"email": [4, 6], "phone": 5}, "steps": 3,
+                                              "include_truth": True}), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
-    assert set(res["asr"]) == {"ce", "skew_pii", "skew_context", "combined"}
+    assert res["mode"] == "inference" and set(res["asr"]) == set(res["generation_asr"]) == {
+        "ce", "skew_pii", "skew_context", "combined", "AR ce"}
     (coverage,) = res["fields"]["email"]["coverage"]
-    for signal, by_field in res["asr"].items():  # a percentage of 3 records, never above the candidates' coverage
+    for signal, by_field in res["generation_asr"].items():  # a percentage of 3 records, never above the coverage
         (asr,) = by_field["email"]
         assert round(asr * 3 / 100, 6) in (0, 1, 2, 3) and asr <= coverage, signal
+    for signal, by_field in res["asr"].items():  # inference mode: the true value is a candidate of every record
+        (asr,) = by_field["email"]
+        assert round(asr * 3 / 100, 6) in (0, 1, 2, 3), signal
+    sweep = res["alpha_sweep"]["email"]
+    assert sweep["alpha"] == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0] and len(sweep["percent"]) == 1
+    assert sweep["percent"][0][0] == res["asr"]["ce"]["email"][0]  # α = 0 ranks as ce alone, α = 1 as skew_pii
+    assert sweep["percent"][0][-1] == res["asr"]["skew_pii"]["email"][0]
     assert 1 <= res["fields"]["email"]["mean_candidates"][0] <= 3  # distinct candidates of 3 generations
-    assert "Top-1 attack success rate (%) on 3 redacted" in (folder / "table.md").read_text()
+    assert set(res["unseen_asr"]) == set(res["asr"]) and len(res["fields"]["email"]["unseen_coverage"]) == 1
+    assert len(res["fields"]["email"]["ar_coverage"]) == len(res["fields"]["email"]["ar_unseen_coverage"]) == 1
+    table = (folder / "table.md").read_text()
+    assert "Top-1 attack success rate (%) on 3 redacted" in table and "(inference mode)" in table
+    assert "| email | email 95% interval |" in table and "generation mode" in table and "| 0.5 |" in table
+    assert "Control: 2 messages per field never trained on" in table and "| AR ce |" in table
+    assert "AR: true value among generated candidates (%)" in table
 
 
 def test_a_name_that_leaves_the_output_root_writes_nothing(tmp_path):

@@ -9,6 +9,7 @@ from helpers import assert_ok, lmaudit
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.reconstruct import (
+    alpha_sweep,
     combined,
     dedupe,
     fit_alpha,
@@ -17,6 +18,7 @@ from lmaudit.extraction.reconstruct import (
     redact,
     redacted_records,
     trim,
+    wilson_interval,
     zscore,
 )
 
@@ -59,6 +61,45 @@ def test_fit_alpha_recovers_the_better_signal():
     assert alpha < 0.5 and hits >= 27
 
 
+def test_wilson_interval_matches_a_hand_computed_value_and_scipy():
+    # 3 of 10 at 95%: p̂ = 0.3, z² = 1.959964² = 3.841459; centre = (0.3 + z²/20) / (1 + z²/10) = 0.492073 / 1.384146
+    # = 0.355507; half-width = (z / 1.384146)·sqrt(0.3·0.7/10 + z²/400) = 1.416010·0.174939 = 0.247716
+    lo, hi = wilson_interval(3, 10)
+    assert lo == pytest.approx(0.355507 - 0.247716, abs=1e-5) and hi == pytest.approx(0.355507 + 0.247716, abs=1e-5)
+    assert (round(lo, 4), round(hi, 4)) == (0.1078, 0.6032)
+    assert wilson_interval(0, 50) == (0.0, pytest.approx(0.0713476, abs=1e-6))  # never empty at 0 successes
+    assert wilson_interval(50, 50) == (pytest.approx(1 - 0.0713476, abs=1e-6), 1.0)
+    from scipy.stats import binomtest
+
+    for k, n in ((17, 50), (1, 3), (120, 150)):
+        ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
+        assert wilson_interval(k, n) == (pytest.approx(ci.low, abs=1e-12), pytest.approx(ci.high, abs=1e-12))
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(LmauditError, match="0 ≤ count ≤ n"):
+        wilson_interval(4, 3)
+
+
+def test_alpha_sweep_ends_are_the_ce_and_skew_rankings():
+    rng = np.random.default_rng(1)
+    cases = []
+    for i in range(40):
+        values = [f"v{j}" for j in range(int(rng.integers(1, 7)))]
+        ce, skew = rng.normal(0, 1, len(values)), rng.normal(0, 1, len(values))
+        truth = values[int(rng.integers(len(values)))] if i % 4 else "absent"  # a quarter never generated
+        cases.append({"values": values, "truth": truth, "ce": ce, "skew": skew})
+    n = len(cases) + 5  # five more records without candidates: misses
+    sweep = alpha_sweep(cases, n)
+    assert sweep["alpha"] == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0] and len(sweep["ci95"]) == 11
+    ce_hits = sum(rank_of(c["ce"], c["values"], c["truth"]) == 1 for c in cases)
+    skew_hits = sum(rank_of(c["skew"], c["values"], c["truth"]) == 1 for c in cases)
+    assert ce_hits > 0 and skew_hits > 0 and ce_hits != skew_hits
+    assert (sweep["count"][0], sweep["count"][-1]) == (ce_hits, skew_hits)
+    assert sweep["percent"][0] == pytest.approx(100 * ce_hits / n) and sweep["percent"][-1] == pytest.approx(
+        100 * skew_hits / n)
+    lo, hi = wilson_interval(ce_hits, n)
+    assert sweep["ci95"][0] == pytest.approx([100 * lo, 100 * hi])
+
+
 def test_records_need_exactly_one_placeholder():
     ok = TextSet([Record("a", "mail [REDACTED] now", fields={"email": "x@y.org"})], source="f.jsonl")
     (rec,) = redacted_records(ok, "email")
@@ -93,11 +134,14 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
     path, truths = _records(tmp_path)
     out = tmp_path / "hidden"
     args = ["pii", "--model", str(tiny_dlm_dir), "--reference", str(tiny_dlm_dir), "--records", str(path),
-            "--candidates", "4", "--mask-length", "6", "--alpha", "0.5"]
+            "--candidates", "4", "--mask-length", "6", "--alpha", "0.5", "--include-truth"]  # truths are candidates
     res = lmaudit(*args, "--out", str(out))
     assert_ok(res)
     payload = json.loads((out / "results.json").read_text())
     assert set(payload["asr"]) == {"ce", "skew_pii", "skew_context", "combined"} and payload["n_records"] == 3
+    assert payload["mode"] == "inference" and set(payload["generation"]["asr"]) == set(payload["asr"])
+    assert "inference mode" in res.stdout and "Wilson" in res.stdout and "combined ASR by α" in res.stdout
+    assert len(payload["alpha_sweep"]["percent"]) == 11
     written = "".join(p.read_text() for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".csv", ".md",
                                                                                             ".html", ".jsonl"))
     for truth in truths:
@@ -107,7 +151,8 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
     shown = lmaudit(*args, "--out", str(tmp_path / "shown"), "--show-pii", "--no-report")
     assert_ok(shown)
     assert truths[0] in shown.stdout
-    assert truths[0] in (tmp_path / "shown" / "candidates.jsonl").read_text()
+    lines = [json.loads(line) for line in (tmp_path / "shown" / "candidates.jsonl").read_text().splitlines()]
+    assert [c["candidates"].count(c["truth"]) for c in lines] == [1, 1, 1] and [c["truth"] for c in lines] == truths
 
 
 def test_window_keeps_context_around_long_candidates(tokenizer):
@@ -123,3 +168,62 @@ def test_window_keeps_context_around_long_candidates(tokenizer):
     assert (~is_field).sum() == 4 and is_field.sum() == len(tokenizer(long_value, add_special_tokens=False)["input_ids"])
     ids, is_field = _window(tokenizer, PIIRecord("r", "", " value array matrix function", "x"), "tensor", 20)
     assert not is_field[-1] and is_field[0]  # nothing before: all context after
+
+
+def test_include_truth_adds_the_true_value_once_and_ranks_over_it(tmp_path, tiny_dlm_dir):
+    from lmaudit.data.loaders import load_texts
+    from lmaudit.models.loading import load_model
+    from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
+
+    path, truths = _records(tmp_path)
+    recs = redacted_records(load_texts(path), "email")
+    model = load_model(tiny_dlm_dir)
+    kw = dict(candidates=4, mask_length=6, alpha=0.5, seed=0)
+    gen = run_reconstruction(model, recs, ReconstructConfig(**kw), reference=model)
+    inf = run_reconstruction(model, recs, ReconstructConfig(**kw, include_truth=True), reference=model)
+    assert (gen["mode"], inf["mode"]) == ("generation", "inference") and "generation" not in gen
+    assert inf["coverage"] == gen["coverage"]  # coverage is of the generated candidates in both modes
+    for truth, g, c in zip(truths, gen["_cases"], inf["_cases"]):
+        assert c["values"].count(truth) == 1  # exactly once, whether or not it was generated
+        assert c["values"][: c["n_generated"]] == g["values"]  # the same generations, then the truth
+        assert len(c["values"]) == c["n_generated"] + (truth not in g["values"])
+        t = c["values"].index(truth)
+        for s in ("ce", "skew_pii", "skew_context"):
+            assert len(c[s]) == len(c["values"])
+            np.testing.assert_array_equal(c[s][: c["n_generated"]], g[s])  # scores are per candidate
+    for s in ("ce", "skew_pii", "skew_context", "combined"):
+        for i, c in enumerate(inf["_cases"]):  # by hand: 1 + candidates scoring higher (+ ties listed before it)
+            score = combined(c["ce"], c["skew"], 0.5) if s == "combined" else c[s]
+            t = c["values"].index(c["truth"])
+            expect = 1 + int(np.sum(score > score[t])) + int(np.sum(score[:t] == score[t]))
+            assert inf["records"][f"rank_{s}"][i] == expect, s
+        hits = sum(r == 1 for r in inf["records"][f"rank_{s}"])
+        assert inf["asr"][s]["count"] == hits and inf["asr"][s]["ci95"] == pytest.approx(
+            [100 * x for x in wilson_interval(hits, 3)])
+        assert inf["generation"]["asr"][s] == gen["asr"][s]  # generation mode from the same scores
+    sweep = inf["alpha_sweep"]
+    assert sweep["count"][0] == inf["asr"]["ce"]["count"] and sweep["count"][-1] == inf["asr"]["skew_pii"]["count"]
+    assert sweep["count"][5] == inf["asr"]["combined"]["count"]  # α = 0.5, the α of this run
+
+
+def test_a_list_of_mask_lengths_spreads_the_candidates(monkeypatch, tiny_dlm_dir):
+    import lmaudit.runs.pii as pii
+    from lmaudit.extraction.reconstruct import PIIRecord
+    from lmaudit.models.loading import load_model
+
+    calls = []
+    real = pii.denoise
+
+    def spy(adapter, x, attn, *, steps, **kw):
+        calls.append((x.shape[0], int((x == adapter.mask_token_id).sum(axis=1)[0]), steps))
+        return real(adapter, x, attn, steps=steps, **kw)
+
+    monkeypatch.setattr(pii, "denoise", spy)
+    model = load_model(tiny_dlm_dir)
+    rec = PIIRecord("r", "From: Ann Lee <", ">\nthe model data", "annlee@mailbox.org")
+    pii.generate_candidates(model, rec, "email", n=5, mask_length=[3, 6], steps=4)
+    assert calls == [(3, 3, 3), (2, 6, 4)]  # 5 generations: 3 of length 3 (steps capped at 3), 2 of length 6
+    assert pii.mask_lengths(7) == [7] and pii.mask_lengths([2, 9]) == [2, 9]
+    for bad in ([], [0, 4], "12", True):
+        with pytest.raises(LmauditError, match="--mask-length"):
+            pii.mask_lengths(bad)

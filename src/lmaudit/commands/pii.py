@@ -29,10 +29,14 @@ def pii(
     field: str = typer.Option("email", help="email or phone: the column holding the true value."),
     reference: Optional[Path] = typer.Option(None, help="DLM reference model: enables the Q-Skew signals."),
     candidates: int = typer.Option(64, help="Independent generations per record."),
-    mask_length: int = typer.Option(20, help="Mask tokens inserted at the placeholder (AR: tokens sampled)."),
+    mask_length: str = typer.Option("20", help="Mask tokens inserted at the placeholder (AR: tokens sampled); a "
+                                                "comma list (8,10,12) spreads the candidates over those lengths."),
     steps: Optional[int] = typer.Option(None, help="DLM denoising steps (default: mask length)."),
     alpha: str = typer.Option("auto", help="Weight of Q-Skew in 'combined': a number, or auto (fit on --calibration)."),
     calibration: Optional[Path] = typer.Option(None, help="Records with known values to fit alpha on."),
+    include_truth: bool = typer.Option(False, "--include-truth",
+                                       help="Inference mode: add the true value to each record's candidates, so the "
+                                            "signals are compared as rankers even where generation misses it."),
     placeholder: str = typer.Option("[REDACTED]", help="The marker that replaced the value in the text."),
     show_pii: bool = typer.Option(False, "--show-pii", help="Show and write the PII values (hidden by default)."),
     seed: int = typer.Option(0),
@@ -49,8 +53,12 @@ def pii(
         raise LmauditError(f"--alpha '{alpha}' is neither 'auto' nor a number") from None
     if a != "auto" and not 0 <= a <= 1:
         raise LmauditError(f"--alpha must be in [0, 1], got {a}")
-    cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=mask_length, steps=steps, alpha=a,
-                            seed=seed)
+    try:
+        lengths = [int(m) for m in mask_length.split(",")]
+    except ValueError:
+        raise LmauditError(f"--mask-length '{mask_length}' is neither an integer nor a comma list of integers") from None
+    cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths, steps=steps, alpha=a,
+                            include_truth=include_truth, seed=seed)
     recs = redacted_records(load_texts(records), field, placeholder=placeholder)
     calib = redacted_records(load_texts(calibration), field, placeholder=placeholder) if calibration else None
     opts = model_options.load_kwargs(run_options.backend)
@@ -61,10 +69,18 @@ def pii(
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": str(model),
                     "reference": None if reference is None else str(reference), "show_pii": show_pii})
     path = write_reconstruction(payload, out, show_pii=show_pii, report=not run_options.no_report)
-    title = (f"PII reconstruction ({field}): {payload['n_records']} records, true value generated for "
-             f"{payload['coverage']['percent']:.0f}%" + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None
-                                                         else ""))
+    cov = payload["coverage"]
+    title = (f"PII reconstruction ({field}), {payload['mode']} mode: {payload['n_records']} records, true value "
+             f"generated for {cov['percent']:.0f}% (95% interval {cov['ci95'][0]:.0f}–{cov['ci95'][1]:.0f}%)"
+             + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None else ""))
     stdout_console.print(c.rich_table(title, *asr_rows(payload)))
+    if payload["alpha_sweep"] is not None:
+        sweep = payload["alpha_sweep"]
+        stdout_console.print("  combined ASR by α: " + ", ".join(f"{a:g}: {p:.0f}%" for a, p in
+                                                                 zip(sweep["alpha"], sweep["percent"])))
+    if "generation" in payload:
+        stdout_console.print("  generation mode (the true value only when generated): " + ", ".join(
+            f"{s} {a['percent']:.0f}%" for s, a in payload["generation"]["asr"].items()))
     show = (lambda v: v or "-") if show_pii else (lambda v: mask_value(v, field))
     for rid, case in list(zip(payload["records"]["id"], payload["_cases"]))[:5]:
         top = case["values"][0] if case["values"] else None

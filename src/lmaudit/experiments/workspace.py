@@ -130,11 +130,20 @@ class Workspace:
         base = self.base()
         return members, nonmembers, base, self.finetuned(base, members, seed)
 
-    def pii_models(self, seed: int, kinds=("ar", "dlm")):
-        """(train, unseen, {kind: path}): each kind fine-tuned on the same synthetic PII messages."""
+    def pii_models(self, seed: int, kinds=("ar", "dlm"), *, repeats: int = 1):
+        """(train, unseen, {kind: path}): each kind fine-tuned on the same synthetic PII messages.
+
+        ``repeats``: the fine-tuning data holds every message that many times (the whole
+        set repeated, so the copies of a message fall at different block offsets and never
+        in one block, where a bidirectional model could copy a value from its twin).
+        """
         c = self.cfg
         train, unseen = pii_corpus(self.corpus, c.n_members, c.n_nonmembers, seed=seed, passage_chars=c.passage_chars)
-        return train, unseen, {kind: self.finetuned(self.base(kind=kind), train, seed) for kind in kinds}
+        data = train
+        if repeats > 1:
+            data = TextSet([Record(f"{r.id}#{k}", r.target, r.context, dict(r.fields)) for k in range(repeats)
+                            for r in train.records], source=f"{train.source} ×{repeats}")
+        return train, unseen, {kind: self.finetuned(self.base(kind=kind), data, seed) for kind in kinds}
 
     def load(self, path: Path):
         """The model of folder ``path``, loaded once per workspace."""

@@ -3,13 +3,17 @@
 A record is a text with one placeholder (``[REDACTED]`` by default) where the value
 was, and, for evaluation, the true value. Candidates are trimmed to the field's
 pattern and de-duplicated; signals are combined as −(1−α)·Z(ce) + α·Z(skew) with
-z-scores over the candidate set. The model-dependent steps are in :mod:`lmaudit.runs.pii`.
+z-scores over the candidate set. Success is the top-1 attack success rate (ASR) with a
+Wilson 95% interval; the α sweep of the Q-Skew paper's Appendix F.1 re-ranks stored
+scores. The model-dependent steps are in :mod:`lmaudit.runs.pii`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -20,6 +24,7 @@ PLACEHOLDER = "[REDACTED]"
 PATTERNS = {"email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
             "phone": re.compile(r"\+?\d[\d\s().-]{6,}\d")}
 SIGNALS = ("ce", "skew_pii", "skew_context", "combined")
+ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))  # the α sweep: 0, 0.1, …, 1
 
 
 @dataclass
@@ -103,9 +108,54 @@ def rank_of(scores: np.ndarray, values: list[str], truth: str | None) -> int | N
     return int(np.flatnonzero(np.asarray(values, dtype=object)[order] == truth)[0]) + 1
 
 
+def combined_hits(cases: list[dict], alpha: float) -> int:
+    """Records (``cases``: {values, truth, ce, skew}) whose true value ranks first under ``combined`` at ``alpha``."""
+    return sum(rank_of(combined(c["ce"], c["skew"], alpha), c["values"], c["truth"]) == 1 for c in cases)
+
+
 def fit_alpha(cases: list[dict], *, grid=None) -> tuple[float, int]:
     """α maximising top-1 hits over ``cases`` ({values, truth, ce, skew}); ties go to the smallest α."""
     grid = np.round(np.linspace(0, 1, 21), 2) if grid is None else np.asarray(grid)
-    hits = [sum(rank_of(combined(c["ce"], c["skew"], a), c["values"], c["truth"]) == 1 for c in cases) for a in grid]
+    hits = [combined_hits(cases, a) for a in grid]
     best = int(np.argmax(hits))
     return float(grid[best]), int(hits[best])
+
+
+def wilson_interval(count: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``count / n`` (fractions in [0, 1]).
+
+    ``(p̂ + z²/2n ± z·sqrt(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n)`` with z the two-sided normal
+    quantile of ``confidence`` (1.96 at 95%); unlike p̂ ± z·se it stays in [0, 1] and is
+    not empty at 0 or n successes (0 of 50 gives [0, 7.1%]). ``n = 0`` gives (0, 1): no data.
+    Equals scipy's ``binomtest(count, n).proportion_ci(confidence, method="wilson")``.
+    """
+    if n < 0 or not 0 <= count <= n:
+        raise LmauditError(f"a proportion needs 0 ≤ count ≤ n, got {count} of {n}")
+    if not 0 < confidence < 1:
+        raise LmauditError(f"confidence must be in (0, 1), got {confidence}")
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p, z2 = count / n, z * z
+    center = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    lo, hi = max(0.0, center - half), min(1.0, center + half)
+    return (0.0 if count == 0 else lo), (1.0 if count == n else hi)  # exact ends (no 1e-17 rounding)
+
+
+def asr(count: int, n: int) -> dict:
+    """Top-1 attack success rate of ``count`` hits in ``n`` records: count, percent and Wilson 95% interval (%)."""
+    lo, hi = wilson_interval(count, n)
+    return {"count": int(count), "percent": 100.0 * count / n if n else float("nan"), "ci95": [100 * lo, 100 * hi]}
+
+
+def alpha_sweep(cases: list[dict], n: int, *, grid=ALPHA_GRID) -> dict:
+    """ASR of ``combined`` at each α of ``grid`` (the Q-Skew paper's Appendix F.1), over ``n`` records.
+
+    ``cases`` are the records with candidates ({values, truth, ce, skew}); records without
+    candidates count as misses. α = 0 ranks as ``ce`` and α = 1 as ``skew`` (z-scoring is
+    monotone), so the ends equal those signals' ASRs. No forward pass: stored scores are re-ranked.
+    """
+    rows = [asr(combined_hits(cases, float(a)), n) for a in grid]
+    return {"alpha": [float(a) for a in grid], "count": [r["count"] for r in rows],
+            "percent": [r["percent"] for r in rows], "ci95": [r["ci95"] for r in rows]}

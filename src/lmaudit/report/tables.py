@@ -27,12 +27,14 @@ def audit_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def asr_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
-    header = ["signal", "top-1 ASR", "records", "median rank (when generated)"]
+    """(header, rows) of a PII reconstruction: top-1 ASR per signal with its Wilson 95% interval (when stored)."""
+    header = ["signal", "top-1 ASR", "95% interval (Wilson)", "records", "median rank (when among candidates)"]
     rows = []
     for s, a in payload["asr"].items():
         ranks = [r for r in payload["records"][f"rank_{s}"] if r is not None]
         med = f"{sorted(ranks)[len(ranks) // 2]}" if ranks else "-"
-        rows.append([s, f"{a['percent']:.1f}%", f"{a['count']}/{payload['n_records']}", med])
+        ci = f"[{a['ci95'][0]:.1f}, {a['ci95'][1]:.1f}]%" if "ci95" in a else "-"
+        rows.append([s, f"{a['percent']:.1f}%", ci, f"{a['count']}/{payload['n_records']}", med])
     return header, rows
 
 

@@ -12,6 +12,14 @@ candidate is filled back into the record and ranked (higher = more likely true):
   or to the context (DLM with a reference);
 - ``combined``: −(1−α)·Z(ce) + α·Z(skew) with z-scores over the candidate set
   (Z(ce) of the cross-entropy, so lower loss ranks higher).
+
+Two modes. ``generation`` (the default) ranks the generated candidates only: a record
+whose true value was never generated is a miss for every signal, so the ASR is bounded
+by the coverage. ``inference`` (``include_truth``, as in PII-inference evaluations) adds
+the true value to each record's candidates (once, last, so a tie never favours it; a
+record with no generated candidate stays a miss): the signals are compared as rankers
+even where generation misses. Every score is computed per candidate, so the inference
+run also reports what generation mode gives (the ranks over the generated subset).
 """
 
 from __future__ import annotations
@@ -26,7 +34,16 @@ import pandas as pd
 from lmaudit.attacks.q_skew import weighted_skew
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError, check_int
-from lmaudit.extraction.reconstruct import PIIRecord, combined, dedupe, fit_alpha, rank_of, trim
+from lmaudit.extraction.reconstruct import (
+    PIIRecord,
+    alpha_sweep,
+    asr,
+    combined,
+    dedupe,
+    fit_alpha,
+    rank_of,
+    trim,
+)
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
@@ -40,23 +57,46 @@ from lmaudit.runs.common import write_results
 from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
 
-def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int = 20,
+def mask_lengths(mask_length: int | list[int]) -> list[int]:
+    """The mask lengths of a ``mask_length`` setting: one length, or a list (each checked ≥ 1)."""
+    lengths = [mask_length] if isinstance(mask_length, int) and not isinstance(mask_length, bool) else mask_length
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        raise LmauditError(f"--mask-length must be an integer or a list of integers, got {mask_length!r}")
+    return [check_int("--mask-length", m, low=1) for m in lengths]
+
+
+def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int | list[int] = 20,
                         steps: int | None = None, temperature: float = 1.0, seed: int = 0) -> list[str]:
-    """Trimmed, de-duplicated candidates from ``n`` independent generations at the placeholder."""
+    """Trimmed, de-duplicated candidates from ``n`` independent generations at the placeholder.
+
+    A list of mask lengths spreads the ``n`` generations evenly over them (the first
+    lengths get the remainder): the attacker does not know how many tokens the value
+    has, and a DLM fills every mask it is given (it cannot leave one empty), so a
+    length far from the value's makes it pad or truncate the value. ``steps`` is capped
+    at each length (default: one token per step).
+    """
 
     tok = loaded.tokenizer
     left = np.asarray(tok(rec.left)["input_ids"], dtype=np.int64)
-    gen_seed = stable_seed("pii-candidates", rec.id, seed)
-    if loaded.adapter.causal:
-        new = ar_sample(loaded.model, left, mask_length, samples=n, temperature=temperature, seed=gen_seed)
-    else:
-        right = np.asarray(tok(rec.right, add_special_tokens=False)["input_ids"], dtype=np.int64)
-        x = np.concatenate([left, np.full(mask_length, loaded.adapter.mask_token_id), right])
-        x = np.tile(x, (n, 1))
-        filled = denoise(loaded.adapter, x, np.ones_like(x), steps=steps or mask_length, temperature=temperature,
-                         remasking="low_confidence", seed=gen_seed)
-        new = filled[:, len(left) : len(left) + mask_length]
-    return dedupe(trim(t, field) for t in tok.batch_decode(new, skip_special_tokens=True))
+    lengths = mask_lengths(mask_length)
+    right = np.asarray(tok(rec.right, add_special_tokens=False)["input_ids"], dtype=np.int64)
+    texts = []
+    for i, length in enumerate(lengths):
+        k = n // len(lengths) + (i < n % len(lengths))
+        if k == 0:
+            continue
+        # one length keeps the seed it always had, so earlier runs reproduce
+        gen_seed = stable_seed("pii-candidates", rec.id, seed, *([length] if len(lengths) > 1 else []))
+        if loaded.adapter.causal:
+            new = ar_sample(loaded.model, left, length, samples=k, temperature=temperature, seed=gen_seed)
+        else:
+            x = np.concatenate([left, np.full(length, loaded.adapter.mask_token_id), right])
+            x = np.tile(x, (k, 1))
+            filled = denoise(loaded.adapter, x, np.ones_like(x), steps=min(steps or length, length),
+                             temperature=temperature, remasking="low_confidence", seed=gen_seed)
+            new = filled[:, len(left) : len(left) + length]
+        texts += tok.batch_decode(new, skip_special_tokens=True)
+    return dedupe(trim(t, field) for t in texts)
 
 
 def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8, seed: int = 0) -> np.ndarray:
@@ -169,33 +209,43 @@ def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: 
 class ReconstructConfig:
     field: str = "email"
     candidates: int = 64
-    mask_length: int = 20
+    mask_length: int | list[int] = 20  # a list spreads the candidates over several lengths
     steps: int | None = None  # DLM denoising steps (default: mask_length)
     temperature: float = 1.0
     alpha: float | str = "auto"  # "auto": fitted on calibration records (0.5 without them)
     skew_signal: str = "pii"  # the Q-Skew signal that ``combined`` uses: pii or context
     window: int = 20
     ce_batches: int = 8
+    include_truth: bool = False  # inference mode: the true value joins the candidates
     seed: int = 0
 
     def __post_init__(self) -> None:
         """Every setting is checked here, before any model is loaded."""
         check_int("--candidates", self.candidates, low=1)
-        check_int("--mask-length", self.mask_length, low=1)
+        mask_lengths(self.mask_length)
         if self.steps is not None:
             check_int("--steps", self.steps, low=1)
         check_int("--window", self.window, low=2)
         check_int("ce_batches", self.ce_batches, low=1)
+        if not isinstance(self.include_truth, bool):
+            raise LmauditError(f"include_truth must be true or false, got {self.include_truth!r}")
         check_int("--seed", self.seed, low=0)
 
 
 def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> dict:
-    """Candidates of one record and every available signal's scores over them."""
+    """Candidates of one record and every available signal's scores over them.
+
+    ``values`` are the generated candidates, then (``include_truth``) the true value when
+    it was not generated; ``n_generated`` says how many of ``values`` were generated.
+    """
     values = generate_candidates(target, rec, cfg.field, n=cfg.candidates, mask_length=cfg.mask_length,
                                  steps=cfg.steps, temperature=cfg.temperature, seed=cfg.seed)
+    n_generated = len(values)
     if not values:
-        return {"values": [], "truth": rec.truth}
-    out = {"values": values, "truth": rec.truth,
+        return {"values": [], "n_generated": 0, "truth": rec.truth}
+    if cfg.include_truth and rec.truth is not None and rec.truth not in values:
+        values = values + [rec.truth]
+    out = {"values": values, "n_generated": n_generated, "truth": rec.truth,
            "ce": ce_scores(target, [rec.filled(v) for v in values], batches=cfg.ce_batches, seed=cfg.seed)}
     if reference is not None and not target.adapter.causal:
         for where in ("pii", "context"):
@@ -205,9 +255,47 @@ def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> d
     return out
 
 
+def generated_only(case: dict) -> dict:
+    """A scored case restricted to its generated candidates (what generation mode ranks)."""
+    n = case["n_generated"]
+    return {k: (v[:n] if k in ("values", "ce", "skew", "skew_pii", "skew_context") else v) for k, v in case.items()}
+
+
+def evaluate(cases: list[dict], calib: list[dict], alpha: float | str) -> dict:
+    """ASR (count, percent, Wilson 95% interval) and per-record ranks of every signal over scored ``cases``.
+
+    ``alpha="auto"`` fits α on the ``calib`` cases (0.5 without any); the α sweep
+    re-ranks ``combined`` at α = 0, 0.1, …, 1 without a forward pass.
+    """
+    has_skew = any("skew" in c for c in cases)
+    calib_hits = None
+    if has_skew and alpha == "auto":
+        usable = [c for c in calib if "skew" in c]
+        alpha, calib_hits = fit_alpha(usable) if usable else (0.5, None)
+    signals = ["ce"] + (["skew_pii", "skew_context", "combined"] if has_skew else [])
+    ranks: dict[str, list] = {s: [] for s in signals}
+    for c in cases:
+        for s in signals:
+            if not c["values"]:
+                ranks[s].append(None)
+                continue
+            score = combined(c["ce"], c["skew"], float(alpha)) if s == "combined" else c[s]
+            ranks[s].append(rank_of(score, c["values"], c["truth"]))
+    n = len(cases)
+    return {"asr": {s: asr(sum(r == 1 for r in ranks[s]), n) for s in signals}, "ranks": ranks,
+            "alpha": float(alpha) if has_skew else None, "calibration_hits": calib_hits,
+            "alpha_sweep": alpha_sweep([c for c in cases if "skew" in c], n) if has_skew else None}
+
+
 def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig, *, reference=None,
                        calibration: list[PIIRecord] | None = None) -> dict:
-    """Rank candidates for every record; top-1 attack success rate (ASR) and ranks per signal."""
+    """Rank candidates for every record; top-1 attack success rate (ASR) with Wilson 95% intervals per signal.
+
+    ``mode`` says whether the true value was added to the candidates (``inference``) or
+    not (``generation``); ``coverage`` is always of the generated candidates. In
+    inference mode ``generation`` holds the ASRs (and α) of generation mode, from the
+    same scores. ``alpha_sweep`` is the ASR of ``combined`` at α = 0, 0.1, …, 1.
+    """
 
     if cfg.skew_signal not in ("pii", "context"):
         raise LmauditError(f"unknown skew signal '{cfg.skew_signal}'", hint="use pii or context")
@@ -224,32 +312,23 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
             return out
 
         cases, calib = scored(records), scored(calibration or [])
-    has_skew = any("skew" in c for c in cases)
-    alpha, calib_hits = cfg.alpha, None
-    if has_skew and alpha == "auto":
-        usable = [c for c in calib if "skew" in c]
-        alpha, calib_hits = fit_alpha(usable) if usable else (0.5, None)
-    signals = ["ce"] + (["skew_pii", "skew_context", "combined"] if has_skew else [])
-    ranks: dict[str, list] = {s: [] for s in signals}
-    for c in cases:
-        for s in signals:
-            if not c["values"]:
-                ranks[s].append(None)
-                continue
-            score = combined(c["ce"], c["skew"], float(alpha)) if s == "combined" else c[s]
-            ranks[s].append(rank_of(score, c["values"], c["truth"]))
+    mode = "inference" if cfg.include_truth else "generation"
+    main = evaluate(cases, calib, cfg.alpha)
     n = len(records)
-    asr = {s: {"count": sum(r == 1 for r in ranks[s]), "percent": 100.0 * sum(r == 1 for r in ranks[s]) / n}
-           for s in signals}
-    generated = sum(c["truth"] in c["values"] for c in cases)
-    return {"type": "pii-reconstruction", "dtype": target.dtype, "device": target.device, "n_records": n, "asr": asr,
-            "coverage": {"count": generated, "percent": 100.0 * generated / n},
-            "alpha": None if not has_skew else float(alpha), "calibration_hits": calib_hits,
-            "n_calibration": len(calibration or []),
-            "mean_candidates": float(np.mean([len(c["values"]) for c in cases])),
-            "records": {"id": [r.id for r in records], "n_candidates": [len(c["values"]) for c in cases],
-                        **{f"rank_{s}": ranks[s] for s in signals}},
-            "_cases": cases}
+    generated = sum(c["truth"] in c["values"][: c["n_generated"]] for c in cases)
+    payload = {"type": "pii-reconstruction", "mode": mode, "dtype": target.dtype, "device": target.device,
+               "n_records": n, "asr": main["asr"], "coverage": asr(generated, n),
+               "alpha": main["alpha"], "calibration_hits": main["calibration_hits"],
+               "alpha_sweep": main["alpha_sweep"], "n_calibration": len(calibration or []),
+               "mean_candidates": float(np.mean([c["n_generated"] for c in cases])),
+               "records": {"id": [r.id for r in records], "n_candidates": [c["n_generated"] for c in cases],
+                           "truth_generated": [c["truth"] in c["values"][: c["n_generated"]] for c in cases],
+                           **{f"rank_{s}": main["ranks"][s] for s in main["ranks"]}},
+               "_cases": cases}
+    if mode == "inference":
+        gen = evaluate([generated_only(c) for c in cases], [generated_only(c) for c in calib], cfg.alpha)
+        payload["generation"] = {"asr": gen["asr"], "alpha": gen["alpha"], "calibration_hits": gen["calibration_hits"]}
+    return payload
 
 
 def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bool = False) -> Path:
@@ -261,6 +340,7 @@ def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bo
         with open(folder / "candidates.jsonl", "w", encoding="utf-8") as fh:
             for rid, c in zip(payload["records"]["id"], cases):
                 fh.write(json.dumps({"id": rid, "truth": c["truth"], "candidates": c["values"],
+                                     "n_generated": c["n_generated"],
                                      **{k: [float(x) for x in c[k]] for k in ("ce", "skew_pii", "skew_context")
                                         if k in c}}) + "\n")
 
