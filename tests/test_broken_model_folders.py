@@ -26,7 +26,7 @@ def _edit_config(folder, **fields):
     (folder / "config.json").write_text(json.dumps({**cfg, **fields}))
 
 
-def _one_line_error(call, *needles: str) -> ModelLoadError:
+def assert_one_line_error(call, *needles: str) -> ModelLoadError:
     with pytest.raises(ModelLoadError) as info:
         call()
     message = str(info.value)
@@ -41,19 +41,19 @@ def test_truncated_config_names_the_file_and_the_json_problem(folder):
     (folder / "config.json").write_text(text[: len(text) // 2])
     line = text[: len(text) // 2].count("\n") + 1
     for call in (lambda: load_model(folder), lambda: detect_kind(folder)):
-        err = _one_line_error(call, f"{folder / 'config.json'}: malformed JSON at line {line}, column")
+        err = assert_one_line_error(call, f"{folder / 'config.json'}: malformed JSON at line {line}, column")
         assert "re-save" in err.hint
 
 
 def test_binary_config_is_not_a_decode_error(folder):
     (folder / "config.json").write_bytes(bytes(range(128, 256)))
-    _one_line_error(lambda: load_model(folder), f"{folder / 'config.json'}: not a JSON text file")
+    assert_one_line_error(lambda: load_model(folder), f"{folder / 'config.json'}: not a JSON text file")
 
 
 def test_config_that_is_not_an_object(folder):
     (folder / "config.json").write_text("[1, 2, 3]")
     for call in (lambda: load_model(folder), lambda: detect_kind(folder), lambda: check_model_dir(folder)):
-        _one_line_error(call, f"{folder / 'config.json'}: expected a JSON object", "got [1, 2, 3]")
+        assert_one_line_error(call, f"{folder / 'config.json'}: expected a JSON object", "got [1, 2, 3]")
 
 
 @pytest.mark.parametrize("field, value", [("vocab_size", "abc"), ("hidden_size", -4), ("hidden_size", 0),
@@ -62,19 +62,19 @@ def test_config_that_is_not_an_object(folder):
 def test_size_field_of_wrong_type_or_sign_names_the_field(folder, field, value):
     _edit_config(folder, **{field: value})
     for call in (lambda: load_model(folder), lambda: detect_kind(folder)):
-        _one_line_error(call, f"{folder / 'config.json'}: '{field}' must be a positive integer, got {json.dumps(value)}")
+        assert_one_line_error(call, f"{folder / 'config.json'}: '{field}' must be a positive integer, got {json.dumps(value)}")
 
 
 def test_other_invalid_config_field_is_named_by_transformers(folder):
     _edit_config(folder, rms_norm_eps="abc")
-    _one_line_error(lambda: load_model(folder), f"{folder / 'config.json'}: ", "rms_norm_eps")
+    assert_one_line_error(lambda: load_model(folder), f"{folder / 'config.json'}: ", "rms_norm_eps")
 
 
 def test_truncated_weights_name_the_file(folder):
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     for call in (lambda: load_model(folder), lambda: check_model_dir(folder)):
-        err = _one_line_error(call, f"{weights}: damaged or truncated safetensors file")
+        err = assert_one_line_error(call, f"{weights}: damaged or truncated safetensors file")
         assert "download this file again" in err.hint
 
 
@@ -82,7 +82,7 @@ def test_garbage_weights_header_names_the_file(folder):
     weights = folder / "model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[:8] + b"{not json at all" + data[24:])  # same size, the header's JSON is garbage
-    _one_line_error(lambda: load_model(folder), f"{weights}: damaged or truncated safetensors file", "header")
+    assert_one_line_error(lambda: load_model(folder), f"{weights}: damaged or truncated safetensors file", "header")
 
 
 @pytest.mark.parametrize("damage", ["random bytes", "truncated JSON", "a JSON list"])
@@ -93,12 +93,12 @@ def test_garbage_tokenizer_json_names_the_file(folder, damage):
         tok.write_bytes(bytes(range(256)) * 8)
     else:
         tok.write_text(text[: len(text) // 2] if damage == "truncated JSON" else "[1]")
-    _one_line_error(lambda: load_model(folder), f"{tok}: ")
+    assert_one_line_error(lambda: load_model(folder), f"{tok}: ")
 
 
 def test_weights_that_do_not_match_the_config_name_a_tensor(folder):
     _edit_config(folder, vocab_size=500)
-    err = _one_line_error(lambda: load_model(folder), f"'{folder}': the weights do not match config.json",
+    err = assert_one_line_error(lambda: load_model(folder), f"'{folder}': the weights do not match config.json",
                           "[400, 32] in the weight files, config.json makes it [500, 32]")
     assert "config.json" in err.hint
 

@@ -75,7 +75,7 @@ def test_good_values_pass():
 def test_tiny_sets_and_constant_scores_are_said_not_hidden():
     import numpy as np
 
-    from lmaudit.runs.mia import degenerate_notes
+    from lmaudit.runs.mia_notes import degenerate_notes
 
     with pytest.warns(UserWarning, match="only 1 member"):
         notes = degenerate_notes("loss", np.array([0.1, 0.3]), 1, 1)

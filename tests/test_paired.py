@@ -63,7 +63,7 @@ def test_the_plotted_roc_is_the_staircase_through_the_tables_vertices():
 
 
 def test_a_large_tied_block_is_noted_with_its_value_and_count():
-    from lmaudit.runs.mia import degenerate_notes
+    from lmaudit.runs.mia_notes import degenerate_notes
 
     assert largest_tie(TIED_S) == (2.0, 5)
     assert tie_note(TIED_S).startswith("5 of 14 scores (35.7%) are tied at 2:")
@@ -173,7 +173,8 @@ def test_no_resamples_means_no_intervals():
 
 def test_results_table_and_report_mark_attacks_tied_with_the_best(tmp_path):
     from lmaudit.report.build import build_report
-    from lmaudit.runs.mia import MIAResult, RunConfig, results_table
+    from lmaudit.runs.mia import MIAResult, RunConfig
+    from lmaudit.runs.mia_notes import results_table
 
     rng = np.random.default_rng(2)
     y = np.r_[np.ones(60), np.zeros(60)].astype(int)

@@ -15,7 +15,8 @@ from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.progress import stdout_console
 from lmaudit.runs.demo import FULL, QUICK, run_demo
-from lmaudit.runs.mia import RunConfig, results_table, run_mia
+from lmaudit.runs.mia import RunConfig, run_mia
+from lmaudit.runs.mia_notes import results_table
 
 app = typer.Typer(add_completion=False)
 

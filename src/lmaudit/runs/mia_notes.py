@@ -1,0 +1,80 @@
+"""What ``mia`` says about a run besides its scores: texts over the token limit, sets or scores that make the
+figures unreliable, and the terminal table."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+from rich.table import Table
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, tie_note, tpr_text, vs_best_text
+from lmaudit.models.handle import ModelHandle
+from lmaudit.probes.tokenize import tokenize_records
+
+
+def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
+    """How many texts of each set exceed the target's token limit, and what the probes do with them (one warning).
+
+    The limit is ``--max-tokens`` or the model's context length (the adapter's, one
+    rule for every probe). ``window`` scores every token of an AR text in overlapping
+    windows; a DLM's masked probe truncates whatever the mode.
+    """
+    limit = config.max_length or target.adapter.context_length
+    counts = {name: int(sum(len(ids) > limit for ids in tokenize_records(
+        target.tokenizer, ts, max_length=sys.maxsize, first_scorable=0).ids)) for name, ts in sets.items()}
+    mode = config.long_texts if target.kind == "ar" else "truncate"
+    if any(counts.values()):
+        what = ("scored in overlapping windows of that length" if mode == "window"
+                else "truncated to their first tokens (--long-texts window scores them whole)")
+        if target.kind != "ar" and config.long_texts == "window":
+            what = "truncated to their first tokens (windows apply to AR models only)"
+        warnings.warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed "
+                      f"{limit} tokens and are {what}", stacklevel=2)
+    return {"limit": limit, "mode": mode, **counts}
+
+
+MIN_PER_CLASS = 20  # below this many members or non-members, intervals and TPRs say little
+
+
+def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers: int) -> list[str]:
+    """What makes an attack's figures unreliable on this set; each note is also raised as a warning.
+
+    Fewer than :data:`MIN_PER_CLASS` samples of a class (the bootstrap interval of a tiny set
+    is narrow for the wrong reason); scores that are all equal (AUC 0.5 then says
+    nothing about the model: the attack could not tell any two texts apart); and a block of
+    identical scores, members and non-members together, holding more than
+    :data:`~lmaudit.metrics.TIE_SHARE` of the samples (:func:`~lmaudit.metrics.tie_note`).
+    """
+    notes = []
+    if min(n_members, n_nonmembers) < MIN_PER_CLASS:
+        notes.append(f"only {n_members} member(s) and {n_nonmembers} non-member(s) (fewer than {MIN_PER_CLASS} per "
+                     "class): the AUC interval and the TPRs are unreliable")
+    if np.ptp(score) == 0:
+        notes.append("every sample has the same score: the attack could not tell the texts apart, so its AUC of 0.5 "
+                     "says nothing about the model")
+    elif (tied := tie_note(score)) is not None:
+        notes.append(tied)
+    for note in notes:
+        warnings.warn(f"{name}: {note}", stacklevel=3)
+    return notes
+
+
+def results_table(result) -> Table:
+    """A rich table of the run's metrics, best AUC first; attacks the data cannot tell from the best say "≈ best"."""
+    kind = result.target.get("kind", "ar").upper()
+    table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
+    for col in ("attack", "AUC", "95% CI", "Δ vs best [95% CI]", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
+        table.add_column(col, justify="left" if col == "attack" else "right")
+    for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
+        table.add_row(name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
+                      *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
+    unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
+    caption = [READING_NOTE]
+    if unresolved:  # said once under the table, not in every cell
+        caption.insert(0, "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) +
+                       f", {result.n_nonmembers:,} here.")
+    table.caption = " ".join(caption)
+    return table
