@@ -203,15 +203,16 @@ def private_gradient(model: torch.nn.Module, objective: Objective, batch: list[E
     for example, gen in zip(batch, generators):
         ids, attn, mask = (t.to(device) for t in collate([example], pad_id))  # (1, L): no padding
         loss = objective(model, ids, attn, mask, gen)
-        if not torch.isfinite(loss):
-            raise LmauditError(f"training diverged (loss {loss.item()})", hint="lower the learning rate")
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
         factor = (max_grad_norm / (norm + 1e-6)).clamp(max=1.0)  # a tensor: no device sync per example
         for acc, g in zip(total, grads):
             acc.add_(g.float() * factor)
-        losses.append(loss.item())
+        losses.append(loss.detach())
+    losses = torch.stack(losses).float().cpu().tolist() if losses else []  # one device sync per step, not per example
+    if not all(np.isfinite(losses)):
+        raise LmauditError(f"training diverged (losses {losses})", hint="lower the learning rate")
     if noise_multiplier > 0:
         std = noise_multiplier * max_grad_norm
         for acc in total:
