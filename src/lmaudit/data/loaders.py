@@ -22,9 +22,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from lmaudit.data.tables import DATASETS_MARKERS, check_columns, datasets_table, parquet_table, table_rows
 from lmaudit.errors import DataError
 from lmaudit.utils import stable_hash
 
@@ -168,17 +166,6 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, str, dict]]:
             yield where, f"{path.stem}:{lineno}", row
 
 
-def _check_columns(path: Path, columns: list[str], text_field: str, label_field: str | None) -> None:
-    """A table (CSV, Parquet, datasets folder) must have the text column (or prompt and response) and the label column."""
-    listed = ", ".join(columns) or "none"
-    if text_field not in columns and not {"prompt", "response"} <= set(columns):
-        raise DataError(f"{path}: missing column '{text_field}' (columns: {listed})",
-                        hint="choose the text column with --text-field, or give 'prompt' and 'response' columns")
-    if label_field is not None and label_field not in columns:
-        raise DataError(f"{path}: missing column '{label_field}' (columns: {listed})",
-                        hint="choose the label column with --label-field")
-
-
 def _csv_rows(path: Path, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
     """``(where, default id, row)`` for every row of a CSV (or, by suffix, TSV) file."""
     limit = csv.field_size_limit()
@@ -204,7 +191,7 @@ def _read_csv(path: Path, fh, text_field: str, label_field: str | None) -> Itera
     dupes = sorted({c for c in fieldnames if fieldnames.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: line 1: duplicate column(s) {', '.join(map(repr, dupes))} in the header")
-    _check_columns(path, fieldnames, text_field, label_field)
+    check_columns(path, fieldnames, text_field, label_field)
     try:
         for row in reader:
             where = f"{path}: line {reader.line_num}"
@@ -221,91 +208,6 @@ def _read_csv(path: Path, fh, text_field: str, label_field: str | None) -> Itera
 # ``Dataset.save_to_disk`` holds state.json, whose _data_files lists Arrow IPC *stream* files; one written by
 # ``DatasetDict.save_to_disk`` holds dataset_dict.json and one such folder per split. A table is
 # (source, column names, record batches), read one Parquet row group or one Arrow batch at a time.
-DATASETS_MARKERS = ("state.json", "dataset_info.json", "dataset_dict.json")
-
-
-def _reason(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _guarded(path: Path, batches) -> Iterator[pa.RecordBatch]:
-    """``batches``, with a read error on the way turned into a one-line DataError naming ``path``."""
-    try:
-        yield from batches
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: unreadable data ({_reason(exc)})") from None
-
-
-def _parquet_table(path: Path) -> tuple[Path, list[str], Iterator[pa.RecordBatch]]:
-    try:
-        pf = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: not a readable Parquet file ({_reason(exc)})") from None
-    return path, list(pf.schema_arrow.names), _guarded(path, pf.iter_batches())
-
-
-def _read_json(path: Path) -> object:
-    if not path.is_file():
-        raise DataError(f"{path}: missing (a datasets folder written by save_to_disk has one)")
-    try:
-        return json.loads(path.read_bytes())
-    except (ValueError, RecursionError) as exc:
-        raise DataError(f"{path}: malformed JSON ({_reason(exc)})") from None
-
-
-def _pick_split(path: Path, split: str | None) -> Path:
-    """The folder of the chosen split of a ``DatasetDict`` folder (the only one when ``split`` is None)."""
-    meta = _read_json(path / "dataset_dict.json")
-    splits = meta.get("splits") if isinstance(meta, dict) else None
-    if not isinstance(splits, list) or not splits or not all(isinstance(s, str) and Path(s).name == s for s in splits):
-        raise DataError(f"{path / 'dataset_dict.json'}: field 'splits' must be a non-empty list of folder names")
-    if split is None and len(splits) > 1:
-        raise DataError(f"{path}: a datasets folder with splits {', '.join(splits)}; choose one with --split NAME")
-    if split is not None and split not in splits:
-        raise DataError(f"{path}: no split '{split}' (splits: {', '.join(splits)})")
-    return path / (split or splits[0])
-
-
-def _arrow_stream(path: Path) -> Iterator[pa.RecordBatch]:
-    with pa.OSFile(str(path)) as src:
-        yield from pa.ipc.open_stream(src)
-
-
-def _datasets_table(path: Path, split: str | None) -> tuple[Path, list[str], Iterator[pa.RecordBatch]]:
-    """A ``save_to_disk`` folder; ``split`` picks a split of a ``DatasetDict`` (ignored for a single ``Dataset``)."""
-    if (path / "dataset_dict.json").is_file():
-        path = _pick_split(path, split)
-    state = _read_json(path / "state.json")
-    entries = state.get("_data_files") if isinstance(state, dict) else None
-    if not isinstance(entries, list) or not entries or not all(
-            isinstance(e, dict) and isinstance(e.get("filename"), str) and Path(e["filename"]).name == e["filename"]
-            for e in entries):
-        raise DataError(f"{path / 'state.json'}: field '_data_files' must list the folder's .arrow files by name")
-    files = [path / e["filename"] for e in entries]
-    for f in files:
-        if not f.is_file():
-            raise DataError(f"{f}: missing (listed in {path / 'state.json'})")
-    try:
-        with pa.OSFile(str(files[0])) as src:
-            columns = list(pa.ipc.open_stream(src).schema.names)
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{files[0]}: not a readable Arrow stream file ({_reason(exc)})") from None
-    return path, columns, (batch for f in files for batch in _guarded(f, _arrow_stream(f)))
-
-
-def _table_rows(table: tuple, text_field: str, label_field: str | None) -> Iterator[tuple[str, str, dict]]:
-    """``(where, default id, row)`` for every row of a Parquet file or datasets folder (rows numbered from 1)."""
-    source, columns, batches = table
-    _check_columns(source, columns, text_field, label_field)
-    stem = source.name if source.is_dir() else source.stem
-    i = 0
-    for batch in batches:
-        for row in batch.to_pylist():
-            i += 1
-            yield f"{source}: row {i}", f"{stem}:{i}", row
-
-
 def _skip_reason(p: Path) -> str | None:
     """Why a folder entry is not read as a text (None: it is read). ``.txt`` in any case counts."""
     if p.suffix.lower() != ".txt":
@@ -344,13 +246,13 @@ def _label(value: object, *, where: str, name: str) -> int:
 
 def _rows(path: Path, text_field: str, label_field: str | None, split: str | None) -> Iterator[tuple[str, str, dict]]:
     if path.is_dir():
-        return _table_rows(_datasets_table(path, split), text_field, label_field)
+        return table_rows(datasets_table(path, split), text_field, label_field)
     if path.suffix in (".jsonl", ".json", ".ndjson"):
         return _jsonl_rows(path)
     if path.suffix in (".csv", ".tsv"):
         return _csv_rows(path, text_field, label_field)
     if path.suffix == ".parquet":
-        return _table_rows(_parquet_table(path), text_field, label_field)
+        return table_rows(parquet_table(path), text_field, label_field)
     raise DataError(f"{path}: unsupported file type '{path.suffix}'",
                     hint="use .jsonl, .csv, .parquet, a datasets save_to_disk folder or a folder of .txt files")
 
