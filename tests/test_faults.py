@@ -26,6 +26,7 @@ from lmaudit.folders import MANIFEST, check_replaceable, verify_folder, write_ma
 from lmaudit.models.build import cached_build
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.report.build import write_report
+from lmaudit.runs.common import write_results
 from lmaudit.utils import cache_dir
 
 MIA = ["--no-report", "--bootstrap", "20", "--attacks", "loss,zlib"]
@@ -221,3 +222,15 @@ def test_a_cached_build_that_loses_the_race_keeps_the_winners_folder():
     folder = cached_build("models", ("race",), build)
     assert (folder / "who.txt").read_text() == "2"  # the first in place is kept, never deleted under a reader
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary left
+
+
+def test_a_writer_whose_neighbour_vanishes_while_it_looks_for_stale_folders_carries_on(tmp_path, monkeypatch):
+    """Found by the two-writer race: another writer's partial folder was renamed into place between the listing of
+    stale temporaries and their stat, and the listing crashed with FileNotFoundError."""
+    out = tmp_path / "out"
+    ghost = tmp_path / ".out.gone.partial"  # listed, but gone by the time it is looked at
+    real_glob = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: [*real_glob(self, pattern), ghost])
+    frame = pd.DataFrame({"id": ["a", "b"], "label": [1, 0]})
+    write_results(out, {"writer": "A"}, tables={"scores.parquet": frame})
+    verify_folder(out)

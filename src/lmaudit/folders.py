@@ -118,7 +118,11 @@ def check_replaceable(out: str | Path, what: str = "--out") -> Path:
 def _remove_stale(out: Path) -> None:
     """Delete temporaries of killed writers of ``out`` (older than a day; a live writer's are younger)."""
     for p in out.parent.glob(f".{out.name}.*"):
-        if p.suffix in (".partial", ".prev") and time.time() - p.stat().st_mtime > _STALE_AFTER_S:
+        try:
+            age = time.time() - p.stat().st_mtime
+        except FileNotFoundError:  # another writer renamed its folder into place (or removed it) meanwhile
+            continue
+        if p.suffix in (".partial", ".prev") and age > _STALE_AFTER_S:
             shutil.rmtree(p, ignore_errors=True)
 
 
