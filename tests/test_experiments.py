@@ -214,6 +214,32 @@ def test_mini_mia_experiment_writes_table(tmp_path):
     assert "6 members vs 6 non-members; 3 forwards" in table
 
 
+def test_compare_pairs_every_row_against_one_with_intervals(tmp_path):
+    folder = run_experiment(mini(tmp_path, name="cmp", type="mia", budget=3, seeds=[0, 1],
+                                 attacks=["q_skew", "loss", "calibration"], compare="q_skew"), out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert res["paired"]["compare"] == "q_skew" and set(res["paired"]["vs"]) == {"loss", "calibration"}
+    for other, per_seed in res["paired"]["vs"].items():
+        assert [p["seed"] for p in per_seed] == [0, 1]
+        for i, p in enumerate(per_seed):  # the paired difference is the difference of the rows' own AUCs
+            want = res["rows"]["q_skew"]["per_seed"][i]["auc"] - res["rows"][other]["per_seed"][i]["auc"]
+            assert p["diff"] == pytest.approx(want, abs=1e-9)
+            assert p["ci95"][0] <= p["diff"] <= p["ci95"][1] and p["ci95"][1] > p["ci95"][0]
+    p = res["paired"]["vs"]["loss"][1]
+    lo, hi = p["ci95"]
+    verdict = "q_skew ahead" if lo > 0 else "loss ahead" if hi < 0 else "tied"
+    assert (f"| loss | 1 | {100 * p['diff']:+.1f} | [{100 * lo:+.1f}, {100 * hi:+.1f}] | {verdict} |"
+            in (folder / "table.md").read_text())
+
+
+@pytest.mark.parametrize("kw", [dict(type="mia", attacks=["loss"], compare="q_skew"),
+                                dict(type="ablation", variants={"full": {"attack": "q_skew"}}, compare="Full"),
+                                dict(type="misaligned-ref", attacks=["q_skew"], compare="golden / sama")])
+def test_a_compare_that_is_no_row_is_refused_before_training(tmp_path, kw):
+    with pytest.raises(LmauditError, match=f"compare = '{kw['compare']}' is not a row of this experiment"):
+        run_experiment(mini(tmp_path, **kw), out_root=tmp_path)
+
+
 def test_mini_epochs_and_mask_ratio_write_plots(tmp_path):
     folder = run_experiment(mini(tmp_path, name="ep", type="epochs", budget=3, attacks=["loss", "q_skew"]),
                             out_root=tmp_path)

@@ -3,6 +3,11 @@
 The three types share their payload — ``rows``: ``{label: {per_seed, auc, tpr@10%fpr,
 tpr@1%fpr}}`` with each metric as [mean, std] over seeds — and its table; they differ in
 their keys and in what a row is: an attack, a variant, or a (reference, attack) pair.
+
+With ``compare = LABEL`` the payload gains ``paired``: ``{"compare": LABEL, "vs": {other:
+[{seed, diff, ci95}]}}``, AUC(LABEL) − AUC(other) on the same samples per seed with the
+paired stratified bootstrap 95% interval (:func:`~lmaudit.metrics.paired_auc_diff`, 1,000
+resamples), so a claim such as "Q-Skew beats every baseline" is read from intervals.
 """
 
 from __future__ import annotations
@@ -11,21 +16,27 @@ from dataclasses import dataclass, field
 
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
+from lmaudit.attacks import list_attacks
+from lmaudit.errors import LmauditError
 from lmaudit.experiments.workspace import METRICS, Workspace, aggregate, metrics
+from lmaudit.metrics import paired_auc_diff
 
 HEADERS = ("AUC", "TPR@10%FPR", "TPR@1%FPR")
+N_PAIRED = 1000  # paired bootstrap resamples
 
 
 @dataclass
 class MIAConfig(BaseConfig):
     budget: int = 16  # masked forwards per model per sample (DLM attacks)
     attacks: list[str] | None = None  # None: every attack of the model's kind
+    compare: str | None = None  # a row label: AUC(compare) − AUC(each other row), paired, per seed
 
 
 @dataclass
 class AblationConfig(BaseConfig):
     budget: int = 16
     variants: dict[str, dict] = field(default_factory=dict)  # label -> {attack, parameters...}
+    compare: str | None = None
 
 
 @dataclass
@@ -33,49 +44,87 @@ class MisalignedConfig(BaseConfig):
     budget: int = 16
     attacks: list[str] | None = None
     references: list[str] = field(default_factory=lambda: ["golden", "other-seed", "perturbed"])
+    compare: str | None = None
 
 
-def _rows(collected: dict[str, list]) -> dict:
-    return {"rows": {k: {"per_seed": v, **aggregate(v)} for k, v in collected.items()}}
+def _check_compare(compare: str | None, rows: list[str]) -> None:
+    """Before anything is trained: ``compare`` must name a row the experiment will have."""
+    if compare is not None and compare not in rows:
+        raise LmauditError(f"compare = '{compare}' is not a row of this experiment", hint=f"rows: {', '.join(rows)}")
+
+
+class _Collector:
+    """Per-seed metrics of every row and, with ``compare``, the paired differences against it."""
+
+    def __init__(self, compare: str | None) -> None:
+        self.compare = compare
+        self.rows: dict[str, list] = {}
+        self.vs: dict[str, list] = {}
+
+    def seed(self, seed: int, labels, entries: dict[str, tuple[dict, object]]) -> None:
+        """Record one seed: ``entries`` maps a row label to (its metrics, its scores)."""
+        for label, (m, _) in entries.items():
+            self.rows.setdefault(label, []).append(m)
+        if self.compare is None:
+            return
+        for label, (_, scores) in entries.items():
+            if label != self.compare:
+                diff, lo, hi = paired_auc_diff(labels, entries[self.compare][1], scores, n_resamples=N_PAIRED,
+                                               seed=seed)
+                self.vs.setdefault(label, []).append({"seed": seed, "diff": diff, "ci95": [lo, hi]})
+
+    def payload(self) -> dict:
+        out = {"rows": {k: {"per_seed": v, **aggregate(v)} for k, v in self.rows.items()}}
+        if self.compare is not None:
+            out["paired"] = {"compare": self.compare, "vs": self.vs}
+        return out
 
 
 def run_mia_table(ws: Workspace, cfg: MIAConfig) -> dict:
     """Every attack (or ``attacks``) on the target fine-tuned on the members, reference = its base."""
-    rows: dict[str, list] = {}
+    _check_compare(cfg.compare, cfg.attacks or [a.name for a in list_attacks(cfg.kind)])
+    out = _Collector(cfg.compare)
     for seed in cfg.seeds:
         members, nonmembers, base, target = ws.fine_tuned_run(seed)
         result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=cfg.attacks)
-        for name in result.attacks:
-            rows.setdefault(name, []).append(metrics(result, name))
-    return _rows(rows)
+        out.seed(seed, result.labels, {name: (metrics(result, name), result.scores[name]) for name in result.attacks})
+    return out.payload()
 
 
 def run_ablation(ws: Workspace, cfg: AblationConfig) -> dict:
     """One row per variant: an attack and its parameters (``[variants.LABEL] attack = ..., k = ...``)."""
-    rows: dict[str, list] = {}
+    _check_compare(cfg.compare, list(cfg.variants))
+    out = _Collector(cfg.compare)
     for seed in cfg.seeds:
         members, nonmembers, base, target = ws.fine_tuned_run(seed)
+        entries, labels = {}, None
         for label, variant in cfg.variants.items():
             attack = variant["attack"]
             params = {k: v for k, v in variant.items() if k != "attack"}
             result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=[attack],
                             params={attack: params})
-            rows.setdefault(label, []).append(metrics(result, attack))
-    return _rows(rows)
+            entries[label], labels = (metrics(result, attack), result.scores[attack]), result.labels
+        out.seed(seed, labels, entries)
+    return out.payload()
 
 
 def run_misaligned(ws: Workspace, cfg: MisalignedConfig) -> dict:
     """Reference-based attacks with the golden reference, another seed's base, or a base tuned on perturbed text."""
-    rows: dict[str, list] = {}
+    attacks = cfg.attacks or [a.name for a in list_attacks(cfg.kind)]
+    _check_compare(cfg.compare, [f"{r} / {a}" for r in cfg.references for a in attacks])
+    out = _Collector(cfg.compare)
     for seed in cfg.seeds:
         members, nonmembers, base, target = ws.fine_tuned_run(seed)
         refs = {"golden": base, "other-seed": ws.base(seed=1),
                 "perturbed": ws.finetuned(base, ws.other_data(seed), seed)}
+        entries, labels = {}, None
         for ref_name in cfg.references:
             result = ws.mia(target, refs[ref_name], members, nonmembers, seed, budget=cfg.budget, attacks=cfg.attacks)
+            labels = result.labels
             for name in result.attacks:
-                rows.setdefault(f"{ref_name} / {name}", []).append(metrics(result, name))
-    return _rows(rows)
+                entries[f"{ref_name} / {name}"] = (metrics(result, name), result.scores[name])
+        out.seed(seed, labels, entries)
+    return out.payload()
 
 
 def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -94,7 +143,26 @@ def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[lis
     budget = f"; {exp['budget']} forwards per model per sample" if "budget" in exp else ""
     caption = (f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members{budget}. Values are mean ± std "
                "over seeds, in percent.")
-    return [(caption, [first, *HEADERS], rows)]
+    return [(caption, [first, *HEADERS], rows)] + paired_tables(record)
+
+
+def verdict(ci95: list[float], a: str, b: str) -> str:
+    """'A ahead' / 'B ahead' only when the paired interval of AUC(a) − AUC(b) excludes 0, else 'tied'."""
+    lo, hi = ci95
+    return f"{a} ahead" if lo > 0 else f"{b} ahead" if hi < 0 else "tied"
+
+
+def paired_tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """With ``compare``: AUC(compare) − AUC(each other row) per seed with its paired interval and verdict."""
+    paired = record.get("paired")
+    if not isinstance(paired, dict) or "compare" not in paired:  # none, or another type's own pairing
+        return []
+    a = paired["compare"]
+    rows = [[b, str(p["seed"]), f"{100 * p['diff']:+.1f}", f"[{100 * p['ci95'][0]:+.1f}, {100 * p['ci95'][1]:+.1f}]",
+             verdict(p["ci95"], a, b)] for b, per_seed in paired["vs"].items() for p in per_seed]
+    return [(f"AUC({a}) − AUC(row), in points, with the paired stratified bootstrap 95% interval ({N_PAIRED:,} "
+             "resamples, the same for both rows): 'ahead' only when the interval excludes 0.",
+             ["row", "seed", "difference", "95% CI", "verdict"], rows)]
 
 
 register_experiment("mia", config=MIAConfig, run=run_mia_table, tables=lambda rec: rows_tables(rec, "attack"))
