@@ -351,6 +351,11 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
     assert "| email | email 95% interval |" in table and "generation mode" in table and "| 0.5 |" in table
     assert "Control: 2 messages per field never trained on" in table and "| AR ce |" in table
     assert "AR: true value among generated candidates (%)" in table
+    for key, by_signal in (("asr", res["ranks"]), ("generation_asr", res["generation_ranks"])):
+        for signal, by_field in by_signal.items():  # the stored ranks give the stored ASR
+            (ranks,) = by_field["email"]
+            assert len(ranks) == 3 and 100 * sum(r == 1 for r in ranks) / 3 == pytest.approx(res[key][signal]["email"][0])
+    assert "| inference | email | combined − ce |" in table and "| generation | email | ce − AR ce |" in table
 
 
 def test_a_name_that_leaves_the_output_root_writes_nothing(tmp_path):

@@ -18,6 +18,7 @@ from lmaudit.extraction.reconstruct import (
     redact,
     redacted_records,
     trim,
+    paired_rate_diff,
     wilson_interval,
     zscore,
 )
@@ -227,3 +228,16 @@ def test_a_list_of_mask_lengths_spreads_the_candidates(monkeypatch, tiny_dlm_dir
     for bad in ([], [0, 4], "12", True):
         with pytest.raises(LmauditError, match="--mask-length"):
             pii.mask_lengths(bad)
+
+
+def test_paired_rate_difference_is_exact_where_it_must_be():
+    a = [1, 0, 1, 1, 0, 0, 1, 0]
+    assert paired_rate_diff(a, a) == (0.0, 0.0, 0.0)  # identical hits: no difference on any resample
+    d, lo, hi = paired_rate_diff([1] * 40, [0] * 40)  # a wins on every record
+    assert (d, lo, hi) == (1.0, 1.0, 1.0)
+    b = [0] * 10 + [1, 0] * 25  # a disagrees with b on 10 of 60 records, all in a's favour
+    a2 = [1] * 10 + b[10:]
+    d, lo, hi = paired_rate_diff(a2, b)
+    assert d == pytest.approx(10 / 60) and 0 < lo < d < hi
+    with pytest.raises(LmauditError, match="equal-length"):
+        paired_rate_diff([1, 0], [1])

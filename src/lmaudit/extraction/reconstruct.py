@@ -143,6 +143,24 @@ def wilson_interval(count: int, n: int, *, confidence: float = 0.95) -> tuple[fl
     return (0.0 if count == 0 else lo), (1.0 if count == n else hi)  # exact ends (no 1e-17 rounding)
 
 
+def paired_rate_diff(hits_a, hits_b, *, n_resamples: int = 2000, level: float = 0.95,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """Rate(a) − rate(b) of two signals scored on the same records, with a paired bootstrap interval.
+
+    ``hits_a`` and ``hits_b`` are 0/1 per record in one order; each replicate resamples
+    records (both signals together), so the interval reflects how differently the two
+    signals do on the same records. Identical hits give exactly (0, 0, 0). Fractions.
+    """
+    a, b = np.asarray(hits_a, dtype=float), np.asarray(hits_b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise LmauditError(f"paired rates need two equal-length, non-empty hit lists, got {a.shape} and {b.shape}")
+    d = a - b
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_resamples, len(d)))
+    reps = d[idx].mean(axis=1)
+    tail = (1 - level) / 2
+    return float(d.mean()), float(np.quantile(reps, tail)), float(np.quantile(reps, 1 - tail))
+
+
 def asr(count: int, n: int) -> dict:
     """Top-1 attack success rate of ``count`` hits in ``n`` records: count, percent and Wilson 95% interval (%)."""
     lo, hi = wilson_interval(count, n)

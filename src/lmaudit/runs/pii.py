@@ -327,7 +327,8 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
                "_cases": cases}
     if mode == "inference":
         gen = evaluate([generated_only(c) for c in cases], [generated_only(c) for c in calib], cfg.alpha)
-        payload["generation"] = {"asr": gen["asr"], "alpha": gen["alpha"], "calibration_hits": gen["calibration_hits"]}
+        payload["generation"] = {"asr": gen["asr"], "alpha": gen["alpha"], "calibration_hits": gen["calibration_hits"],
+                                 "ranks": gen["ranks"]}
     return payload
 
 

@@ -10,8 +10,10 @@ messages never trained on are the control. Payload: ``mode`` (generation or infe
 same for the generated candidates only), ``unseen_asr`` and ``n_unseen`` (the control,
 when asked for), ``alpha_sweep`` (per field: the α grid and the combined signal's percent
 per α, per seed), ``fields`` (per field, per seed: coverage, α, seconds per record,
-distinct candidates, the control's and the AR model's coverage), ``n_targets`` and
-``n_calibration``.
+distinct candidates, the control's and the AR model's coverage), ``ranks`` and (inference
+mode) ``generation_ranks`` (per signal, per field, per seed: the true value's rank per
+record, null when nothing was generated; the paired comparisons are computed from them),
+``n_targets`` and ``n_calibration``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.extraction.reconstruct import redact, redacted_records, wilson_interval
+from lmaudit.extraction.reconstruct import paired_rate_diff, redact, redacted_records, wilson_interval
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
 
 
@@ -46,6 +48,12 @@ def _collect(store: dict, by_signal: dict, pii_field: str, prefix: str = "") -> 
     """Append each signal's ASR percent of one seed to ``store[prefix + signal][pii_field]``."""
     for signal, a in by_signal.items():
         store.setdefault(prefix + signal, {}).setdefault(pii_field, []).append(a["percent"])
+
+
+def _collect_ranks(store: dict, ranks: dict, pii_field: str, prefix: str = "") -> None:
+    """Append each signal's per-record ranks of one seed to ``store[prefix + signal][pii_field]``."""
+    for signal, r in ranks.items():
+        store.setdefault(prefix + signal, {}).setdefault(pii_field, []).append(r)
 
 
 def _for_field(raw: dict, pii_field: str) -> dict:
@@ -78,7 +86,7 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
                            f"needed, n_members = {cfg.n_members}", hint="raise n_members or lower the others")
     if cfg.n_unseen > cfg.n_nonmembers:
         raise LmauditError(f"n_unseen = {cfg.n_unseen} unseen messages needed, n_nonmembers = {cfg.n_nonmembers}")
-    store: dict[str, dict] = {"asr": {}, "generation_asr": {}, "unseen_asr": {}}
+    store: dict[str, dict] = {"asr": {}, "generation_asr": {}, "unseen_asr": {}, "ranks": {}, "generation_ranks": {}}
     sweep: dict[str, dict] = {}
     extra: dict[str, dict[str, list]] = {}
     mode = "generation"
@@ -112,15 +120,18 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
             for prefix, model, ref, res in runs:
                 _collect(store["asr"], res["asr"], pii_field, prefix)
                 _collect(store["generation_asr"], res.get("generation", {}).get("asr", {}), pii_field, prefix)
+                _collect_ranks(store["ranks"], {sig: res["records"][f"rank_{sig}"] for sig in res["asr"]}, pii_field,
+                               prefix)
+                _collect_ranks(store["generation_ranks"], res.get("generation", {}).get("ranks", {}), pii_field, prefix)
                 if control:
                     ctrl = run_reconstruction(model, control, fitted, reference=ref)
                     _collect(store["unseen_asr"], ctrl["asr"], pii_field, prefix)
                     e.setdefault(f"{prefix.strip().lower() + '_' if prefix else ''}unseen_coverage", []).append(
                         ctrl["coverage"]["percent"])
     payload = {"mode": mode, "asr": store["asr"], "alpha_sweep": sweep, "fields": extra, "n_targets": cfg.n_targets,
-               "n_calibration": cfg.n_calibration}
+               "n_calibration": cfg.n_calibration, "ranks": store["ranks"]}
     if store["generation_asr"]:
-        payload["generation_asr"] = store["generation_asr"]
+        payload.update(generation_asr=store["generation_asr"], generation_ranks=store["generation_ranks"])
     if store["unseen_asr"]:
         payload.update(unseen_asr=store["unseen_asr"], n_unseen=cfg.n_unseen)
     return payload
@@ -142,6 +153,34 @@ def _asr_table(by_signal: dict, fields: list[str], n: int) -> tuple[list[str], l
     rows = [[signal] + [c for f in fields for c in (_pm(by_field[f]), _pooled(by_field[f], n))]
             for signal, by_field in by_signal.items()]
     return header, rows
+
+
+def top1_hits(ranks_per_seed: list[list]) -> list[int]:
+    """1 where the true value ranked first, per record, every seed's records in order (None = a miss)."""
+    return [int(r == 1) for per_seed in ranks_per_seed for r in per_seed]
+
+
+PAIRS = (("combined", "ce"), ("skew_pii", "ce"), ("skew_context", "ce"), ("ce", "AR ce"))
+
+
+def paired_tables(record: dict, fields: list[str]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """ASR(a) − ASR(b) on the same records (every seed pooled) with the paired bootstrap 95% interval, per mode."""
+    rows = []
+    for mode, key in (("inference", "ranks"), ("generation", "generation_ranks")):
+        ranks = record.get(key) or {}
+        for a, b in PAIRS:
+            for f in fields:
+                if f in ranks.get(a, {}) and f in ranks.get(b, {}):
+                    d, lo, hi = paired_rate_diff(top1_hits(ranks[a][f]), top1_hits(ranks[b][f]))
+                    verdict = f"{a} ahead" if lo > 0 else f"{b} ahead" if hi < 0 else "tied"
+                    rows.append([mode, f, f"{a} − {b}", f"{100 * d:+.1f}", f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
+                                 verdict])
+    if not rows:  # results written before ranks were stored
+        return []
+    return [("Top-1 ASR difference (points) between two signals on the same records (every seed pooled), with the "
+             "paired bootstrap 95% interval (2,000 resamples of records): 'ahead' only when it excludes 0; "
+             "generation mode ranks the generated candidates only.",
+             ["mode", "field", "signals", "difference", "95% CI", "verdict"], rows)]
 
 
 def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -167,6 +206,7 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                     f"fitted α): what the signals reach without memorisation (e.g. a value guessed from the name, or a "
                     f"well-formed value outranking malformed candidates); pooled Wilson 95% interval of {m * seeds} "
                     "records.", *_asr_table(record["unseen_asr"], fields, m)))
+    out += paired_tables(record, fields)
     sweep = record.get("alpha_sweep") or {}
     if sweep:
         grid = next(iter(sweep.values()))["alpha"]
