@@ -26,7 +26,7 @@ COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "extract": "extraction", "pii": "pii",
     "epsilon": "privacy",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "tables": "results", "report": "results", "corpus": "corpus",
+    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus",
 }
 _state = {"debug": False}
 

@@ -64,3 +64,22 @@ def report(
     t0 = time.perf_counter()
     path = write_report(run_dir, show_pii=show_pii)
     stdout_console.print(f"report: {path}  ({time.perf_counter() - t0:.1f} s)")
+
+
+@app.command("claims", rich_help_panel=c.PANEL_RESULTS)
+def claims_cmd(
+    config: Optional[Path] = c.config_option(),
+    root: Path = typer.Argument(Path("results"), help="The folder of experiment folders (each with results.json)."),
+    out: Optional[Path] = typer.Option(None, help="Where to write the table (default ROOT/CLAIMS.md)."),
+) -> None:
+    """Write CLAIMS.md: each claim of the four papers, the paper's figure, ours with its interval, the verdict."""
+    from lmaudit.report.claims import build_claims
+    from lmaudit.utils import atomic_path
+
+    if not root.is_dir():
+        raise LmauditError(f"'{root}' is not a folder", hint="name the folder that holds the experiments' folders")
+    target = out or root / "CLAIMS.md"
+    text = build_claims(root, command="lmaudit claims" + ("" if root == Path("results") else f" {root}"))
+    with atomic_path(target) as tmp:
+        tmp.write_text(text + "\n")
+    stdout_console.print(f"claims: {target}")
