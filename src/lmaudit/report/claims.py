@@ -248,7 +248,7 @@ def _hits(ranks_per_seed: list[list]) -> list[int]:
 def _pii_pair(rec: dict, a: str, b: str, key: str = "ranks") -> list[tuple[str, float, float, float]]:
     out = []
     for f in rec["fields"]:
-        ra, rb = rec[key].get(a, {}).get(f), rec[key].get(b, {}).get(f)
+        ra, rb = rec.get(key, {}).get(a, {}).get(f), rec.get(key, {}).get(b, {}).get(f)
         if ra is not None and rb is not None:
             out.append((f, *paired_rate_diff(_hits(ra), _hits(rb))))
     return out

@@ -1,0 +1,75 @@
+"""CLAIMS.md: verdicts follow the interval rule, missing or older experiments say so, the committed file is current."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import assert_ok, assert_user_error, lmaudit
+from lmaudit.report.claims import (CLAIMS, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, build_claims, judge_all,
+                                   pii_combined, q_skew_beats_baselines)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def mia_record(intervals: dict[str, list[tuple[float, float, float]]]) -> dict:
+    """A dlm-dft-like record: q_skew paired against each baseline, one (diff, lo, hi) per seed."""
+    rows = {name: {"auc": [0.8, 0.01]} for name in ["q_skew", *intervals]}
+    vs = {b: [{"seed": i, "diff": d, "ci95": [lo, hi]} for i, (d, lo, hi) in enumerate(per_seed)]
+          for b, per_seed in intervals.items()}
+    return {"rows": rows, "paired": {"compare": "q_skew", "vs": vs}}
+
+
+AHEAD, TIED, BEHIND = (0.05, 0.02, 0.08), (0.01, -0.02, 0.04), (-0.05, -0.08, -0.02)
+
+
+@pytest.mark.parametrize("intervals, verdict", [
+    ({"loss": [AHEAD] * 3, "calibration": [AHEAD] * 3}, REPRODUCED),
+    ({"loss": [AHEAD] * 3, "calibration": [AHEAD, AHEAD, TIED]}, PARTLY),  # ahead only where every seed says so
+    ({"loss": [AHEAD] * 3, "calibration": [BEHIND] * 3}, NOT_REPRODUCED),
+])
+def test_q_skew_verdict_is_read_from_the_paired_intervals(intervals, verdict):
+    f = q_skew_beats_baselines("dlm-dft")({"dlm-dft": mia_record(intervals)})
+    assert f.verdict == verdict
+    assert "loss +5.0 [+2.0, +8.0] (ahead 3/3)" in f.ours
+    if verdict == NOT_REPRODUCED:
+        assert "Ahead of Q-Skew on every seed: calibration" in f.ours and "calibration -5.0" in f.ours
+
+
+def test_pii_claim_pairs_the_same_records():
+    ranks = {"ce": {"email": [[1, 2, 2, 3, None]]}, "combined": {"email": [[1, 1, 1, 1, None]]}}
+    rec = {"fields": {"email": {"coverage": [80.0]}}, "asr": {"ce": {"email": [20.0]}, "combined": {"email": [80.0]}},
+           "ranks": ranks}
+    f = pii_combined("combined", "ce", better=True)({"pii-reconstruction": rec})
+    # 3 of 5 records won by combined, none lost: +60 points; fewer than 2 wins in a resample has probability 8.7%,
+    # so the 2.5% bound is one win of five (+20), above 0
+    assert "inference email: combined 80.0% vs ce 20.0%, difference +60.0 [+20.0, +100.0]" in f.ours
+    assert f.verdict == REPRODUCED
+    rec["ranks"]["combined"] = ranks["ce"]
+    assert pii_combined("combined", "ce", better=True)({"pii-reconstruction": rec}).verdict == NOT_REPRODUCED
+
+
+def test_missing_and_older_experiments_are_not_run_naming_the_command():
+    judged = dict((c.claim, f) for c, f in judge_all({"dlm-dft": {"rows": {}}}))  # an older record: no 'paired'
+    dft = judged[CLAIMS[0].claim]
+    assert dft.verdict == NOT_RUN and "lacks 'paired'" in dft.ours and "lmaudit run experiments/dlm-dft.toml" in dft.regime
+    ift = judged[CLAIMS[1].claim]
+    assert ift.verdict == NOT_RUN and "`results/dlm-ift` is missing" in ift.ours
+
+
+def test_claims_command_writes_one_row_per_claim(tmp_path):
+    (tmp_path / "dlm-dft").mkdir()
+    (tmp_path / "dlm-dft" / "results.json").write_text(json.dumps(mia_record({"loss": [AHEAD] * 3})))
+    assert_ok(lmaudit("claims", str(tmp_path)))
+    text = (tmp_path / "CLAIMS.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| claim |")]
+    assert len(rows) == len(CLAIMS)
+    assert "| **reproduced** |" in rows[0] and "[dlm-dft](dlm-dft/table.md)" in rows[0]
+    assert_user_error(lmaudit("claims", str(tmp_path / "nope")), "is not a folder")
+    (tmp_path / "dlm-dft" / "results.json").write_text("{")
+    assert_user_error(lmaudit("claims", str(tmp_path)), "dlm-dft/results.json: cannot read")
+
+
+def test_the_committed_claims_are_those_the_committed_results_give():
+    committed = (REPO / "results" / "CLAIMS.md").read_text()
+    assert committed == build_claims(REPO / "results") + "\n", "rerun `lmaudit claims` after changing results/"
