@@ -183,7 +183,14 @@ def test_mini_regimes_experiment(tmp_path, monkeypatch):
             assert cell["delta"][part]["skew"] == pytest.approx(np.mean([sps.skew(d) for d in rows]), abs=1e-6)
         labels = np.r_[np.ones(6), np.zeros(6)]  # the mean-of-Δ ablation ranks by exactly these per-sample means
         assert one["auc"]["q_skew mean Δ"]["auc"] == pytest.approx(auc(labels, [d.mean() for d in delta]))
-    auc_table, delta_table = res["tables"]
+        sep = cell["delta"]["separation"]
+        for k, per_text in (("mean", np.array([d.mean() for d in delta])), ("skew", np.array([sps.skew(d) for d in delta]))):
+            m, o = per_text[:6], per_text[6:]  # Cohen's d across texts, and the raw statistic's AUC
+            assert sep[f"d_{k}"] == pytest.approx((m.mean() - o.mean()) / np.sqrt((m.var() + o.var()) / 2), abs=1e-5)
+            assert sep[f"auc_{k}"] == pytest.approx(auc(labels, per_text))
+    auc_table, delta_table, sep_table = res["tables"]
+    assert sep_table["header"] == ["cell", "d (mean Δ)", "d (skew Δ)", "AUC mean Δ", "AUC skew Δ"]
+    assert sep_table["rows"][0][1] == f"{cells['centre']['delta']['separation']['d_mean']:.2f}"
     assert [r[0] for r in auc_table["rows"]] == [r[0] for r in delta_table["rows"]] == list(cells)
     assert auc_table["header"][2:8] == list(ROWS)
     centre = cells["centre"]

@@ -20,7 +20,8 @@ their skewness, the mean (and calibration, a mean of loss gaps) should win.
 
 Payload: ``cells``: ``{label: {settings, per_seed, auc, paired, delta}}``; per seed:
 ``{seed, auc: {row: {auc, tpr@10%fpr, tpr@1%fpr}}, paired: {vs: [diff, lo, hi]}, delta:
-{members|nonmembers: {mean, std, skew}}, time_s: {finetune, mia}}``; over seeds
+{members|nonmembers: {mean, std, skew}, separation: {d_mean, d_skew, auc_mean, auc_skew}},
+time_s: {finetune, mia}}`` (:func:`separation`); over seeds
 ``auc: {row: [mean, std]}``, ``paired: {vs: [mean diff, mean lo, mean hi]}`` (with
 several seeds the mean of the per-seed bounds: wider than the interval of the mean
 difference, so conservative) and ``delta`` means.
@@ -40,7 +41,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.metrics import paired_auc_diff
+from lmaudit.metrics import auc, paired_auc_diff
 from lmaudit.models.presets import PRESETS
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.records import MaskedStats
@@ -118,6 +119,25 @@ def delta_stats(stats: MaskedStats) -> dict[str, np.ndarray]:
     return {"mean": mean, "std": std, "skew": skew}
 
 
+def separation(per_sample: dict[str, np.ndarray], labels: np.ndarray) -> dict[str, float]:
+    """How far each per-text statistic of Δ puts members from non-members, across texts.
+
+    ``d_mean`` / ``d_skew``: (members' average − non-members' average) / the pooled
+    across-text std of the statistic (Cohen's d); ``auc_mean`` / ``auc_skew``: the AUC of
+    the raw per-text mean Δ and of the raw g₁ as membership scores. A statistic with a
+    larger d separates better, whatever its size in nats.
+    """
+    labels = np.asarray(labels).astype(bool)
+    out = {}
+    for k in ("mean", "skew"):
+        v = per_sample[k]
+        m, o = v[labels], v[~labels]
+        pooled = np.sqrt((m.var() + o.var()) / 2)
+        out[f"d_{k}"] = float((m.mean() - o.mean()) / pooled) if pooled > 0 else 0.0
+        out[f"auc_{k}"] = float(auc(labels, v))
+    return out
+
+
 def q_skew_records(ws: Workspace, target, reference, members: TextSet, nonmembers: TextSet, seed: int,
                    budget: int) -> MaskedStats:
     """The records of Q-Skew's probe (its default plan) of members then non-members, as :meth:`Workspace.mia` probed
@@ -161,6 +181,7 @@ def run_cell(ws: Workspace, seed: int, budget: int) -> dict:
     n = len(members)
     delta = {name: {k: float(v[part].mean()) for k, v in per_sample.items()}
              for name, part in (("members", slice(0, n)), ("nonmembers", slice(n, None)))}
+    delta["separation"] = separation(per_sample, labels)
     return {"seed": seed, "auc": auc, "paired": paired, "delta": delta,
             "time_s": {"finetune": round(t1 - t0, 1), "mia": round(time.perf_counter() - t1, 1)}}
 
@@ -177,8 +198,10 @@ def run(ws: Workspace, cfg: RegimesConfig) -> dict:
             "per_seed": per_seed,
             "auc": {row: aggregate([p["auc"][row] for p in per_seed])["auc"] for row in ROWS},
             "paired": {vs: np.mean([p["paired"][vs] for p in per_seed], axis=0).tolist() for vs in VERSUS},
-            "delta": {part: {k: float(np.mean([p["delta"][part][k] for p in per_seed])) for k in ("mean", "std", "skew")}
-                      for part in ("members", "nonmembers")},
+            "delta": {**{part: {k: float(np.mean([p["delta"][part][k] for p in per_seed]))
+                                for k in ("mean", "std", "skew")} for part in ("members", "nonmembers")},
+                      "separation": {k: float(np.mean([p["delta"]["separation"][k] for p in per_seed]))
+                                     for k in per_seed[0]["delta"]["separation"]}},
         }
     return {"cells": cells}
 
@@ -211,7 +234,18 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                      "Δ stands further from the non-members' (in units of the spread) than their skewness does is one "
                      "where calibration should win.")
     delta_header = ["cell", "mean Δ (m)", "mean Δ (n)", "std Δ (m)", "std Δ (n)", "skew Δ (m)", "skew Δ (n)"]
-    return [(auc_caption, header, auc_rows), (delta_caption, delta_header, delta_rows)]
+    out = [(auc_caption, header, auc_rows), (delta_caption, delta_header, delta_rows)]
+    if all("separation" in c["delta"] for c in cells.values()):  # results written before it was measured lack it
+        sep_rows = [[label] + [f"{c['delta']['separation'][k]:.2f}" for k in ("d_mean", "d_skew")]
+                    + [f"{100 * c['delta']['separation'][k]:.1f}" for k in ("auc_mean", "auc_skew")]
+                    for label, c in cells.items()]
+        out.append(("Why the ordering is what it is: how far each per-text statistic of Δ puts members from "
+                    "non-members across texts — d = (members' average − non-members' average) / pooled across-text "
+                    "std (Cohen's d) — and the AUC of the raw statistic as a membership score (mean Δ: what "
+                    "calibration reads, up to the reference's own loss; g₁: Q-Skew's skewness without its quantile "
+                    "weights). Where d(mean) exceeds d(skew), a mean beats a skewness.",
+                    ["cell", "d (mean Δ)", "d (skew Δ)", "AUC mean Δ", "AUC skew Δ"], sep_rows))
+    return out
 
 
 def figures(record: dict) -> list[tuple[str, str, bytes]]:
