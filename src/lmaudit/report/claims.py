@@ -111,12 +111,20 @@ def regimes_why(recs: dict[str, dict]) -> str:
     dm = np.array([[c["delta"]["members"][k] for k in ("mean", "skew")] for c in rec["cells"].values()])
     dn = np.array([[c["delta"]["nonmembers"][k] for k in ("mean", "skew")] for c in rec["cells"].values()])
     flips = f"ahead in {a} ({', '.join(where)})" if a else "ahead in none"
+    seps = [c["delta"].get("separation") for c in rec["cells"].values()]
+    sep = ""
+    if all(seps):
+        dmean, dskew = np.array([x["d_mean"] for x in seps]), np.array([x["d_skew"] for x in seps])
+        sep = (f" Across texts, the per-text mean Δ separates members from non-members by d = {dmean.mean():.2f} "
+               f"on average (range {dmean.min():.2f}–{dmean.max():.2f}), the per-text skewness by d = "
+               f"{dskew.mean():.2f} ({dskew.min():.2f}–{dskew.max():.2f}); d(mean) > d(skew) in "
+               f"{int((dmean > dskew).sum())}/{len(seps)} regimes.")
     return (f"dlm-regimes (tiny DLM, {n} fine-tuning regimes): Q-Skew − masked calibration is {flips}, tied in {t}, "
             f"behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
             f"{dn[:, 0].mean():.2f} (a shift of location), while members' Δ skewness is {dm[:, 1].mean():+.2f} vs "
             f"non-members' {dn[:, 1].mean():+.2f}: a mean of loss gaps (calibration) reads the location shift, which a "
-            "skewness ignores by construction. Possible reason for the papers' ordering: 8B models fine-tuned on a "
-            "few thousand texts may sit where Theorem 3.2's right skew dominates the shift.")
+            f"skewness ignores by construction.{sep} Possible reason for the papers' ordering: 8B models fine-tuned "
+            "on a few thousand texts may sit where Theorem 3.2's right skew dominates the shift.")
 
 
 # ---------------------------------------------------------------- judges
@@ -145,9 +153,13 @@ def authors_calibration(recs: dict[str, dict]) -> Finding:
     ours = (f"Over {n} regimes of dlm-regimes (one seed each, paired 95% intervals): Q-Skew ahead of the unmasked-ratio "
             f"calibration in {a}{' (' + ', '.join(where) + ')' if where else ''}, tied {t}, behind {b}; against the "
             f"masked-ELBO calibration: ahead {a2}, tied {t2}, behind {b2}.")
-    return Finding(ours, verdict, "The authors' calibration (clean text, no mask, AR-shifted logits) is the weaker "
-                   "estimator; lmaudit's default is the masked ELBO of the published definition, with the authors' "
-                   "way as `calibration.variant=unmasked_ratio`.")
+    cells = rec["cells"].values()
+    higher = sum(c["auc"]["calibration unmasked_ratio"][0] > c["auc"]["calibration"][0] for c in cells)
+    return Finding(ours, verdict, "The authors' calibration reads the clean text with no mask (AR-shifted logits); "
+                   "lmaudit's default is the masked ELBO of the published definition, with the authors' way as "
+                   f"`calibration.variant=unmasked_ratio`. Its AUC is above the masked ELBO's in {higher}/{n} regimes "
+                   "(points), mostly where memorisation is weak: neither variant is the weaker baseline everywhere, "
+                   "and Q-Skew trails both.")
 
 
 def components_help(recs: dict[str, dict]) -> Finding:
@@ -210,7 +222,8 @@ def asymmetry(recs: dict[str, dict]) -> Finding:
     n = {k: c["delta"]["nonmembers"] for k, c in cells.items()}
     pos = [k for k in cells if m[k]["skew"] > 0]
     above = [k for k in cells if m[k]["skew"] > n[k]["skew"]]
-    verdict = (REPRODUCED if len(pos) == len(cells) and len(above) == len(cells)
+    symmetric = [k for k in cells if abs(n[k]["skew"]) < 0.1]  # 'near symmetric': |g₁| below 0.1
+    verdict = (REPRODUCED if len(pos) == len(above) == len(symmetric) == len(cells)
                else NOT_REPRODUCED if not above else PARTLY)
     ms = np.array([m[k]["skew"] for k in cells])
     ns = np.array([n[k]["skew"] for k in cells])
@@ -218,12 +231,12 @@ def asymmetry(recs: dict[str, dict]) -> Finding:
             f"{ms.max():+.2f} (mean {ms.mean():+.2f}), non-members {ns.min():+.2f} to {ns.max():+.2f} (mean "
             f"{ns.mean():+.2f}); members' skew > 0 in {len(pos)}/{len(cells)}, above non-members' in "
             f"{len(above)}/{len(cells)} (points; one seed per regime).")
-    neg = sum(v < 0 for v in ns)
-    return Finding(ours, verdict, f"The relative claim (members' Δ more right-skewed than non-members') and the "
-                   f"absolute one (members' skew > 0, non-members' ≈ 0) are read separately: non-members' mean skew "
-                   f"is below 0 in {neg}/{len(cells)} regimes, so the members' skew can rise above the non-members' "
-                   "without crossing 0. The regimes' table shows the location shift (mean Δ) that a skewness "
-                   "ignores.")
+    right = sum(v >= 0.1 for v in ns)
+    return Finding(ours, verdict, f"Three parts, read separately: members' Δ right-skewed ({len(pos)}/{len(cells)}), "
+                   f"more than non-members' ({len(above)}/{len(cells)}, by {np.mean(ms - ns):+.2f} on average), and "
+                   f"non-members' near symmetric (|g₁| < 0.1 in {len(symmetric)}/{len(cells)}; right-skewed, g₁ ≥ 0.1, "
+                   f"in {right}). Non-members' Δ carries a skew of its own, so only the members-minus-non-members "
+                   "gap is evidence of membership, and it is small beside the location shift (the regimes' table).")
 
 
 def mask_ratio(recs: dict[str, dict]) -> Finding:
