@@ -158,7 +158,7 @@ def authors_calibration(recs: dict[str, dict]) -> Finding:
     return Finding(ours, verdict, "The authors' calibration reads the clean text with no mask (AR-shifted logits); "
                    "lmaudit's default is the masked ELBO of the published definition, with the authors' way as "
                    f"`calibration.variant=unmasked_ratio`. Its AUC is above the masked ELBO's in {higher}/{n} regimes "
-                   "(points), mostly where memorisation is weak: neither variant is the weaker baseline everywhere, "
+                   "(points): neither variant is the weaker baseline everywhere, "
                    "and Q-Skew trails both.")
 
 
