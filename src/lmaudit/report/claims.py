@@ -287,11 +287,36 @@ def pii_combined(a: str, b: str, better: bool) -> Callable[[dict], Finding]:
         cov = ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
         verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
         ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {cov})"
-        return Finding(ours, verdict, "A tiny DLM fine-tuned on 30 messages (the paper: LLaDA-8B on TREC); the "
-                       "claim is read in inference mode (the true value among the candidates) and in generation "
-                       "mode (generated candidates only, the paper's setting). With α fitted on 5 known messages "
-                       "rather than fixed at 0.1 (the α sweep is in the experiment's table).")
+        alphas = sorted({a for v in rec["fields"].values() for a in v["alpha"] if a is not None})
+        sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
+                                              for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
+                          for f, sw in (rec.get("alpha_sweep") or {}).items())
+        return Finding(ours, verdict, "A tiny DLM fine-tuned 150 epochs on 30 messages (the paper: LLaDA-8B on "
+                       "TREC); read in inference mode (the true value among the candidates) and in generation mode "
+                       "(generated candidates only, the paper's setting, where few true values are generated). α "
+                       f"fitted on 5 known messages: {', '.join(f'{a:g}' for a in alphas)}; the fixed-α sweep "
+                       f"(inference, points): {sweep}.")
     return judge
+
+
+def ar_reconstructs_more(recs: dict[str, dict]) -> Finding:
+    rec = recs["pii-reconstruction"]
+    if "ranks" not in rec:
+        raise KeyError("ranks")
+    parts, wins, n = [], 0, 0
+    for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
+        for f, d, lo, hi in _pii_pair(rec, "AR ce", "ce", key):
+            n += 1
+            wins += lo > 0
+            parts.append(f"{mode} {f}: AR {_asr(rec, 'AR ce', f, asr_key)} vs DLM {_asr(rec, 'ce', f, asr_key)}, "
+                         f"difference {pts(d)} {ci(lo, hi)}")
+    cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
+                    for f, v in rec["fields"].items() if "ar_coverage" in v)
+    verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
+    return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
+                   + f" (paired over records; true value generated at all: {cov})", verdict,
+                   "The AR model and the DLM adapted from it, fine-tuned the same way on the same 30 messages; the AR "
+                   "model continues the left context, the DLM fills inserted masks with both contexts.")
 
 
 def pretraining_gap(recs: dict[str, dict]) -> Finding:
@@ -575,6 +600,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data",
           "e-mails discoverable at p = 50%: AR-1.1B 213 vs DLM-1.1B max-step 16 (of 3,000)", ("pii-extraction",),
           ar_leaks_more),
+    Claim(EXT, "A DLM leaks less PII than an AR model of the same data: reconstruction of redacted values",
+          "(the extraction paper's claim, tested with the Q-Skew paper's reconstruction attack)",
+          ("pii-reconstruction",), ar_reconstructs_more),
     Claim(EXT, "Max-step sampling leaks more than one-step", "DLM-1.1B e-mails 16 vs 0; LLaDA-8B 179 vs 9",
           ("pii-extraction",), one_vs_max_step),
     Claim(EXT, "A Gaussian predicts relaxed (Hamming) extraction for DLMs, not for AR models",
