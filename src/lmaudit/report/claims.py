@@ -287,7 +287,7 @@ def pii_combined(a: str, b: str, better: bool) -> Callable[[dict], Finding]:
         cov = ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
         verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
         ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {cov})"
-        alphas = sorted({a for v in rec["fields"].values() for a in v["alpha"] if a is not None})
+        alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
         sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
                                               for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
                           for f, sw in (rec.get("alpha_sweep") or {}).items())
