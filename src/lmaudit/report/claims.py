@@ -119,7 +119,7 @@ def regimes_why(recs: dict[str, dict]) -> str:
                f"on average (range {dmean.min():.2f}–{dmean.max():.2f}), the per-text skewness by d = "
                f"{dskew.mean():.2f} ({dskew.min():.2f}–{dskew.max():.2f}); d(mean) > d(skew) in "
                f"{int((dmean > dskew).sum())}/{len(seps)} regimes.")
-    return (f"dlm-regimes (tiny DLM, {n} fine-tuning regimes): Q-Skew − masked calibration is {flips}, tied in {t}, "
+    return (f"dlm-regimes ({n} fine-tuning regimes): Q-Skew − masked calibration is {flips}, tied in {t}, "
             f"behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
             f"{dn[:, 0].mean():.2f} (a shift of location), while members' Δ skewness is {dm[:, 1].mean():+.2f} vs "
             f"non-members' {dn[:, 1].mean():+.2f}: a mean of loss gaps (calibration) reads the location shift, which a "
