@@ -183,7 +183,7 @@ def misaligned(recs: dict[str, dict]) -> Finding:
     lines, counts = _paired_lines(rec)
     keep = [line for line in lines if "/ q_skew" in line]
     costs = {o: c for o, c in counts.items() if o.endswith("/ q_skew")}
-    small = all(b < a + t + b for o, (a, t, b) in costs.items())  # never significantly worse on every seed
+    small = all(a < a + t + b for o, (a, t, b) in costs.items())  # golden never ahead on every seed
     means = {k: v["auc"][0] for k, v in rec["rows"].items()}
     strongest = max((k for k in means if k.startswith("golden /") and not k.endswith("q_skew")), key=means.get)
     mis = [k for k in means if k.endswith("/ q_skew") and not k.startswith("golden")]
