@@ -73,3 +73,20 @@ def test_claims_command_writes_one_row_per_claim(tmp_path):
 def test_the_committed_claims_are_those_the_committed_results_give():
     committed = (REPO / "results" / "CLAIMS.md").read_text()
     assert committed == build_claims(REPO / "results") + "\n", "rerun `lmaudit claims` after changing results/"
+
+
+@pytest.mark.parametrize("cost, mis_auc, verdict", [
+    (TIED, 0.90, REPRODUCED),  # no significant cost, above the strongest golden baseline (0.85)
+    (AHEAD, 0.90, PARTLY),  # golden Q-Skew ahead of the misaligned one on every seed: a real cost
+    (TIED, 0.80, NOT_REPRODUCED),  # below the strongest baseline
+])
+def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mis_auc, verdict):
+    from lmaudit.report.claims import misaligned
+
+    rows = {"golden / q_skew": {"auc": [0.92, 0.0]}, "golden / calibration": {"auc": [0.85, 0.0]},
+            "other-seed / q_skew": {"auc": [mis_auc, 0.0]}, "other-seed / calibration": {"auc": [0.84, 0.0]}}
+    vs = {k: [{"seed": i, "diff": cost[0], "ci95": list(cost[1:])} for i in range(3)]
+          for k in rows if k != "golden / q_skew"}
+    f = misaligned({"dlm-misaligned-ref": {"rows": rows, "paired": {"compare": "golden / q_skew", "vs": vs}}})
+    assert f.verdict == verdict
+    assert "strongest golden-reference baseline (golden / calibration) 85.0" in f.ours
