@@ -74,6 +74,13 @@ def test_mia_command_writes_results(tmp_path, tiny_model_dir):
     assert res["n_members"] == 12 and res["n_nonmembers"] == 12
     assert "loss" in out.stdout and "AUC" in out.stdout
     assert not (tmp_path / "run" / "report.html").exists()  # --no-report
+    # the report's verdict, in one line under the table: 12 non-members cannot measure a TPR at 1% FPR, so the
+    # strongest attack is the one with the highest AUC
+    best = max(res["attacks"], key=lambda a: res["attacks"][a]["auc"])
+    line = next(x for x in out.stdout.splitlines() if x.startswith("Exposure: "))
+    assert f"Strongest attack: {best}: TPR at 1% FPR n/a" in " ".join(out.stdout.split())
+    assert f"AUC {res['attacks'][best]['auc']:.3f}" in " ".join(out.stdout.split()) and line.split(".")[0] in (
+        "Exposure: low", "Exposure: moderate", "Exposure: high", "Exposure: severe")
 
 
 def test_pickle_only_model_refused_without_flag(tmp_path, tiny_model_dir):

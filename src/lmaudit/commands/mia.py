@@ -16,7 +16,7 @@ from lmaudit.models.shadows import ShadowSet
 from lmaudit.progress import stdout_console
 from lmaudit.runs.demo import FULL, QUICK, run_demo
 from lmaudit.runs.mia import RunConfig, run_mia
-from lmaudit.runs.mia_notes import results_table
+from lmaudit.runs.mia_notes import results_table, verdict_text
 
 app = typer.Typer(add_completion=False)
 
@@ -100,6 +100,7 @@ def mia(
         result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
     path = result.write(out, report=not run_options.no_report)
     stdout_console.print(results_table(result))
+    stdout_console.print(verdict_text(result), markup=False)
     finish(path, out, run_options.no_report)
 
 
@@ -113,7 +114,8 @@ def demo(
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
     c.check_out(out)
     result, dlm_result = run_demo(out, QUICK if quick else FULL, report=not no_report)
-    stdout_console.print(results_table(result))
-    stdout_console.print(results_table(dlm_result))
+    for r in (result, dlm_result):
+        stdout_console.print(results_table(r))
+        stdout_console.print(verdict_text(r), markup=False)
     stdout_console.print(f"(total {result.timings_s['demo_total']:.0f} s)")
     finish(out / "results.json", out, no_report)

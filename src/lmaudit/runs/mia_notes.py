@@ -78,3 +78,12 @@ def results_table(result) -> Table:
                        f", {result.n_nonmembers:,} here.")
     table.caption = " ".join(caption)
     return table
+
+
+def verdict_text(result) -> str:
+    """The report's verdict in one line for the terminal: the exposure level and the strongest attack's sentence."""
+    from lmaudit.report.summary import mia_summary
+
+    summary = mia_summary([("", {"attacks": result.attacks, "n_members": result.n_members,
+                                 "n_nonmembers": result.n_nonmembers})])
+    return f"{summary.headline}. {summary.points[0]}"
