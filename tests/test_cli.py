@@ -153,3 +153,19 @@ def test_finetune_with_stderr_in_a_file_prints_progress_lines(tmp_path, tiny_mod
     assert all("ETA" in m.group(0) for m in progress[:-1]) and "done in" in progress[-1].group(0)
     assert progress[-1].group(1) == progress[-1].group(2) and progress[-1].group(3) == "100"
     assert [int(m.group(3)) for m in progress] == sorted(int(m.group(3)) for m in progress)
+
+
+@pytest.mark.parametrize("command", [
+    ["finetune", "--data", "{d}", "--out", "{o}"],
+    ["unlearn", "--forget", "{d}", "--retain", "{d}", "--method", "finetune", "--out", "{o}"],
+    ["shadows", "--pool", "{d}", "--out", "{o}", "--k", "2"],
+    ["extract", "--data", "{d}", "--out", "{o}"],
+    ["pii", "--records", "{d}", "--out", "{o}"],
+])
+def test_every_command_that_reads_texts_takes_text_field(tmp_path, tiny_model_dir, command):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"body": "a text under another column name", "email": "a@b.org"}) + "\n")
+    args = [a.format(d=data, o=tmp_path / "out") for a in command]
+    out = lmaudit(args[0], "--model", tiny_model_dir, *args[1:], "--text-field", "content")
+    assert_user_error(out, "d.jsonl", "content")  # the loader was asked for the named column, and says so
+    assert not (tmp_path / "out").exists()

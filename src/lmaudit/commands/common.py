@@ -183,6 +183,14 @@ def parse_params(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def text_field_option():
+    return typer.Option("text", help="The text field/column of every data option (e.g. 'input' for WikiMIA).")
+
+
+def split_option():
+    return typer.Option(None, help="The split to read from a datasets folder with several (DatasetDict).")
+
+
 def split_names(value: Optional[str]) -> Optional[list[str]]:
     """A comma-separated option as a list (None when not given)."""
     return [a.strip() for a in value.split(",") if a.strip()] if value else None

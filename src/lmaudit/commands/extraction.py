@@ -46,6 +46,8 @@ def extract(
     samples: int = typer.Option(128, help="Relaxed extraction: sampled generations per record."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/extract"), help="Output folder."),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
@@ -59,9 +61,10 @@ def extract(
     cfg = ExtractConfig(mask=mask, steps=parse_steps(steps), order=order, trajectories=trajectories,
                         temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                         seed=seed)
+    texts = load_texts(data, text_field=text_field, split=split)  # bad data fails before the model loads
     loaded = load_model(model, **model_options.load_kwargs(run_options.backend))
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        payload = run_extraction(loaded, load_texts(data), cfg)
+        payload = run_extraction(loaded, texts, cfg)
     payload["model"] = str(model)
     path = write_extraction(payload, out, report=not run_options.no_report)
     stdout_console.print(extraction_table(payload))

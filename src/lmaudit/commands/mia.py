@@ -30,12 +30,7 @@ def label_field_option():
     return typer.Option(None, help="--data: the label column (1/0 or true/false), e.g. 'label' (WikiMIA, MIMIR).")
 
 
-def text_field_option():
-    return typer.Option("text", help="The text field/column of every data option (e.g. 'input' for WikiMIA).")
-
-
-def split_option():
-    return typer.Option(None, help="The split to read from a datasets folder with several (DatasetDict).")
+text_field_option, split_option = c.text_field_option, c.split_option  # shared by every command that reads data
 
 
 def member_sets(members: Optional[Path], nonmembers: Optional[Path], data: Optional[Path], label_field: Optional[str],

@@ -41,6 +41,8 @@ def pii(
     show_pii: bool = typer.Option(False, "--show-pii", help="Show and write the PII values (hidden by default)."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/pii"), help="Output folder."),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
@@ -59,8 +61,9 @@ def pii(
         raise LmauditError(f"--mask-length '{mask_length}' is neither an integer nor a comma list of integers") from None
     cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths, steps=steps, alpha=a,
                             include_truth=include_truth, seed=seed)
-    recs = redacted_records(load_texts(records), field, placeholder=placeholder)
-    calib = redacted_records(load_texts(calibration), field, placeholder=placeholder) if calibration else None
+    recs = redacted_records(load_texts(records, text_field=text_field, split=split), field, placeholder=placeholder)
+    calib = (redacted_records(load_texts(calibration, text_field=text_field, split=split), field,
+                              placeholder=placeholder) if calibration else None)
     opts = model_options.load_kwargs(run_options.backend)
     target = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": target.kind}) if reference else None

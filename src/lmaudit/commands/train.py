@@ -124,6 +124,8 @@ def finetune(
         help=f"DP: clip each example's gradient to this L2 norm C (default: {DEFAULT_MAX_GRAD_NORM:g})."),
     dp_accountant: Optional[str] = typer.Option(None, "--dp-accountant", rich_help_panel=_DP_PANEL,
                                                 help="DP: Opacus accountant, rdp or prv (default: rdp; prv is tighter)."),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter; optionally
@@ -132,7 +134,7 @@ def finetune(
     spec = lora_spec(lora, lora_alpha, lora_targets, merge)
     dp = dp_spec(dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, dp_accountant)
     c.check_out(out)
-    do_finetune(start, load_texts(data), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
+    do_finetune(start, load_texts(data, text_field=text_field, split=split), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
                 seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
                 lora=spec, dp=dp)
     info(f"saved to {out}")
@@ -160,13 +162,16 @@ def unlearn(
     lora_alpha: Optional[float] = _alpha_option(),
     lora_targets: Optional[str] = _targets_option(),
     merge: bool = _merge_option(),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
     spec = lora_spec(lora, lora_alpha, lora_targets, merge)
     c.check_out(out)
-    do_unlearn(model, load_texts(forget), load_texts(retain), out, method=method, base_dir=base, epochs=epochs,
+    do_unlearn(model, load_texts(forget, text_field=text_field, split=split),
+               load_texts(retain, text_field=text_field, split=split), out, method=method, base_dir=base, epochs=epochs,
                lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
                npo_beta=npo_beta, seed=seed, kind=model_options.kind, load_options=model_options.training_kwargs(),
                lora=spec)
@@ -192,13 +197,15 @@ def shadows(
     lora_alpha: Optional[float] = _alpha_option(),
     lora_targets: Optional[str] = _targets_option(),
     merge: bool = _merge_option(),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
     """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora included)."""
     start = c.pick_model(model, base, "--base")
     spec = lora_spec(lora, lora_alpha, lora_targets, merge)
     c.check_out(out)
-    path = train_shadows(start, load_texts(pool), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
+    path = train_shadows(start, load_texts(pool, text_field=text_field, split=split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                          batch_size=batch_size, mode=mode, kind=model_options.kind,
                          load_options=model_options.training_kwargs(), lora=spec)
     stdout_console.print(f"shadows: {path}")
