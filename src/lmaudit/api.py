@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.loading import load_model
@@ -35,18 +35,24 @@ def _texts(data: TextSet | str | Path) -> TextSet:
     return data if isinstance(data, TextSet) else load_texts(data)
 
 
-def mia(model, members, nonmembers, *, reference=None, shadows=None, config: RunConfig | None = None,
+def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | None = None, text_field: str = "text",
+        split: str | None = None, reference=None, shadows=None, config: RunConfig | None = None,
         **load_options) -> MIAResult:
     """Membership inference: every attack that can run (or ``config.attacks``), AUC and TPR@FPR per attack.
 
     ``model``/``reference``: folders or loaded models; ``members``/``nonmembers``:
-    data files or :class:`~lmaudit.data.loaders.TextSet`; ``shadows``: a folder
-    from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`.
+    data files or :class:`~lmaudit.data.loaders.TextSet`, or instead one labelled file
+    ``data`` whose ``label_field`` is 1 for members and 0 for non-members (as WikiMIA and
+    MIMIR ship); ``text_field`` and ``split`` as the command's options; ``shadows``: a
+    folder from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`. The data
+    is read before any model is loaded.
     """
+    mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
+                                split=split)
     target = _model(model, **load_options)
     ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
-    return run_mia(target, _texts(members), _texts(nonmembers), reference=ref, config=config, shadows=shadow_set)
+    return run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
 
 
 def audit_set(model, members, nonmembers, suspect, *, reference=None, config: AuditConfig | None = None,

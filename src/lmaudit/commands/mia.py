@@ -9,7 +9,7 @@ import typer
 
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.data.loaders import TextSet, load_labelled, load_texts
+from lmaudit.data.loaders import TextSet, load_member_sets
 from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet
@@ -36,18 +36,8 @@ text_field_option, split_option = c.text_field_option, c.split_option  # shared 
 def member_sets(members: Optional[Path], nonmembers: Optional[Path], data: Optional[Path], label_field: Optional[str],
                 text_field: str, split: Optional[str]) -> tuple[TextSet, TextSet]:
     """Members and non-members: from ``--members`` and ``--nonmembers``, or from one labelled ``--data`` file."""
-    pair = "give --members and --nonmembers, or one labelled file with --data FILE --label-field NAME"
-    if data is not None and (members is not None or nonmembers is not None):
-        raise LmauditError("--data and --members/--nonmembers are mutually exclusive", hint=pair)
-    if data is not None:
-        if label_field is None:
-            raise LmauditError("--data needs --label-field (the column that is 1 for members, 0 for non-members)")
-        return load_labelled(data, label_field=label_field, text_field=text_field, split=split)
-    if label_field is not None:
-        raise LmauditError("--label-field applies to --data only", hint=pair)
-    if members is None or nonmembers is None:
-        raise LmauditError(f"missing option {'--members' if members is None else '--nonmembers'}", hint=pair)
-    return tuple(load_texts(p, text_field=text_field, split=split) for p in (members, nonmembers))
+    return load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
+                            split=split, name=lambda n: "--" + n.replace("_", "-"))
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmaudit.data.tables import DATASETS_MARKERS, check_columns, datasets_table, parquet_table, table_rows
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, LmauditError
 from lmaudit.utils import stable_hash
 
 
@@ -350,3 +350,28 @@ def check_overlap(members: TextSet, nonmembers: TextSet) -> int:
             stacklevel=2,
         )
     return n
+
+
+def load_member_sets(members, nonmembers, *, data=None, label_field: str | None = None, text_field: str = "text",
+                     split: str | None = None, name=lambda n: n + "=") -> tuple[TextSet, TextSet]:
+    """Members and non-members: two files (or text sets), or one labelled ``data`` file with ``label_field``.
+
+    ``name`` spells an argument in the errors (the command line passes ``--members``
+    style names, the Python interface ``members=``).
+    """
+    pair = (f"give {name('members')} and {name('nonmembers')}, or one labelled file with {name('data')} FILE "
+            f"{name('label_field')} NAME")
+    if data is not None and (members is not None or nonmembers is not None):
+        raise LmauditError(f"{name('data')} and {name('members')}/{name('nonmembers')} are mutually exclusive",
+                           hint=pair)
+    if data is not None:
+        if label_field is None:
+            raise LmauditError(f"{name('data')} needs {name('label_field')} (the column that is 1 for members, 0 "
+                               "for non-members)")
+        return load_labelled(data, label_field=label_field, text_field=text_field, split=split)
+    if label_field is not None:
+        raise LmauditError(f"{name('label_field')} applies to {name('data')} only", hint=pair)
+    if members is None or nonmembers is None:
+        raise LmauditError(f"missing option {name('members') if members is None else name('nonmembers')}", hint=pair)
+    return tuple(s if isinstance(s, TextSet) else load_texts(s, text_field=text_field, split=split)
+                 for s in (members, nonmembers))
