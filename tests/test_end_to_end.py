@@ -41,6 +41,12 @@ def test_loss_attack_separates_members(finetuned, tiny_model_dir):
     assert len(scores) == 128 and scores["label"].sum() == 64
     runnable = {s.name for s in list_attacks("ar") if not s.needs_shadows}  # a reference is given, shadows are not
     assert set(scores.columns) == {"id", "label", "p_value", "rank"} | runnable  # p_value, rank: most exposed
+    attack = data["exposure_attack"]  # p_value and rank are those of the named attack's scores
+    from lmaudit.report.summary import member_exposure, strongest_attack
+
+    assert attack == strongest_attack(data["attacks"])
+    p_value, _ = member_exposure(scores[attack].to_numpy(), scores["label"].to_numpy())
+    assert scores["p_value"].to_numpy() == pytest.approx(p_value)
 
 
 def test_same_seed_same_scores(finetuned):

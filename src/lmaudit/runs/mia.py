@@ -103,6 +103,8 @@ class MIAResult:
             "n_members": self.n_members,
             "n_nonmembers": self.n_nonmembers,
             "attacks": self.attacks,
+            # the attack under which scores.parquet's p_value and rank are computed
+            "exposure_attack": strongest_attack(self.attacks) if self.attacks else None,
             "long_texts": self.long_texts,
             "timings_s": self.timings_s,
         }
@@ -115,10 +117,12 @@ class MIAResult:
         (:func:`~lmaudit.runs.common.write_results`); returns the path of ``results.json``.
 
         ``scores.parquet`` has one row per record: id, label, one column per attack, and under
-        the strongest attack (:func:`~lmaudit.report.summary.strongest_attack`) ``p_value`` (the
-        fraction of non-members scoring at least as high) and ``rank`` (members only, 1 = most exposed).
+        the strongest attack (:func:`~lmaudit.report.summary.strongest_attack`, named in
+        ``results.json`` as ``exposure_attack``) ``p_value`` (the fraction of non-members scoring
+        at least as high) and ``rank`` (members only, 1 = most exposed).
         """
         exposure = stored_columns(self.scores, self.labels, strongest_attack(self.attacks)) if self.attacks else {}
+        # results.json names that attack ("exposure_attack"), so the two columns are never read without it
         frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **exposure})
         return write_results(out_dir, self.payload(), tables={"scores.parquet": frame},
                              extra_json={"examples.json": self.examples} if self.examples else None,
