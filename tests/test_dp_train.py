@@ -27,6 +27,7 @@ from lmaudit.models.dp import (
 )
 from lmaudit.models.loading import load_model
 from lmaudit.models.presets import Preset, build_ar_model
+from lmaudit.models.shadows import ShadowSet
 from lmaudit.models.train import TrainConfig, ar_objective, collate, dft_examples
 
 MEMBERS = make_texts(24, seed=5)
@@ -263,3 +264,17 @@ def test_bad_dp_options_are_refused_before_any_work(args, message, tmp_path):
                      *args)
     assert_user_error(result, message)
     assert not out.exists()
+
+
+@OPACUS_ORDERS
+def test_shadows_train_with_dp_as_the_target_did(tmp_path, tiny_model_dir):
+    pool = write_jsonl(tmp_path / "pool.jsonl", MEMBERS[:8] + NONMEMBERS[:8])
+    assert_ok(lmaudit("shadows", "--model", tiny_model_dir, "--pool", pool, "--out", tmp_path / "s", "--k", 2,
+                      "--epochs", 1, "--block", 32, "--batch-size", 4, *DP8))
+    manifest = json.loads((tmp_path / "s" / "shadows.json").read_text())
+    assert manifest["finetune"]["dp"]["epsilon"] == 8 and manifest["finetune"]["dp"]["delta"] == 1e-5
+    for shadow in ShadowSet.load(tmp_path / "s").paths:  # every shadow spent at most ε, as the target would
+        dp = record(shadow)["dp"]
+        assert 0 < dp["epsilon"] <= 8 + 1e-9 and dp["target_epsilon"] == 8 and dp["noise_multiplier"] > 0
+    assert_user_error(lmaudit("shadows", "--model", tiny_model_dir, "--pool", pool, "--out", tmp_path / "t",
+                              "--dp-delta", 1e-5), "--dp-delta applies to DP training only")

@@ -72,6 +72,35 @@ def dp_spec(epsilon: Optional[float], delta: Optional[float], noise_multiplier: 
 _DP_PANEL = "Differential privacy (DP-SGD)"
 
 
+def _dp_epsilon_option():
+    return typer.Option(
+        None, "--dp-epsilon", rich_help_panel=_DP_PANEL,
+        help="Train with DP-SGD to this ε (at --dp-delta): Poisson batches of expected size --batch-size, each "
+             "example's gradient clipped to --max-grad-norm, Gaussian noise found to spend at most ε. The ε spent "
+             "is saved in lmaudit_training.json and shown in mia results.")
+
+
+def _dp_delta_option():
+    return typer.Option(None, "--dp-delta", rich_help_panel=_DP_PANEL,
+                        help=f"DP: δ, in (0, 1), well below 1/n (default: {DEFAULT_DELTA:g}).")
+
+
+def _noise_option():
+    return typer.Option(
+        None, "--noise-multiplier", rich_help_panel=_DP_PANEL,
+        help="DP-SGD with this noise multiplier σ instead of one found from --dp-epsilon (the ε spent is recorded).")
+
+
+def _clip_option():
+    return typer.Option(None, "--max-grad-norm", rich_help_panel=_DP_PANEL,
+                        help=f"DP: clip each example's gradient to this L2 norm C (default: {DEFAULT_MAX_GRAD_NORM:g}).")
+
+
+def _accountant_option():
+    return typer.Option(None, "--dp-accountant", rich_help_panel=_DP_PANEL,
+                        help="DP: Opacus accountant, rdp or prv (default: rdp; prv is tighter).")
+
+
 @app.command(rich_help_panel=c.PANEL_MODELS)
 def pretrain(
     config: Optional[Path] = c.config_option(),
@@ -109,21 +138,11 @@ def finetune(
     lora_alpha: Optional[float] = _alpha_option(),
     lora_targets: Optional[str] = _targets_option(),
     merge: bool = _merge_option(),
-    dp_epsilon: Optional[float] = typer.Option(
-        None, "--dp-epsilon", rich_help_panel=_DP_PANEL,
-        help="Train with DP-SGD to this ε (at --dp-delta): Poisson batches of expected size --batch-size, each "
-             "example's gradient clipped to --max-grad-norm, Gaussian noise found to spend at most ε. The ε spent "
-             "is saved in lmaudit_training.json and shown in mia results."),
-    dp_delta: Optional[float] = typer.Option(None, "--dp-delta", rich_help_panel=_DP_PANEL,
-                                             help=f"DP: δ, in (0, 1), well below 1/n (default: {DEFAULT_DELTA:g})."),
-    noise_multiplier: Optional[float] = typer.Option(
-        None, "--noise-multiplier", rich_help_panel=_DP_PANEL,
-        help="DP-SGD with this noise multiplier σ instead of one found from --dp-epsilon (the ε spent is recorded)."),
-    max_grad_norm: Optional[float] = typer.Option(
-        None, "--max-grad-norm", rich_help_panel=_DP_PANEL,
-        help=f"DP: clip each example's gradient to this L2 norm C (default: {DEFAULT_MAX_GRAD_NORM:g})."),
-    dp_accountant: Optional[str] = typer.Option(None, "--dp-accountant", rich_help_panel=_DP_PANEL,
-                                                help="DP: Opacus accountant, rdp or prv (default: rdp; prv is tighter)."),
+    dp_epsilon: Optional[float] = _dp_epsilon_option(),
+    dp_delta: Optional[float] = _dp_delta_option(),
+    noise_multiplier: Optional[float] = _noise_option(),
+    max_grad_norm: Optional[float] = _clip_option(),
+    dp_accountant: Optional[str] = _accountant_option(),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
@@ -197,15 +216,21 @@ def shadows(
     lora_alpha: Optional[float] = _alpha_option(),
     lora_targets: Optional[str] = _targets_option(),
     merge: bool = _merge_option(),
+    dp_epsilon: Optional[float] = _dp_epsilon_option(),
+    dp_delta: Optional[float] = _dp_delta_option(),
+    noise_multiplier: Optional[float] = _noise_option(),
+    max_grad_norm: Optional[float] = _clip_option(),
+    dp_accountant: Optional[str] = _accountant_option(),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
-    """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora included)."""
+    """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora and DP included)."""
     start = c.pick_model(model, base, "--base")
     spec = lora_spec(lora, lora_alpha, lora_targets, merge)
+    dp = dp_spec(dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, dp_accountant)
     c.check_out(out)
     path = train_shadows(start, load_texts(pool, text_field=text_field, split=split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                          batch_size=batch_size, mode=mode, kind=model_options.kind,
-                         load_options=model_options.training_kwargs(), lora=spec)
+                         load_options=model_options.training_kwargs(), lora=spec, dp=dp)
     stdout_console.print(f"shadows: {path}")

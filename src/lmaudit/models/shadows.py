@@ -79,8 +79,9 @@ def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 
         for j, half in enumerate(shadow_splits(pool, k, seed)):
             paths.append(finetune(base, half, tmp / f"shadow{j}", seed=seed + j, **finetune_kwargs))
             trained.append({text_key(r) for r in half.records})
-        lora = finetune_kwargs.get("lora")
-        settings = {**finetune_kwargs, "lora": None if lora is None else asdict(lora)}
+        lora, dp = finetune_kwargs.get("lora"), finetune_kwargs.get("dp")
+        settings = {**finetune_kwargs, "lora": None if lora is None else asdict(lora),
+                    "dp": None if dp is None else asdict(dp)}
         ShadowSet(paths, trained).save(tmp, {"base": str(base), "pool": pool.source, "seed": seed,
                                              "finetune": settings})
     return out / MANIFEST
