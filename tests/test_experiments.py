@@ -212,6 +212,7 @@ def test_mini_mia_experiment_writes_table(tmp_path):
     table = (folder / "table.md").read_text()
     assert f"| q_skew | {100 * q['auc'][0]:.1f} ± 0.0 |" in table and "lmaudit run mini.toml" in table
     assert "6 members vs 6 non-members; 3 forwards" in table
+    assert "nan" not in table and " n/a |" in table and "1% FPR needs ≥ 100" in table  # 6 non-members: no TPR@1%
 
 
 def test_compare_pairs_every_row_against_one_with_intervals(tmp_path):

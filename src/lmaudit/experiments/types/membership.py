@@ -127,6 +127,12 @@ def run_misaligned(ws: Workspace, cfg: MisalignedConfig) -> dict:
     return out.payload()
 
 
+def _pm(mean_std: list[float]) -> str:
+    """"93.8 ± 1.3" in percent; "n/a" for a TPR too few non-members resolve (stored as NaN)."""
+    m, sd = mean_std
+    return "n/a" if m != m else f"{100 * m:.1f} ± {100 * sd:.1f}"
+
+
 def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table: a row per label, best mean AUC first, each metric as mean ± std in percent.
 
@@ -138,11 +144,13 @@ def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[lis
         The header of the label column.
     """
     exp = record["experiment"]
-    rows = [[label] + [f"{100 * r[k][0]:.1f} ± {100 * r[k][1]:.1f}" for k in METRICS]
+    rows = [[label] + [_pm(r[k]) for k in METRICS]
             for label, r in sorted(record["rows"].items(), key=lambda kv: -kv[1]["auc"][0])]
     budget = f"; {exp['budget']} forwards per model per sample" if "budget" in exp else ""
     caption = (f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members{budget}. Values are mean ± std "
                "over seeds, in percent.")
+    if any("n/a" in row for row in rows):
+        caption += " n/a: a TPR at an FPR finer than 1 / non-members cannot be measured (1% FPR needs ≥ 100)."
     return [(caption, [first, *HEADERS], rows)] + paired_tables(record)
 
 
