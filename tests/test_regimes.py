@@ -198,7 +198,8 @@ def test_mini_regimes_experiment(tmp_path, monkeypatch):
     row = auc_table["rows"][0]
     assert row[1] == "lr 0.001, 2 ep, tiny, corpus, dft" and row[8] == f"{d[0]:+.1f} [{d[1]:+.1f}, {d[2]:+.1f}]"
     assert delta_table["rows"][0][1] == f"{centre['delta']['members']['mean']:.3f}"
-    assert res["figures"] == [{"file": "q_skew_vs_calibration.png", "caption": "Q-Skew − calibration AUC by regime cell"}]
+    assert [f["file"] for f in res["figures"]] == ["q_skew_vs_calibration.png", "separation.png"]
+    assert (folder / "separation.png").read_bytes()[:4] == b"\x89PNG"
     assert (folder / "q_skew_vs_calibration.png").read_bytes()[:4] == b"\x89PNG"
     copy = shutil.copytree(folder, tmp_path / "copy")
     rebuild_outputs(copy)  # the tables and figure rebuild from the stored values

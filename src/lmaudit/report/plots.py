@@ -153,7 +153,7 @@ def gain_by_ratio(gains: dict[str, np.ndarray]) -> bytes:
 
 
 def grouped_bars(groups: list[str], series: dict[str, tuple[list[float], list[float]]], *, ylabel: str, title: str,
-                 ylim: tuple[float, float] | None = None) -> bytes:
+                 ylim: tuple[float, float] | None = None, rotate: float = 0.0) -> bytes:
     """Bars of every series side by side within each group: the mean, with ± std as an error bar.
 
     Parameters
@@ -162,17 +162,24 @@ def grouped_bars(groups: list[str], series: dict[str, tuple[list[float], list[fl
         The x-axis groups, in order.
     series : dict
         ``{name: (means, stds)}``, one value per group each; one bar colour per series.
+    rotate : float
+        Degrees to turn the group labels (long labels), anchored at their right end.
     """
     fig, ax = plt.subplots(figsize=(7.2, 4.0))
     width = 0.8 / len(series)
     for i, (name, (means, stds)) in enumerate(series.items()):
-        ax.bar(np.arange(len(groups)) + i * width, means, width, yerr=stds, label=name,
+        ax.bar(np.arange(len(groups)) + i * width, means, width, yerr=stds if any(stds) else None, label=name,
                color=_PALETTE[i % len(_PALETTE)], capsize=2)
     ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups)
+    if rotate:
+        plt.setp(ax.get_xticklabels(), rotation=rotate, ha="right", rotation_mode="anchor")
     ax.set(ylabel=ylabel, title=title)
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    if rotate:  # turned labels take the space under the axes
+        ax.legend(fontsize=7, loc="upper right")
+    else:
+        ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     return _png(fig)
 
 

@@ -249,11 +249,19 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
 
 
 def figures(record: dict) -> list[tuple[str, str, bytes]]:
-    """AUC(q_skew) − AUC(calibration), both variants, with the paired intervals, over the cells."""
+    """AUC(q_skew) − AUC(calibration), both variants, with the paired intervals, over the cells; and (results that
+    measured it) the separation of the per-text mean and skewness of Δ."""
     cells = record["cells"]
     series = {f"q_skew − {vs}": [c["paired"][vs] for c in cells.values()] for vs in VERSUS}
     png = plots.regime_differences(list(cells), series)
-    return [("q_skew_vs_calibration", "Q-Skew − calibration AUC by regime cell", png)]
+    out = [("q_skew_vs_calibration", "Q-Skew − calibration AUC by regime cell", png)]
+    if all("separation" in c["delta"] for c in cells.values()):
+        sep = {f"d ({k} Δ)": ([c["delta"]["separation"][f"d_{k}"] for c in cells.values()], [0.0] * len(cells))
+               for k in ("mean", "skew")}
+        out.append(("separation", "How far the per-text mean and skewness of Δ put members from non-members (Cohen's d)",
+                    plots.grouped_bars(list(cells), sep, ylabel="Cohen's d, members vs non-members",
+                                       title="Per-text mean vs skewness of Δ by regime", rotate=35)))
+    return out
 
 
 register_experiment("regimes", config=RegimesConfig, run=run, tables=tables, figures=figures)
