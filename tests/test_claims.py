@@ -6,8 +6,17 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_ok, assert_user_error, lmaudit
-from lmaudit.report.claims import (CLAIMS, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, build_claims, judge_all,
-                                   pii_combined, q_skew_beats_baselines)
+from lmaudit.report.claims import (
+    CLAIMS,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PARTLY,
+    REPRODUCED,
+    build_claims,
+    judge_all,
+    pii_combined,
+    q_skew_beats_baselines,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

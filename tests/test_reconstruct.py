@@ -14,11 +14,11 @@ from lmaudit.extraction.reconstruct import (
     dedupe,
     fit_alpha,
     mask_value,
+    paired_rate_diff,
     rank_of,
     redact,
     redacted_records,
     trim,
-    paired_rate_diff,
     wilson_interval,
     zscore,
 )

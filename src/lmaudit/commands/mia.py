@@ -10,7 +10,6 @@ import typer
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import TextSet, load_member_sets
-from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.progress import stdout_console

@@ -621,7 +621,8 @@ def load_results(root: Path) -> dict[str, dict]:
         try:
             out[f.parent.name] = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError) as e:
-            raise LmauditError(f"{f}: cannot read ({e})", hint=f"rerun the experiment or `lmaudit tables {f.parent}`")
+            raise LmauditError(f"{f}: cannot read ({e})",
+                               hint=f"rerun the experiment: lmaudit run experiments/{f.parent.name}.toml") from None
     return out
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lmaudit.experiments.config import BaseConfig
-from lmaudit.experiments.registry import register_experiment
 from lmaudit.attacks import list_attacks
 from lmaudit.errors import LmauditError
+from lmaudit.experiments.config import BaseConfig
+from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import METRICS, Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
 
