@@ -16,6 +16,8 @@ from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
 from lmaudit.report.build import write_report
+from lmaudit.report.claims import build_claims
+from lmaudit.utils import atomic_path
 
 app = typer.Typer(add_completion=False)
 
@@ -73,9 +75,6 @@ def claims_cmd(
     out: Optional[Path] = typer.Option(None, help="Where to write the table (default ROOT/CLAIMS.md)."),
 ) -> None:
     """Write CLAIMS.md: each claim of the four papers, the paper's figure, ours with its interval, the verdict."""
-    from lmaudit.report.claims import build_claims
-    from lmaudit.utils import atomic_path
-
     if not root.is_dir():
         raise LmauditError(f"'{root}' is not a folder", hint="name the folder that holds the experiments' folders")
     target = out or root / "CLAIMS.md"

@@ -13,6 +13,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, tie_note, tpr_text, vs_best_text
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import tokenize_records
+from lmaudit.report.summary import mia_summary
 
 
 def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
@@ -82,8 +83,6 @@ def results_table(result) -> Table:
 
 def verdict_text(result) -> str:
     """The report's verdict in one line for the terminal: the exposure level and the strongest attack's sentence."""
-    from lmaudit.report.summary import mia_summary
-
     summary = mia_summary([("", {"attacks": result.attacks, "n_members": result.n_members,
                                  "n_nonmembers": result.n_nonmembers})])
     return f"{summary.headline}. {summary.points[0]}"
