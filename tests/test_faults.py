@@ -233,4 +233,6 @@ def test_a_writer_whose_neighbour_vanishes_while_it_looks_for_stale_folders_carr
     monkeypatch.setattr(Path, "glob", lambda self, pattern: [*real_glob(self, pattern), ghost])
     frame = pd.DataFrame({"id": ["a", "b"], "label": [1, 0]})
     write_results(out, {"writer": "A"}, tables={"scores.parquet": frame})
-    verify_folder(out)
+    verify_folder(out)  # raises when a file does not match the manifest
+    assert json.loads((out / "results.json").read_text())["writer"] == "A"
+    assert pd.read_parquet(out / "scores.parquet")["id"].tolist() == ["a", "b"]
