@@ -6,17 +6,9 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_ok, assert_user_error, lmaudit
-from lmaudit.report.claims import (
-    CLAIMS,
-    NOT_REPRODUCED,
-    NOT_RUN,
-    PARTLY,
-    REPRODUCED,
-    build_claims,
-    judge_all,
-    pii_combined,
-    q_skew_beats_baselines,
-)
+from lmaudit.report.claims import CLAIMS, build_claims, judge_all
+from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED
+from lmaudit.report.claims_qskew import misaligned, pii_combined, q_skew_beats_baselines
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,8 +82,6 @@ def test_the_committed_claims_are_those_the_committed_results_give():
     (TIED, 0.80, NOT_REPRODUCED),  # below the strongest baseline
 ])
 def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mis_auc, verdict):
-    from lmaudit.report.claims import misaligned
-
     rows = {"golden / q_skew": {"auc": [0.92, 0.0]}, "golden / calibration": {"auc": [0.85, 0.0]},
             "other-seed / q_skew": {"auc": [mis_auc, 0.0]}, "other-seed / calibration": {"auc": [0.84, 0.0]}}
     vs = {k: [{"seed": i, "diff": cost[0], "ci95": list(cost[1:])} for i in range(3)]

@@ -1,0 +1,68 @@
+"""Findings, the five verdicts, and the formatting every judge shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+REPRODUCED, PARTLY, NOT_REPRODUCED, UNTESTABLE, NOT_RUN = (
+    "reproduced", "partly reproduced", "not reproduced", "not testable here", "not run")
+
+
+@dataclass
+class Finding:
+    ours: str  # what we measured, with intervals where stored
+    verdict: str  # one of the five verdicts above
+    regime: str  # what in our regime explains a difference (or confirms the setting)
+
+
+@dataclass
+class Claim:
+    paper: str
+    claim: str
+    paper_figure: str
+    experiments: tuple[str, ...]  # results/NAME folders the judge reads (the first is linked)
+    judge: Callable[[dict[str, dict]], Finding]
+
+
+def pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def ci(lo: float, hi: float) -> str:
+    return f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def seeds_verdict(per_seed: list[dict]) -> tuple[int, int, int]:
+    """(ahead, tied, behind) seeds of a list of ``{diff, ci95}``: ahead only when the interval excludes 0."""
+    ahead = sum(p["ci95"][0] > 0 for p in per_seed)
+    behind = sum(p["ci95"][1] < 0 for p in per_seed)
+    return ahead, len(per_seed) - ahead - behind, behind
+
+
+def count_text(ahead: int, tied: int, behind: int) -> str:
+    n = ahead + tied + behind
+    parts = [f"ahead {ahead}/{n}"] * bool(ahead) + [f"tied {tied}/{n}"] * bool(tied) + [f"behind {behind}/{n}"] * bool(behind)
+    return ", ".join(parts)
+
+
+def paired_lines(rec: dict) -> tuple[list[str], dict[str, tuple[int, int, int]]]:
+    """Per compared row: 'row −3.9 [−5.1, −2.6] (behind 3/3)', the mean difference and mean bounds over seeds."""
+    lines, counts = [], {}
+    for other, per_seed in rec["paired"]["vs"].items():
+        counts[other] = seeds_verdict(per_seed)
+        d = np.mean([p["diff"] for p in per_seed])
+        lo, hi = np.mean([p["ci95"][0] for p in per_seed]), np.mean([p["ci95"][1] for p in per_seed])
+        lines.append(f"{other} {pts(d)} {ci(lo, hi)} ({count_text(*counts[other])})")
+    return lines, counts
+
+
+def auc_text(rec: dict, row: str) -> str:
+    m, s = rec["rows"][row]["auc"]
+    return f"{pct(m)} ± {pct(s)}"

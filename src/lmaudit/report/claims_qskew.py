@@ -1,0 +1,245 @@
+"""The Q-Skew paper's claims: membership inference on DLMs, the asymmetry, PII reconstruction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from lmaudit.extraction.reconstruct import paired_rate_diff
+from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, Finding, auc_text, ci, paired_lines, pct, pts
+
+# ---------------------------------------------------------------- the Q-Skew regime study, shared by several claims
+
+def regimes_cells(rec: dict, vs: str) -> tuple[int, int, int, list[str]]:
+    """Over the cells of dlm-regimes: (ahead, tied, behind) of q_skew − ``vs`` and the cells where Q-Skew is ahead."""
+    ahead = tied = behind = 0
+    where = []
+    for label, cell in rec["cells"].items():
+        _, lo, hi = cell["paired"][vs]
+        if lo > 0:
+            ahead += 1
+            where.append(label)
+        elif hi < 0:
+            behind += 1
+        else:
+            tied += 1
+    return ahead, tied, behind, where
+
+
+def regimes_why(recs: dict[str, dict]) -> str:
+    """One sentence from dlm-regimes: where the ordering flips, and the Δ statistics that say why."""
+    rec = recs.get("dlm-regimes")
+    if rec is None:
+        return "The regime study (`experiments/dlm-regimes.toml`) has not been run."
+    a, t, b, where = regimes_cells(rec, "calibration")
+    n = a + t + b
+    dm = np.array([[c["delta"]["members"][k] for k in ("mean", "skew")] for c in rec["cells"].values()])
+    dn = np.array([[c["delta"]["nonmembers"][k] for k in ("mean", "skew")] for c in rec["cells"].values()])
+    flips = f"ahead in {a} ({', '.join(where)})" if a else "ahead in none"
+    seps = [c["delta"].get("separation") for c in rec["cells"].values()]
+    sep = ""
+    if all(seps):
+        dmean, dskew = np.array([x["d_mean"] for x in seps]), np.array([x["d_skew"] for x in seps])
+        sep = (f" Across texts, the per-text mean Δ separates members from non-members by d = {dmean.mean():.2f} "
+               f"on average (range {dmean.min():.2f}–{dmean.max():.2f}), the per-text skewness by d = "
+               f"{dskew.mean():.2f} ({dskew.min():.2f}–{dskew.max():.2f}); d(mean) > d(skew) in "
+               f"{int((dmean > dskew).sum())}/{len(seps)} regimes.")
+    return (f"dlm-regimes ({n} fine-tuning regimes): Q-Skew − masked calibration is {flips}, tied in {t}, "
+            f"behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
+            f"{dn[:, 0].mean():.2f} (a shift of location), while members' Δ skewness is {dm[:, 1].mean():+.2f} vs "
+            f"non-members' {dn[:, 1].mean():+.2f}: a mean of loss gaps (calibration) reads the location shift, which a "
+            f"skewness ignores by construction.{sep} Possible reason for the papers' ordering: 8B models fine-tuned "
+            "on a few thousand texts may sit where Theorem 3.2's right skew dominates the shift.")
+
+
+# ---------------------------------------------------------------- judges
+
+def q_skew_beats_baselines(name: str) -> Callable[[dict], Finding]:
+    def judge(recs: dict[str, dict]) -> Finding:
+        rec = recs[name]
+        lines, counts = paired_lines(rec)
+        beaten = [o for o, (a, t, b) in counts.items() if a == a + t + b]
+        ahead_of_q = [o for o, (a, t, b) in counts.items() if b == a + t + b]
+        verdict = (REPRODUCED if len(beaten) == len(counts) else NOT_REPRODUCED if ahead_of_q else PARTLY)
+        ours = (f"Q-Skew AUC {auc_text(rec, 'q_skew')}; AUC(q_skew) − AUC(baseline), mean over seeds with mean paired "
+                f"95% bounds: " + "; ".join(lines))
+        if ahead_of_q:
+            ours += f". Ahead of Q-Skew on every seed: {', '.join(ahead_of_q)}"
+        return Finding(ours, verdict, regimes_why(recs))
+    return judge
+
+
+def authors_calibration(recs: dict[str, dict]) -> Finding:
+    rec = recs["dlm-regimes"]
+    a, t, b, where = regimes_cells(rec, "calibration unmasked_ratio")
+    a2, t2, b2, _ = regimes_cells(rec, "calibration")
+    n = a + t + b
+    verdict = REPRODUCED if a == n else NOT_REPRODUCED if a == 0 else PARTLY
+    ours = (f"Over {n} regimes of dlm-regimes (one seed each, paired 95% intervals): Q-Skew ahead of the unmasked-ratio "
+            f"calibration in {a}{' (' + ', '.join(where) + ')' if where else ''}, tied {t}, behind {b}; against the "
+            f"masked-ELBO calibration: ahead {a2}, tied {t2}, behind {b2}.")
+    cells = rec["cells"].values()
+    higher = sum(c["auc"]["calibration unmasked_ratio"][0] > c["auc"]["calibration"][0] for c in cells)
+    return Finding(ours, verdict, "The authors' calibration reads the clean text with no mask (AR-shifted logits); "
+                   "lmaudit's default is the masked ELBO of the published definition, with the authors' way as "
+                   f"`calibration.variant=unmasked_ratio`. Its AUC is above the masked ELBO's in {higher}/{n} regimes "
+                   "(points): neither variant is the weaker baseline everywhere, "
+                   "and Q-Skew trails both.")
+
+
+def components_help(recs: dict[str, dict]) -> Finding:
+    rec = recs["dlm-ablation"]
+    lines, counts = paired_lines(rec)
+    helps = [o for o, (a, t, b) in counts.items() if a == a + t + b]
+    hurts = [o for o, (a, t, b) in counts.items() if b == a + t + b]
+    verdict = REPRODUCED if len(helps) == len(counts) else NOT_REPRODUCED if not helps else PARTLY
+    ours = f"full Q-Skew AUC {auc_text(rec, rec['paired']['compare'])}; full − variant: " + "; ".join(lines)
+    why = ("A component 'helps' only when full − variant is above 0 on every seed. ")
+    if hurts:
+        why += (f"The variant(s) {', '.join(hurts)} beat the full method: on these models membership shifts the "
+                "location of Δ (see the Q-Skew > baselines rows), which the mean reads and a skewness discards.")
+    else:
+        why += "Possible reason for small gains: at 16 forwards and 200 texts, variance dominates."
+    return Finding(ours, verdict, why)
+
+
+def misaligned(recs: dict[str, dict]) -> Finding:
+    rec = recs["dlm-misaligned-ref"]
+    lines, counts = paired_lines(rec)
+    keep = [line for line in lines if "/ q_skew" in line]
+    costs = {o: c for o, c in counts.items() if o.endswith("/ q_skew")}
+    small = all(a < a + t + b for o, (a, t, b) in costs.items())  # golden never ahead on every seed
+    means = {k: v["auc"][0] for k, v in rec["rows"].items()}
+    strongest = max((k for k in means if k.startswith("golden /") and not k.endswith("q_skew")), key=means.get)
+    mis = [k for k in means if k.endswith("/ q_skew") and not k.startswith("golden")]
+    above = [k for k in mis if means[k] > means[strongest]]
+    verdict = REPRODUCED if small and len(above) == len(mis) else NOT_REPRODUCED if not above else PARTLY
+    ours = (f"golden Q-Skew − misaligned Q-Skew (paired): {'; '.join(keep)}. Misaligned Q-Skew AUC "
+            + ", ".join(f"{k.split(' /')[0]} {auc_text(rec, k)}" for k in mis)
+            + f" vs the strongest golden-reference baseline ({strongest}) {auc_text(rec, strongest)} (points: the "
+              "experiment pairs every row with golden Q-Skew only).")
+    below = [r.split(" /")[0] for r in means if r.endswith("/ q_skew")
+             and means.get(r.replace("q_skew", "calibration"), -1) > means[r]]
+    return Finding(ours, verdict, "Misaligned references here: a base pretrained with another seed (the paper: the "
+                   "Base/Instruct sibling) and the base fine-tuned on perturbed other passages (the paper's "
+                   "para-modification). Q-Skew's mean AUC is below calibration's with the same reference for: "
+                   + (", ".join(below) or "none") + ".")
+
+
+def over_epochs(recs: dict[str, dict]) -> Finding:
+    rec = recs["dlm-epochs"]
+    curves = rec["curves"]
+    epochs = sorted(next(iter(curves.values())), key=int)
+    best = [max(curves, key=lambda a: curves[a][e]["auc"][0]) for e in epochs]
+    q_best = [e for e, b in zip(epochs, best) if b == "q_skew"]
+    verdict = REPRODUCED if len(q_best) == len(epochs) else NOT_REPRODUCED if not q_best else PARTLY
+    ours = ("best AUC per epoch (one seed, points; no interval stored): "
+            + ", ".join(f"{e}: {b} {pct(curves[b][e]['auc'][0])} (q_skew {pct(curves['q_skew'][e]['auc'][0])})"
+                        for e, b in zip(epochs, best)))
+    return Finding(ours, verdict, "Calibration leads from the first epoch on, as in the DFT and IFT rows. One seed, "
+                   "points only: read with the paired rows above.")
+
+
+def asymmetry(recs: dict[str, dict]) -> Finding:
+    rec = recs["dlm-regimes"]
+    cells = rec["cells"]
+    m = {k: c["delta"]["members"] for k, c in cells.items()}
+    n = {k: c["delta"]["nonmembers"] for k, c in cells.items()}
+    pos = [k for k in cells if m[k]["skew"] > 0]
+    above = [k for k in cells if m[k]["skew"] > n[k]["skew"]]
+    symmetric = [k for k in cells if abs(n[k]["skew"]) < 0.1]  # 'near symmetric': |g₁| below 0.1
+    verdict = (REPRODUCED if len(pos) == len(above) == len(symmetric) == len(cells)
+               else NOT_REPRODUCED if not above else PARTLY)
+    ms = np.array([m[k]["skew"] for k in cells])
+    ns = np.array([n[k]["skew"] for k in cells])
+    ours = (f"per-text skewness of Δ averaged over texts, {len(cells)} regimes: members {ms.min():+.2f} to "
+            f"{ms.max():+.2f} (mean {ms.mean():+.2f}), non-members {ns.min():+.2f} to {ns.max():+.2f} (mean "
+            f"{ns.mean():+.2f}); members' skew > 0 in {len(pos)}/{len(cells)}, above non-members' in "
+            f"{len(above)}/{len(cells)} (points; one seed per regime).")
+    right = sum(v >= 0.1 for v in ns)
+    return Finding(ours, verdict, f"Three parts, read separately: members' Δ right-skewed ({len(pos)}/{len(cells)}), "
+                   f"more than non-members' ({len(above)}/{len(cells)}, by {np.mean(ms - ns):+.2f} on average), and "
+                   f"non-members' near symmetric (|g₁| < 0.1 in {len(symmetric)}/{len(cells)}; right-skewed, g₁ ≥ 0.1, "
+                   f"in {right}). Non-members' Δ carries a skew of its own, so only the members-minus-non-members "
+                   "gap is evidence of membership, and it is small beside the location shift (the regimes' table).")
+
+
+def mask_ratio(recs: dict[str, dict]) -> Finding:
+    rec = recs["dlm-mask-ratio"]
+    ratios = sorted(rec["ratios"], key=float)
+    mean = [rec["ratios"][r]["mean_gain"] for r in ratios]
+    per = [rec["ratios"][r]["mean_gain_per_exposure"] for r in ratios]
+    dec = all(a > b for a, b in zip(mean, mean[1:]))
+    dec_per = all(a > b for a, b in zip(per, per[1:]))
+    verdict = REPRODUCED if dec else PARTLY if dec_per else NOT_REPRODUCED
+    ours = ("mean gain (nats) at mask ratio " + ", ".join(f"{r}: {g:.3f}" for r, g in zip(ratios, mean))
+            + "; per exposure " + ", ".join(f"{g:.3f}" for g in per) + " (one seed, points).")
+    return Finding(ours, verdict, "Per exposure = mean gain / (ratio × epochs): the gain per time a token is "
+                   "masked and trained falls with the ratio (the assumption's per-step form), but a higher ratio "
+                   "trains each token more often, so the mean gain per token need not fall.")
+
+
+def _hits(ranks_per_seed: list[list]) -> list[int]:
+    return [int(r == 1) for per_seed in ranks_per_seed for r in per_seed]
+
+
+def _pii_pair(rec: dict, a: str, b: str, key: str = "ranks") -> list[tuple[str, float, float, float]]:
+    out = []
+    for f in rec["fields"]:
+        ra, rb = rec.get(key, {}).get(a, {}).get(f), rec.get(key, {}).get(b, {}).get(f)
+        if ra is not None and rb is not None:
+            out.append((f, *paired_rate_diff(_hits(ra), _hits(rb))))
+    return out
+
+
+def _asr(rec: dict, signal: str, f: str, key: str = "asr") -> str:
+    return f"{np.mean(rec[key][signal][f]):.1f}%"
+
+
+def pii_combined(a: str, b: str, better: bool) -> Callable[[dict], Finding]:
+    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes."""
+    def judge(recs: dict[str, dict]) -> Finding:
+        rec = recs["pii-reconstruction"]
+        if "ranks" not in rec:
+            raise KeyError("ranks")
+        parts, wins, n = [], 0, 0
+        for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
+            for f, d, lo, hi in _pii_pair(rec, a, b, key):
+                n += 1
+                wins += (lo > 0) if better else (hi < 0)
+                parts.append(f"{mode} {f}: {a} {_asr(rec, a, f, asr_key)} vs {b} {_asr(rec, b, f, asr_key)}, "
+                             f"difference {pts(d)} {ci(lo, hi)}")
+        cov = ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
+        verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
+        ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {cov})"
+        alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
+        sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
+                                              for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
+                          for f, sw in (rec.get("alpha_sweep") or {}).items())
+        return Finding(ours, verdict, "A tiny DLM fine-tuned 150 epochs on 30 messages (the paper: LLaDA-8B on "
+                       "TREC); read in inference mode (the true value among the candidates) and in generation mode "
+                       "(generated candidates only, the paper's setting, where few true values are generated). α "
+                       f"fitted on 5 known messages: {', '.join(f'{a:g}' for a in alphas)}; the fixed-α sweep "
+                       f"(inference, points): {sweep}.")
+    return judge
+
+
+def ar_reconstructs_more(recs: dict[str, dict]) -> Finding:
+    rec = recs["pii-reconstruction"]
+    if "ranks" not in rec:
+        raise KeyError("ranks")
+    parts, wins, n = [], 0, 0
+    for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
+        for f, d, lo, hi in _pii_pair(rec, "AR ce", "ce", key):
+            n += 1
+            wins += lo > 0
+            parts.append(f"{mode} {f}: AR {_asr(rec, 'AR ce', f, asr_key)} vs DLM {_asr(rec, 'ce', f, asr_key)}, "
+                         f"difference {pts(d)} {ci(lo, hi)}")
+    cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
+                    for f, v in rec["fields"].items() if "ar_coverage" in v)
+    verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
+    return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
+                   + f" (paired over records; true value generated at all: {cov})", verdict,
+                   "The AR model and the DLM adapted from it, fine-tuned the same way on the same 30 messages; the AR "
+                   "model continues the left context, the DLM fills inserted masks with both contexts.")
