@@ -143,6 +143,12 @@ def wilson_interval(count: int, n: int, *, confidence: float = 0.95) -> tuple[fl
     return (0.0 if count == 0 else lo), (1.0 if count == n else hi)  # exact ends (no 1e-17 rounding)
 
 
+def top1_hits(ranks_per_seed: list[list]) -> list[int]:
+    """1 where the true value ranked first, per record, every seed's records in order (None, nothing generated,
+    is a miss)."""
+    return [int(r == 1) for per_seed in ranks_per_seed for r in per_seed]
+
+
 def paired_rate_diff(hits_a, hits_b, *, n_resamples: int = 2000, level: float = 0.95,
                      seed: int = 0) -> tuple[float, float, float]:
     """Rate(a) − rate(b) of two signals scored on the same records, with a paired bootstrap interval.

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import paired_rate_diff
+from lmaudit.extraction.reconstruct import paired_rate_diff, top1_hits
 from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, Finding, auc_text, ci, paired_lines, pct, pts
 
 # ---------------------------------------------------------------- the Q-Skew regime study, shared by several claims
@@ -180,38 +180,33 @@ def mask_ratio(recs: dict[str, dict]) -> Finding:
                    "trains each token more often, so the mean gain per token need not fall.")
 
 
-def _hits(ranks_per_seed: list[list]) -> list[int]:
-    return [int(r == 1) for per_seed in ranks_per_seed for r in per_seed]
-
-
-def _pii_pair(rec: dict, a: str, b: str, key: str = "ranks") -> list[tuple[str, float, float, float]]:
-    out = []
-    for f in rec["fields"]:
-        ra, rb = rec.get(key, {}).get(a, {}).get(f), rec.get(key, {}).get(b, {}).get(f)
-        if ra is not None and rb is not None:
-            out.append((f, *paired_rate_diff(_hits(ra), _hits(rb))))
-    return out
-
-
-def _asr(rec: dict, signal: str, f: str, key: str = "asr") -> str:
-    return f"{np.mean(rec[key][signal][f]):.1f}%"
+def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str] | None = None
+              ) -> tuple[list[str], str]:
+    """ASR(a) − ASR(b) on the same records, in inference and generation mode, each field: the text of every pair
+    and the verdict ('a' ahead of, or with ``better=False`` behind, 'b' in every pair: reproduced)."""
+    if "ranks" not in rec:
+        raise KeyError("ranks")
+    na, nb = names or (a, b)
+    parts, wins, n = [], 0, 0
+    for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
+        for f in rec["fields"]:
+            ra, rb = rec.get(key, {}).get(a, {}).get(f), rec.get(key, {}).get(b, {}).get(f)
+            if ra is None or rb is None:
+                continue
+            d, lo, hi = paired_rate_diff(top1_hits(ra), top1_hits(rb))
+            n += 1
+            wins += (lo > 0) if better else (hi < 0)
+            parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key][a][f]):.1f}% vs {nb} "
+                         f"{np.mean(rec[asr_key][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}")
+    return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
 
 
 def pii_combined(a: str, b: str, better: bool) -> Callable[[dict], Finding]:
     """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes."""
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs["pii-reconstruction"]
-        if "ranks" not in rec:
-            raise KeyError("ranks")
-        parts, wins, n = [], 0, 0
-        for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
-            for f, d, lo, hi in _pii_pair(rec, a, b, key):
-                n += 1
-                wins += (lo > 0) if better else (hi < 0)
-                parts.append(f"{mode} {f}: {a} {_asr(rec, a, f, asr_key)} vs {b} {_asr(rec, b, f, asr_key)}, "
-                             f"difference {pts(d)} {ci(lo, hi)}")
+        parts, verdict = pii_pairs(rec, a, b, better=better)
         cov = ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
-        verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
         ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {cov})"
         alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
         sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
@@ -227,18 +222,9 @@ def pii_combined(a: str, b: str, better: bool) -> Callable[[dict], Finding]:
 
 def ar_reconstructs_more(recs: dict[str, dict]) -> Finding:
     rec = recs["pii-reconstruction"]
-    if "ranks" not in rec:
-        raise KeyError("ranks")
-    parts, wins, n = [], 0, 0
-    for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
-        for f, d, lo, hi in _pii_pair(rec, "AR ce", "ce", key):
-            n += 1
-            wins += lo > 0
-            parts.append(f"{mode} {f}: AR {_asr(rec, 'AR ce', f, asr_key)} vs DLM {_asr(rec, 'ce', f, asr_key)}, "
-                         f"difference {pts(d)} {ci(lo, hi)}")
+    parts, verdict = pii_pairs(rec, "AR ce", "ce", better=True, names=("AR", "DLM"))
     cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
                     for f, v in rec["fields"].items() if "ar_coverage" in v)
-    verdict = REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
     return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
                    + f" (paired over records; true value generated at all: {cov})", verdict,
                    "The AR model and the DLM adapted from it, fine-tuned the same way on the same 30 messages; the AR "

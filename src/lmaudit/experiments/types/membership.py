@@ -47,6 +47,11 @@ class MisalignedConfig(BaseConfig):
     compare: str | None = None
 
 
+def _runnable(kind: str) -> list[str]:
+    """The attacks a run with a reference and no shadow models scores (``attacks = None``)."""
+    return [a.name for a in list_attacks(kind) if not a.needs_shadows]
+
+
 def _check_compare(compare: str | None, rows: list[str]) -> None:
     """Before anything is trained: ``compare`` must name a row the experiment will have."""
     if compare is not None and compare not in rows:
@@ -82,7 +87,7 @@ class _Collector:
 
 def run_mia_table(ws: Workspace, cfg: MIAConfig) -> dict:
     """Every attack (or ``attacks``) on the target fine-tuned on the members, reference = its base."""
-    _check_compare(cfg.compare, cfg.attacks or [a.name for a in list_attacks(cfg.kind)])
+    _check_compare(cfg.compare, cfg.attacks or _runnable(cfg.kind))
     out = _Collector(cfg.compare)
     for seed in cfg.seeds:
         members, nonmembers, base, target = ws.fine_tuned_run(seed)
@@ -110,7 +115,7 @@ def run_ablation(ws: Workspace, cfg: AblationConfig) -> dict:
 
 def run_misaligned(ws: Workspace, cfg: MisalignedConfig) -> dict:
     """Reference-based attacks with the golden reference, another seed's base, or a base tuned on perturbed text."""
-    attacks = cfg.attacks or [a.name for a in list_attacks(cfg.kind)]
+    attacks = cfg.attacks or _runnable(cfg.kind)
     _check_compare(cfg.compare, [f"{r} / {a}" for r in cfg.references for a in attacks])
     out = _Collector(cfg.compare)
     for seed in cfg.seeds:

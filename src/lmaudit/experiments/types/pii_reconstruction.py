@@ -29,7 +29,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.extraction.reconstruct import paired_rate_diff, redact, redacted_records, wilson_interval
+from lmaudit.extraction.reconstruct import paired_rate_diff, redact, redacted_records, top1_hits, wilson_interval
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
 
 
@@ -153,11 +153,6 @@ def _asr_table(by_signal: dict, fields: list[str], n: int) -> tuple[list[str], l
     rows = [[signal] + [c for f in fields for c in (_pm(by_field[f]), _pooled(by_field[f], n))]
             for signal, by_field in by_signal.items()]
     return header, rows
-
-
-def top1_hits(ranks_per_seed: list[list]) -> list[int]:
-    """1 where the true value ranked first, per record, every seed's records in order (None = a miss)."""
-    return [int(r == 1) for per_seed in ranks_per_seed for r in per_seed]
 
 
 PAIRS = (("combined", "ce"), ("skew_pii", "ce"), ("skew_context", "ce"), ("ce", "AR ce"))
