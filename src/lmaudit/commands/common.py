@@ -127,16 +127,18 @@ _RUN_PARAMS = [
 ]
 
 
-def shared_options(*, run: bool = False, model: bool = True):
+def shared_options(*, run: bool = False, model: bool = True, extra: tuple = ()):
     """Decorator adding the shared option sets to a command.
 
     The command declares ``model_options: ModelOptions`` (with ``model=True``) and
     ``run_options: RunOptions`` (with ``run=True``) as its last parameters; the
     command line shows their fields as ordinary options (``--trust-remote-code``,
     ``--backend``, ...) and the command receives them gathered in those objects.
+    ``extra`` adds more groups, each ``(argument name, dataclass, [(field, annotation,
+    typer.Option)])`` (e.g. the training commands' LoRA and DP options).
     """
     groups = ([("model_options", ModelOptions, _MODEL_PARAMS)] if model else []) + \
-        ([("run_options", RunOptions, _RUN_PARAMS)] if run else [])
+        ([("run_options", RunOptions, _RUN_PARAMS)] if run else []) + list(extra)
 
     def decorate(fn):
         sig = inspect.signature(fn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -101,6 +102,44 @@ def _accountant_option():
                         help="DP: Opacus accountant, rdp or prv (default: rdp; prv is tighter).")
 
 
+@dataclass
+class LoraOptions:
+    """``--lora RANK`` and the options that go with it (finetune, unlearn, shadows)."""
+
+    lora: Optional[int] = None
+    lora_alpha: Optional[float] = None
+    lora_targets: Optional[str] = None
+    merge: bool = False
+
+    def spec(self) -> Optional[LoraSpec]:
+        return lora_spec(self.lora, self.lora_alpha, self.lora_targets, self.merge)
+
+
+@dataclass
+class DPOptions:
+    """The DP-SGD options (finetune, shadows)."""
+
+    dp_epsilon: Optional[float] = None
+    dp_delta: Optional[float] = None
+    noise_multiplier: Optional[float] = None
+    max_grad_norm: Optional[float] = None
+    dp_accountant: Optional[str] = None
+
+    def spec(self) -> Optional[DPSpec]:
+        return dp_spec(self.dp_epsilon, self.dp_delta, self.noise_multiplier, self.max_grad_norm, self.dp_accountant)
+
+
+LORA = ("lora_options", LoraOptions, [("lora", Optional[int], _lora_option()),
+                                      ("lora_alpha", Optional[float], _alpha_option()),
+                                      ("lora_targets", Optional[str], _targets_option()),
+                                      ("merge", bool, _merge_option())])
+DP = ("dp_options", DPOptions, [("dp_epsilon", Optional[float], _dp_epsilon_option()),
+                                ("dp_delta", Optional[float], _dp_delta_option()),
+                                ("noise_multiplier", Optional[float], _noise_option()),
+                                ("max_grad_norm", Optional[float], _clip_option()),
+                                ("dp_accountant", Optional[str], _accountant_option())])
+
+
 @app.command(rich_help_panel=c.PANEL_MODELS)
 def pretrain(
     config: Optional[Path] = c.config_option(),
@@ -120,7 +159,7 @@ def pretrain(
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options()
+@c.shared_options(extra=(LORA, DP))
 def finetune(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Model folder to start from."),
@@ -134,24 +173,17 @@ def finetune(
     batch_size: int = typer.Option(16),
     seed: int = typer.Option(0),
     mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
-    lora: Optional[int] = _lora_option(),
-    lora_alpha: Optional[float] = _alpha_option(),
-    lora_targets: Optional[str] = _targets_option(),
-    merge: bool = _merge_option(),
-    dp_epsilon: Optional[float] = _dp_epsilon_option(),
-    dp_delta: Optional[float] = _dp_delta_option(),
-    noise_multiplier: Optional[float] = _noise_option(),
-    max_grad_norm: Optional[float] = _clip_option(),
-    dp_accountant: Optional[str] = _accountant_option(),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
+    lora_options: LoraOptions = None,
+    dp_options: DPOptions = None,
     model_options: c.ModelOptions = None,
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter; optionally
     with differential privacy)."""
     start = c.pick_model(model, base, "--base")
-    spec = lora_spec(lora, lora_alpha, lora_targets, merge)
-    dp = dp_spec(dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, dp_accountant)
+    spec = lora_options.spec()
+    dp = dp_options.spec()
     c.check_out(out)
     do_finetune(start, load_texts(data, text_field=text_field, split=split), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
                 seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
@@ -160,7 +192,7 @@ def finetune(
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options()
+@c.shared_options(extra=(LORA,))
 def unlearn(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("The fine-tuned model folder (AR or DLM)."),
@@ -177,17 +209,14 @@ def unlearn(
     retain_weight: float = typer.Option(1.0, help="gradient_ascent/npo: weight of the retain-set loss (0: none)."),
     npo_beta: float = typer.Option(0.1, help="npo: inverse temperature β."),
     seed: int = typer.Option(0),
-    lora: Optional[int] = _lora_option(),
-    lora_alpha: Optional[float] = _alpha_option(),
-    lora_targets: Optional[str] = _targets_option(),
-    merge: bool = _merge_option(),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
+    lora_options: LoraOptions = None,
     model_options: c.ModelOptions = None,
 ) -> None:
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
-    spec = lora_spec(lora, lora_alpha, lora_targets, merge)
+    spec = lora_options.spec()
     c.check_out(out)
     do_unlearn(model, load_texts(forget, text_field=text_field, split=split),
                load_texts(retain, text_field=text_field, split=split), out, method=method, base_dir=base, epochs=epochs,
@@ -198,7 +227,7 @@ def unlearn(
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options()
+@c.shared_options(extra=(LORA, DP))
 def shadows(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("The model the target was fine-tuned from (its base)."),
@@ -212,23 +241,16 @@ def shadows(
     batch_size: int = typer.Option(16),
     mode: str = typer.Option("dft"),
     seed: int = typer.Option(0),
-    lora: Optional[int] = _lora_option(),
-    lora_alpha: Optional[float] = _alpha_option(),
-    lora_targets: Optional[str] = _targets_option(),
-    merge: bool = _merge_option(),
-    dp_epsilon: Optional[float] = _dp_epsilon_option(),
-    dp_delta: Optional[float] = _dp_delta_option(),
-    noise_multiplier: Optional[float] = _noise_option(),
-    max_grad_norm: Optional[float] = _clip_option(),
-    dp_accountant: Optional[str] = _accountant_option(),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
+    lora_options: LoraOptions = None,
+    dp_options: DPOptions = None,
     model_options: c.ModelOptions = None,
 ) -> None:
     """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora and DP included)."""
     start = c.pick_model(model, base, "--base")
-    spec = lora_spec(lora, lora_alpha, lora_targets, merge)
-    dp = dp_spec(dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, dp_accountant)
+    spec = lora_options.spec()
+    dp = dp_options.spec()
     c.check_out(out)
     path = train_shadows(start, load_texts(pool, text_field=text_field, split=split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                          batch_size=batch_size, mode=mode, kind=model_options.kind,
