@@ -97,3 +97,23 @@ def synthetic_run(folder: Path, *, with_examples: bool = True) -> Path:
             "member_score": 0.9, "nonmember_score": 0.0}}))
     write_manifest(folder, "run")
     return folder
+
+
+def mini_experiment(tmp_path: Path, **kw):
+    """A miniature experiment file (tiny corpus, 6 + 6 texts, one seed) with ``kw`` over its keys, loaded."""
+    import scipy
+
+    from lmaudit.experiments.registry import load_experiment
+
+    base = dict(name="mini", kind="dlm", pretrain_tokens=4000, adapt_tokens=2000, n_members=6, n_nonmembers=6, epochs=2,
+                seeds=[0], vocab_size=500, packages=[str(Path(scipy.__file__).parent / "optimize")])
+    base.update(kw)
+
+    def toml(v):
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'"{k}" = {toml(x)}' for k, x in v.items()) + " }"
+        return json.dumps(v)
+
+    f = tmp_path / "mini.toml"
+    f.write_text("\n".join(f'"{k}" = {toml(v)}' for k, v in base.items()) + "\n")
+    return load_experiment(f)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import assert_ok, assert_user_error, lmaudit
+from helpers import assert_ok, assert_user_error, lmaudit, mini_experiment
 from lmaudit.attacks import list_attacks
 from lmaudit.errors import LmauditError
 from lmaudit.experiments import registry
@@ -183,21 +183,7 @@ def _reuse_corpus_and_models(shared_cache, monkeypatch):
     monkeypatch.setenv("LMAUDIT_CACHE", str(shared_cache))
 
 
-def mini(tmp_path, **kw):
-    import scipy
-
-    f = tmp_path / "mini.toml"
-    base = dict(name="mini", kind="dlm", pretrain_tokens=4000, adapt_tokens=2000, n_members=6, n_nonmembers=6, epochs=2,
-                seeds=[0], vocab_size=500, packages=[str(Path(scipy.__file__).parent / "optimize")])
-    base.update(kw)
-
-    def toml(v):
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {toml(x)}" for k, x in v.items()) + " }"
-        return json.dumps(v)
-
-    f.write_text("\n".join(f"{k} = {toml(v)}" for k, v in base.items()) + "\n")
-    return load_experiment(f)
+mini = mini_experiment
 
 
 def test_mini_mia_experiment_writes_table(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from helpers import assert_ok, assert_user_error, lmaudit
+from helpers import assert_ok, assert_user_error, lmaudit, mini_experiment
 from lmaudit.data.corpus import is_prose, pydoc_corpus
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
@@ -125,21 +125,7 @@ def test_delta_stats_are_the_moments_of_q_skew_deltas():
 # --- a miniature run ---
 
 def mini(tmp_path, **kw):
-    import scipy
-
-    f = tmp_path / "mini.toml"
-    base = dict(name="mini", type="regimes", kind="dlm", pretrain_tokens=4000, adapt_tokens=2000, n_members=6,
-                n_nonmembers=6, epochs=2, seeds=[0], vocab_size=500, budget=3,
-                packages=[str(Path(scipy.__file__).parent / "optimize")])
-    base.update(kw)
-
-    def toml(v):
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f'"{k}" = {toml(x)}' for k, x in v.items()) + " }"
-        return json.dumps(v)
-
-    f.write_text("\n".join(f'"{k}" = {toml(v)}' for k, v in base.items()) + "\n")
-    return load_experiment(f)
+    return mini_experiment(tmp_path, **{"type": "regimes", "budget": 3, **kw})
 
 
 def test_mini_regimes_experiment(tmp_path, monkeypatch):
