@@ -300,6 +300,18 @@ def test_mini_unlearning_audit_experiment(tmp_path):
                          "threshold-lira"))
     assert f"Retrain as measured by each audit: {retrain}." in (folder / "table.md").read_text()
     assert (folder / "rho_by_method.png").exists()
+    # the set-level audits keep their 90% intervals (none where ρ is undefined)
+    assert {k.split(" / ")[2] for k in res["intervals"]} == {"smi", "smi-m", "smi-scores", "smi-m-scores"}
+    for key, ((lo, hi),) in res["intervals"].items():
+        rho = res["unlearning"][key]["per_seed"][0]
+        assert (lo is None) == math.isnan(rho) and (lo is None or 0 <= lo <= hi <= 1)
+    from lmaudit.experiments.types.unlearning_audit import coverage
+
+    cov = coverage(res["intervals"])
+    want = sum(lo is not None and lo - 1e-9 <= {"none": 0.0, "retrain": 1.0}[k.split(" / ")[1]] <= hi + 1e-9
+               for k, ((lo, hi),) in res["intervals"].items() if k.split(" / ")[1] in ("none", "retrain"))
+    assert sum(c["covered"] for c in cov.values()) == want and all(c["n"] <= 2 for c in cov.values())
+    assert f"| smi-m | {cov['smi-m']['covered']}/{cov['smi-m']['n']} |" in (folder / "table.md").read_text()
 
 
 def test_mini_pii_reconstruction_experiment(tmp_path):

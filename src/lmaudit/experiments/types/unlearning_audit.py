@@ -16,8 +16,10 @@ retain set (members) and held-out non-members, disjoint from F:
   from the base on random halves of D ∪ non-members.
 
 Payload: ``unlearning`` (per "fraction / method / audit": per-seed ρ, mean, std and the
-count of undefined estimates), ``cost_s`` (mean seconds of each audit step), ``n_train``
-and ``n_nonmembers``.
+count of undefined estimates), ``intervals`` (the SMI / SMI-M audits' bootstrap 90%
+intervals, per "fraction / method / audit" and seed; :func:`coverage` counts how many
+hold the value ρ must take for ``none``, 0, and for ``retrain``, 1), ``cost_s`` (mean
+seconds of each audit step), ``n_train`` and ``n_nonmembers``.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     if cfg.kind != "ar":
         raise LmauditError("the unlearning-audit experiment runs on AR models (LiRA's shadows are AR)")
     rows: dict[str, list[float]] = {}
+    intervals: dict[str, list] = {}
     cost: dict[str, list[float]] = {"smi": [], "smi-m": [], "features": [], "lira_shadow_training": [],
                                     "lira_probes": []}
     base = ws.base()
@@ -109,18 +112,21 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
             ref_m = _sub(retain, range(min(len(retain), half)), "retain (reference)")
             for method in cfg.unlearn_methods:
                 model = ws.load(_unlearned(ws, cfg, method, target, base, forget, retain, seed))
-                audits = _audits(cfg, model, ws.load(base), shadows, ref_m, ref_n, forget, cost)
+                audits, cis = _audits(cfg, model, ws.load(base), shadows, ref_m, ref_n, forget, cost)
                 for audit, value in audits.items():
                     rows.setdefault(f"{frac:g} / {method} / {audit}", []).append(value)
+                for audit, ci in cis.items():
+                    intervals.setdefault(f"{frac:g} / {method} / {audit}", []).append(ci)
     table = {k: {"per_seed": v, "mean": _nan_stat(np.nanmean, v), "std": _nan_stat(np.nanstd, v),
                  "n_undefined": int(np.isnan(v).sum())} for k, v in rows.items()}
-    return {"unlearning": table, "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
+    return {"unlearning": table, "intervals": intervals, "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
             "n_train": cfg.n_members, "n_nonmembers": cfg.n_nonmembers}
 
 
 def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: TextSet,
-            cost: dict) -> dict:
-    out = {}
+            cost: dict) -> tuple[dict, dict]:
+    """ρ of every audit, and the bootstrap 90% interval of each set-level one ([None, None] when undefined)."""
+    out, cis = {}, {}
     t0 = time.perf_counter()
     feats = [hidden_features(model, ts) for ts in (ref_m, ref_n, forget)]
     cost["features"].append(time.perf_counter() - t0)
@@ -136,15 +142,35 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
         base_method = method.removesuffix("-scores")
         t0 = time.perf_counter()
         try:
-            out[method] = estimate_rho(*fs, AuditConfig(method=base_method, seed=0))[base_method]["rho"]
+            est = estimate_rho(*fs, AuditConfig(method=base_method, seed=0))[base_method]
+            out[method], cis[method] = est["rho"], est["ci90"]
         except LmauditError as exc:  # reference sets not separable: ρ is not identifiable, recorded as NaN
             info(f"[yellow]{method}: {exc.message}[/yellow]")
-            out[method] = float("nan")
+            out[method], cis[method] = float("nan"), [None, None]
         cost.setdefault(method, []).append(time.perf_counter() - t0)
     for attack in ("loss", "reference", "lira"):
         s = scores[attack]
         out[f"threshold-{attack}"] = threshold_forgetting(s[:n_m], s[n_m : n_m + n_n], s[n_m + n_n :],
                                                           fpr=cfg.audit_fpr)["rho"]
+    return out, cis
+
+
+TRUTH = {"none": 0.0, "retrain": 1.0}  # the ρ each of these methods must read: nothing forgotten, all of it
+
+
+def coverage(intervals: dict[str, list]) -> dict[str, dict[str, int]]:
+    """Per set-level audit: how many 90% intervals of ``none`` and ``retrain`` hold ρ = 0 and 1 (``covered``), of how
+    many defined ones (``n``), over every forget fraction and seed."""
+    out: dict[str, dict[str, int]] = {}
+    for key, per_seed in intervals.items():
+        _, method, audit = _split(key)
+        if method not in TRUTH:
+            continue
+        c = out.setdefault(audit, {"covered": 0, "n": 0})
+        for lo, hi in per_seed:
+            if lo is not None and hi is not None:
+                c["n"] += 1
+                c["covered"] += int(lo - 1e-9 <= TRUTH[method] <= hi + 1e-9)
     return out
 
 
@@ -182,6 +208,12 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                   f"{cost.get('smi-scores') or 0:.3f} / {cost.get('smi-m-scores') or 0:.3f}"],
                  ["LiRA: shadow training (once per seed)", f"{cost['lira_shadow_training']:.1f}"],
                  ["LiRA: target + shadow probes (per model audited)", f"{cost['lira_probes']:.2f}"]]
+    if record.get("intervals"):
+        cov = coverage(record["intervals"])
+        out.append(("How often each set-level audit's bootstrap 90% interval holds the value ρ must take ('none': 0, "
+                    "'retrain': 1), over forget fractions and seeds; nominal 90%.", ["audit", "covered", "share"],
+                    [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a"]
+                     for a, c in cov.items()]))
     out.append(("Cost per audit in seconds (mean over runs; shadow training from the model cache is near 0 on "
                 "a re-run — the first run's figure is in the note).", ["audit", "seconds"], cost_rows))
     return out
