@@ -89,3 +89,15 @@ def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mi
     f = misaligned({"dlm-misaligned-ref": {"rows": rows, "paired": {"compare": "golden / q_skew", "vs": vs}}})
     assert f.verdict == verdict
     assert "strongest golden-reference baseline (golden / calibration) 85.0" in f.ours
+
+
+def test_interval_coverage_claim_counts_intervals_that_hold_the_known_rho():
+    from lmaudit.report.claims_others import smi_coverage
+
+    hold = {"0.05 / none / smi-m": [[0.0, 0.1]] * 3, "0.05 / retrain / smi-m": [[0.8, 1.0]] * 3,
+            "0.05 / npo / smi-m": [[0.2, 0.3]] * 3}  # npo's true ρ is unknown: not counted
+    f = smi_coverage({"unlearning-audit": {"intervals": hold}})
+    assert f.verdict == REPRODUCED and "smi-m 6/6" in f.ours
+    miss = {**hold, "0.05 / retrain / smi-m": [[0.5, 0.7]] * 3, "0.05 / none / smi-m": [[0.1, 0.2]] * 3}
+    f = smi_coverage({"unlearning-audit": {"intervals": miss}})
+    assert f.verdict == NOT_REPRODUCED and "smi-m 0/6" in f.ours

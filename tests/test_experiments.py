@@ -305,7 +305,7 @@ def test_mini_unlearning_audit_experiment(tmp_path):
     for key, ((lo, hi),) in res["intervals"].items():
         rho = res["unlearning"][key]["per_seed"][0]
         assert (lo is None) == math.isnan(rho) and (lo is None or 0 <= lo <= hi <= 1)
-    from lmaudit.experiments.types.unlearning_audit import coverage
+    from lmaudit.audit.coverage import coverage
 
     cov = coverage(res["intervals"])
     want = sum(lo is not None and lo - 1e-9 <= {"none": 0.0, "retrain": 1.0}[k.split(" / ")[1]] <= hi + 1e-9

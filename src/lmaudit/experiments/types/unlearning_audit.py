@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lmaudit.audit.coverage import coverage
 from lmaudit.audit.per_sample import threshold_forgetting
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
@@ -153,25 +154,6 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
         out[f"threshold-{attack}"] = threshold_forgetting(s[:n_m], s[n_m : n_m + n_n], s[n_m + n_n :],
                                                           fpr=cfg.audit_fpr)["rho"]
     return out, cis
-
-
-TRUTH = {"none": 0.0, "retrain": 1.0}  # the ρ each of these methods must read: nothing forgotten, all of it
-
-
-def coverage(intervals: dict[str, list]) -> dict[str, dict[str, int]]:
-    """Per set-level audit: how many 90% intervals of ``none`` and ``retrain`` hold ρ = 0 and 1 (``covered``), of how
-    many defined ones (``n``), over every forget fraction and seed."""
-    out: dict[str, dict[str, int]] = {}
-    for key, per_seed in intervals.items():
-        _, method, audit = _split(key)
-        if method not in TRUTH:
-            continue
-        c = out.setdefault(audit, {"covered": 0, "n": 0})
-        for lo, hi in per_seed:
-            if lo is not None and hi is not None:
-                c["n"] += 1
-                c["covered"] += int(lo - 1e-9 <= TRUTH[method] <= hi + 1e-9)
-    return out
 
 
 def _split(key: str) -> tuple[str, str, str]:
