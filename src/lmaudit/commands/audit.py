@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from lmaudit.commands import common as c
-from lmaudit.commands.mia import data_option, label_field_option, member_sets, split_option, text_field_option
+from lmaudit.commands.mia import data_option, label_field_option, member_sets
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
 from lmaudit.models.loading import load_model
@@ -29,8 +29,8 @@ def audit_set(
     suspect: Path = typer.Option(..., help="The set to audit (a forget set, a benchmark, ...)."),
     data: Optional[Path] = data_option(),
     label_field: Optional[str] = label_field_option(),
-    text_field: str = text_field_option(),
-    split: Optional[str] = split_option(),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     method: str = typer.Option("both", help="smi, smi-m or both."),
     features: str = typer.Option("hidden", help="hidden (mean-pooled last hidden state) or scores (attack scores)."),
     kernel: str = typer.Option("rbf", help="SMI-M kernel: rbf, laplacian or linear."),

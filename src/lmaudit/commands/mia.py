@@ -29,7 +29,6 @@ def label_field_option():
     return typer.Option(None, help="--data: the label column (1/0 or true/false), e.g. 'label' (WikiMIA, MIMIR).")
 
 
-text_field_option, split_option = c.text_field_option, c.split_option  # shared by every command that reads data
 
 
 def member_sets(members: Optional[Path], nonmembers: Optional[Path], data: Optional[Path], label_field: Optional[str],
@@ -49,8 +48,8 @@ def mia(
     nonmembers: Optional[Path] = typer.Option(None, help="Texts known not to be in the training data."),
     data: Optional[Path] = data_option(),
     label_field: Optional[str] = label_field_option(),
-    text_field: str = text_field_option(),
-    split: Optional[str] = split_option(),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
     reference: Optional[Path] = typer.Option(None, help="Reference model folder (enables 'reference')."),
     attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks (default: all that can run)."),
     param: list[str] = typer.Option([], help="Attack parameter ATTACK.KEY=VALUE (repeatable)."),

@@ -43,33 +43,6 @@ def _merge_option():
     return typer.Option(False, "--merge", help="With --lora: write the merged full model instead of the adapter.")
 
 
-def lora_spec(rank: Optional[int], alpha: Optional[float], targets: Optional[str], merge: bool) -> Optional[LoraSpec]:
-    """The LoRA options as a :class:`LoraSpec` (None: full fine-tuning); the other options need ``--lora``."""
-    if rank is None:
-        given = [name for name, value in (("--lora-alpha", alpha), ("--lora-targets", targets), ("--merge", merge))
-                 if value not in (None, False)]
-        if given:
-            raise LmauditError(f"{given[0]} applies to LoRA training only", hint="add --lora RANK")
-        return None
-    names = c.split_names(targets)
-    return LoraSpec(rank, alpha, None if targets is None else tuple(names or ()), merge)
-
-
-def dp_spec(epsilon: Optional[float], delta: Optional[float], noise_multiplier: Optional[float],
-            max_grad_norm: Optional[float], accountant: Optional[str]) -> Optional[DPSpec]:
-    """The DP options as a :class:`DPSpec` (None: no DP); the others need ``--dp-epsilon`` or ``--noise-multiplier``."""
-    if epsilon is None and noise_multiplier is None:
-        given = [name for name, value in (("--dp-delta", delta), ("--max-grad-norm", max_grad_norm),
-                                          ("--dp-accountant", accountant)) if value is not None]
-        if given:
-            raise LmauditError(f"{given[0]} applies to DP training only",
-                               hint="add --dp-epsilon E (or --noise-multiplier σ)")
-        return None
-    return DPSpec(epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta, noise_multiplier=noise_multiplier,
-                  max_grad_norm=DEFAULT_MAX_GRAD_NORM if max_grad_norm is None else max_grad_norm,
-                  accountant=accountant or "rdp")
-
-
 _DP_PANEL = "Differential privacy (DP-SGD)"
 
 
@@ -112,7 +85,16 @@ class LoraOptions:
     merge: bool = False
 
     def spec(self) -> Optional[LoraSpec]:
-        return lora_spec(self.lora, self.lora_alpha, self.lora_targets, self.merge)
+        """A :class:`LoraSpec` (None: full fine-tuning); the other options need ``--lora``."""
+        if self.lora is None:
+            given = [name for name, value in (("--lora-alpha", self.lora_alpha), ("--lora-targets", self.lora_targets),
+                                              ("--merge", self.merge)) if value not in (None, False)]
+            if given:
+                raise LmauditError(f"{given[0]} applies to LoRA training only", hint="add --lora RANK")
+            return None
+        names = c.split_names(self.lora_targets)
+        return LoraSpec(self.lora, self.lora_alpha, None if self.lora_targets is None else tuple(names or ()),
+                        self.merge)
 
 
 @dataclass
@@ -126,7 +108,18 @@ class DPOptions:
     dp_accountant: Optional[str] = None
 
     def spec(self) -> Optional[DPSpec]:
-        return dp_spec(self.dp_epsilon, self.dp_delta, self.noise_multiplier, self.max_grad_norm, self.dp_accountant)
+        """A :class:`DPSpec` (None: no DP); the others need ``--dp-epsilon`` or ``--noise-multiplier``."""
+        if self.dp_epsilon is None and self.noise_multiplier is None:
+            given = [name for name, value in (("--dp-delta", self.dp_delta), ("--max-grad-norm", self.max_grad_norm),
+                                              ("--dp-accountant", self.dp_accountant)) if value is not None]
+            if given:
+                raise LmauditError(f"{given[0]} applies to DP training only",
+                                   hint="add --dp-epsilon E (or --noise-multiplier σ)")
+            return None
+        return DPSpec(epsilon=self.dp_epsilon, delta=DEFAULT_DELTA if self.dp_delta is None else self.dp_delta,
+                      noise_multiplier=self.noise_multiplier,
+                      max_grad_norm=DEFAULT_MAX_GRAD_NORM if self.max_grad_norm is None else self.max_grad_norm,
+                      accountant=self.dp_accountant or "rdp")
 
 
 LORA = ("lora_options", LoraOptions, [("lora", Optional[int], _lora_option()),

@@ -167,6 +167,21 @@ def paired_rate_diff(hits_a, hits_b, *, n_resamples: int = 2000, level: float = 
     return float(d.mean()), float(np.quantile(reps, tail)), float(np.quantile(reps, 1 - tail))
 
 
+RANK_MODES = (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr"))
+
+
+def paired_signals(record: dict, a: str, b: str):
+    """Yield (mode, field, diff, lo, hi): ASR(a) − ASR(b) on the same records (every seed pooled) with the paired
+    bootstrap 95% interval, for each mode and field whose ranks a reconstruction record stores for both signals
+    (``ranks`` / ``generation_ranks``: per signal, per field, per seed, the true value's rank per record)."""
+    for mode, key, _ in RANK_MODES:
+        ranks = record.get(key) or {}
+        for f in record["fields"]:
+            ra, rb = ranks.get(a, {}).get(f), ranks.get(b, {}).get(f)
+            if ra is not None and rb is not None:
+                yield (mode, f, *paired_rate_diff(top1_hits(ra), top1_hits(rb)))
+
+
 def asr(count: int, n: int) -> dict:
     """Top-1 attack success rate of ``count`` hits in ``n`` records: count, percent and Wilson 95% interval (%)."""
     lo, hi = wilson_interval(count, n)

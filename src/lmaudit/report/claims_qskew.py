@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import paired_rate_diff, top1_hits
+from lmaudit.extraction.reconstruct import RANK_MODES, paired_signals
 from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, Finding, auc_text, ci, paired_lines, pct, pts
 
 # ---------------------------------------------------------------- the Q-Skew regime study, shared by several claims
@@ -187,17 +187,13 @@ def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str]
     if "ranks" not in rec:
         raise KeyError("ranks")
     na, nb = names or (a, b)
+    asr_key = {mode: key for mode, _, key in RANK_MODES}
     parts, wins, n = [], 0, 0
-    for mode, key, asr_key in (("inference", "ranks", "asr"), ("generation", "generation_ranks", "generation_asr")):
-        for f in rec["fields"]:
-            ra, rb = rec.get(key, {}).get(a, {}).get(f), rec.get(key, {}).get(b, {}).get(f)
-            if ra is None or rb is None:
-                continue
-            d, lo, hi = paired_rate_diff(top1_hits(ra), top1_hits(rb))
-            n += 1
-            wins += (lo > 0) if better else (hi < 0)
-            parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key][a][f]):.1f}% vs {nb} "
-                         f"{np.mean(rec[asr_key][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}")
+    for mode, f, d, lo, hi in paired_signals(rec, a, b):
+        n += 1
+        wins += (lo > 0) if better else (hi < 0)
+        parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key[mode]][a][f]):.1f}% vs {nb} "
+                     f"{np.mean(rec[asr_key[mode]][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}")
     return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
 
 

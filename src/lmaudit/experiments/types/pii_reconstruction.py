@@ -29,7 +29,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.extraction.reconstruct import paired_rate_diff, redact, redacted_records, top1_hits, wilson_interval
+from lmaudit.extraction.reconstruct import paired_signals, redact, redacted_records, wilson_interval
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
 
 
@@ -158,18 +158,14 @@ def _asr_table(by_signal: dict, fields: list[str], n: int) -> tuple[list[str], l
 PAIRS = (("combined", "ce"), ("skew_pii", "ce"), ("skew_context", "ce"), ("ce", "AR ce"))
 
 
-def paired_tables(record: dict, fields: list[str]) -> list[tuple[str, list[str], list[list[str]]]]:
+def paired_tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """ASR(a) − ASR(b) on the same records (every seed pooled) with the paired bootstrap 95% interval, per mode."""
     rows = []
-    for mode, key in (("inference", "ranks"), ("generation", "generation_ranks")):
-        ranks = record.get(key) or {}
-        for a, b in PAIRS:
-            for f in fields:
-                if f in ranks.get(a, {}) and f in ranks.get(b, {}):
-                    d, lo, hi = paired_rate_diff(top1_hits(ranks[a][f]), top1_hits(ranks[b][f]))
-                    verdict = f"{a} ahead" if lo > 0 else f"{b} ahead" if hi < 0 else "tied"
-                    rows.append([mode, f, f"{a} − {b}", f"{100 * d:+.1f}", f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
-                                 verdict])
+    for a, b in PAIRS:
+        for mode, f, d, lo, hi in paired_signals(record, a, b):
+            rows.append([mode, f, f"{a} − {b}", f"{100 * d:+.1f}", f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
+                         f"{a} ahead" if lo > 0 else f"{b} ahead" if hi < 0 else "tied"])
+    rows.sort(key=lambda r: r[0] != "inference")  # stable: inference first, then generation, each in pair order
     if not rows:  # results written before ranks were stored
         return []
     return [("Top-1 ASR difference (points) between two signals on the same records (every seed pooled), with the "
@@ -201,7 +197,7 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                     f"fitted α): what the signals reach without memorisation (e.g. a value guessed from the name, or a "
                     f"well-formed value outranking malformed candidates); pooled Wilson 95% interval of {m * seeds} "
                     "records.", *_asr_table(record["unseen_asr"], fields, m)))
-    out += paired_tables(record, fields)
+    out += paired_tables(record)
     sweep = record.get("alpha_sweep") or {}
     if sweep:
         grid = next(iter(sweep.values()))["alpha"]

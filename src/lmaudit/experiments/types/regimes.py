@@ -41,7 +41,8 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.metrics import auc, paired_auc_diff
+from lmaudit.metrics import auc as auc_of
+from lmaudit.metrics import paired_auc_diff
 from lmaudit.models.presets import PRESETS
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.records import MaskedStats
@@ -134,7 +135,7 @@ def separation(per_sample: dict[str, np.ndarray], labels: np.ndarray) -> dict[st
         m, o = v[labels], v[~labels]
         pooled = np.sqrt((m.var() + o.var()) / 2)
         out[f"d_{k}"] = float((m.mean() - o.mean()) / pooled) if pooled > 0 else 0.0
-        out[f"auc_{k}"] = float(auc(labels, v))
+        out[f"auc_{k}"] = float(auc_of(labels, v))
     return out
 
 
