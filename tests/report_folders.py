@@ -94,7 +94,7 @@ def pii_folder(out: Path) -> Path:
                "calibration_hits": None, "n_calibration": 0, "mean_candidates": 9.5,
                "records": {"id": [f"r{i}" for i in range(20)], "n_candidates": [10] * 20,
                            **{f"rank_{s}": v for s, v in ranks.items()}}}
-    write_results(out, payload, tables={"records.csv": pd.DataFrame(payload["records"])})
+    write_results(out, payload, kind="pii-reconstruction", tables={"records.csv": pd.DataFrame(payload["records"])})
     return out
 
 

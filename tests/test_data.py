@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from lmaudit.data.loaders import TextSet, check_overlap, load_texts
+from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.data.overlap import check_sets, normal_form
 from lmaudit.errors import DataError
 
 
@@ -80,11 +81,23 @@ def test_duplicate_ids_rejected(tmp_path):
         load_texts(p)
 
 
-def test_overlap_between_members_and_nonmembers_warns_with_count():
-    m = TextSet.from_texts(["one text", "two text", "three text"])
-    n = TextSet.from_texts(["two text", "three text", "four text"])
-    with pytest.warns(UserWarning, match="2 text"):
-        assert check_overlap(m, n) == 2
+def test_overlap_between_members_and_nonmembers_is_counted_and_beyond_a_small_share_refused():
+    m = TextSet.from_texts([f"text number {i}" for i in range(40)])
+    n = TextSet.from_texts(["text number 3", "text  number\t4 "] + [f"other text {i}" for i in range(38)])
+    with pytest.warns(UserWarning, match="2 text.*1 of them only after"):
+        report = check_sets({"m": m, "n": n}, [("m", "n")], allow_overlap=True)
+    assert report["pairs"]["m/n"]["exact"] == 1 and report["pairs"]["m/n"]["normalised"] == 2
+    assert report["pairs"]["m/n"]["share"] == 2 / 40
+    one = TextSet.from_texts(["text number 0"] + [f"other text {i}" for i in range(19)])
+    with pytest.warns(UserWarning, match="1 text"):  # 1 of 20 = 5%: not more than the small share
+        check_sets({"m": m, "n": one}, [("m", "n")])
+    with pytest.raises(DataError, match="19 text.*95.0% of the smaller set"):
+        check_sets({"m": m, "n": TextSet.from_texts([f"text number {i}" for i in range(19)] + ["x"])}, [("m", "n")])
+
+
+def test_the_normal_form_composes_and_collapses_whitespace_but_keeps_case():
+    assert normal_form("Cafe\u0301  au\tlait\n") == "Caf\u00e9 au lait"
+    assert normal_form("Apple") != normal_form("apple")
 
 
 def test_tsv_uses_tabs(tmp_path):

@@ -98,7 +98,7 @@ _WRITER = textwrap.dedent("""
     out, who = sys.argv[1], sys.argv[2]
     for i in range(12):
         frame = pd.DataFrame({"id": ["a", "b"], "label": [1, 0], "writer": [who] * 2, "round": [i] * 2})
-        write_results(out, {"writer": who, "round": i}, tables={"scores.parquet": frame})
+        write_results(out, {"writer": who, "round": i}, kind="mia", tables={"scores.parquet": frame})
 """)
 
 
@@ -232,7 +232,7 @@ def test_a_writer_whose_neighbour_vanishes_while_it_looks_for_stale_folders_carr
     real_glob = Path.glob
     monkeypatch.setattr(Path, "glob", lambda self, pattern: [*real_glob(self, pattern), ghost])
     frame = pd.DataFrame({"id": ["a", "b"], "label": [1, 0]})
-    write_results(out, {"writer": "A"}, tables={"scores.parquet": frame})
+    write_results(out, {"writer": "A"}, kind="mia", tables={"scores.parquet": frame})
     verify_folder(out)  # raises when a file does not match the manifest
     assert json.loads((out / "results.json").read_text())["writer"] == "A"
     assert pd.read_parquet(out / "scores.parquet")["id"].tolist() == ["a", "b"]

@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from lmaudit.commands.common import PANEL_DATA
 from lmaudit.errors import LmauditError
+from lmaudit.folders import disk_error
 from lmaudit.progress import console, set_quiet
 
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
@@ -80,6 +81,10 @@ def main() -> None:
     except Exception as exc:  # an unexpected failure: still one line unless --debug
         if _state["debug"]:
             raise
+        disk = disk_error(exc) if isinstance(exc, OSError) else None
+        if disk is not None:  # a full, read-only or forbidden disk: the path and what to do
+            console.print(f"[bold red]error:[/bold red] {disk}", markup=True, highlight=False, soft_wrap=True)
+            sys.exit(2)
         console.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {exc} (run with --debug for the traceback)",
                       soft_wrap=True)
         sys.exit(1)

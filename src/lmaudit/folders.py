@@ -9,11 +9,14 @@ deleted. A reader thus sees the old folder or the new one, never a mix; a proces
 killed before the swap leaves the old folder untouched; two processes writing one
 ``--out`` leave the folder of whichever swapped last, whole.
 
-Because the swap replaces the folder whole, :func:`check_replaceable` refuses an
-existing ``--out`` that holds files lmaudit did not write (checked before any
-work). :func:`verify_folder` checks a folder against its manifest (``report``
-refuses a folder whose files changed after the run wrote them); report files are
-derived and left out of the manifest.
+Because the swap replaces the folder whole, :func:`check_replaceable` refuses, before
+any work, an ``--out`` that holds files lmaudit did not write, one that holds another
+kind of output than the command writes (the manifest's ``what``: a model is never
+replaced by a run), and one that is, contains or lies inside one of the command's
+inputs or the cache. :func:`verify_folder` checks a folder against its manifest
+(``report`` refuses a folder whose files changed after the run wrote them; a model
+load re-hashes a file whose size, inode, modification or change time differs from
+what the manifest recorded); report files are derived and left out of the manifest.
 """
 
 from __future__ import annotations
@@ -41,7 +44,20 @@ _LEGACY_MARKERS = ("results.json", "lmaudit_training.json", "shadows.json")
 _LEGACY_NAMES = ("*.json", "*.jsonl", "*.parquet", "*.csv", "*.npz", "*.png", "*.md", "*.txt", "*.safetensors",
                  "dlm", "shadow*", *DERIVED)
 _STALE_AFTER_S = 24 * 3600
-_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR)
+_DISK_HINTS = {
+    errno.ENOSPC: "free some space (or pick --out on another disk) and run the command again",
+    errno.EDQUOT: "your disk quota is used up: free some space (or pick --out elsewhere) and run the command again",
+    errno.EROFS: "that disk is mounted read-only: pick a writable --out",
+    errno.EACCES: "you may not write there: pick a folder you own for --out (or fix its permissions)",
+    errno.EPERM: "you may not write there: pick a folder you own for --out (or fix its permissions)",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: pick another --out",
+    errno.EISDIR: "a file lmaudit writes is a folder there: pick another --out",
+}
+# what a folder's manifest says it is (``what``): one output kind per command that writes a folder
+RUN_KINDS = ("mia", "set-audit", "extraction", "pii-reconstruction", "demo")
+# older manifests said "run" for every results folder; folders without a manifest are known by a marker file
+_LEGACY_KIND = {"results.json": "run", "lmaudit_training.json": "model", "shadows.json": "shadows"}
 
 
 def _sha256(path: Path) -> str:
@@ -71,13 +87,22 @@ def _read_manifest(folder: Path) -> dict | None:
     return manifest
 
 
+def _stat_key(st: os.stat_result) -> list[int]:
+    """What an in-place change of a file alters, even one that keeps its size and restores its mtime: the inode
+    (a copy over it), the change time (any write, or a restored mtime) and the modification time."""
+    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def write_manifest(folder: Path, what: str) -> dict:
-    """Record the size and SHA-256 of every file under ``folder`` except derived report files."""
+    """Record the size, SHA-256 and stat key (:func:`_stat_key`) of every file under ``folder`` except derived
+    report files."""
     files = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if path.is_file() and rel.as_posix() != MANIFEST and not _is_derived(rel):
-            files[rel.as_posix()] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+            digest = _sha256(path)
+            st = path.stat()
+            files[rel.as_posix()] = {"bytes": st.st_size, "sha256": digest, "stat": _stat_key(st)}
     manifest = {"written_by": "lmaudit", "what": what, "write_id": uuid.uuid4().hex, "files": files}
     write_json_atomic(folder / MANIFEST, manifest)
     return manifest
@@ -95,12 +120,92 @@ def _foreign_entries(out: Path) -> list[str]:
     return [n for n in names if not any(fnmatch(n, pattern) for pattern in _LEGACY_NAMES)]
 
 
-def check_replaceable(out: str | Path, what: str = "--out") -> Path:
-    """``out`` may be written: absent, empty, or a folder lmaudit wrote; said before any work."""
+def folder_kind(folder: Path) -> str | None:
+    """What lmaudit wrote ``folder`` as (its manifest's ``what``, or a marker file's kind); None when unknown."""
+    try:
+        manifest = _read_manifest(folder)
+    except LmauditError:
+        return None
+    if manifest is not None:
+        return str(manifest.get("what"))
+    return next((kind for marker, kind in _LEGACY_KIND.items() if (folder / marker).is_file()), None)
+
+
+def _same_kind(existing: str | None, kind: str | None) -> bool:
+    if existing is None or kind is None or existing == kind:
+        return True
+    return existing == "run" and kind in (*RUN_KINDS, "experiment")  # written before manifests said which run
+
+
+CACHE = "the cache"
+
+
+def with_cache(inputs: dict | None = None) -> dict:
+    """``inputs`` and lmaudit's cache folder: what a user's ``--out`` must never replace (the cache's own writes
+    go inside it, so only commands and runs add it)."""
+    root = os.environ.get("LMAUDIT_CACHE")
+    return {**(inputs or {}), CACHE: Path(root) if root else Path.home() / ".cache" / "lmaudit"}
+
+
+def _input_paths(inputs: dict | None) -> list[tuple[str, Path]]:
+    """(name, path) of every input given (None skipped, lists flattened)."""
+    pairs = []
+    for name, value in (inputs or {}).items():
+        for path in value if isinstance(value, (list, tuple)) else [value]:
+            if path is not None and str(path) and not str(path).startswith("<"):  # "<memory>": not a file
+                pairs.append((name, Path(path)))
+    return pairs
+
+
+def _check_inputs(out: Path, what: str, inputs: dict | None) -> None:
+    """``out`` must not be, contain or lie inside any input: replacing it would delete what the command reads."""
+    real_out = Path(os.path.realpath(out))
+    for name, path in _input_paths(inputs):
+        real = Path(os.path.realpath(path))
+        if real == real_out:
+            relation = "is"
+        elif real_out in real.parents:
+            relation = "contains"
+        elif real in real_out.parents:
+            relation = "lies inside"
+        else:
+            continue
+        shown = name if name == CACHE else f"{name} '{path}'"
+        raise LmauditError(f"{what} '{out}' {relation} {shown}: writing it would replace what the command reads",
+                           hint=f"name an output folder outside {name}")
+
+
+def resolve_out(out: str | Path, what: str = "--out") -> Path:
+    """``out`` with a symbolic link resolved (the folder it points to is written); a link that loops is refused."""
     out = Path(out)
+    if not out.is_symlink():
+        return out
+    try:
+        return Path(os.path.realpath(out, strict=False))
+    except (OSError, RuntimeError):
+        raise LmauditError(f"{what} '{out}' is a symbolic link that cannot be followed",
+                           hint="name a real folder") from None
+
+
+def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | None = None,
+                      inputs: dict | None = None) -> Path:
+    """``out`` may be written: absent, empty, or a folder lmaudit wrote as ``kind``; said before any work.
+
+    ``inputs`` maps an option name (``"--model"``) to the path(s) the command reads; an ``out``
+    that is, contains or lies inside one of them (or the cache) is refused. A symbolic link is
+    resolved: the returned path is the folder that will be written.
+    """
+    given = Path(out)
+    out = resolve_out(given, what)
+    _check_inputs(out, what, inputs)
     if out.exists() and not out.is_dir():
-        raise LmauditError(f"{what} '{out}' is an existing file", hint="name a folder (it is created if absent)")
+        raise LmauditError(f"{what} '{given}' is an existing file", hint="name a folder (it is created if absent)")
     if out.is_dir():
+        existing = folder_kind(out)
+        if not _same_kind(existing, kind):
+            raise LmauditError(f"{what} '{given}' holds {_a(existing)} lmaudit wrote; this command writes {_a(kind)}",
+                               hint=f"name another folder: lmaudit replaces its output folder whole, and never "
+                                    f"replaces {_a(existing)} with {_a(kind)}")
         try:
             foreign = _foreign_entries(out)
         except LmauditError:
@@ -111,8 +216,15 @@ def check_replaceable(out: str | Path, what: str = "--out") -> Path:
                                hint="lmaudit replaces its output folder whole: name a new or empty folder, "
                                     "or move those files out")
     if out.parent.exists() and not out.parent.is_dir():
-        raise LmauditError(f"{what} '{out}': '{out.parent}' is a file, not a folder")
+        raise LmauditError(f"{what} '{given}': '{out.parent}' is a file, not a folder")
     return out
+
+
+def _a(kind: str | None) -> str:
+    """"a model", "an experiment", "a mia run"."""
+    noun = {None: "output", "run": "results folder", "model": "model", "shadows": "set of shadow models",
+            "experiment": "experiment", "canaries": "canary set", "corpus": "corpus export"}.get(kind, f"{kind} run")
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
 def _remove_stale(out: Path) -> None:
@@ -151,13 +263,15 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 
 
 @contextmanager
-def output_folder(out: str | Path, *, what: str = "run") -> Iterator[Path]:
+def output_folder(out: str | Path, *, what: str = "run", inputs: dict | None = None) -> Iterator[Path]:
     """Yield an empty temporary folder beside ``out``; on success, write the manifest and swap it into place.
 
-    On an exception (a full disk, an interrupt) the temporary folder is removed and
-    ``out`` is left as it was; a full, read-only or forbidden disk is a one-line error.
+    ``what`` is the kind of output (recorded in the manifest; an existing folder of another
+    kind is refused), ``inputs`` what the writer read (see :func:`check_replaceable`). On an
+    exception (a full disk, an interrupt) the temporary folder is removed and ``out`` is left
+    as it was; a full, read-only or forbidden disk is a one-line error naming the path.
     """
-    out = check_replaceable(out)
+    out = check_replaceable(out, kind=what, inputs=inputs)
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -172,11 +286,23 @@ def output_folder(out: str | Path, *, what: str = "run") -> Iterator[Path]:
         if exc.errno not in _DISK_ERRORS:
             raise
         kept = "left unchanged" if out.exists() else "not created"
-        raise LmauditError(f"cannot write {out}: {exc.strerror}; {out} was {kept}",
-                           hint="free some space (or pick a writable --out) and run the command again") from None
+        where = f" ({exc.filename})" if exc.filename and Path(exc.filename).name != out.name else ""
+        raise LmauditError(f"cannot write {out}: {exc.strerror}{where}; {out} was {kept}",
+                           hint=_DISK_HINTS.get(exc.errno)) from None
     finally:
         if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def disk_error(exc: OSError, path: str | Path | None = None) -> LmauditError | None:
+    """A full, read-only or forbidden disk met anywhere (the cache, a report) as a one-line error naming the path
+    (the error's own, else ``path``) and what to do; None for any other OSError."""
+    if exc.errno not in _DISK_ERRORS:
+        return None
+    named = exc.filename or path
+    where = f" {named}" if named else ""
+    hint = _DISK_HINTS[exc.errno] + " (for the cache: set $LMAUDIT_CACHE to another folder, or pass --no-cache)"
+    return LmauditError(f"cannot write{where}: {exc.strerror}", hint=hint)
 
 
 def missing_folder_hint(folder: Path) -> str | None:
@@ -188,7 +314,10 @@ def missing_folder_hint(folder: Path) -> str | None:
 def verify_folder(folder: str | Path, *, hashes: bool = True, suffixes: tuple[str, ...] | None = None) -> dict | None:
     """Check every file the folder's manifest lists (size, and SHA-256 when ``hashes``); return the manifest.
 
-    ``suffixes`` limits the check to files with those endings.
+    Without ``hashes``, a file is still hashed when its stat key (inode, modification and
+    change time) differs from the one the manifest recorded: weights copied over a file in
+    place, with the old size and modification time restored, are found (the hash is paid only
+    for a changed or copied file). ``suffixes`` limits the check to files with those endings.
 
     None for a folder without a manifest (written by hand, or by a version of lmaudit without manifests).
     Raises :class:`LmauditError` naming the first file that is missing or changed.
@@ -204,7 +333,9 @@ def verify_folder(folder: str | Path, *, hashes: bool = True, suffixes: tuple[st
         path = folder / rel
         if not path.is_file():
             raise LmauditError(f"{path}: missing (listed in {MANIFEST})", hint=hint)
-        if path.stat().st_size != entry.get("bytes") or (hashes and _sha256(path) != entry.get("sha256")):
+        st = path.stat()
+        rehash = hashes or entry.get("stat") != _stat_key(st)
+        if st.st_size != entry.get("bytes") or (rehash and _sha256(path) != entry.get("sha256")):
             raise LmauditError(f"{path}: changed since the run wrote it (its content does not match {MANIFEST})",
                                hint=hint)
     return manifest

@@ -153,16 +153,19 @@ def cache_dir() -> Path:
 
 
 def read_toml(path: str | os.PathLike[str], what: str = "file") -> dict:
-    """Parse a TOML file; a missing or malformed file is a one-line :class:`LmauditError`."""
-
-
+    """Parse a TOML file; a missing, unreadable or malformed file (or a pipe or device) is a one-line
+    :class:`LmauditError`."""
     path = Path(path)
     if not path.exists():
         raise LmauditError(f"{path}: no such {what}")
+    if not path.is_file():
+        raise LmauditError(f"{path}: the {what} is not a regular file", hint="pass a .toml file")
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise LmauditError(f"{path}: malformed TOML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LmauditError(f"{path}: cannot read the {what} ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 _IMPORTED_PACKAGES: set[str] = set()

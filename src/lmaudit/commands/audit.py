@@ -40,14 +40,19 @@ def audit_set(
     reference: Optional[Path] = typer.Option(None, help="features=scores: reference model for reference attacks."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
+    allow_overlap: bool = c.allow_overlap_option(),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
     """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
     model = c.pick_model(model, None, "")
-    c.check_out(out)
+    c.check_out(out, kind="set-audit", inputs={**c.model_inputs("--model", model, model_options),
+                                               **c.model_inputs("--reference", reference, model_options),
+                                               "--members": members, "--nonmembers": nonmembers, "--data": data,
+                                               "--suspect": suspect})
     cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
-                      bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks))
+                      bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks),
+                      allow_overlap=allow_overlap)
     cfg.validate()
     mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     sus = load_texts(suspect, text_field=text_field, split=split)

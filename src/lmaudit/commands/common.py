@@ -13,7 +13,8 @@ import typer
 from rich.table import Table
 
 from lmaudit.errors import LmauditError
-from lmaudit.folders import check_replaceable
+from lmaudit.folders import check_replaceable, with_cache
+from lmaudit.models.sources import model_folders
 from lmaudit.utils import read_toml
 
 PANEL_AUDIT = "Audit a model"
@@ -158,9 +159,17 @@ def shared_options(*, run: bool = False, model: bool = True, extra: tuple = ()):
     return decorate
 
 
-def check_out(out: Path, what: str = "--out") -> Path:
-    """An output folder must be new, empty or one lmaudit wrote (it is replaced whole): said before any work."""
-    return check_replaceable(out, what)
+def check_out(out: Path, what: str = "--out", *, kind: str | None = None, inputs: dict | None = None) -> Path:
+    """An output folder must be new, empty or one lmaudit wrote as ``kind`` (it is replaced whole), and none of the
+    command's ``inputs`` ({option: path or paths}) or the cache: said before any work."""
+    return check_replaceable(out, what, kind=kind, inputs=with_cache(inputs))
+
+
+def model_inputs(option: str, path: Optional[Path], options: Optional["ModelOptions"] = None) -> dict:
+    """{option: the folders loading ``path`` reads} (an adapter's bases included), for :func:`check_out`."""
+    if path is None:
+        return {}
+    return {option: model_folders(path, options.adapter_base if options else None)}
 
 
 def driver_device(backend: str) -> Optional[str]:
@@ -187,6 +196,12 @@ def parse_params(items: list[str]) -> dict[str, dict]:
 
 def text_field_option():
     return typer.Option("text", help="The text field/column of every data option (e.g. 'input' for WikiMIA).")
+
+
+def allow_overlap_option():
+    return typer.Option(False, "--allow-overlap",
+                        help="Run although the sets share more than 5% of their texts (compared after Unicode NFC "
+                             "and whitespace normalisation); the overlap is counted in results.json and the verdict.")
 
 
 def split_option():

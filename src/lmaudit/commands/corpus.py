@@ -56,7 +56,7 @@ def corpus_canaries(
     seed: int = typer.Option(0, help="Seed of the texts and of the inclusion coins."),
 ) -> None:
     """Canaries for a one-run privacy audit ('lmaudit epsilon RUN_DIR --canaries OUT'), half of them to train on."""
-    c.check_out(out)
+    c.check_out(out, kind="canaries")
     info = write_canary_folder(out, n, kind, seed=seed)
     stdout_console.print(
         f"{n} {kind} canaries: {out / 'canaries.jsonl'} (score all of them); {info['n_included']} to train on: "

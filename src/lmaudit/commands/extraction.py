@@ -53,7 +53,7 @@ def extract(
 ) -> None:
     """(n,p)-discoverable extraction: single-query success probability of reproducing the masked tokens."""
     model = c.pick_model(model, None, "")
-    c.check_out(out)
+    c.check_out(out, kind="extraction", inputs={**c.model_inputs("--model", model, model_options), "--data": data})
     try:
         ps = [float(x) for x in p.split(",") if x.strip()]
     except ValueError:

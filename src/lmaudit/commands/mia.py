@@ -66,15 +66,20 @@ def mia(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the probe cache."),
     budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),
     shadows: Optional[Path] = typer.Option(None, help="Folder from 'lmaudit shadows' (enables lira and rmia)."),
+    allow_overlap: bool = c.allow_overlap_option(),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     model = c.pick_model(model, target, "--target")
-    c.check_out(out)
+    c.check_out(out, kind="mia", inputs={**c.model_inputs("--model", model, model_options),
+                                         **c.model_inputs("--reference", reference, model_options),
+                                         "--members": members, "--nonmembers": nonmembers, "--data": data,
+                                         "--shadows": shadows})
     mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
-                    max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget)
+                    max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
+                    allow_overlap=allow_overlap)
     opts = model_options.load_kwargs(run_options.backend)
     tgt = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": tgt.kind}) if reference else None
@@ -95,7 +100,7 @@ def demo(
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
-    c.check_out(out)
+    c.check_out(out, kind="demo")
     result, dlm_result = run_demo(out, QUICK if quick else FULL, report=not no_report)
     for r in (result, dlm_result):
         stdout_console.print(results_table(r))

@@ -48,7 +48,9 @@ def pii(
 ) -> None:
     """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
     model = c.pick_model(model, None, "")
-    c.check_out(out)
+    c.check_out(out, kind="pii-reconstruction", inputs={**c.model_inputs("--model", model, model_options),
+                                                        **c.model_inputs("--reference", reference, model_options),
+                                                        "--records": records, "--calibration": calibration})
     try:
         a = alpha if alpha == "auto" else float(alpha)
     except ValueError:

@@ -34,7 +34,8 @@ def run_cmd(
     if out.exists() and not out.is_dir():
         raise LmauditError(f"--out '{out}' is an existing file", hint="name the folder that holds experiment folders")
     cfg = load_experiment(experiment)
-    c.check_out(out / cfg.name, "the experiment's folder")  # OUT holds other experiments: only OUT/NAME is replaced
+    # OUT holds other experiments: only OUT/NAME is replaced
+    c.check_out(out / cfg.name, "the experiment's folder", kind="experiment", inputs={"the experiment file": experiment})
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}", report=not run_options.no_report)
     stdout_console.print((folder / "table.md").read_text())

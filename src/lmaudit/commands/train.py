@@ -144,7 +144,7 @@ def pretrain(
     init_from: Optional[Path] = typer.Option(None, help="DLM: adapt this AR model folder instead of starting from scratch."),
 ) -> None:
     """Pretrain a tiny model on the embedded corpus' pretraining pool."""
-    c.check_out(out)
+    c.check_out(out, kind="model", inputs=c.model_inputs("--init-from", init_from))
     corpus = build_corpus()
     do_pretrain(corpus, corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
                 init_from=init_from)
@@ -177,7 +177,7 @@ def finetune(
     start = c.pick_model(model, base, "--base")
     spec = lora_options.spec()
     dp = dp_options.spec()
-    c.check_out(out)
+    c.check_out(out, kind="model", inputs={**c.model_inputs("--model", start, model_options), "--data": data})
     do_finetune(start, load_texts(data, text_field=text_field, split=split), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
                 seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
                 lora=spec, dp=dp)
@@ -210,7 +210,9 @@ def unlearn(
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
     spec = lora_options.spec()
-    c.check_out(out)
+    c.check_out(out, kind="model", inputs={**c.model_inputs("--model", model, model_options),
+                                           **c.model_inputs("--base", base, model_options),
+                                           "--forget": forget, "--retain": retain})
     do_unlearn(model, load_texts(forget, text_field=text_field, split=split),
                load_texts(retain, text_field=text_field, split=split), out, method=method, base_dir=base, epochs=epochs,
                lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
@@ -244,7 +246,7 @@ def shadows(
     start = c.pick_model(model, base, "--base")
     spec = lora_options.spec()
     dp = dp_options.spec()
-    c.check_out(out)
+    c.check_out(out, kind="shadows", inputs={**c.model_inputs("--model", start, model_options), "--pool": pool})
     path = train_shadows(start, load_texts(pool, text_field=text_field, split=split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                          batch_size=batch_size, mode=mode, kind=model_options.kind,
                          load_options=model_options.training_kwargs(), lora=spec, dp=dp)

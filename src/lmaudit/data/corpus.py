@@ -174,6 +174,8 @@ class Corpus:
         """``n`` distinct passages of ``pool``: each a document's first ``max_chars``
         characters, cut back to a word boundary; documents taken in a seeded hash order
         and passages that repeat an earlier one skipped."""
+        if n < 1:
+            raise LmauditError(f"pool '{pool}': {n} passages requested", hint="ask for at least 1 passage")
         out: dict[str, None] = {}
         for d in self.shuffled(pool, seed):
             out.setdefault(cut_at_word(d.text, max_chars))

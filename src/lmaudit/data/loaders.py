@@ -261,6 +261,9 @@ def _load(path: Path, text_field: str, split: str | None, label_field: str | Non
     """The records of ``path`` and (with ``label_field``) their labels, checked for emptiness and duplicate ids."""
     if not path.exists():
         raise DataError(f"{path}: no such file or folder")
+    if not path.is_dir() and not path.is_file():  # reading a FIFO with no writer would wait for ever
+        raise DataError(f"{path}: not a regular file or folder (a named pipe, socket or device)",
+                        hint="write the texts to a file first and pass that file")
     records, labels = [], []
     if path.is_dir() and not any((path / name).is_file() for name in DATASETS_MARKERS):
         if label_field is not None:
@@ -337,19 +340,6 @@ def load_labelled(path: str | Path, *, label_field: str, text_field: str = "text
         raise DataError(f"{path}: field '{label_field}' is {1 if members else 0} in all {len(records)} rows (one class only)",
                         hint="membership inference needs members (1) and non-members (0)")
     return members, nonmembers
-
-
-def check_overlap(members: TextSet, nonmembers: TextSet) -> int:
-    """Warn (with the count) when the same text appears in both sets; return the count."""
-    member_texts = {r.text for r in members.records}
-    n = sum(1 for r in nonmembers.records if r.text in member_texts)
-    if n:
-        warnings.warn(
-            f"{n} text(s) appear in both members ({members.source}) and non-members ({nonmembers.source}); "
-            "they are kept and scored in both sets, which caps the achievable AUC",
-            stacklevel=2,
-        )
-    return n
 
 
 def load_member_sets(members, nonmembers, *, data=None, label_field: str | None = None, text_field: str = "text",

@@ -10,6 +10,7 @@ against the field's annotation.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -112,15 +113,39 @@ def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners:
             raise LmauditError(f"{path}: key '{key}' must be {_spelled(hints[key])}, got {_value_type(value)}")
     if raw.get("lora", 0) < 0:
         raise LmauditError(f"{path}: key 'lora' must be a LoRA rank ≥ 1, or 0 for full fine-tuning, got {raw['lora']}")
+    defaults = {f.name: f.default for f in fields(schema)}
+    for key, value in raw.items():
+        if not _is_count(key, hints[key]):
+            continue
+        low = 0 if defaults.get(key) == 0 else 1  # a count whose default is 0 means "none" at 0
+        counts = value if isinstance(value, list) else [value]
+        bad = [v for v in counts if v < low]
+        if bad:
+            raise LmauditError(f"{path}: key '{key}' must be {'≥ 0' if low == 0 else 'a positive count (≥ 1)'}, "
+                               f"got {bad[0]}", hint=f"set '{key}' to the number wanted, or leave it out for the "
+                                                     "default")
+
+
+# integer keys that count something (texts, tokens, epochs, models): never negative, and ≥ 1 unless their default is 0
+_COUNTS = ("pretrain_tokens", "adapt_tokens", "passage_chars", "epochs", "block", "batch_size", "vocab_size", "budget",
+           "repeats")
+
+
+def _is_count(key: str, annotation: Any) -> bool:
+    return (key.startswith("n_") or key in _COUNTS) and annotation in (int, list[int])
+
+
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a dot inside ("pythia-1.4b"), never first
 
 
 def check_name(name: str, where: str) -> str:
     """An experiment's name is the folder it writes under ``--out``: one plain folder name, never a path.
 
-    Separators, ``.``/``..`` and empty names are refused, so a name from a file cannot
-    make a run write outside its output root.
+    Only letters, digits, ``-``, ``_`` and (not first) ``.`` are allowed: no separators,
+    spaces or leading dots, so a name from a file cannot make a run write outside its output
+    root or a hidden folder, and it is one word in a shell.
     """
-    if not name or name in (".", "..") or any(ch in name for ch in ("/", "\\", "\0")) or name != name.strip():
+    if not _NAME.fullmatch(name or ""):
         raise LmauditError(f"{where}: experiment name {name!r} is not a plain folder name",
-                           hint="use letters, digits, '-' and '_' (the results go to OUT/NAME/)")
+                           hint="use letters, digits, '-', '_' and '.' (not first): the results go to OUT/NAME/")
     return name

@@ -33,7 +33,7 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
         raise TypeError(f"experiment '{cfg.name}' of type '{cfg.type}' needs a {spec.config.__name__}, "
                         f"got {type(cfg).__name__}")
     check_name(cfg.name, f"experiment of type '{cfg.type}'")
-    check_replaceable(Path(out_root) / cfg.name, "the experiment's folder")
+    check_replaceable(Path(out_root) / cfg.name, "the experiment's folder", kind="experiment")
     info(f"experiment {cfg.name} ({cfg.type}): {cfg.description}")
     ws = Workspace(cfg)
     payload = spec.run(ws, cfg)

@@ -38,9 +38,11 @@ def _read_memo(memo: Path) -> str | None:
 
 
 def _file_digest(path: Path) -> str:
-    """blake2b of a file's bytes, memoised on (path, size, mtime) in the cache folder (written atomically)."""
+    """blake2b of a file's bytes, memoised on (path, size, inode, mtime, ctime) in the cache folder (written
+    atomically). The inode and change time are in the key because a same-size copy over the file, with its old
+    modification time restored, changes only them: the memo never outlives the bytes it digested."""
     st = path.stat()
-    memo_key = stable_hash(str(path.resolve()), st.st_size, st.st_mtime_ns)
+    memo_key = stable_hash(str(path.resolve()), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     memo = cache_dir() / "digests" / f"{memo_key}.txt"
     digest = _read_memo(memo)
     if digest is not None:

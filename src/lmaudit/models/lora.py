@@ -49,36 +49,16 @@ from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import adapter_fingerprint, model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.sources import _MAX_CHAIN, is_adapter_dir, read_adapter_config, resolve_base
 
-ADAPTER_CONFIG = "adapter_config.json"
 SAFE_WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
 TRAINING_FILE = "lmaudit_training.json"  # as models/build.py writes it
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-_NO_DOWNLOAD = "lmaudit never downloads models: pass --adapter-base DIR, the local folder of the base model"
-_MAX_CHAIN = 16  # adapters on adapters deeper than this are a loop
 _CHAIN: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("lmaudit_adapter_chain", default=())
-
-
-def is_adapter_dir(path: str | Path) -> bool:
-    """Whether ``path`` is a PEFT adapter folder (it has ``adapter_config.json``)."""
-    return (Path(path) / ADAPTER_CONFIG).is_file()
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
-
-
-def read_adapter_config(path: str | Path) -> dict:
-    """The folder's ``adapter_config.json``; a one-line error naming the file when it is unreadable."""
-    f = Path(path) / ADAPTER_CONFIG
-    try:
-        cfg = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{f}: unreadable adapter config ({_one_line(exc)})",
-                             hint="re-save the adapter (save_pretrained)") from None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("peft_type"), str):
-        raise ModelLoadError(f"{f}: not a PEFT adapter config (no 'peft_type')", hint="re-save the adapter (save_pretrained)")
-    return cfg
 
 
 def _training_record(path: Path) -> dict:
@@ -109,26 +89,6 @@ def check_adapter_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
             raise ModelLoadError(f"{p / SAFE_WEIGHTS}: damaged or truncated safetensors file ({_one_line(exc)})",
                                  hint="re-save the adapter") from None
     return p
-
-
-def resolve_base(path: str | Path, base: str | Path | None = None) -> Path:
-    """The base model folder of the adapter at ``path``: ``base`` if given, else the config's existing local folder."""
-    p = Path(path)
-    if base is not None:
-        if not Path(base).exists():
-            raise ModelLoadError(f"--adapter-base '{base}' (the base of adapter '{path}') does not exist",
-                                 hint="pass the local folder of the model the adapter was trained on")
-        chosen = Path(base)
-    else:
-        named = read_adapter_config(p).get("base_model_name_or_path")
-        if not named:
-            raise ModelLoadError(f"adapter '{path}' does not name its base model", hint=_NO_DOWNLOAD)
-        if not Path(named).is_dir():
-            raise ModelLoadError(f"the base model of adapter '{path}', '{named}', is not a local folder", hint=_NO_DOWNLOAD)
-        chosen = Path(named)
-    if chosen.resolve() == p.resolve():
-        raise ModelLoadError(f"adapter '{path}' names itself as its base model", hint=_NO_DOWNLOAD)
-    return chosen
 
 
 @contextmanager

@@ -31,6 +31,7 @@ import numpy as np
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
+from lmaudit.folders import disk_error
 from lmaudit.probes.backends import current_backend
 from lmaudit.progress import info, progress
 from lmaudit.utils import atomic_path, fault_point, stable_hash, write_json_atomic
@@ -210,11 +211,14 @@ def run_sharded(
             write_manifest()
         for i, value in backend.map(handle, task, ((i, shards[i]) for i in todo)):
             if cached:
-                with atomic_path(result.paths[i]) as tmp:
-                    value.save(tmp)
-                    fault_point("shard-unrenamed")
-                done[i] = True
-                write_manifest()
+                try:
+                    with atomic_path(result.paths[i]) as tmp:
+                        value.save(tmp)
+                        fault_point("shard-unrenamed")
+                    done[i] = True
+                    write_manifest()
+                except OSError as exc:  # a full or read-only cache: the path, and --no-cache or another cache
+                    raise disk_error(exc, result.paths[i].parent) or exc from None
                 fault_point("shard-saved")
             else:
                 result.values[i] = value

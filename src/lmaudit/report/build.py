@@ -12,7 +12,7 @@ import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
-from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, tpr_text, vs_best_text
+from lmaudit.metrics import READING_NOTE, TPR_POINTS, auc, ci_text, tpr_text, vs_best_text
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
@@ -42,6 +42,42 @@ def _read_scores(path: Path, res: dict) -> pd.DataFrame:
         raise LmauditError(f"{path} does not match results.json ({what})",
                            hint="the two files come from different runs; re-run the mia command that wrote this folder")
     return scores
+
+
+def read_results(path: Path) -> dict:
+    """A ``results.json`` as a dict; a truncated or hand-broken file is a one-line error naming it."""
+    try:
+        res = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LmauditError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); the file is "
+                           "truncated or was edited", hint="re-run the command that wrote this folder") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LmauditError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(res, dict):
+        raise LmauditError(f"{path}: expected a JSON object, got {type(res).__name__}",
+                           hint="re-run the command that wrote this folder")
+    return res
+
+
+def check_recorded_aucs(run: Path) -> None:
+    """For a folder without a manifest: every AUC ``results.json`` states must be the AUC of the scores in
+    ``scores.parquet`` (recomputed), so a hand-edited figure is never reported as measured."""
+    for folder in (run, run / "dlm"):
+        path = folder / "results.json"
+        if not path.is_file() or not (folder / "scores.parquet").is_file():
+            continue
+        res = read_results(path)
+        if not isinstance(res.get("attacks"), dict) or "target" not in res:
+            continue
+        scores = _read_scores(folder / "scores.parquet", res)
+        labels = scores["label"].to_numpy()
+        for name, m in res["attacks"].items():
+            measured, recorded = auc(labels, scores[name].to_numpy()), m.get("auc") if isinstance(m, dict) else None
+            if isinstance(recorded, bool) or not isinstance(recorded, (int, float)) or \
+                    not np.isclose(measured, recorded, rtol=0, atol=1e-6):
+                raise LmauditError(f"{path}: {name}'s AUC is {recorded!r} but its scores in scores.parquet give "
+                                   f"{measured:.6f}", hint="the folder has no manifest and its files disagree; re-run "
+                                                          "the command that wrote it")
 
 
 def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
@@ -170,7 +206,7 @@ def mia_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> 
     parts = [(run, res, "")]
     dlm = run / "dlm"
     if (dlm / "results.json").exists():  # the demo's diffusion-LM part
-        parts.append((dlm, json.loads((dlm / "results.json").read_text()), "DLM: "))
+        parts.append((dlm, read_results(dlm / "results.json"), "DLM: "))
     texts = folder_texts(run)  # the demo's DLM part scores the first of the same members
     sections, exposed, labelled = [], {}, []
     for folder, part, prefix in parts:
@@ -201,7 +237,7 @@ def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None, sho
     if not path.exists():
         hint = missing_folder_hint(run) if not run.exists() else None
         raise LmauditError(f"{run}: no results.json", hint=hint or "pass a folder written by lmaudit mia, demo or run")
-    res = json.loads(path.read_text())
+    res = read_results(path)
     if "experiment" in res:
         return experiment_report(run, res)
     if res.get("type") == "set-audit":
@@ -243,6 +279,8 @@ def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, ver
     manifest (written by hand, or by an older lmaudit) is reported with a warning.
     """
     if verify and Path(run_dir).is_dir() and verify_folder(run_dir) is None:
-        warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run", stacklevel=2)
+        warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run; its AUCs are "
+                      "checked against its scores", stacklevel=2)
+        check_recorded_aucs(Path(run_dir))
     html_path, _ = write(build_report(run_dir, shown_as=shown_as, show_pii=show_pii), Path(run_dir))
     return html_path

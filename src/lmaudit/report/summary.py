@@ -118,6 +118,21 @@ def member_exposure(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray,
     return p_value, rank
 
 
+def overlap_note(overlap: dict | None) -> str | None:
+    """One sentence for a verdict when the run's sets share texts (None when they share none)."""
+    if not overlap:
+        return None
+    parts = [f"{found['normalised']} shared by {pair.replace('/', ' and ')} "
+             f"({100 * found['share']:.1f}% of the smaller set)"
+             for pair, found in overlap.get("pairs", {}).items() if found.get("normalised")]
+    if not parts:
+        return None
+    return ("Caveat: the sets share texts (" + "; ".join(parts) + "), compared after Unicode NFC and whitespace "
+            "normalisation. The figures do not measure memory cleanly: an exact copy scores the same in both sets "
+            "(pulling the two sets' figures together: an AUC towards 0.5), and a copy in another Unicode form or spacing is tokenised differently, "
+            "so an attack can tell the two copies apart by their form alone.")
+
+
 def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = None) -> Summary:
     """The verdict of a membership-inference report with one or more parts (the demo's AR and DLM).
 
@@ -139,8 +154,13 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         if notes:
             text += f" Caveat: {notes[0]}."
         points.append(text)
+        shared_texts = overlap_note(res.get("overlap"))
+        if shared_texts:
+            points.append((f"{label}: " if len(parts) > 1 else "") + shared_texts)
     points.append(MIA_LOW if worst == "low" else MIA_LOWER)
-    return Summary(f"Exposure: {worst}", worst, points, MIA_RULE)
+    overlapping = any(overlap_note(res.get("overlap")) for _, res in parts)
+    headline = f"Exposure: {worst}" + (" (on sets that share texts)" if overlapping else "")
+    return Summary(headline, worst, points, MIA_RULE)
 
 
 def _rho(est: dict, *, inner: bool = False) -> str:
@@ -161,6 +181,9 @@ def audit_summary(res: dict) -> Summary:
                 f"suspect texts behave like texts the model never saw, and {100 * (1 - est['rho']):.0f}% like its "
                 "training data" + (f" ({others})." if others else "."))
     points = [sentence]
+    shared_texts = overlap_note(res.get("overlap"))
+    if shared_texts:
+        points.append(shared_texts)
     anomalous = [m.upper() for m in order if methods[m].get("anomaly")]
     if anomalous:
         points.append(f"Anomaly ({', '.join(anomalous)}): the unclipped ρ lies far outside [0, 1]; the suspect set "

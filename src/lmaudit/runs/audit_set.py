@@ -11,6 +11,7 @@ import numpy as np
 
 from lmaudit.audit.smi import KERNELS, smi, smi_m, standardise
 from lmaudit.data.loaders import TextSet
+from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError, check_int
 from lmaudit.probes.features import hidden_features
 from lmaudit.runs.common import write_results
@@ -32,6 +33,7 @@ class AuditConfig:
     seed: int = 0
     attacks: list[str] | None = None  # features=scores: the attacks whose scores form the feature vector
     budget: int = 16  # features=scores on a DLM: masked forwards per sample
+    allow_overlap: bool = False  # run although two of the sets share more than a small share of texts
 
     def validate(self) -> None:
         check_int("--seed", self.seed, low=0)
@@ -85,6 +87,9 @@ def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, c
               reference=None) -> dict:
     """Estimate ρ, the fraction of ``suspect`` that behaves like non-members; return the results payload."""
     cfg.validate()
+    overlap = check_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect},
+                         [("members", "nonmembers"), ("members", "suspect"), ("nonmembers", "suspect")],
+                         allow_overlap=cfg.allow_overlap)
     t0 = time.perf_counter()
     kwargs = {} if cfg.features == "hidden" else {"reference": reference, "attacks": cfg.attacks, "seed": cfg.seed,
                                                    "budget": cfg.budget}
@@ -97,10 +102,11 @@ def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, c
             "fingerprint": loaded.fingerprint, "reference": None if reference is None else reference.path,
             "n_members": len(members), "n_nonmembers": len(nonmembers), "n_suspect": len(suspect),
             "data": {"members": members.source, "nonmembers": nonmembers.source, "suspect": suspect.source},
+            "overlap": overlap,
             "features": {"kind": cfg.features, "dim": int(feats["members"].shape[1]), "columns": columns},
             "methods": methods, "timings_ms": {"features": 1e3 * t_features}}
 
 
 def write_audit(payload: dict, out: str | Path, *, report: bool = False) -> Path:
     """``OUT/results.json`` of a set-level audit (with the provenance block)."""
-    return write_results(out, payload, report=report)
+    return write_results(out, payload, kind="set-audit", report=report)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmaudit import __version__
-from lmaudit.folders import output_folder
+from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import write_report
 from lmaudit.utils import git_commit, package_versions, write_json_atomic
 
@@ -25,19 +25,32 @@ def provenance() -> dict:
     }
 
 
-def write_results(out: str | Path, payload: dict, *, tables: dict[str, pd.DataFrame] | None = None,
+def payload_inputs(payload: dict) -> dict:
+    """The model folders a run's payload names (target or model, reference): its output folder must be none."""
+    found = {}
+    for key in ("target", "model", "reference"):
+        value = payload.get(key)
+        path = value.get("path") if isinstance(value, dict) else value
+        if isinstance(path, (str, Path)) and Path(path).exists():
+            found[f"the {key} model"] = path
+    return found
+
+
+def write_results(out: str | Path, payload: dict, *, kind: str, tables: dict[str, pd.DataFrame] | None = None,
                   extra_json: dict[str, dict] | None = None, files: Callable[[Path], None] | None = None,
                   report: bool = False) -> Path:
     """Write the folder ``out`` as one unit: ``results.json`` (provenance first, then ``payload``) and the rest.
 
-    ``tables`` maps a file name (``*.parquet`` or ``*.csv``) to a frame; ``extra_json``
-    a file name to a JSON object; ``files(folder)`` writes any other file into the
-    folder being built; ``report`` adds ``report.html``/``report.md``. The folder is
-    built beside ``out`` and swapped into place whole (:mod:`lmaudit.folders`), so it
-    never mixes files of two runs. Returns the path of ``results.json``.
+    ``kind`` is what the manifest records the folder as (``mia``, ``audit-set``, ``extract``,
+    ``pii``, ``demo``): a folder of another kind is never replaced, nor one of the models the
+    payload names. ``tables`` maps a file name (``*.parquet`` or ``*.csv``) to a frame;
+    ``extra_json`` a file name to a JSON object; ``files(folder)`` writes any other file into
+    the folder being built; ``report`` adds ``report.html``/``report.md``. The folder is built
+    beside ``out`` and swapped into place whole (:mod:`lmaudit.folders`), so it never mixes
+    files of two runs. Returns the path of ``results.json``.
     """
     out = Path(out)
-    with output_folder(out) as tmp:
+    with output_folder(out, what=kind, inputs=with_cache(payload_inputs(payload))) as tmp:
         for name, frame in (tables or {}).items():
             if name.endswith(".parquet"):
                 frame.to_parquet(tmp / name, index=False)
@@ -72,4 +85,4 @@ class RunResult:
         """Write the run's folder (as one unit); ``report`` adds ``report.html``/``report.md``."""
         if self.writer:
             return self.writer(self.payload, Path(out), report=report)
-        return write_results(out, self.payload, report=report)
+        return write_results(out, self.payload, kind=self.payload.get("type", "run"), report=report)

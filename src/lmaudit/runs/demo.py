@@ -96,7 +96,7 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
             _write_jsonl(folder / f"{name}.jsonl", texts, name[0])
         dlm_result.write(folder / "dlm")
 
-    result.write(out, files=data_and_dlm, report=report)  # one unit: the AR run, its data and the DLM run
+    result.write(out, files=data_and_dlm, report=report, kind="demo")  # one unit: the AR run, its data and the DLM run
     return result, dlm_result
 
 

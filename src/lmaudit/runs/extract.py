@@ -289,4 +289,4 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
 def write_extraction(payload: dict, out: Path, *, report: bool = False) -> Path:
     """``OUT/results.json`` (provenance, summary, config) and ``OUT/records.csv`` (one row per record)."""
     body = {"type": "extraction", **{k: v for k, v in payload.items() if k != "records"}}
-    return write_results(out, body, tables={"records.csv": pd.DataFrame(payload["records"])}, report=report)
+    return write_results(out, body, kind="extraction", tables={"records.csv": pd.DataFrame(payload["records"])}, report=report)

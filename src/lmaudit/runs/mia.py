@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.attacks import get_attack, list_attacks
-from lmaudit.data.loaders import Record, TextSet, check_overlap
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError, check_int
 from lmaudit.metrics import summarize_attacks
 from lmaudit.models.fingerprint import tokenizer_fingerprint
@@ -54,6 +55,7 @@ class RunConfig:
     n_bootstrap: int = 1000
     use_cache: bool = True
     budget: int = 16  # DLM: masked forwards per model per sample for every attack
+    allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
 
     def __post_init__(self) -> None:
         """Every setting is checked here, before any model is loaded or any text probed."""
@@ -93,6 +95,7 @@ class MIAResult:
     timings_s: dict[str, float]
     examples: dict = field(default_factory=dict)  # per attack: data a report shows (e.g. Q-Skew's Δ values)
     long_texts: dict = field(default_factory=dict)  # texts longer than the context, per set, and what was done
+    overlap: dict = field(default_factory=dict)  # texts the sets share, and duplicates (lmaudit.data.overlap)
 
     def payload(self) -> dict:
         """What ``results.json`` holds besides the provenance block."""
@@ -106,13 +109,14 @@ class MIAResult:
             # the attack under which scores.parquet's p_value and rank are computed
             "exposure_attack": strongest_attack(self.attacks) if self.attacks else None,
             "long_texts": self.long_texts,
+            "overlap": self.overlap,
             "timings_s": self.timings_s,
         }
 
     def to_json(self) -> dict:
         return {**provenance(), **self.payload()}
 
-    def write(self, out_dir: str | Path, *, report: bool = False, files=None) -> Path:
+    def write(self, out_dir: str | Path, *, report: bool = False, files=None, kind: str = "mia") -> Path:
         """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``, written as one unit
         (:func:`~lmaudit.runs.common.write_results`); returns the path of ``results.json``.
 
@@ -124,7 +128,7 @@ class MIAResult:
         exposure = stored_columns(self.scores, self.labels, strongest_attack(self.attacks)) if self.attacks else {}
         # results.json names that attack ("exposure_attack"), so the two columns are never read without it
         frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **exposure})
-        return write_results(out_dir, self.payload(), tables={"scores.parquet": frame},
+        return write_results(out_dir, self.payload(), kind=kind, tables={"scores.parquet": frame},
                              extra_json={"examples.json": self.examples} if self.examples else None,
                              files=files, report=report)
 
@@ -322,7 +326,8 @@ def run_mia(
     if unknown:
         raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
-    check_overlap(members, nonmembers)
+    overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")],
+                         allow_overlap=config.allow_overlap)
     both = TextSet(
         [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
         + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
@@ -361,6 +366,7 @@ def run_mia(
         timings_s=timings,
         examples=examples,
         long_texts=long_texts,
+        overlap=overlap,
     )
 
 

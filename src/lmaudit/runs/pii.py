@@ -345,6 +345,6 @@ def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bo
                                      **{k: [float(x) for x in c[k]] for k in ("ce", "skew_pii", "skew_context")
                                         if k in c}}) + "\n")
 
-    return write_results(out, {k: v for k, v in payload.items() if k != "_cases"},
+    return write_results(out, {k: v for k, v in payload.items() if k != "_cases"}, kind="pii-reconstruction",
                          tables={"records.csv": pd.DataFrame(payload["records"])},
                          files=candidates if show_pii else None, report=report)
