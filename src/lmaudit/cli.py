@@ -17,7 +17,7 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-from lmaudit.commands.common import PANEL_DATA
+from lmaudit.commands.common import PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
 from lmaudit.folders import disk_error
 from lmaudit.progress import console, set_quiet
@@ -27,8 +27,9 @@ COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "extract": "extraction", "pii": "pii",
     "epsilon": "privacy",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus",
+    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus", "models": "models",
 }
+GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS}  # commands with subcommands
 _state = {"debug": False}
 
 
@@ -43,8 +44,8 @@ class LazyGroup(TyperGroup):
             return None
         module = importlib.import_module(f"lmaudit.commands.{COMMANDS[name]}")
         group = typer.main.get_command(module.app)
-        if name == "corpus":
-            group.name, group.rich_help_panel = name, PANEL_DATA
+        if name in GROUPS:
+            group.name, group.rich_help_panel = name, GROUPS[name]
             return group
         return group.get_command(ctx, name) if isinstance(group, TyperGroup) else group
 

@@ -29,13 +29,13 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
 
 from lmaudit.errors import LmauditError
-from lmaudit.utils import UMASK, fault_point, write_json_atomic
+from lmaudit.utils import UMASK, cache_dir, fault_point, stable_hash, write_json_atomic
 
 MANIFEST = "lmaudit_manifest.json"
 DERIVED = ("report.html", "report.md", "report_files", "epsilon.json")  # derived from the data files at will
@@ -339,3 +339,28 @@ def verify_folder(folder: str | Path, *, hashes: bool = True, suffixes: tuple[st
             raise LmauditError(f"{path}: changed since the run wrote it (its content does not match {MANIFEST})",
                                hint=hint)
     return manifest
+
+
+def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
+    """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent.
+
+    Two processes building one key both build; the first rename wins and the other
+    keeps that folder (the same deterministic build), so no process ever deletes a
+    folder another may be reading.
+    """
+    folder = cache_dir() / kind / stable_hash(key)
+    if folder.exists():  # only ever created by the atomic rename below
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        build(tmp)
+        try:
+            os.rename(tmp, folder)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not folder.exists():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return folder

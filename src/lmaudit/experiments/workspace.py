@@ -14,7 +14,8 @@ from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.pii import pii_corpus
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
-from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.folders import cached_build
+from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig

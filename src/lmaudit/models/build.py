@@ -9,12 +9,7 @@ that is renamed into place, so a killed build is never mistaken for a finished o
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,42 +18,18 @@ from transformers import AutoTokenizer
 from lmaudit.data.corpus import Corpus
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.folders import output_folder
+from lmaudit.folders import cached_build, output_folder
 from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, trainable
+from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model, quiet_transformers
 from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
-from lmaudit.utils import cache_dir, stable_hash, stable_seed
-
-
-def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
-    """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent.
-
-    Two processes building one key both build; the first rename wins and the other
-    keeps that folder (the same deterministic build), so no process ever deletes a
-    folder another may be reading.
-    """
-    folder = cache_dir() / kind / stable_hash(key)
-    if folder.exists():  # only ever created by the atomic rename below
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        build(tmp)
-        try:
-            os.rename(tmp, folder)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not folder.exists():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return folder
+from lmaudit.utils import stable_seed
 
 
 def corpus_tokenizer(corpus: Corpus, *, vocab_size: int = 4096):
@@ -208,6 +179,7 @@ def finetune(
 
     if mode not in ("dft", "ift"):
         raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
+    base = local_model(base)  # a GGUF file or named model: its imported folder, which the adapter then names
     loaded = load_model(base, kind=kind, **(load_options or {}))
     model, peft_model = start_training(loaded.model, lora, seed=seed)
     tok = loaded.tokenizer

@@ -37,7 +37,7 @@ def _read_memo(memo: Path) -> str | None:
     return None
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
     """blake2b of a file's bytes, memoised on (path, size, inode, mtime, ctime) in the cache folder (written
     atomically). The inode and change time are in the key because a same-size copy over the file, with its old
     modification time restored, changes only them: the memo never outlives the bytes it digested."""
@@ -67,7 +67,7 @@ def model_dir_fingerprint(path: str | Path) -> str:
     parts = []
     for f in sorted(path.iterdir()):
         if f.suffix in _WEIGHT_SUFFIXES:
-            parts.append((f.name, _file_digest(f)))
+            parts.append((f.name, file_digest(f)))
         elif f.name == "config.json":
             parts.append((f.name, json.loads(f.read_text())))
     return stable_hash(parts)
@@ -83,7 +83,7 @@ def adapter_fingerprint(path: str | Path, base_fingerprint: str) -> str:
     path = Path(path)
     config = json.loads((path / "adapter_config.json").read_text())
     config = {k: v for k, v in config.items() if k not in ("base_model_name_or_path", "peft_version")}
-    weights = [(f.name, _file_digest(f)) for f in sorted(path.iterdir())
+    weights = [(f.name, file_digest(f)) for f in sorted(path.iterdir())
                if f.name.startswith("adapter_model") and f.suffix in _WEIGHT_SUFFIXES]
     return stable_hash("peft-adapter", base_fingerprint, config, weights)
 

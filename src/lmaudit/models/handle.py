@@ -24,6 +24,7 @@ class ModelHandle:
     dtype: str | None = None  # of the weights (default: read from them); probe statistics are float32 whatever it is
     device: str | None = None
     dp: dict | None = None  # the differential-privacy record of the model's training (lmaudit_training.json), if any
+    source: dict | None = None  # the GGUF file the folder was imported from (lmaudit_source.json), if any
 
     def __post_init__(self) -> None:
         params = getattr(self.model, "parameters", None)
@@ -33,10 +34,14 @@ class ModelHandle:
             self.device = self.device or str(first.device)
 
     def facts(self) -> dict:
-        """What a results file records of the model: folder, fingerprint, kind, dtype and device; and, for a model
-        trained with differential privacy, its ``dp`` record (ε and δ spent, noise multiplier, sampling rate, steps)."""
+        """What a results file records of the model: folder, fingerprint, kind, dtype and device; for a model
+        trained with differential privacy, its ``dp`` record (ε and δ spent, noise multiplier, sampling rate, steps);
+        for a model imported from a GGUF file, its ``source`` (the file, its SHA-256, size and quantization types)."""
         facts = {"path": self.path, "fingerprint": self.fingerprint, "kind": self.kind, "dtype": self.dtype,
                  "device": self.device}
         if self.dp is not None:
             facts["dp"] = self.dp
+        if self.source is not None:
+            facts["source"] = {k: self.source.get(k) for k in ("gguf", "sha256", "bytes", "architecture",
+                                                                "tensor_types")}
         return facts

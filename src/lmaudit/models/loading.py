@@ -20,6 +20,7 @@ from lmaudit.errors import ModelLoadError
 from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
+from lmaudit.models.gguf import local_model, source_record
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import TRAINING_FILE, check_adapter_dir, is_adapter_dir, load_adapter
 from lmaudit.utils import stable_hash
@@ -155,7 +156,13 @@ def load_model(
 
     A PEFT adapter folder loads its base (``adapter_base``, else the folder its config
     names) with these same options and applies the adapter (:mod:`lmaudit.models.lora`).
+    A GGUF file, a folder holding one, or a named model (``smollm2-135m``) loads the folder
+    it was imported into (:mod:`lmaudit.models.gguf`; imported on first use), and the
+    handle's ``source`` records the file.
     """
+    path = local_model(path)
+    if adapter_base is not None:
+        adapter_base = local_model(adapter_base)
     if is_adapter_dir(path):
         options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
         return with_dp_record(load_adapter(path, load_model, adapter_base=adapter_base, **options), path)
@@ -217,7 +224,9 @@ def load_model(
     fingerprint = model_dir_fingerprint(p)
     if dtype != "float32":
         fingerprint = stable_hash(fingerprint, dtype)
-    return with_dp_record(ModelHandle(model, tokenizer, str(p), fingerprint, kind, adapter), p)
+    handle = with_dp_record(ModelHandle(model, tokenizer, str(p), fingerprint, kind, adapter), p)
+    handle.source = source_record(p)
+    return handle
 
 
 def with_dp_record(handle: ModelHandle, folder: str | Path) -> ModelHandle:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_texts
-from lmaudit.models.build import cached_build, cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.folders import cached_build
+from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.loading import load_model
 from lmaudit.progress import info
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia

@@ -27,7 +27,8 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.models.build import cached_build, finetune
+from lmaudit.folders import cached_build
+from lmaudit.models.build import finetune
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.mia import RunConfig, run_mia

@@ -26,7 +26,8 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.models.build import cached_build, finetune
+from lmaudit.folders import cached_build
+from lmaudit.models.build import finetune
 from lmaudit.models.dp import DPSpec
 from lmaudit.models.unlearn import mean_loss
 from lmaudit.privacy.bounds import epsilon_lower_bound

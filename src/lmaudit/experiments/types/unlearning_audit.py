@@ -36,7 +36,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.models.build import cached_build
+from lmaudit.folders import cached_build
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
 from lmaudit.models.unlearn import unlearn
 from lmaudit.probes.features import hidden_features
