@@ -105,6 +105,9 @@ def test_a_lora_finetune_of_a_gguf_names_its_imported_folder_as_base(gguf_dir, t
     base = json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"]
     assert (gguf_models.cache_dir() / "models") in Path(base).parents
     assert load_model(out).source is None and load_model(base).source is not None
+    record = json.loads((out / "lmaudit_training.json").read_text())  # a pretrained model: its own defaults
+    assert record["defaults"] == "pretrained, LoRA" and record["train_config"]["lr"] == 5e-4
+    assert record["defaults_used"] == ["batch_size", "block", "lr"] and record["block"] == 128
 
 
 # bad input: each a one-line error naming the file

@@ -57,3 +57,24 @@ def test_a_trained_model_is_no_longer_reloadable_from_its_folder(tiny_model_dir,
     examples = dft_examples(tokenizer, TextSet.from_texts(make_texts(4, seed=3)), block=32)
     train(loaded.model, examples, TrainConfig(epochs=1, batch_size=4, lr=1e-3, warmup_steps=1, seed=0))
     assert getattr(loaded.model, "lmaudit_load_spec", None) is None
+
+
+def test_fine_tuning_defaults_follow_what_is_trained(tiny_model):
+    from lmaudit.models.build import training_defaults
+    from lmaudit.models.lora import LoraSpec
+
+    assert training_defaults(tiny_model, None) == ("tiny preset", {"lr": 1e-3, "block": 64, "batch_size": 16})
+    pretrained = type("M", (), {"config": type("C", (), {})()})()  # a config without lmaudit_preset
+    assert training_defaults(pretrained, None)[1]["lr"] == 3e-5
+    assert training_defaults(pretrained, LoraSpec(4)) == ("pretrained, LoRA", {"lr": 5e-4, "block": 128,
+                                                                               "batch_size": 8})
+
+
+def test_a_loss_that_ends_far_above_its_start_is_a_warning():
+    from lmaudit.models.build import warn_if_diverged
+
+    assert not warn_if_diverged([4.0] * 20 + [3.0] * 20, 1e-3)
+    with pytest.warns(UserWarning, match=r"diverged: the training loss went from 4.000 to 9.000 \(learning rate 0.01\)"):
+        assert warn_if_diverged([4.0] * 20 + [9.0] * 20, 1e-2)
+    with pytest.warns(UserWarning, match="diverged"):
+        assert warn_if_diverged([4.0] * 20 + [float("nan")] * 20, 1e-2)

@@ -43,6 +43,20 @@ def _merge_option():
     return typer.Option(False, "--merge", help="With --lora: write the merged full model instead of the adapter.")
 
 
+def _lr_option():
+    return typer.Option(None, help="Learning rate (default: what suits the model: 1e-3 for lmaudit's tiny presets; "
+                                   "for a pretrained model 3e-5 for every weight, 5e-4 with --lora).")
+
+
+def _block_option():
+    return typer.Option(None, help="DFT block length in tokens (default: 64 for the tiny presets, 128 for a "
+                                   "pretrained model).")
+
+
+def _batch_option():
+    return typer.Option(None, help="Batch size (default: 16 for the tiny presets, 8 for a pretrained model).")
+
+
 _DP_PANEL = "Differential privacy (DP-SGD)"
 
 
@@ -161,9 +175,9 @@ def finetune(
     out: Path = typer.Option(..., help="Folder to save the fine-tuned model to."),
     mode: str = typer.Option("dft", help="dft: packed fixed-length blocks; ift: loss on responses only."),
     epochs: float = typer.Option(4.0),
-    lr: float = typer.Option(1e-3),
-    block: int = typer.Option(64, help="DFT block length in tokens."),
-    batch_size: int = typer.Option(16),
+    lr: Optional[float] = _lr_option(),
+    block: Optional[int] = _block_option(),
+    batch_size: Optional[int] = _batch_option(),
     seed: int = typer.Option(0),
     mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
     text_field: str = c.text_field_option(),
@@ -231,9 +245,9 @@ def shadows(
     out: Path = typer.Option(..., help="Folder for the shadow models and shadows.json."),
     k: int = typer.Option(8, help="Number of shadow models."),
     epochs: float = typer.Option(4.0),
-    lr: float = typer.Option(1e-3),
-    block: int = typer.Option(64),
-    batch_size: int = typer.Option(16),
+    lr: Optional[float] = _lr_option(),
+    block: Optional[int] = _block_option(),
+    batch_size: Optional[int] = _batch_option(),
     mode: str = typer.Option("dft"),
     seed: int = typer.Option(0),
     text_field: str = c.text_field_option(),

@@ -10,6 +10,7 @@ that is renamed into place, so a killed build is never mistaken for a finished o
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -154,9 +155,9 @@ def finetune(
     *,
     mode: str = "dft",
     epochs: float = 4,
-    lr: float = 1e-3,
-    block: int = 64,
-    batch_size: int = 16,
+    lr: float | None = None,
+    block: int | None = None,
+    batch_size: int | None = None,
     seed: int = 0,
     kind: str | None = None,
     mask_ratio: float | None = None,
@@ -175,12 +176,19 @@ def finetune(
     (or, with ``lora.merge``, the merged full model) (:mod:`lmaudit.models.lora`). ``dp`` trains with
     DP-SGD (Poisson batches of expected size ``batch_size``, per-example clipping, Gaussian noise) and records
     the privacy spent under ``dp`` in ``lmaudit_training.json`` (:mod:`lmaudit.models.dp`).
+    ``lr``, ``block`` and ``batch_size`` left None take the defaults of what is trained
+    (:func:`training_defaults`: a tiny preset, or a pretrained model fully or with LoRA); the
+    record names which. A training loss that ends far above where it started is a warning.
     """
 
     if mode not in ("dft", "ift"):
         raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
     base = local_model(base)  # a GGUF file or named model: its imported folder, which the adapter then names
     loaded = load_model(base, kind=kind, **(load_options or {}))
+    regime, chosen = training_defaults(loaded.model, lora)
+    given = {"lr": lr, "block": block, "batch_size": batch_size}
+    lr, block, batch_size = (chosen[k] if v is None else v for k, v in given.items())
+    defaults_record = {"defaults": regime, "defaults_used": sorted(k for k, v in given.items() if v is None)}
     model, peft_model = start_training(loaded.model, lora, seed=seed)
     tok = loaded.tokenizer
     ctx = context_length(model, tok)
@@ -202,11 +210,45 @@ def finetune(
         per_text = 1 if mode == "ift" else max_examples_per_text(tok, data, block)
         dp_record = {"dp": plan.record(privacy_unit="ift pair" if mode == "ift" else f"dft block of {block} tokens",
                                        max_examples_per_text=per_text)}
+    warn_if_diverged(losses, lr)
     weights, lora_record = finish_training(model, peft_model, lora, base, loaded.fingerprint)
     save_model(weights, tok, Path(out), {
         "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **loss_summary(losses),
-        **lora_record, **dp_record, **(record or {}),
+        **lora_record, **dp_record, **defaults_record, **(record or {}),
     })
     return Path(out)
+
+
+# fine-tuning defaults: what suits lmaudit's tiny presets would wreck a pretrained model
+TRAINING_DEFAULTS = {
+    "tiny preset": {"lr": 1e-3, "block": 64, "batch_size": 16},
+    "pretrained, every weight": {"lr": 3e-5, "block": 128, "batch_size": 8},
+    "pretrained, LoRA": {"lr": 5e-4, "block": 128, "batch_size": 8},
+}
+
+
+def training_defaults(model, lora: LoraSpec | None) -> tuple[str, dict]:
+    """(regime, {lr, block, batch_size}) for fine-tuning ``model``: a model built from an lmaudit preset (its config
+    says ``lmaudit_preset``) keeps the tiny presets' settings; any other model is taken as pretrained, with rates
+    for full fine-tuning (3e-5) or LoRA (5e-4) in the ranges pretrained models are tuned at."""
+    if getattr(model.config, "lmaudit_preset", None):
+        regime = "tiny preset"
+    else:
+        regime = "pretrained, LoRA" if lora is not None else "pretrained, every weight"
+    return regime, dict(TRAINING_DEFAULTS[regime])
+
+
+DIVERGED = 1.5  # the last 5% of steps' mean loss over the first 5%'s
+
+
+def warn_if_diverged(losses: list[float], lr: float) -> bool:
+    """Warn when training ended with a loss far above where it began (or not finite): the rate is too high."""
+    summary = loss_summary(losses)
+    start, end = summary["loss_start"], summary["loss_end"]
+    if np.isfinite(end) and end <= DIVERGED * start:
+        return False
+    warnings.warn(f"fine-tuning diverged: the training loss went from {start:.3f} to {end:.3f} (learning rate "
+                  f"{lr:g}); the model is likely damaged, so lower --lr and train again", stacklevel=2)
+    return True
