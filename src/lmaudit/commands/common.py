@@ -204,6 +204,12 @@ def allow_overlap_option():
                              "and whitespace normalisation); the overlap is counted in results.json and the verdict.")
 
 
+def chat_template_option():
+    return typer.Option(None, "--chat-template/--no-chat-template",
+                        help="Prompt/response pairs in the model tokenizer's chat template (default: when it has one; "
+                             "the prompt is never scored or trained either way).")
+
+
 def split_option():
     return typer.Option(None, help="The split to read from a datasets folder with several (DatasetDict).")
 

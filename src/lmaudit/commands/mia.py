@@ -10,10 +10,11 @@ import typer
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import TextSet, load_member_sets
+from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.progress import stdout_console
-from lmaudit.runs.demo import FULL, QUICK, run_demo
+from lmaudit.runs.demo import FULL, QUICK, run_demo, run_real_demo
 from lmaudit.runs.mia import RunConfig, run_mia
 from lmaudit.runs.mia_notes import results_table, verdict_text
 
@@ -67,6 +68,7 @@ def mia(
     budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),
     shadows: Optional[Path] = typer.Option(None, help="Folder from 'lmaudit shadows' (enables lira and rmia)."),
     allow_overlap: bool = c.allow_overlap_option(),
+    chat_template: Optional[bool] = c.chat_template_option(),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
@@ -79,7 +81,7 @@ def mia(
     mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
-                    allow_overlap=allow_overlap)
+                    allow_overlap=allow_overlap, chat_template=chat_template)
     opts = model_options.load_kwargs(run_options.backend)
     tgt = load_model(model, **opts)
     ref = load_model(reference, **{**opts, "kind": tgt.kind}) if reference else None
@@ -96,13 +98,22 @@ def mia(
 def demo(
     config: Optional[Path] = c.config_option(),
     quick: bool = typer.Option(False, "--quick", help="A smaller, faster version of the same pipeline."),
-    out: Path = typer.Option(Path("runs/demo"), help="Output folder."),
+    real: bool = typer.Option(False, "--real", help="The real pretrained SmolLM2-135M (make real-model installs it): "
+                                                    "LoRA fine-tuning on corpus members, every AR attack."),
+    out: Optional[Path] = typer.Option(None, help="Output folder (default: runs/demo, or runs/demo-real with --real)."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
+    out = out or Path("runs/demo-real" if real else "runs/demo")
     c.check_out(out, kind="demo")
-    result, dlm_result = run_demo(out, QUICK if quick else FULL, report=not no_report)
-    for r in (result, dlm_result):
+    if real and quick:
+        raise LmauditError("--real and --quick are two different demos", hint="give one of them")
+    if real:
+        results = [run_real_demo(out, report=not no_report)]
+    else:
+        results = list(run_demo(out, QUICK if quick else FULL, report=not no_report))
+    result = results[0]
+    for r in results:
         stdout_console.print(results_table(r))
         stdout_console.print(verdict_text(r), markup=False)
     stdout_console.print(f"(total {result.timings_s['demo_total']:.0f} s)")

@@ -182,6 +182,7 @@ def finetune(
     mask_ratio: Optional[float] = typer.Option(None, help="DLM only: train with this fixed mask ratio."),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
+    chat_template: Optional[bool] = c.chat_template_option(),
     lora_options: LoraOptions = None,
     dp_options: DPOptions = None,
     model_options: c.ModelOptions = None,
@@ -194,7 +195,7 @@ def finetune(
     c.check_out(out, kind="model", inputs={**c.model_inputs("--model", start, model_options), "--data": data})
     do_finetune(start, load_texts(data, text_field=text_field, split=split), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
                 seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
-                lora=spec, dp=dp)
+                lora=spec, dp=dp, chat_template=chat_template)
     info(f"saved to {out}")
 
 

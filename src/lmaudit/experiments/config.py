@@ -43,6 +43,10 @@ class BaseConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     packages: list[str] = field(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"])
     vocab_size: int = 4096
+    # a pretrained AR model (a folder, a .gguf file or a name: "smollm2-135m") instead of pretraining a tiny one;
+    # set lr, block and batch_size for it (the defaults above are the tiny presets')
+    base: str = ""
+    probe_batch_size: int = 32  # texts per probe batch (a 49k vocabulary runs fastest at about 4)
 
 
 def _matches(value: Any, want: Any) -> bool:
@@ -128,7 +132,7 @@ def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners:
 
 # integer keys that count something (texts, tokens, epochs, models): never negative, and ≥ 1 unless their default is 0
 _COUNTS = ("pretrain_tokens", "adapt_tokens", "passage_chars", "epochs", "block", "batch_size", "vocab_size", "budget",
-           "repeats")
+           "repeats", "probe_batch_size")
 
 
 def _is_count(key: str, annotation: Any) -> bool:

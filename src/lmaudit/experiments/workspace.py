@@ -16,6 +16,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.folders import cached_build
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
@@ -67,8 +68,18 @@ class Workspace:
         return self.__dict__["corpus"].manifest["content_hash"] if "corpus" in self.__dict__ else None
 
     def base(self, seed: int = 0, kind: str | None = None) -> Path:
-        """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective."""
+        """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective.
+
+        With ``base`` set, that pretrained AR model (imported once when it is a GGUF file or a name), whatever
+        the seed: a real model is not pretrained again.
+        """
         c = self.cfg
+        if c.base:
+            if (kind or c.kind) != "ar":
+                raise LmauditError(f"base = '{c.base}' is an AR model; this experiment asks for kind "
+                                   f"'{kind or c.kind}'", hint="set kind = \"ar\" (a DLM adapted from a real model "
+                                                               "is not built by experiments yet)")
+            return local_model(c.base)
         ar = cached_pretrain(self.corpus, self.tokenizer, kind="ar", preset=c.preset, tokens=c.pretrain_tokens, seed=seed)
         if (kind or c.kind) == "ar":
             return ar
@@ -155,7 +166,8 @@ class Workspace:
     def mia(self, target: Path, reference: Path | None, members, nonmembers, seed: int, *, budget: int,
             attacks=None, params=None):
         """Membership inference of ``attacks`` (None: every attack of the target's kind) with 200 bootstraps."""
-        cfg = RunConfig(attacks=attacks, params=params or {}, seed=seed, budget=budget, n_bootstrap=200)
+        cfg = RunConfig(attacks=attacks, params=params or {}, seed=seed, budget=budget, n_bootstrap=200,
+                        batch_size=self.cfg.probe_batch_size)
         return run_mia(self.load(target), members, nonmembers,
                        reference=self.load(reference) if reference else None, config=cfg)
 

@@ -21,10 +21,11 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.folders import cached_build, output_folder
 from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
+from lmaudit.models.chat import formatted
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, trainable
-from lmaudit.models.gguf import local_model
-from lmaudit.models.loading import load_model, quiet_transformers
+from lmaudit.models.gguf import local_model, quiet_transformers
+from lmaudit.models.loading import load_model
 from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.tokenizer import train_tokenizer
@@ -165,6 +166,7 @@ def finetune(
     record: dict | None = None,
     lora: LoraSpec | None = None,
     dp: DPSpec | None = None,
+    chat_template: bool | None = None,
 ) -> Path:
     """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
 
@@ -179,6 +181,8 @@ def finetune(
     ``lr``, ``block`` and ``batch_size`` left None take the defaults of what is trained
     (:func:`training_defaults`: a tiny preset, or a pretrained model fully or with LoRA); the
     record names which. A training loss that ends far above where it started is a warning.
+    IFT pairs are rendered in the tokenizer's chat template when it has one (``chat_template``
+    None), or as ``chat_template`` says (:mod:`lmaudit.models.chat`); the record says which.
     """
 
     if mode not in ("dft", "ift"):
@@ -192,6 +196,9 @@ def finetune(
     model, peft_model = start_training(loaded.model, lora, seed=seed)
     tok = loaded.tokenizer
     ctx = context_length(model, tok)
+    chat = False
+    if mode == "ift":
+        data, chat = formatted(data, tok, chat_template)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
     warmup = max(1, min(20, len(examples) // batch_size))
     # DP clips each example's gradient instead of the batch's (grad_clip 0: the record says what was done)
@@ -215,7 +222,8 @@ def finetune(
     save_model(weights, tok, Path(out), {
         "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
-        "block": block if mode == "dft" else None, "train_config": cfg.__dict__, **loss_summary(losses),
+        "block": block if mode == "dft" else None, "chat_template": chat, "train_config": cfg.__dict__,
+        **loss_summary(losses),
         **lora_record, **dp_record, **defaults_record, **(record or {}),
     })
     return Path(out)

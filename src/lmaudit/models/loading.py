@@ -14,13 +14,12 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
-from transformers.utils import logging as hf_logging
 
 from lmaudit.errors import ModelLoadError
 from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
-from lmaudit.models.gguf import local_model, source_record
+from lmaudit.models.gguf import local_model, quiet_transformers, source_record
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import TRAINING_FILE, check_adapter_dir, is_adapter_dir, load_adapter
 from lmaudit.utils import stable_hash
@@ -35,12 +34,6 @@ _SIZE_FIELDS = ("vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_l
                 "max_position_embeddings", "n_positions", "intermediate_size")
 _TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 _RESAVE = "re-save the model folder (save_pretrained) or download this file again"
-
-
-def quiet_transformers() -> None:
-    """Silence transformers' own progress bars and info logs (lmaudit shows its own)."""
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
 
 
 def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:

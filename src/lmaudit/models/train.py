@@ -77,7 +77,8 @@ def ift_examples(tokenizer, textset: TextSet, *, max_length: int) -> list[Exampl
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     out = []
     for p, r in zip(prompts, responses):
-        ids = np.asarray(list(p) + list(r) + eos, dtype=np.int64)[:max_length]
+        end = [] if eos and eos[0] in r[-2:] else eos  # a chat template's reply already ends its turn
+        ids = np.asarray(list(p) + list(r) + end, dtype=np.int64)[:max_length]
         mask = np.zeros(len(ids), dtype=bool)
         mask[len(p) :] = True
         out.append((ids, mask))

@@ -19,7 +19,9 @@ from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.folders import cached_build
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
+from lmaudit.models.lora import LoraSpec
 from lmaudit.progress import info
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 
@@ -43,6 +45,23 @@ QUICK = DemoConfig(pretrain_tokens=300_000, n_members=300, n_nonmembers=300, fin
                    dlm_adapt_tokens=100_000, dlm_samples=100)
 
 
+@dataclass(frozen=True)
+class RealDemoConfig:
+    """``demo --real``: a LoRA fine-tune of a real pretrained model on corpus members, every AR attack after it."""
+
+    model: str = "smollm2-135m"
+    n_members: int = 200
+    n_nonmembers: int = 200
+    passage_chars: int = 500
+    finetune_epochs: float = 3
+    lora: int = 16
+    seed: int = 0
+    batch_size: int = 4  # probes: 4 texts × ~130 positions × a 49k vocabulary is ~100 MB of logits a batch
+
+
+REAL = RealDemoConfig()
+
+
 def _write_jsonl(path: Path, texts: list[str], prefix: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
@@ -58,6 +77,51 @@ def _finetuned(base: Path, members: TextSet, cfg: DemoConfig) -> Path:
     )
 
 
+def _member_sets(corpus, out: Path, n_members: int, n_nonmembers: int, chars: int, seed: int):
+    """The corpus' member and non-member passages: {name: texts}, and the two sets read back as a user's files
+    would be (their source named as ``OUT/NAME.jsonl``, where ``write()`` keeps them)."""
+    passages = {"members": corpus.passages("member", n_members, max_chars=chars, seed=seed),
+                "nonmembers": corpus.passages("nonmember", n_nonmembers, max_chars=chars, seed=seed)}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, texts in passages.items():
+            _write_jsonl(Path(scratch) / f"{name}.jsonl", texts, name[0])
+        members, nonmembers = (TextSet(load_texts(Path(scratch) / f"{name}.jsonl").records, source=str(out / f"{name}.jsonl"))
+                               for name in passages)
+    return passages, members, nonmembers
+
+
+def _data_files(passages: dict, extra=None):
+    """``files(folder)`` for ``write()``: the members and non-members the run scored (and ``extra(folder)``)."""
+    def files(folder: Path) -> None:
+        for name, texts in passages.items():
+            _write_jsonl(folder / f"{name}.jsonl", texts, name[0])
+        if extra is not None:
+            extra(folder)
+    return files
+
+
+def run_real_demo(out_dir: str | Path, cfg: RealDemoConfig = REAL, *, report: bool = False) -> MIAResult:
+    """``demo --real``: import the pretrained model (once), LoRA-fine-tune it on corpus members (cached), run every
+    AR attack with the pretrained model as the reference; write ``OUT/`` (and the report when ``report``)."""
+    out = Path(out_dir)
+    t_start = time.perf_counter()
+    corpus = build_corpus()
+    base = local_model(cfg.model)
+    info(f"pretrained model: {cfg.model} ({base})")
+    passages, members, nonmembers = _member_sets(corpus, out, cfg.n_members, cfg.n_nonmembers, cfg.passage_chars,
+                                                 cfg.seed)
+    target = cached_build(
+        "models", ("finetune-real", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.lora, cfg.seed),
+        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, seed=cfg.seed,
+                             lora=LoraSpec(cfg.lora)))
+    info(f"fine-tuned target (LoRA rank {cfg.lora}): {target}")
+    result = run_mia(load_model(target), members, nonmembers, reference=load_model(base),
+                     config=RunConfig(seed=cfg.seed, batch_size=cfg.batch_size))
+    result.timings_s["demo_total"] = time.perf_counter() - t_start
+    result.write(out, files=_data_files(passages), report=report, kind="demo")
+    return result
+
+
 def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = False) -> tuple[MIAResult, MIAResult]:
     """Run the AR and DLM parts; write ``OUT/`` and ``OUT/dlm/`` (and the report when ``report``); return both."""
     out = Path(out_dir)
@@ -70,13 +134,8 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
     base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed)
     info(f"base model: {base}")
 
-    passages = {"members": corpus.passages("member", cfg.n_members, max_chars=cfg.passage_chars, seed=cfg.seed),
-                "nonmembers": corpus.passages("nonmember", cfg.n_nonmembers, max_chars=cfg.passage_chars, seed=cfg.seed)}
-    with tempfile.TemporaryDirectory() as scratch:  # read back as a user's file would be; kept in OUT by write()
-        for name, texts in passages.items():
-            _write_jsonl(Path(scratch) / f"{name}.jsonl", texts, name[0])
-        members, nonmembers = (TextSet(load_texts(Path(scratch) / f"{name}.jsonl").records, source=str(out / f"{name}.jsonl"))
-                               for name in passages)
+    passages, members, nonmembers = _member_sets(corpus, out, cfg.n_members, cfg.n_nonmembers, cfg.passage_chars,
+                                                 cfg.seed)
 
     target = _finetuned(base, members, cfg)
     info(f"fine-tuned target: {target}")
@@ -92,12 +151,9 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
                          config=RunConfig(seed=cfg.seed))
     result.timings_s["demo_total"] = time.perf_counter() - t_start
 
-    def data_and_dlm(folder: Path) -> None:
-        for name, texts in passages.items():
-            _write_jsonl(folder / f"{name}.jsonl", texts, name[0])
-        dlm_result.write(folder / "dlm")
-
-    result.write(out, files=data_and_dlm, report=report, kind="demo")  # one unit: the AR run, its data and the DLM run
+    # one unit: the AR run, its data and the DLM run
+    result.write(out, files=_data_files(passages, lambda folder: dlm_result.write(folder / "dlm")), report=report,
+                 kind="demo")
     return result, dlm_result
 
 

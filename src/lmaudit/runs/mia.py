@@ -23,6 +23,7 @@ from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError, check_int
 from lmaudit.metrics import summarize_attacks
+from lmaudit.models.chat import chat_records, use_chat_template
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import adapter_record
@@ -56,6 +57,7 @@ class RunConfig:
     use_cache: bool = True
     budget: int = 16  # DLM: masked forwards per model per sample for every attack
     allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
+    chat_template: bool | None = None  # pairs in the target tokenizer's chat template (None: when it has one)
 
     def __post_init__(self) -> None:
         """Every setting is checked here, before any model is loaded or any text probed."""
@@ -96,6 +98,7 @@ class MIAResult:
     examples: dict = field(default_factory=dict)  # per attack: data a report shows (e.g. Q-Skew's Δ values)
     long_texts: dict = field(default_factory=dict)  # texts longer than the context, per set, and what was done
     overlap: dict = field(default_factory=dict)  # texts the sets share, and duplicates (lmaudit.data.overlap)
+    chat_template: bool = False  # the pairs were scored in the target tokenizer's chat template
 
     def payload(self) -> dict:
         """What ``results.json`` holds besides the provenance block."""
@@ -110,6 +113,7 @@ class MIAResult:
             "exposure_attack": strongest_attack(self.attacks) if self.attacks else None,
             "long_texts": self.long_texts,
             "overlap": self.overlap,
+            "chat_template": self.chat_template,
             "timings_s": self.timings_s,
         }
 
@@ -328,6 +332,9 @@ def run_mia(
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")],
                          allow_overlap=config.allow_overlap)
+    chat = use_chat_template(target.tokenizer, TextSet(members.records + nonmembers.records), config.chat_template)
+    if chat:  # both sets alike, so that the template itself never tells them apart
+        members, nonmembers = chat_records(members, target.tokenizer), chat_records(nonmembers, target.tokenizer)
     both = TextSet(
         [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
         + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
@@ -367,6 +374,7 @@ def run_mia(
         examples=examples,
         long_texts=long_texts,
         overlap=overlap,
+        chat_template=chat,
     )
 
 

@@ -1,0 +1,51 @@
+"""Instruction pairs in a model's chat template: prompt tokens stay unscored and untrained, as trainers do.
+
+A tokenizer with a chat template (SmolLM2-Instruct's, Llama-3's, ...) expects a pair as the
+conversation it was tuned on, not as the bare prompt followed by the response. With the
+template, a record's context becomes the rendered conversation up to the assistant's turn
+(the template's generation prompt) and its target the rest: the response and the template's
+end-of-turn text. Special tokens are never scored, so the scored tokens are the response's
+(the turn's closing newline, where a template has one, counts as a response token).
+Plain texts (no prompt) are left as they are.
+"""
+
+from __future__ import annotations
+
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.errors import LmauditError
+
+
+def has_chat_template(tokenizer) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def use_chat_template(tokenizer, textset: TextSet, wanted: bool | None) -> bool:
+    """Whether ``textset``'s pairs are formatted: ``wanted`` (True/False), or by default when the tokenizer has a
+    template and the set has prompts. Asking for it without a template is an error."""
+    if wanted and not has_chat_template(tokenizer):
+        raise LmauditError("--chat-template: the model's tokenizer has no chat template",
+                           hint="leave the option out (pairs are then prompt followed by response)")
+    return bool(textset.has_context and (has_chat_template(tokenizer) if wanted is None else wanted))
+
+
+def chat_records(textset: TextSet, tokenizer) -> TextSet:
+    """``textset`` with every prompt/response pair rendered in the tokenizer's chat template (see the module)."""
+    records = []
+    for r in textset.records:
+        if not r.context:
+            records.append(r)
+            continue
+        turns = [{"role": "user", "content": r.context}]
+        prompt = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template([*turns, {"role": "assistant", "content": r.target}], tokenize=False)
+        if not full.startswith(prompt) or len(full) == len(prompt):
+            raise LmauditError(f"{textset.source}: record '{r.id}': the chat template does not render the reply after "
+                               "the prompt", hint="pass --no-chat-template to use prompt + response as given")
+        records.append(Record(r.id, full[len(prompt):], prompt, r.fields))
+    return TextSet(records, source=textset.source, meta={**textset.meta, "chat_template": True})
+
+
+def formatted(textset: TextSet, tokenizer, wanted: bool | None) -> tuple[TextSet, bool]:
+    """(the set to train on or score, whether the chat template was applied)."""
+    used = use_chat_template(tokenizer, textset, wanted)
+    return (chat_records(textset, tokenizer) if used else textset), used
