@@ -51,7 +51,7 @@ def test_pii_claim_pairs_the_same_records():
 
 
 def test_missing_and_older_experiments_are_not_run_naming_the_command():
-    judged = dict((c.claim, f) for c, f in judge_all({"dlm-dft": {"rows": {}}}))  # an older record: no 'paired'
+    judged = dict((c.claim, f) for c, f, _ in judge_all({"dlm-dft": {"rows": {}}}))  # an older record: no 'paired'
     dft = judged[CLAIMS[0].claim]
     assert dft.verdict == NOT_RUN and "lacks 'paired'" in dft.ours and "lmaudit run experiments/dlm-dft.toml" in dft.regime
     ift = judged[CLAIMS[1].claim]
@@ -101,3 +101,22 @@ def test_interval_coverage_claim_counts_intervals_that_hold_the_known_rho():
     miss = {**hold, "0.05 / retrain / smi-m": [[0.5, 0.7]] * 3, "0.05 / none / smi-m": [[0.1, 0.2]] * 3}
     f = smi_coverage({"unlearning-audit": {"intervals": miss}})
     assert f.verdict == NOT_REPRODUCED and "smi-m 0/6" in f.ours
+
+
+def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
+    from lmaudit.report.claims_others import finetuned_gap
+
+    def real(diffs):
+        rec = mia_record({"min_k_pp": diffs})
+        rec["rows"] = {"gap_k": {"auc": [0.6, 0.01]}, "min_k_pp": {"auc": [0.55, 0.02]}}
+        return rec
+
+    gap = next(c for c in CLAIMS if c.claim.startswith("Gap-K% beats Min-K%++"))
+    assert gap.real_judge is not None and "real-dft-lora" in gap.real_experiments
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD] * 3)}).verdict == REPRODUCED
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD, TIED, AHEAD])}).verdict == PARTLY
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([TIED] * 3)}).verdict == NOT_REPRODUCED
+    judged = {c.claim: (f, r) for c, f, r in judge_all({"real-dft-lora": real([AHEAD] * 3)})}
+    tiny, on_real = judged[gap.claim]
+    assert tiny.verdict == NOT_RUN and on_real.verdict == REPRODUCED  # the two columns are judged apart
+    assert judged[CLAIMS[0].claim][1] is None  # no real-model experiment tests Q-Skew yet

@@ -26,11 +26,8 @@ from lmaudit.probes.ar import ARProbeConfig, probe_ar
 
 
 @pytest.fixture(scope="module")
-def llama_dir(tmp_path_factory, tiny_model, tokenizer):
-    folder = tmp_path_factory.mktemp("llama")
-    tiny_model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+def llama_dir(tiny_model_dir):
+    return tiny_model_dir  # the tests' tiny model is a Llama
 
 
 @pytest.fixture(scope="module")

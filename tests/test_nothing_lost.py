@@ -311,3 +311,19 @@ def test_report_without_a_manifest_refuses_a_hand_edited_auc(tmp_path):
     (run / "results.json").write_text(json.dumps(res))
     with pytest.warns(UserWarning), pytest.raises(LmauditError, match="loss's AUC is 0.99 but its scores"):
         write_report(run)
+
+
+def test_corpus_pii_writes_its_folder_whole_and_never_over_other_files(tmp_path, monkeypatch):
+    import lmaudit.commands.corpus as corpus_cmd
+    from lmaudit.data.loaders import TextSet as TS
+
+    fake = TS.from_texts(["Mail anna@example.org about the report."])
+    monkeypatch.setattr(corpus_cmd, "build_corpus", lambda: None)
+    monkeypatch.setattr(corpus_cmd, "pii_corpus", lambda corpus, n_train, n_unseen, seed: (fake, fake))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.jsonl").write_text('{"text": "my own data"}\n')
+    assert_user_error(lmaudit("corpus", "pii", "--out", mine), "holds files lmaudit did not write", "train.jsonl")
+    assert (mine / "train.jsonl").read_text() == '{"text": "my own data"}\n'
+    assert_ok(lmaudit("corpus", "pii", "--out", tmp_path / "pii"))
+    assert folder_kind(tmp_path / "pii") == "corpus" and verify_folder(tmp_path / "pii") is not None

@@ -11,6 +11,7 @@ from lmaudit.commands import common as c
 from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
 from lmaudit.data.pii import pii_corpus, write_jsonl
 from lmaudit.errors import LmauditError
+from lmaudit.folders import output_folder
 from lmaudit.privacy.canaries import KINDS, write_canary_folder
 from lmaudit.progress import stdout_console
 
@@ -42,8 +43,12 @@ def corpus_pii(
     seed: int = typer.Option(0),
 ) -> None:
     """Write synthetic e-mails with names, e-mail addresses and phone numbers (seeded Faker)."""
+    c.check_out(out, kind="corpus")
     train, unseen = pii_corpus(build_corpus(), n_train, n_unseen, seed=seed)
-    stdout_console.print(f"{write_jsonl(train, out / 'train.jsonl')}  {write_jsonl(unseen, out / 'unseen.jsonl')}")
+    with output_folder(out, what="corpus") as tmp:  # the two files are written together, as one folder
+        write_jsonl(train, tmp / "train.jsonl")
+        write_jsonl(unseen, tmp / "unseen.jsonl")
+    stdout_console.print(f"{out / 'train.jsonl'}  {out / 'unseen.jsonl'}")
 
 
 @app.command("canaries")

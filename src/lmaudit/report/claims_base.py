@@ -25,6 +25,9 @@ class Claim:
     paper_figure: str
     experiments: tuple[str, ...]  # results/NAME folders the judge reads (the first is linked)
     judge: Callable[[dict[str, dict]], Finding]
+    # the same claim judged on the real pretrained model (SmolLM2-135M): its experiments and judge, when there are
+    real_experiments: tuple[str, ...] = ()
+    real_judge: Callable[[dict[str, dict]], Finding] | None = None
 
 
 def pts(x: float) -> str:

@@ -12,6 +12,7 @@ from lmaudit.report.claims_base import (
     REPRODUCED,
     UNTESTABLE,
     Finding,
+    auc_text,
     ci,
     count_text,
     pct,
@@ -35,6 +36,31 @@ def pretraining_gap(recs: dict[str, dict]) -> Finding:
                    "stream (the paper: Pythia/LLaMA on WikiMIA and MIMIR). Seen once, no attack separates members "
                    "well (all AUCs 53–57) and the two are tied; seen 4×, Min-K%++ is ahead on every seed. Possible "
                    "reason: a small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on.")
+
+
+def finetuned_gap(*names: str):
+    """The Gap-K% head-to-head on fine-tuned real models: AUC(gap_k) − AUC(min_k_pp) per seed in each experiment
+    ``names`` (``compare = "gap_k"``), ahead only where the paired interval excludes 0."""
+
+    def judge(recs: dict[str, dict]) -> Finding:
+        parts, counts, aucs = [], [], []
+        for name in names:
+            if name not in recs:
+                continue
+            rec = recs[name]
+            per_seed = rec["paired"]["vs"]["min_k_pp"]
+            counts.append(seeds_verdict(per_seed))
+            aucs.append(f"{name}: gap_k {auc_text(rec, 'gap_k')}, min_k_pp {auc_text(rec, 'min_k_pp')}")
+            parts.append(f"{name}: " + ", ".join(f"{pts(p['diff'])} {ci(*p['ci95'])}" for p in per_seed)
+                         + f" ({count_text(*counts[-1])})")
+        ahead, tied, behind = (sum(c[i] for c in counts) for i in range(3))
+        verdict = REPRODUCED if ahead and not tied and not behind else PARTLY if ahead else NOT_REPRODUCED
+        ours = ("AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals: " + "; ".join(parts)
+                + ". AUC mean ± std over seeds: " + "; ".join(aucs))
+        return Finding(ours, verdict, "Members are fine-tuned into the pretrained SmolLM2-135M-Instruct (see the "
+                       "experiment's description), not met in pretraining as in the paper.")
+
+    return judge
 
 
 def _setting_rows(rec: dict, setting: str, labels: list[str]) -> dict[str, tuple[float, float]]:
