@@ -327,3 +327,26 @@ def test_corpus_pii_writes_its_folder_whole_and_never_over_other_files(tmp_path,
     assert (mine / "train.jsonl").read_text() == '{"text": "my own data"}\n'
     assert_ok(lmaudit("corpus", "pii", "--out", tmp_path / "pii"))
     assert folder_kind(tmp_path / "pii") == "corpus" and verify_folder(tmp_path / "pii") is not None
+
+
+def test_provenance_says_whether_the_code_differed_from_its_commit_and_is_read_once(monkeypatch):
+    import subprocess as sp
+
+    from lmaudit import utils
+    from lmaudit.runs.common import provenance
+
+    answers = {"rev-parse": "abc123\n", "status": " M src/lmaudit/folders.py\n"}
+
+    def fake_run(args, **kwargs):
+        return sp.CompletedProcess(args, 0, stdout=answers[args[1]], stderr="")
+
+    monkeypatch.setattr(utils.subprocess, "run", fake_run)
+    utils.git_state.cache_clear()
+    try:
+        assert provenance()["git_commit"] == "abc123" and provenance()["git_dirty"] is True
+        answers.update({"rev-parse": "def456\n", "status": ""})  # a commit made while the run works
+        assert utils.git_state() == {"commit": "abc123", "dirty": True}  # the code it imported, not the new HEAD
+        utils.git_state.cache_clear()
+        assert utils.git_state() == {"commit": "def456", "dirty": False}
+    finally:
+        utils.git_state.cache_clear()

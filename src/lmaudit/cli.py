@@ -21,6 +21,7 @@ from lmaudit.commands.common import PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
 from lmaudit.folders import disk_error
 from lmaudit.progress import console, set_quiet
+from lmaudit.utils import git_state
 
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
 COMMANDS = {
@@ -69,6 +70,7 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 def main() -> None:
     warnings.formatwarning = _format_warning
+    git_state()  # the commit of the code this process imported, read now: results of a long run name it
     try:
         app(standalone_mode=True)
     except LmauditError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import importlib
 import json
@@ -131,17 +132,36 @@ def package_versions(names: tuple[str, ...] = ("lmaudit", "torch", "transformers
     return out
 
 
-def git_commit() -> str | None:
-    """The commit of the lmaudit source tree, or None outside a git checkout."""
+@functools.cache
+def git_state() -> dict:
+    """``{"commit": HEAD, "dirty": bool}`` of the checkout lmaudit runs from (both None outside one), read once per
+    process: ``dirty`` says whether the package's files (``src/lmaudit``, new ones included) differ from that commit.
+
+    Read once, so that a commit made while a long run works never restamps its results: the code a process
+    runs is what it imported at its start (the command line reads this at start-up).
+    """
     here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and commit else None
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=5, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+    commit = (git("rev-parse", "HEAD") or "").strip() or None
+    status = git("status", "--porcelain", "--", ".") if commit else None
+    return {"commit": commit, "dirty": None if status is None else bool(status.strip())}
+
+
+def git_commit() -> str | None:
+    """The commit of the lmaudit source tree, or None outside a git checkout (see :func:`git_state`)."""
+    return git_state()["commit"]
+
+
+def git_dirty() -> bool | None:
+    """Whether lmaudit's source differs from :func:`git_commit` (None outside a git checkout)."""
+    return git_state()["dirty"]
 
 
 def cache_dir() -> Path:

@@ -48,7 +48,8 @@ def config_option():
 
 
 def model_option(help: str = "Local model folder (AR or DLM)."):
-    return typer.Option(None, "--model", help=help + " [required]")
+    return typer.Option(None, "--model", help=help + " A .gguf file, a folder holding one, or a named model "
+                                                     "(smollm2-135m: lmaudit models list) works too. [required]")
 
 
 def alias_option(name: str):

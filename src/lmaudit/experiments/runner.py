@@ -19,7 +19,7 @@ from lmaudit.experiments.registry import get_experiment_type
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import check_replaceable
 from lmaudit.progress import info
-from lmaudit.utils import git_commit, package_versions
+from lmaudit.utils import git_state, package_versions
 
 
 def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command: str = "", report: bool = False) -> Path:
@@ -34,6 +34,7 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
                         f"got {type(cfg).__name__}")
     check_name(cfg.name, f"experiment of type '{cfg.type}'")
     check_replaceable(Path(out_root) / cfg.name, "the experiment's folder", kind="experiment")
+    start = git_state()  # the code that runs: read before the work, so a commit made meanwhile never restamps it
     info(f"experiment {cfg.name} ({cfg.type}): {cfg.description}")
     ws = Workspace(cfg)
     payload = spec.run(ws, cfg)
@@ -41,7 +42,8 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
         "experiment": asdict(cfg),
         "command": command,
         "lmaudit_version": __version__,
-        "git_commit": git_commit(),
+        "git_commit": start["commit"],
+        "git_dirty": start["dirty"],
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "packages": package_versions(),
         "corpus": ws.corpus_hash(),

@@ -20,7 +20,7 @@ from lmaudit.folders import missing_folder_hint, verify_folder
 from lmaudit.privacy.bounds import METHOD, EpsilonBound, check_level, epsilon_lower_bound
 from lmaudit.privacy.canaries import DECOYS, read_canary_folder
 from lmaudit.privacy.one_run import CanaryBound, canary_audit
-from lmaudit.utils import git_commit, write_json_atomic
+from lmaudit.utils import git_commit, git_dirty, write_json_atomic
 
 EPSILON_FILE = "epsilon.json"
 _NOT_MIA = "pass a folder written by lmaudit mia or demo"
@@ -108,7 +108,7 @@ def epsilon_payload(run_dir: str | Path, bounds: dict, *, delta: float, confiden
     """The content of ``epsilon.json``: provenance, the settings, and one bound per attack."""
     method = (METHOD + ": the threshold is chosen on a seeded stratified half, the bound computed on the other"
               if canaries is None else next(iter(bounds.values())).method)
-    return {"type": "epsilon-lower-bound", "lmaudit_version": __version__, "git_commit": git_commit(),
+    return {"type": "epsilon-lower-bound", "lmaudit_version": __version__, "git_commit": git_commit(), "git_dirty": git_dirty(),
             "created": datetime.now(UTC).isoformat(timespec="seconds"), "run": str(run_dir),
             "mode": "mia" if canaries is None else "canaries", "canaries": None if canaries is None else str(canaries),
             "method": method, "delta": delta, "confidence": confidence, "seed": seed,

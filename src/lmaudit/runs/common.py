@@ -12,14 +12,16 @@ import pandas as pd
 from lmaudit import __version__
 from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import write_report
-from lmaudit.utils import git_commit, package_versions, write_json_atomic
+from lmaudit.utils import git_commit, git_dirty, package_versions, write_json_atomic
 
 
 def provenance() -> dict:
-    """Version, commit, package versions and creation time: the first keys of every ``results.json``."""
+    """Version, commit (and whether the code differed from it), package versions and creation time: the first keys
+    of every ``results.json``."""
     return {
         "lmaudit_version": __version__,
         "git_commit": git_commit(),
+        "git_dirty": git_dirty(),  # the code differed from that commit: the commit alone does not reproduce it
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "packages": package_versions(),
     }
