@@ -34,6 +34,10 @@ def fine_tuning_setting(exp: dict) -> str:
     """The usual setting line: the kind and preset fine-tuned (or the given model of a ``checkpoint`` run)."""
     if exp.get("model"):
         return f"model `{exp['model']}`."
+    if exp.get("base"):  # a pretrained model, not a tiny preset
+        how = f"LoRA rank {exp['lora']}" if exp.get("lora") else "every weight"
+        return (f"{exp['kind']} `{exp['base']}` (pretrained), {exp['mode']} fine-tuning ({how}, lr {exp['lr']:g}) "
+                f"for {exp['epochs']} epochs.")
     return f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs."
 
 

@@ -151,7 +151,8 @@ def rows_tables(record: dict, first: str) -> list[tuple[str, list[str], list[lis
     exp = record["experiment"]
     rows = [[label] + [_pm(r[k]) for k in METRICS]
             for label, r in sorted(record["rows"].items(), key=lambda kv: -kv[1]["auc"][0])]
-    budget = f"; {exp['budget']} forwards per model per sample" if "budget" in exp else ""
+    # the masked-forward budget of DLM attacks: an AR probe is one forward whatever it says
+    budget = f"; {exp['budget']} forwards per model per sample" if "budget" in exp and exp.get("kind") != "ar" else ""
     caption = (f"{exp['n_members']} members vs {exp['n_nonmembers']} non-members{budget}. Values are mean ± std "
                "over seeds, in percent.")
     if any("n/a" in row for row in rows):
