@@ -33,3 +33,29 @@ def test_mia_from_one_labelled_file_equals_two_files(tmp_path, tiny_model_dir):
 def test_mia_says_which_argument_is_wrong_before_loading_a_model(tmp_path, kwargs, message):
     with pytest.raises(LmauditError, match=message):
         lmaudit.mia(tmp_path / "no-model-here", **kwargs)
+
+
+def test_the_commands_and_the_python_interface_write_the_same_extraction(tmp_path, tiny_model_dir):
+    """One wiring: ``lmaudit extract`` calls ``lmaudit.extract`` (the copies once disagreed on ``model``)."""
+    from helpers import assert_ok
+    from helpers import lmaudit as cli
+
+    data = write_jsonl(tmp_path / "d.jsonl", make_texts(4, seed=3))
+    cfg = lmaudit.ExtractConfig(mask="suffix:4", trajectories=2, n=10)
+    assert_ok(cli("extract", "--model", tiny_model_dir, "--data", data, "--mask", "suffix:4", "--trajectories", "2",
+                  "--n", "10", "--out", tmp_path / "cli", "--no-report"))
+    lmaudit.extract(tiny_model_dir, data, config=cfg).write(tmp_path / "api")
+    by_cli, by_api = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("cli", "api"))
+    assert by_cli["model"] == by_api["model"] == str(tiny_model_dir)
+    assert by_cli["summary"] == by_api["summary"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: lmaudit.ReconstructConfig(alpha=5), r"--alpha must be in \[0, 1\]"),
+    (lambda: lmaudit.ReconstructConfig(skew_signal="both"), "unknown skew signal 'both'"),
+    (lambda: lmaudit.AuditConfig(method="smim"), "unknown method 'smim'"),
+    (lambda: lmaudit.AuditConfig(features="logits"), "unknown features 'logits'"),
+])
+def test_settings_are_checked_when_the_config_is_made_from_python_too(make, message):
+    with pytest.raises(LmauditError, match=message):
+        make()

@@ -31,6 +31,12 @@ def _model(model: ModelHandle | str | Path, kind: str | None = None, **options) 
     return model if isinstance(model, ModelHandle) else load_model(model, kind=kind, **options)
 
 
+def _models(model, reference, load_options: dict) -> tuple[ModelHandle, ModelHandle | None]:
+    """The target and (when given) the reference, loaded with the same options and the target's kind."""
+    target = _model(model, **load_options)
+    return target, None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
+
+
 def _texts(data: TextSet | str | Path) -> TextSet:
     return data if isinstance(data, TextSet) else load_texts(data)
 
@@ -49,38 +55,41 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     """
     mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
                                 split=split)
-    target = _model(model, **load_options)
-    ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    target, ref = _models(model, reference, load_options)
     return run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
 
 
 def audit_set(model, members, nonmembers, suspect, *, reference=None, config: AuditConfig | None = None,
               **load_options) -> RunResult:
-    """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals)."""
-    target = _model(model, **load_options)
-    ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
-    payload = run_audit(target, _texts(members), _texts(nonmembers), _texts(suspect), config or AuditConfig(),
-                        reference=ref)
-    return RunResult(payload, write_audit)
+    """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
+
+    The data is read before any model is loaded."""
+    sets = [_texts(members), _texts(nonmembers), _texts(suspect)]
+    target, ref = _models(model, reference, load_options)
+    return RunResult(run_audit(target, *sets, config or AuditConfig(), reference=ref), write_audit)
 
 
 def extract(model, data, *, config: ExtractConfig | None = None, **load_options) -> RunResult:
-    """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...)."""
+    """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...).
+
+    The data is read before the model is loaded."""
+    texts = _texts(data)
     target = _model(model, **load_options)
-    payload = run_extraction(target, _texts(data), config or ExtractConfig())
+    payload = run_extraction(target, texts, config or ExtractConfig())
     payload["model"] = target.path
     return RunResult(payload, write_extraction)
 
 
 def reconstruct_pii(model, records, *, reference=None, calibration=None, config: ReconstructConfig | None = None,
                     placeholder: str = "[REDACTED]", show_pii: bool = False, **load_options) -> RunResult:
-    """Recover a redacted field of each record; top-1 attack success rate per ranking signal."""
+    """Recover a redacted field of each record; top-1 attack success rate per ranking signal.
+
+    The records (and calibration records) are read and checked before any model is loaded."""
     cfg = config or ReconstructConfig()
-    target = _model(model, **load_options)
-    ref = None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
     recs = redacted_records(_texts(records), cfg.field, placeholder=placeholder)
     calib = None if calibration is None else redacted_records(_texts(calibration), cfg.field, placeholder=placeholder)
+    target, ref = _models(model, reference, load_options)
     payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
                     "reference": None if ref is None else ref.path, "show_pii": show_pii})

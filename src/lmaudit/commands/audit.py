@@ -7,14 +7,14 @@ from typing import Optional
 
 import typer
 
+from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.mia import data_option, label_field_option, member_sets
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
-from lmaudit.models.loading import load_model
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import audit_rows
-from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
+from lmaudit.runs.audit_set import AuditConfig
 
 app = typer.Typer(add_completion=False)
 
@@ -53,15 +53,13 @@ def audit_set(
     cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
                       bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks),
                       allow_overlap=allow_overlap)
-    cfg.validate()
     mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     sus = load_texts(suspect, text_field=text_field, split=split)
-    opts = model_options.load_kwargs(run_options.backend)
-    loaded = load_model(model, **opts)
-    ref = load_model(reference, **{**opts, "kind": loaded.kind}) if reference else None
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        payload = run_audit(loaded, mem, non, sus, cfg, reference=ref)
-    path = write_audit(payload, out, report=not run_options.no_report)
+        result = api.audit_set(model, mem, non, sus, reference=reference, config=cfg,
+                               **model_options.load_kwargs(run_options.backend))
+    payload = result.payload
+    path = result.write(out, report=not run_options.no_report)
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
     stdout_console.print(c.rich_table(title, *audit_rows(payload)))

@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
@@ -16,7 +17,7 @@ from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.models.loading import load_model
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import summary_rows
-from lmaudit.runs.extract import ExtractConfig, parse_steps, run_extraction, write_extraction
+from lmaudit.runs.extract import ExtractConfig, parse_steps
 
 app = typer.Typer(add_completion=False)
 
@@ -62,11 +63,10 @@ def extract(
                         temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                         seed=seed)
     texts = load_texts(data, text_field=text_field, split=split)  # bad data fails before the model loads
-    loaded = load_model(model, **model_options.load_kwargs(run_options.backend))
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        payload = run_extraction(loaded, texts, cfg)
-    payload["model"] = str(model)
-    path = write_extraction(payload, out, report=not run_options.no_report)
+        result = api.extract(model, texts, config=cfg, **model_options.load_kwargs(run_options.backend))
+    payload = result.payload
+    path = result.write(out, report=not run_options.no_report)
     stdout_console.print(extraction_table(payload))
     if "relaxed" in payload:
         r = payload["relaxed"]

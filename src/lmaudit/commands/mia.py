@@ -7,15 +7,14 @@ from typing import Optional
 
 import typer
 
+from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import TextSet, load_member_sets
 from lmaudit.errors import LmauditError
-from lmaudit.models.loading import load_model
-from lmaudit.models.shadows import ShadowSet
 from lmaudit.progress import stdout_console
 from lmaudit.runs.demo import FULL, QUICK, run_demo, run_real_demo
-from lmaudit.runs.mia import RunConfig, run_mia
+from lmaudit.runs.mia import RunConfig
 from lmaudit.runs.mia_notes import results_table, verdict_text
 
 app = typer.Typer(add_completion=False)
@@ -82,12 +81,9 @@ def mia(
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
                     allow_overlap=allow_overlap, chat_template=chat_template)
-    opts = model_options.load_kwargs(run_options.backend)
-    tgt = load_model(model, **opts)
-    ref = load_model(reference, **{**opts, "kind": tgt.kind}) if reference else None
-    shadow_set = ShadowSet.load(shadows) if shadows is not None else None
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        result = run_mia(tgt, mem, non, reference=ref, config=cfg, shadows=shadow_set)
+        result = api.mia(model, mem, non, reference=reference, shadows=shadows, config=cfg,
+                         **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
     stdout_console.print(results_table(result))
     stdout_console.print(verdict_text(result), markup=False)

@@ -7,15 +7,15 @@ from typing import Optional
 
 import typer
 
+from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
 from lmaudit.errors import LmauditError
-from lmaudit.extraction.reconstruct import mask_value, redacted_records
-from lmaudit.models.loading import load_model
+from lmaudit.extraction.reconstruct import mask_value
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import asr_rows
-from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
+from lmaudit.runs.pii import ReconstructConfig
 
 app = typer.Typer(add_completion=False)
 
@@ -55,25 +55,20 @@ def pii(
         a = alpha if alpha == "auto" else float(alpha)
     except ValueError:
         raise LmauditError(f"--alpha '{alpha}' is neither 'auto' nor a number") from None
-    if a != "auto" and not 0 <= a <= 1:
-        raise LmauditError(f"--alpha must be in [0, 1], got {a}")
     try:
         lengths = [int(m) for m in mask_length.split(",")]
     except ValueError:
         raise LmauditError(f"--mask-length '{mask_length}' is neither an integer nor a comma list of integers") from None
     cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths, steps=steps, alpha=a,
                             include_truth=include_truth, seed=seed)
-    recs = redacted_records(load_texts(records, text_field=text_field, split=split), field, placeholder=placeholder)
-    calib = (redacted_records(load_texts(calibration, text_field=text_field, split=split), field,
-                              placeholder=placeholder) if calibration else None)
-    opts = model_options.load_kwargs(run_options.backend)
-    target = load_model(model, **opts)
-    ref = load_model(reference, **{**opts, "kind": target.kind}) if reference else None
+    recs = load_texts(records, text_field=text_field, split=split)  # checked (and redacted) before any model loads
+    calib = load_texts(calibration, text_field=text_field, split=split) if calibration else None
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
-    payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": str(model),
-                    "reference": None if reference is None else str(reference), "show_pii": show_pii})
-    path = write_reconstruction(payload, out, show_pii=show_pii, report=not run_options.no_report)
+        result = api.reconstruct_pii(model, recs, reference=reference, calibration=calib, config=cfg,
+                                     placeholder=placeholder, show_pii=show_pii,
+                                     **model_options.load_kwargs(run_options.backend))
+    payload = result.payload
+    path = result.write(out, report=not run_options.no_report)
     cov = payload["coverage"]
     title = (f"PII reconstruction ({field}), {payload['mode']} mode: {payload['n_records']} records, true value "
              f"generated for {cov['percent']:.0f}% (95% interval {cov['ci95'][0]:.0f}–{cov['ci95'][1]:.0f}%)"

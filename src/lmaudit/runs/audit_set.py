@@ -35,12 +35,17 @@ class AuditConfig:
     budget: int = 16  # features=scores on a DLM: masked forwards per sample
     allow_overlap: bool = False  # run although two of the sets share more than a small share of texts
 
+    def __post_init__(self) -> None:  # checked on construction, from the command line and from Python alike
+        self.validate()
+
     def validate(self) -> None:
         check_int("--seed", self.seed, low=0)
         check_int("--bootstrap", self.bootstrap, low=0)
         check_int("budget", self.budget, low=1, high=MAX_BUDGET, hint=budget_memory_hint(self.budget))
         if self.method not in METHODS:
             raise LmauditError(f"unknown method '{self.method}'", hint=f"use one of {', '.join(METHODS)}")
+        if self.features not in FEATURES:
+            raise LmauditError(f"unknown features '{self.features}'", hint=f"use one of {', '.join(FEATURES)}")
         if self.kernel not in KERNELS:
             raise LmauditError(f"unknown kernel '{self.kernel}'", hint=f"use one of {', '.join(KERNELS)}")
 

@@ -230,6 +230,12 @@ class ReconstructConfig:
         if not isinstance(self.include_truth, bool):
             raise LmauditError(f"include_truth must be true or false, got {self.include_truth!r}")
         check_int("--seed", self.seed, low=0)
+        alpha_ok = self.alpha == "auto" or (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool)
+                                            and 0 <= self.alpha <= 1)
+        if not alpha_ok:
+            raise LmauditError(f"--alpha must be in [0, 1] (or 'auto'), got {self.alpha!r}")
+        if self.skew_signal not in ("pii", "context"):
+            raise LmauditError(f"unknown skew signal '{self.skew_signal}'", hint="use pii or context")
 
 
 def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> dict:
@@ -297,8 +303,6 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
     same scores. ``alpha_sweep`` is the ASR of ``combined`` at α = 0, 0.1, …, 1.
     """
 
-    if cfg.skew_signal not in ("pii", "context"):
-        raise LmauditError(f"unknown skew signal '{cfg.skew_signal}'", hint="use pii or context")
     if any(r.truth is None for r in records):
         missing = next(r.id for r in records if r.truth is None)
         raise DataError(f"record '{missing}' has no true '{cfg.field}' value to evaluate against",
