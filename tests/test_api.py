@@ -59,3 +59,26 @@ def test_the_commands_and_the_python_interface_write_the_same_extraction(tmp_pat
 def test_settings_are_checked_when_the_config_is_made_from_python_too(make, message):
     with pytest.raises(LmauditError, match=message):
         make()
+
+
+def test_a_written_run_reads_back_with_its_table_verdict_and_scores(tmp_path, tiny_model_dir):
+    cfg = RunConfig(attacks=["loss", "min_k"], n_bootstrap=20)
+    mem, non = write_jsonl(tmp_path / "m.jsonl", make_texts(20, seed=1)), write_jsonl(tmp_path / "n.jsonl",
+                                                                                     make_texts(20, seed=2))
+    result = lmaudit.mia(tiny_model_dir, mem, non, config=cfg)
+    result.write(tmp_path / "run")
+    back = lmaudit.load_results(tmp_path / "run")
+    assert repr(back) == repr(result) and "Exposure:" in repr(back) and "20 members vs 20 non-members" in repr(back)
+    frame = back.to_frame()
+    assert list(frame["attack"]) == sorted(result.attacks, key=lambda n: -result.attacks[n]["auc"])
+    assert frame.loc[0, "auc"] == max(m["auc"] for m in result.attacks.values())
+    assert back.scores["min_k"] == pytest.approx(result.scores["min_k"])
+    assert back.write(tmp_path / "again").name == "results.json"  # an MIA run read back writes again, whole
+    audit = lmaudit.audit_set(tiny_model_dir, mem, non, write_jsonl(tmp_path / "s.jsonl", make_texts(20, seed=7)),
+                              config=lmaudit.AuditConfig(bootstrap=20))
+    audit.write(tmp_path / "audit")
+    read = lmaudit.load_results(tmp_path / "audit")
+    assert read.type == "set-audit" and "Set-level audit: ρ =" in repr(read)
+    assert list(read.to_frame()["method"]) == list(audit.payload["methods"])
+    with pytest.raises(LmauditError, match="was read from"):
+        read.write(tmp_path / "other")

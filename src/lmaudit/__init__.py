@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-_API = {"load_model": "lmaudit.api", "mia": "lmaudit.api", "audit_set": "lmaudit.api", "extract": "lmaudit.api",
+_API = {"load_model": "lmaudit.api", "load_results": "lmaudit.api", "mia": "lmaudit.api", "audit_set": "lmaudit.api", "extract": "lmaudit.api",
         "reconstruct_pii": "lmaudit.api", "RunConfig": "lmaudit.runs.mia", "AuditConfig": "lmaudit.runs.audit_set",
         "ExtractConfig": "lmaudit.runs.extract", "ReconstructConfig": "lmaudit.runs.pii"}
 __all__ = ["__version__", *_API]

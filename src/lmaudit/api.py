@@ -13,18 +13,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet
+from lmaudit.report.build import read_results
 from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
-from lmaudit.runs.common import RunResult
+from lmaudit.runs.common import PROVENANCE_KEYS, RunResult
 from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
 
-__all__ = ["audit_set", "extract", "load_model", "mia", "reconstruct_pii"]
+__all__ = ["audit_set", "extract", "load_model", "load_results", "mia", "reconstruct_pii"]
 
 
 def _model(model: ModelHandle | str | Path, kind: str | None = None, **options) -> ModelHandle:
@@ -94,3 +97,16 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
                     "reference": None if ref is None else ref.path, "show_pii": show_pii})
     return RunResult(payload, lambda p, out, report=False: write_reconstruction(p, out, show_pii=show_pii, report=report))
+
+
+def load_results(folder: str | Path) -> MIAResult | RunResult:
+    """A results folder read back: an :class:`MIAResult` (``mia``, the demo's AR part; its ``write()`` writes it
+    again) or a :class:`RunResult` (``audit-set``, ``extract``, ``pii``: its payload, ``to_frame()`` and repr)."""
+    folder = Path(folder)
+    res = read_results(folder / "results.json")
+    if res.get("type") in ("set-audit", "extraction", "pii-reconstruction"):
+        payload = {k: v for k, v in res.items() if k not in PROVENANCE_KEYS}
+        if (folder / "records.csv").is_file():
+            payload["records"] = pd.read_csv(folder / "records.csv").to_dict("list")
+        return RunResult(payload, writer=None, source=folder)
+    return MIAResult.load(folder)

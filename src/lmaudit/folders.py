@@ -201,15 +201,11 @@ def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | None 
     if out.exists() and not out.is_dir():
         raise LmauditError(f"{what} '{given}' is an existing file", hint="name a folder (it is created if absent)")
     if out.is_dir():
-        existing = folder_kind(out)
+        existing, foreign = _inspect(out)
         if not _same_kind(existing, kind):
             raise LmauditError(f"{what} '{given}' holds {_a(existing)} lmaudit wrote; this command writes {_a(kind)}",
                                hint=f"name another folder: lmaudit replaces its output folder whole, and never "
                                     f"replaces {_a(existing)} with {_a(kind)}")
-        try:
-            foreign = _foreign_entries(out)
-        except LmauditError:
-            foreign = [MANIFEST]
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
             raise LmauditError(f"{what} '{out}' holds files lmaudit did not write ({shown})",
@@ -218,6 +214,20 @@ def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | None 
     if out.parent.exists() and not out.parent.is_dir():
         raise LmauditError(f"{what} '{given}': '{out.parent}' is a file, not a folder")
     return out
+
+
+def _inspect(out: Path) -> tuple[str | None, list[str]]:
+    """(what lmaudit wrote ``out`` as, its entries lmaudit did not write); a folder another writer moves aside
+    while it is read counts as absent (the swap handles it), never as a crash or as foreign files."""
+    try:
+        existing = folder_kind(out)
+        try:
+            foreign = _foreign_entries(out)
+        except LmauditError:
+            foreign = [MANIFEST]
+    except FileNotFoundError:
+        return None, []
+    return (existing, foreign) if out.exists() else (None, [])
 
 
 def _a(kind: str | None) -> str:

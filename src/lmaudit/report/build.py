@@ -28,7 +28,7 @@ from lmaudit.report.summary import (
 from lmaudit.report.tables import asr_rows, audit_rows, facts_common
 
 
-def _read_scores(path: Path, res: dict) -> pd.DataFrame:
+def read_scores(path: Path, res: dict) -> pd.DataFrame:
     """``scores.parquet`` of a mia run, refused unless it holds every attack of ``results.json`` for every record."""
     try:
         scores = pd.read_parquet(path)
@@ -69,7 +69,7 @@ def check_recorded_aucs(run: Path) -> None:
         res = read_results(path)
         if not isinstance(res.get("attacks"), dict) or "target" not in res:
             continue
-        scores = _read_scores(folder / "scores.parquet", res)
+        scores = read_scores(folder / "scores.parquet", res)
         labels = scores["label"].to_numpy()
         for name, m in res["attacks"].items():
             measured, recorded = auc(labels, scores[name].to_numpy()), m.get("auc") if isinstance(m, dict) else None
@@ -83,7 +83,7 @@ def check_recorded_aucs(run: Path) -> None:
 def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     """Sections of one membership-inference run: summary table, ROC, histograms, Q-Skew examples."""
 
-    scores = _read_scores(run / "scores.parquet", res)
+    scores = read_scores(run / "scores.parquet", res)
     labels = scores["label"].to_numpy()
     names = list(res["attacks"])
     by_attack = {n: scores[n].to_numpy() for n in names}
@@ -211,7 +211,7 @@ def mia_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> 
     sections, exposed, labelled = [], {}, []
     for folder, part, prefix in parts:
         part_sections = mia_sections(folder, part, prefix=prefix)
-        scores = _read_scores(folder / "scores.parquet", part)
+        scores = read_scores(folder / "scores.parquet", part)
         label = f"{part['target'].get('kind', 'ar').upper()} target"
         table, exposed[label] = records_section(scores, strongest_attack(part["attacks"]), part["n_nonmembers"],
                                                 texts, prefix=prefix, show_pii=show_pii)

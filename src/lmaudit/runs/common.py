@@ -10,9 +10,13 @@ from pathlib import Path
 import pandas as pd
 
 from lmaudit import __version__
+from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import write_report
+from lmaudit.report.summary import audit_summary, extraction_summary, pii_summary
 from lmaudit.utils import git_commit, git_dirty, package_versions, write_json_atomic
+
+PROVENANCE_KEYS = ("lmaudit_version", "git_commit", "git_dirty", "created", "packages")
 
 
 def provenance() -> dict:
@@ -68,6 +72,9 @@ def write_results(out: str | Path, payload: dict, *, kind: str, tables: dict[str
     return out / "results.json"
 
 
+SUMMARIES = {"set-audit": audit_summary, "extraction": extraction_summary, "pii-reconstruction": pii_summary}
+
+
 @dataclass
 class RunResult:
     """A finished audit-set, extract or pii run: the ``results.json`` payload and how to write it.
@@ -79,12 +86,35 @@ class RunResult:
 
     payload: dict
     writer: object = field(repr=False, default=None)  # (payload, folder, report=) -> path of results.json
+    source: Path | None = None  # the folder a result read back with lmaudit.load_results came from
 
     def __getitem__(self, key: str):
         return self.payload[key]
 
+    @property
+    def type(self) -> str:
+        """``set-audit``, ``extraction`` or ``pii-reconstruction``."""
+        return self.payload.get("type", "run")
+
+    def to_frame(self) -> pd.DataFrame:
+        """A set-level audit: one row per method (ρ, its 90% interval, the unclipped ρ); extraction and PII
+        reconstruction: one row per record (as ``records.csv``)."""
+        if "methods" in self.payload:
+            return pd.DataFrame([{"method": name, "rho": est["rho"], "rho_low": est["ci90"][0],
+                                  "rho_high": est["ci90"][1], "rho_unclipped": est.get("rho_unclipped")}
+                                 for name, est in self.payload["methods"].items()])
+        return pd.DataFrame(self.payload["records"])
+
+    def __repr__(self) -> str:
+        summary = SUMMARIES.get(self.type)
+        verdict = f" {summary(self.payload).headline}" if summary else ""
+        return f"<RunResult {self.type}:{verdict}>"
+
     def write(self, out: str | Path, *, report: bool = False) -> Path:
         """Write the run's folder (as one unit); ``report`` adds ``report.html``/``report.md``."""
+        if self.source is not None:
+            raise LmauditError(f"this result was read from {self.source}: its folder is what the run wrote",
+                               hint="copy that folder instead of writing the result again")
         if self.writer:
             return self.writer(self.payload, Path(out), report=report)
-        return write_results(out, self.payload, kind=self.payload.get("type", "run"), report=report)
+        return write_results(out, self.payload, kind=self.type, report=report)

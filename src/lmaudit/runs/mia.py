@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -24,21 +24,17 @@ from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError, check_int
 from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
-from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import adapter_record
-from lmaudit.models.shadows import ShadowSet
-from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
-from lmaudit.probes.masked import probe_masked_shards
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ARStats, MaskedStats
-from lmaudit.probes.requests import ARRequest
-from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
+from lmaudit.probes.records import MaskedStats
 from lmaudit.progress import info
+from lmaudit.report.build import read_results, read_scores
 from lmaudit.report.records import stored_columns
 from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
-from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts
+from lmaudit.runs.mia_groups import Probing, ar_group, check_dlm_reference, masked_group
+from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
 from lmaudit.utils import cache_dir
 
 
@@ -120,6 +116,37 @@ class MIAResult:
     def to_json(self) -> dict:
         return {**provenance(), **self.payload()}
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per attack, best AUC first: AUC with its 95% interval, the TPRs, forwards per sample."""
+        rows = [{"attack": name, "auc": m["auc"], "auc_low": m["auc_ci95"][0], "auc_high": m["auc_ci95"][1],
+                 **{key: m.get(key) for key in ("tpr@10%fpr", "tpr@1%fpr", "tpr@0.1%fpr")},
+                 "forwards_per_sample": m.get("forwards_per_sample")} for name, m in self.attacks.items()]
+        return pd.DataFrame(rows).sort_values("auc", ascending=False, ignore_index=True)
+
+    def __repr__(self) -> str:
+        kind = self.target.get("kind", "ar").upper()
+        return (f"<MIAResult {kind}: {self.n_members} members vs {self.n_nonmembers} non-members, "
+                f"{len(self.attacks)} attacks. {verdict_text(self)}>")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "MIAResult":
+        """A run ``write`` wrote (or ``lmaudit mia``): ``results.json``, ``scores.parquet`` and ``examples.json``."""
+        folder = Path(folder)
+        res = read_results(folder / "results.json")
+        if not isinstance(res.get("attacks"), dict) or "target" not in res:
+            raise LmauditError(f"{folder / 'results.json'}: not a membership-inference run")
+        scores = read_scores(folder / "scores.parquet", res)
+        known = {f.name for f in fields(RunConfig)}  # settings of older versions are left out, newer ones default
+        examples = folder / "examples.json"
+        return cls(config=RunConfig(**{k: v for k, v in res["config"].items() if k in known}), target=res["target"],
+                   reference=res.get("reference"), n_members=res["n_members"], n_nonmembers=res["n_nonmembers"],
+                   attacks=res["attacks"], scores={n: scores[n].to_numpy() for n in res["attacks"]},
+                   labels=scores["label"].to_numpy(), ids=scores["id"].astype(str).tolist(),
+                   timings_s=res.get("timings_s", {}),
+                   examples=read_results(examples) if examples.is_file() else {},
+                   long_texts=res.get("long_texts", {}), overlap=res.get("overlap", {}),
+                   chat_template=bool(res.get("chat_template", False)))
+
     def write(self, out_dir: str | Path, *, report: bool = False, files=None, kind: str = "mia") -> Path:
         """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``, written as one unit
         (:func:`~lmaudit.runs.common.write_results`); returns the path of ``results.json``.
@@ -177,107 +204,18 @@ def _score_shards(specs, params, n: int, shards, *, whole) -> dict[str, np.ndarr
     return scores
 
 
-@dataclass
-class _Probing:
-    """Everything a probe group needs: the models, the set, the run's settings and its timings."""
-
-    target: ModelHandle
-    reference: ModelHandle | None
-    shadows: ShadowSet | None
-    config: "RunConfig"
-    cache: Path | None
-    timings: dict[str, float]
-
-
-def _ar_group(ctx: _Probing, request: ARRequest, group, textset: TextSet):
-    """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
-    probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
-                              max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
-    t0 = time.perf_counter()
-    tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
-                          model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
-    ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
-    ref = None
-    if ctx.reference is not None and any(s.needs_reference for s in group):
-        t0 = time.perf_counter()
-        ref = probe_ar_shards(ctx.reference.model, ctx.reference.tokenizer, textset, probe_cfg,
-                              model_fingerprint=ctx.reference.fingerprint, cache_dir=ctx.cache,
-                              description="probe reference")
-        ctx.timings["probe_reference"] = ctx.timings.get("probe_reference", 0.0) + time.perf_counter() - t0
-    shadow = None
-    if ctx.shadows is not None and any(s.needs_shadows for s in group):
-        t0 = time.perf_counter()
-        shadow = compute_shadow_stats(ctx.shadows, textset)
-        ctx.timings["probe_shadows"] = time.perf_counter() - t0
-
-    def shards():
-        for i, (a, b) in enumerate(tar.bounds):
-            yield (a, b), tar.get(i).with_companions(
-                reference=None if ref is None else ref.get(i),
-                shadows=None if shadow is None else shadow.take(np.arange(a, b)))
-
-    def whole():
-        return ARStats.concat(tar.all()).with_companions(
-            reference=None if ref is None else ARStats.concat(ref.all()), shadows=shadow)
-
-    forwards = {s.name: 1 + (len(ctx.shadows.paths) if s.needs_shadows else 0) for s in group}
-    return shards(), whole, lambda: forwards, None
-
-
-def _masked_group(ctx: _Probing, plan: MaskPlan, group, textset: TextSet):
-    """(shard iterator, whole-set function, forwards per sample, probe) of the masked probe under ``plan``.
-
-    Forwards per sample are the mean number of mask patterns, known once the shards were read.
-    """
-    use_ref = ctx.reference is not None and any(s.needs_reference for s in group)
-    fps = (ctx.target.fingerprint, None if ctx.reference is None else ctx.reference.fingerprint)
-
-    def probe(ts: TextSet):
-        return probe_masked_shards(ctx.target.adapter, ctx.target.tokenizer, ts, plan,
-                                   reference=ctx.reference.adapter if use_ref else None, seed=ctx.config.seed,
-                                   batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
-                                   max_length=ctx.config.max_length, fingerprints=fps, cache_dir=ctx.cache)
-
-    n_patterns = np.zeros(len(textset))
-
-    def shards():
-        t0 = time.perf_counter()
-        for (a, b), stats in probe(textset):
-            n_patterns[a:b] = stats.n_patterns
-            yield (a, b), stats
-        ctx.timings[f"probe_{plan.kind}"] = ctx.timings.get(f"probe_{plan.kind}", 0.0) + time.perf_counter() - t0
-
-    def whole():
-        return MaskedStats.concat([s for _, s in probe(textset)])
-
-    return shards(), whole, lambda: {s.name: float(n_patterns.mean()) for s in group}, probe
-
-
-def _check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:
-    if reference is None:
-        return
-    if reference.kind != target.kind:
-        raise LmauditError(f"the reference '{reference.path}' is a {reference.kind.upper()} model; a "
-                           f"{target.kind.upper()} target needs a {target.kind.upper()} reference")
-    if tokenizer_fingerprint(reference.tokenizer) != tokenizer_fingerprint(target.tokenizer):
-        raise LmauditError(
-            f"the reference '{reference.path}' uses another tokenizer than the target",
-            hint="masked probes feed both models the same token ids: use a reference with the target's tokenizer",
-        )
-
-
-def _score(ctx: _Probing, specs, params, textset: TextSet, n_members: int):
+def _score(ctx: Probing, specs, params, textset: TextSet, n_members: int):
     """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request."""
     groups: dict = {}
     for spec in specs:
         spec.check(params[spec.name])  # an unknown parameter or variant is said before any probe runs
         groups.setdefault(spec.probe(params[spec.name], ctx.config.budget), []).append(spec)
     if any(isinstance(r, MaskPlan) for r in groups):
-        _check_dlm_reference(ctx.target, ctx.reference)
+        check_dlm_reference(ctx.target, ctx.reference)
     scores, forwards, examples = {}, {}, {}
     for request, group in groups.items():
         t0 = time.perf_counter()
-        group_probe = _masked_group if isinstance(request, MaskPlan) else _ar_group
+        group_probe = masked_group if isinstance(request, MaskPlan) else ar_group
         shards, whole, fwd, probe = group_probe(ctx, request, group, textset)
         group_scores = _score_shards(group, params, len(textset), shards, whole=whole)
         ctx.timings["score"] = ctx.timings.get("score", 0.0) + time.perf_counter() - t0
@@ -343,7 +281,7 @@ def run_mia(
     labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
     timings: dict[str, float] = {}
     long_texts = long_text_counts(target, {"members": members, "nonmembers": nonmembers}, config)
-    ctx = _Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings)
+    ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings)
     with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
         scores, forwards, examples = _score(ctx, specs, params, both, len(members))
@@ -387,6 +325,6 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     config = config or RunConfig()
     specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
-    ctx = _Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
+    ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     scores, _, _ = _score(ctx, specs, params, textset, 0)
     return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}

@@ -1,0 +1,111 @@
+"""The probe groups of a membership-inference run: the AR probe, or one masked probe per mask plan, with the
+reference and shadow statistics its attacks read (:func:`lmaudit.runs.mia.run_mia` scores them)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import LmauditError
+from lmaudit.models.fingerprint import tokenizer_fingerprint
+from lmaudit.models.handle import ModelHandle
+from lmaudit.models.shadows import ShadowSet
+from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
+from lmaudit.probes.masked import probe_masked_shards
+from lmaudit.probes.masks import MaskPlan
+from lmaudit.probes.records import ARStats, MaskedStats
+from lmaudit.probes.requests import ARRequest
+from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
+
+
+@dataclass
+class Probing:
+    """Everything a probe group needs: the models, the set, the run's settings and its timings."""
+
+    target: ModelHandle
+    reference: ModelHandle | None
+    shadows: ShadowSet | None
+    config: object  # the run's RunConfig (batch size, token limit, long texts, seed)
+    cache: Path | None
+    timings: dict[str, float]
+
+
+def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
+    """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
+    probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
+                              max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
+    t0 = time.perf_counter()
+    tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
+                          model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
+    ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
+    ref = None
+    if ctx.reference is not None and any(s.needs_reference for s in group):
+        t0 = time.perf_counter()
+        ref = probe_ar_shards(ctx.reference.model, ctx.reference.tokenizer, textset, probe_cfg,
+                              model_fingerprint=ctx.reference.fingerprint, cache_dir=ctx.cache,
+                              description="probe reference")
+        ctx.timings["probe_reference"] = ctx.timings.get("probe_reference", 0.0) + time.perf_counter() - t0
+    shadow = None
+    if ctx.shadows is not None and any(s.needs_shadows for s in group):
+        t0 = time.perf_counter()
+        shadow = compute_shadow_stats(ctx.shadows, textset)
+        ctx.timings["probe_shadows"] = time.perf_counter() - t0
+
+    def shards():
+        for i, (a, b) in enumerate(tar.bounds):
+            yield (a, b), tar.get(i).with_companions(
+                reference=None if ref is None else ref.get(i),
+                shadows=None if shadow is None else shadow.take(np.arange(a, b)))
+
+    def whole():
+        return ARStats.concat(tar.all()).with_companions(
+            reference=None if ref is None else ARStats.concat(ref.all()), shadows=shadow)
+
+    forwards = {s.name: 1 + (len(ctx.shadows.paths) if s.needs_shadows else 0) for s in group}
+    return shards(), whole, lambda: forwards, None
+
+
+def masked_group(ctx: Probing, plan: MaskPlan, group, textset: TextSet):
+    """(shard iterator, whole-set function, forwards per sample, probe) of the masked probe under ``plan``.
+
+    Forwards per sample are the mean number of mask patterns, known once the shards were read.
+    """
+    use_ref = ctx.reference is not None and any(s.needs_reference for s in group)
+    fps = (ctx.target.fingerprint, None if ctx.reference is None else ctx.reference.fingerprint)
+
+    def probe(ts: TextSet):
+        return probe_masked_shards(ctx.target.adapter, ctx.target.tokenizer, ts, plan,
+                                   reference=ctx.reference.adapter if use_ref else None, seed=ctx.config.seed,
+                                   batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
+                                   max_length=ctx.config.max_length, fingerprints=fps, cache_dir=ctx.cache)
+
+    n_patterns = np.zeros(len(textset))
+
+    def shards():
+        t0 = time.perf_counter()
+        for (a, b), stats in probe(textset):
+            n_patterns[a:b] = stats.n_patterns
+            yield (a, b), stats
+        ctx.timings[f"probe_{plan.kind}"] = ctx.timings.get(f"probe_{plan.kind}", 0.0) + time.perf_counter() - t0
+
+    def whole():
+        return MaskedStats.concat([s for _, s in probe(textset)])
+
+    return shards(), whole, lambda: {s.name: float(n_patterns.mean()) for s in group}, probe
+
+
+def check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:
+    if reference is None:
+        return
+    if reference.kind != target.kind:
+        raise LmauditError(f"the reference '{reference.path}' is a {reference.kind.upper()} model; a "
+                           f"{target.kind.upper()} target needs a {target.kind.upper()} reference")
+    if tokenizer_fingerprint(reference.tokenizer) != tokenizer_fingerprint(target.tokenizer):
+        raise LmauditError(
+            f"the reference '{reference.path}' uses another tokenizer than the target",
+            hint="masked probes feed both models the same token ids: use a reference with the target's tokenizer",
+        )
