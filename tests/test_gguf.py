@@ -20,9 +20,9 @@ from gguf_files import write_gguf
 from helpers import assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import ModelLoadError
-from lmaudit.models import gguf as gguf_models
 from lmaudit.models.loading import load_model
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.utils import cache_dir
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_a_lora_finetune_of_a_gguf_names_its_imported_folder_as_base(gguf_dir, t
     assert_ok(lmaudit("finetune", "--model", gguf_dir / "tiny-f32.gguf", "--data", data, "--out", out, "--lora", "2",
                       "--epochs", "1"))
     base = json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"]
-    assert (gguf_models.cache_dir() / "models") in Path(base).parents
+    assert (cache_dir() / "models") in Path(base).parents
     assert load_model(out).source is None and load_model(base).source is not None
     record = json.loads((out / "lmaudit_training.json").read_text())  # a pretrained model: its own defaults
     assert record["defaults"] == "pretrained, LoRA" and record["train_config"]["lr"] == 5e-4

@@ -60,7 +60,8 @@ RUN_KINDS = ("mia", "set-audit", "extraction", "pii-reconstruction", "demo")
 _LEGACY_KIND = {"results.json": "run", "lmaudit_training.json": "model", "shadows.json": "shadows"}
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in 4 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
@@ -100,7 +101,7 @@ def write_manifest(folder: Path, what: str) -> dict:
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if path.is_file() and rel.as_posix() != MANIFEST and not _is_derived(rel):
-            digest = _sha256(path)
+            digest = sha256_file(path)
             st = path.stat()
             files[rel.as_posix()] = {"bytes": st.st_size, "sha256": digest, "stat": _stat_key(st)}
     manifest = {"written_by": "lmaudit", "what": what, "write_id": uuid.uuid4().hex, "files": files}
@@ -345,7 +346,7 @@ def verify_folder(folder: str | Path, *, hashes: bool = True, suffixes: tuple[st
             raise LmauditError(f"{path}: missing (listed in {MANIFEST})", hint=hint)
         st = path.stat()
         rehash = hashes or entry.get("stat") != _stat_key(st)
-        if st.st_size != entry.get("bytes") or (rehash and _sha256(path) != entry.get("sha256")):
+        if st.st_size != entry.get("bytes") or (rehash and sha256_file(path) != entry.get("sha256")):
             raise LmauditError(f"{path}: changed since the run wrote it (its content does not match {MANIFEST})",
                                hint=hint)
     return manifest

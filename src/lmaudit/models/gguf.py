@@ -17,7 +17,6 @@ only the file).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import time
@@ -30,10 +29,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from lmaudit.errors import ModelLoadError
-from lmaudit.folders import cached_build, output_folder
+from lmaudit.folders import cached_build, output_folder, sha256_file
 from lmaudit.models.fingerprint import file_digest
 from lmaudit.progress import info
-from lmaudit.utils import cache_dir, stable_hash
 
 SOURCE_FILE = "lmaudit_source.json"
 IMPORT_VERSION = 1  # bump when the imported folder's layout changes: the cache key holds it
@@ -101,11 +99,7 @@ def gguf_facts(path: Path) -> dict:
     except (ValueError, OSError, KeyError, IndexError, UnicodeDecodeError) as exc:
         raise ModelLoadError(f"{path}: not a readable GGUF file ({' '.join(str(exc).split())[:120]})",
                              hint="the file is truncated or not GGUF: download or convert it again") from None
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return {"gguf": str(path), "bytes": path.stat().st_size, "sha256": h.hexdigest(), "architecture": arch,
+    return {"gguf": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path), "architecture": arch,
             "tensor_types": dict(sorted(types.items()))}
 
 
@@ -173,11 +167,8 @@ def imported_folder(path: str | Path) -> Path | None:
     if file is None:
         return None
     key = ("gguf-import", IMPORT_VERSION, file_digest(file))  # the content, not the path: a moved file is found
-    folder = cache_dir() / "models" / stable_hash(key)
-    if folder.exists():
-        return folder
-    facts = gguf_facts(file)  # a damaged file is an error before any work
-    return cached_build("models", key, lambda tmp: write_imported(file, tmp, facts))
+    # a damaged file is an error inside the build, before anything is written (cached_build keeps nothing then)
+    return cached_build("models", key, lambda tmp: write_imported(file, tmp, gguf_facts(file)))
 
 
 def local_model(path: str | Path) -> Path:
