@@ -121,7 +121,8 @@ def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners:
     for key, value in raw.items():
         if not _is_count(key, hints[key]):
             continue
-        low = 0 if defaults.get(key) == 0 else 1  # a count whose default is 0 means "none" at 0
+        # a count whose default is 0, or that its type names in ZERO_MEANS_NONE, means "none" at 0
+        low = 0 if defaults.get(key) == 0 or key in getattr(schema, "ZERO_MEANS_NONE", ()) else 1
         counts = value if isinstance(value, list) else [value]
         bad = [v for v in counts if v < low]
         if bad:

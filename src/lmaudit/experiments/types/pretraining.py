@@ -2,7 +2,11 @@
 
 Per seed and per ``repeats`` r: an AR model pretrained from scratch on the corpus'
 pretraining pool with the member passages put into the stream, each seen exactly r
-times; non-members never seen. Rows: every attack; Gap-K% with each smoothing
+times; non-members never seen. With ``base`` (a pretrained model), continued
+pretraining instead: one pass of the base over a stream of ``pretrain_tokens`` tokens
+(its own tokenizer) of pretraining-pool passages with the members r times each, in a
+seeded random order, packed into blocks as pretraining packs documents
+(``lr``/``lora``/``block``/``batch_size`` as in any fine-tuning). Rows: every attack; Gap-K% with each smoothing
 (none / shuffled / sequential) and each k; every attack on members and non-members
 perturbed alike by word swaps (a paraphrase stand-in). ``paired``: Gap-K% − Min-K%++
 per seed with its paired bootstrap 95% interval (the claim is read from these).
@@ -15,14 +19,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+from transformers import AutoTokenizer
+
+from lmaudit.data.corpus import cut_at_word
 from lmaudit.data.instruct import perturb_words
 from lmaudit.data.loaders import Record, TextSet
+from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
 from lmaudit.models.build import cached_pretrain
+from lmaudit.utils import stable_seed
 
 
 @dataclass
@@ -39,6 +49,40 @@ def _perturbed(ts: TextSet, seed: int) -> TextSet:
                    source=f"{ts.source} (perturbed)")
 
 
+def stream(ws: Workspace, members: TextSet, repeats: int, seed: int) -> TextSet:
+    """Continued pretraining's data: ``members`` ``repeats`` times each among pretraining-pool passages, in a seeded
+    random order, ``pretrain_tokens`` tokens of the base's tokenizer in all (the members' copies count)."""
+    cfg = ws.cfg
+    tok = AutoTokenizer.from_pretrained(ws.base(), local_files_only=True)
+    lengths = lambda texts: [len(ids) + 1 for ids in tok(texts)["input_ids"]]  # noqa: E731 (+1: the EOS packing adds)
+    inserted = [Record(f"{r.id}#{k}", r.target) for k in range(repeats) for r in members.records]
+    need = cfg.pretrain_tokens - repeats * sum(lengths(members.texts))
+    filler: list[Record] = []
+    seen: set[str] = set()
+    for doc in ws.corpus.shuffled("pretrain", seed + 2000):
+        if need <= 0:
+            break
+        text = cut_at_word(doc.text, cfg.passage_chars)
+        if text not in seen:
+            seen.add(text)
+            filler.append(Record(f"p{len(filler)}", text))
+            need -= lengths([text])[0]
+    records = inserted + filler
+    order = np.random.default_rng(stable_seed("pretraining-stream", seed, repeats)).permutation(len(records))
+    return TextSet([records[i] for i in order], source=f"corpus:pretrain stream with the members ×{repeats}")
+
+
+def _model(ws: Workspace, cfg: PretrainingConfig, members: TextSet, repeats: int, seed: int):
+    """The model whose pretraining saw each member ``repeats`` times: a tiny one from scratch, or the base
+    continued on :func:`stream` for one pass."""
+    if cfg.base:
+        if cfg.mode != "dft":
+            raise LmauditError("continued pretraining reads passages: pretraining-detection takes mode \"dft\"")
+        return ws.finetuned(ws.base(), stream(ws, members, repeats, seed), seed, epochs=1)
+    return cached_pretrain(ws.corpus, ws.tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens,
+                           seed=seed, include=members, repeats=repeats)
+
+
 def run(ws: Workspace, cfg: PretrainingConfig) -> dict:
     """Every attack and Gap-K% variant on models whose pretraining stream holds the members."""
     rows: dict[str, list] = {}
@@ -50,8 +94,7 @@ def run(ws: Workspace, cfg: PretrainingConfig) -> dict:
         members, nonmembers = ws.data(seed)
         for r in cfg.repeats:
             setting = f"seen {r}×"
-            model = cached_pretrain(ws.corpus, ws.tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens,
-                                    seed=seed, include=members, repeats=r)
+            model = _model(ws, cfg, members, r, seed)
             scores = {}
             for label, (attack, params) in variants.items():
                 result = ws.mia(model, None, members, nonmembers, seed, budget=1, attacks=[attack],
@@ -87,6 +130,11 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
 
 def setting(exp: dict) -> str:
     """The line of ``table.md`` that says how the models were made (no fine-tuning here)."""
+    if exp.get("base"):
+        how = f"LoRA rank {exp['lora']}" if exp.get("lora") else "every weight"
+        return (f"AR `{exp['base']}` (pretrained), continued pretraining for one pass ({how}, lr {exp['lr']:g}, "
+                f"{exp['block']}-token blocks) over {exp['pretrain_tokens']:,} tokens of pretraining-pool passages "
+                "with the members in the stream.")
     return (f"AR `{exp['preset']}` pretrained from scratch on {exp['pretrain_tokens']:,} tokens with the members in "
             "the stream; no fine-tuning.")
 

@@ -13,7 +13,12 @@ retain set (members) and held-out non-members, disjoint from F:
 - ``threshold-loss`` / ``threshold-reference``: a thresholded MIA at a fixed FPR,
   corrected for its TPR and FPR (:func:`~lmaudit.audit.per_sample.threshold_forgetting`);
 - ``threshold-lira``: the same on offline LiRA scores from K shadow models fine-tuned
-  from the base on random halves of D ∪ non-members.
+  from the base on random halves of D ∪ non-members (``n_shadows = 0``: left out, for a
+  model whose shadows do not fit the budget).
+
+On a pretrained ``base`` with ``lora`` set, the target, the retrained model and every
+unlearning method train LoRA adapters (an unlearning adapter on top of the target's),
+never every weight of the real model.
 
 Payload: ``unlearning`` (per "fraction / method / audit": per-seed ρ, mean, std and the
 count of undefined estimates), ``intervals`` (the SMI / SMI-M audits' bootstrap 90%
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,6 +43,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import cached_build
+from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
 from lmaudit.models.unlearn import unlearn
 from lmaudit.probes.features import hidden_features
@@ -54,7 +61,8 @@ class UnlearningConfig(BaseConfig):
     forget_fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])
     unlearn_methods: list[str] = field(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo", "finetune"])
     unlearn: dict = field(default_factory=dict)  # lr, epochs, retain_weight, npo_beta
-    n_shadows: int = 8  # LiRA shadow models
+    n_shadows: int = 8  # LiRA shadow models (0: no LiRA audit)
+    ZERO_MEANS_NONE: ClassVar[tuple[str, ...]] = ("n_shadows",)  # counts that may be 0 (see config.check_keys)
     audit_fpr: float = 0.1  # FPR at which per-sample audits set their threshold
 
 
@@ -71,11 +79,16 @@ def _unlearned(ws: Workspace, cfg: UnlearningConfig, method: str, target, base, 
     opts = {"lr": 1e-4, "epochs": 3.0, "retain_weight": 1.0, "npo_beta": 0.1, **cfg.unlearn}
     key = ("unlearn", str(target), method, forget.fingerprint(), retain.fingerprint(), opts, cfg.block, cfg.batch_size,
            seed)
+    lora = LoraSpec(cfg.lora) if cfg.lora else None
+    if lora:  # full-weight unlearnings keep the keys (and cached models) they had before LoRA unlearning
+        key += ("lora", cfg.lora)
     return cached_build("models", key, lambda tmp: unlearn(target, forget, retain, tmp, method=method, block=cfg.block,
-                                                            batch_size=cfg.batch_size, seed=seed, **opts))
+                                                            batch_size=cfg.batch_size, seed=seed, lora=lora, **opts))
 
 
-def _shadow_set(ws: Workspace, cfg: UnlearningConfig, base, pool: TextSet, seed: int):
+def _shadow_set(ws: Workspace, cfg: UnlearningConfig, base, pool: TextSet, seed: int) -> ShadowSet | None:
+    if cfg.n_shadows == 0:
+        return None
     halves = shadow_splits(pool, cfg.n_shadows, seed)
     return ShadowSet([ws.finetuned(base, h, seed + 100 + j) for j, h in enumerate(halves)],
                      [{text_key(r) for r in h.records} for h in halves])
@@ -90,6 +103,9 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     """ρ of each audit for every forget fraction, unlearning method and seed, and the cost of each audit."""
     if cfg.kind != "ar":
         raise LmauditError("the unlearning-audit experiment runs on AR models (LiRA's shadows are AR)")
+    if cfg.n_shadows == 1:
+        raise LmauditError("n_shadows must be 0 (no LiRA audit) or at least 2 (LiRA's shadows come in "
+                           "complementary halves)")
     rows: dict[str, list[float]] = {}
     intervals: dict[str, list] = {}
     cost: dict[str, list[float]] = {"smi": [], "smi-m": [], "features": [], "lira_shadow_training": [],
@@ -101,7 +117,8 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
         pool = TextSet(train.records + nonmembers.records, source="D ∪ non-members")
         t0 = time.perf_counter()
         shadows = _shadow_set(ws, cfg, base, pool, seed)
-        cost["lira_shadow_training"].append(time.perf_counter() - t0)
+        if shadows is not None:
+            cost["lira_shadow_training"].append(time.perf_counter() - t0)
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(train))
         half = len(nonmembers) // 2
@@ -129,13 +146,14 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
     """ρ of every audit, and the bootstrap 90% interval of each set-level one ([None, None] when undefined)."""
     out, cis = {}, {}
     t0 = time.perf_counter()
-    feats = [hidden_features(model, ts) for ts in (ref_m, ref_n, forget)]
+    feats = [hidden_features(model, ts, batch_size=cfg.probe_batch_size) for ts in (ref_m, ref_n, forget)]
     cost["features"].append(time.perf_counter() - t0)
     both = TextSet(ref_m.records + ref_n.records + forget.records, source="audit sets")
     n_m, n_n = len(ref_m), len(ref_n)
     t0 = time.perf_counter()
-    scores = score_set(model, both, reference=base, config=RunConfig(attacks=[*SCORE_FEATURES, "lira"]),
-                       shadows=shadows)
+    lira = ["lira"] if shadows is not None else []
+    scores = score_set(model, both, reference=base, config=RunConfig(attacks=[*SCORE_FEATURES, *lira],
+                                                                     batch_size=cfg.probe_batch_size), shadows=shadows)
     cost["lira_probes"].append(time.perf_counter() - t0)
     vec = np.column_stack([scores[a] for a in SCORE_FEATURES])
     score_feats = [vec[:n_m], vec[n_m : n_m + n_n], vec[n_m + n_n :]]
@@ -149,7 +167,7 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
             info(f"[yellow]{method}: {exc.message}[/yellow]")
             out[method], cis[method] = float("nan"), [None, None]
         cost.setdefault(method, []).append(time.perf_counter() - t0)
-    for attack in ("loss", "reference", "lira"):
+    for attack in ("loss", "reference", *lira):
         s = scores[attack]
         out[f"threshold-{attack}"] = threshold_forgetting(s[:n_m], s[n_m : n_m + n_n], s[n_m + n_n :],
                                                           fpr=cfg.audit_fpr)["rho"]
@@ -188,8 +206,10 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                  ["SMI-M (hidden features + estimate)", f"{audit_s('smi-m'):.2f}"],
                  ["SMI / SMI-M on score features (estimate only; the scores come with the probes)",
                   f"{cost.get('smi-scores') or 0:.3f} / {cost.get('smi-m-scores') or 0:.3f}"],
-                 ["LiRA: shadow training (once per seed)", f"{cost['lira_shadow_training']:.1f}"],
-                 ["LiRA: target + shadow probes (per model audited)", f"{cost['lira_probes']:.2f}"]]
+                 *([["LiRA: shadow training (once per seed)", f"{cost['lira_shadow_training']:.1f}"],
+                    ["LiRA: target + shadow probes (per model audited)", f"{cost['lira_probes']:.2f}"]]
+                   if cost["lira_shadow_training"] is not None else
+                   [["score probes: target + reference (per model audited; no LiRA)", f"{cost['lira_probes']:.2f}"]])]
     if record.get("intervals"):
         cov = coverage(record["intervals"])
         out.append(("How often each set-level audit's bootstrap 90% interval holds the value ρ must take ('none': 0, "
