@@ -6,6 +6,7 @@ import pytest
 
 import lmaudit
 from helpers import make_texts, write_jsonl
+from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.runs.mia import RunConfig
 
@@ -82,3 +83,41 @@ def test_a_written_run_reads_back_with_its_table_verdict_and_scores(tmp_path, ti
     assert list(read.to_frame()["method"]) == list(audit.payload["methods"])
     with pytest.raises(LmauditError, match="was read from"):
         read.write(tmp_path / "other")
+
+
+def test_probe_records_rescore_with_other_parameters_exactly_as_a_run_would(tmp_path, tiny_model_dir, monkeypatch):
+    """lmaudit.probe keeps the probes' statistics; lmaudit.score re-scores them with no model at all."""
+    monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
+    mem, non = make_texts(8, seed=11), make_texts(8, seed=12)
+    texts = TextSet.from_texts(mem + non)
+    records = lmaudit.probe(tiny_model_dir, texts, config=RunConfig(attacks=["loss", "min_k", "gap_k"]))
+    assert len(records) == 16 and records.attacks == ["loss", "min_k", "gap_k"]
+    assert "16 texts, 1 probe(s) (ARRequest)" in repr(records)
+    run = lmaudit.mia(tiny_model_dir, TextSet.from_texts(mem), TextSet.from_texts(non),
+                      config=RunConfig(attacks=["loss", "min_k", "zlib"], params={"min_k": {"k": 0.5}},
+                                       n_bootstrap=20))
+    scores = lmaudit.score(records, ["loss", "min_k", "zlib"], params={"min_k": {"k": 0.5}})
+    for name in ("loss", "min_k", "zlib"):  # zlib was not asked for at probe time: it reads the same AR probe
+        assert scores[name] == pytest.approx(run.scores[name], abs=1e-9)
+    assert not (scores["min_k"] == pytest.approx(lmaudit.score(records, ["min_k"])["min_k"]))  # k changed them
+    with pytest.raises(LmauditError, match="attack 'min_k' has no parameter"):
+        lmaudit.score(records, ["min_k"], params={"min_k": {"kk": 1}})
+    with pytest.raises(LmauditError, match="params name attack"):
+        lmaudit.score(records, ["loss"], params={"min_k": {"k": 0.5}})
+    with pytest.raises(LmauditError, match="needs a reference model"):
+        lmaudit.score(records, ["reference"])
+
+
+def test_a_masked_attack_whose_plan_the_records_lack_is_refused_naming_it(tmp_path, tiny_dlm_dir, monkeypatch):
+    monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
+    texts = TextSet.from_texts(make_texts(4, seed=13))
+    records = lmaudit.probe(tiny_dlm_dir, texts, config=RunConfig(attacks=["loss"], budget=2))
+    again = lmaudit.score(records)["loss"]
+    assert again.shape == (4,) and again == pytest.approx(lmaudit.score(records, ["loss"])["loss"])
+    records.budget = 4  # a budget the records were not probed with asks for another mask plan
+    with pytest.raises(LmauditError, match="attack 'loss' .* reads a probe these records do not hold"):
+        lmaudit.score(records, ["loss"])
+
+
+def test_tab_completion_lists_the_jobs():
+    assert {"mia", "probe", "score", "load_results", "RunConfig", "attacks"} <= set(dir(lmaudit))

@@ -17,9 +17,10 @@ from lmaudit.experiments.workspace import Workspace
 from lmaudit.models.build import TRAINING_FILE, save_model
 from lmaudit.models.dlm import dlm_from_ar
 from lmaudit.models.loading import load_model
-from lmaudit.models.lora import LoraSpec, finish_training, is_adapter_dir, start_training
+from lmaudit.models.lora import LoraSpec, finish_training, start_training
 from lmaudit.models.presets import Preset, build_ar_model
 from lmaudit.models.shadows import ShadowSet
+from lmaudit.models.sources import is_adapter_dir
 from lmaudit.models.train import TrainConfig, dft_examples, train
 from lmaudit.models.unlearn import mean_loss
 
@@ -258,3 +259,32 @@ def test_an_experiment_selects_lora_by_rank(tmp_path, tiny_model_dir):
     ws.cfg = BaseConfig(name="x", type="mia", lora=0, epochs=1, block=32, batch_size=8)
     full = ws.finetuned(tiny_model_dir, data, seed=0)
     assert full != adapter and not is_adapter_dir(full) and "lora" not in record(full)
+
+
+def test_one_resolution_names_every_folder_of_an_adapter_on_an_adapter(trained, tiny_model_dir, tmp_path):
+    from lmaudit.models.lora import folder_fingerprint
+    from lmaudit.models.sources import model_folders, resolve_source
+
+    outer = tmp_path / "outer"  # an adapter whose base is the trained adapter (as unlearn --lora writes it)
+    forget = TextSet.from_texts(MEMBERS[:8])
+    from lmaudit.models.unlearn import unlearn
+    unlearn(trained / "ar", forget, TextSet.from_texts(MEMBERS[8:]), outer, method="gradient_ascent", epochs=1,
+            lr=3e-2, block=32, batch_size=8, lora=LoraSpec(4))
+    source = resolve_source(outer)
+    assert source.folder.resolve() == tiny_model_dir.resolve()
+    assert [p.resolve() for p in source.adapters] == [(trained / "ar").resolve(), outer.resolve()]
+    assert [p.resolve() for p in model_folders(outer)] == [p.resolve() for p in source.folders()]
+    handle = load_model(outer)
+    assert handle.path == str(outer) and folder_fingerprint(outer) == handle.fingerprint
+    assert handle.model.lmaudit_adapter["base"]["path"] == str((trained / "ar").resolve())
+
+
+def test_adapters_whose_bases_form_a_loop_are_one_line_errors(trained, tmp_path):
+    from lmaudit.models.sources import model_folders
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    _copy(trained / "ar", a, base_model_name_or_path=str(b))
+    _copy(trained / "ar", b, base_model_name_or_path=str(a))
+    with pytest.raises(ModelLoadError, match=r"its bases form a loop \(.*a → .*b → .*a\)"):
+        load_model(a)
+    assert [p.name for p in model_folders(a)] == ["a", "b"]  # what a command checks its --out against

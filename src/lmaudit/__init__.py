@@ -22,7 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-_API = {"load_model": "lmaudit.api", "load_results": "lmaudit.api", "mia": "lmaudit.api", "audit_set": "lmaudit.api", "extract": "lmaudit.api",
+_API = {"load_model": "lmaudit.api", "load_results": "lmaudit.api", "mia": "lmaudit.api", "probe": "lmaudit.api",
+        "score": "lmaudit.api", "audit_set": "lmaudit.api", "extract": "lmaudit.api",
         "reconstruct_pii": "lmaudit.api", "RunConfig": "lmaudit.runs.mia", "AuditConfig": "lmaudit.runs.audit_set",
         "ExtractConfig": "lmaudit.runs.extract", "ReconstructConfig": "lmaudit.runs.pii"}
 __all__ = ["__version__", *_API]
@@ -35,3 +36,8 @@ def __getattr__(name: str):
     if name == "attacks":  # light: no torch
         return importlib.import_module("lmaudit.attacks")
     raise AttributeError(f"module 'lmaudit' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    """What ``lmaudit.<Tab>`` completes: the jobs and configs of :mod:`lmaudit.api` besides this module's names."""
+    return sorted({*globals(), *_API, "attacks"})

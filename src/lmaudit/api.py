@@ -7,12 +7,15 @@ writes; ``lmaudit.attacks.list_attacks()`` lists the attacks. Example::
     target = lmaudit.load_model("models/ft")
     result = lmaudit.mia(target, "members.jsonl", "nonmembers.jsonl", reference="models/base")
     print(result.attacks["reference"]["auc"])
+    records = lmaudit.probe(target, "members.jsonl")  # the probes' statistics, kept
+    lmaudit.score(records, ["min_k"], params={"min_k": {"k": 0.5}})  # re-scored, no forward pass
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
@@ -26,8 +29,9 @@ from lmaudit.runs.common import PROVENANCE_KEYS, RunResult
 from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
+from lmaudit.runs.records import ProbeRecords, probe_records, score_records
 
-__all__ = ["audit_set", "extract", "load_model", "load_results", "mia", "reconstruct_pii"]
+__all__ = ["audit_set", "extract", "load_model", "load_results", "mia", "probe", "reconstruct_pii", "score"]
 
 
 def _model(model: ModelHandle | str | Path, kind: str | None = None, **options) -> ModelHandle:
@@ -61,6 +65,31 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
     target, ref = _models(model, reference, load_options)
     return run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
+
+
+def probe(model, texts, *, reference=None, shadows=None, config: RunConfig | None = None,
+          **load_options) -> ProbeRecords:
+    """The probe records of ``texts`` for ``config.attacks`` (None: every attack that can run), to score with
+    :func:`score` under other attacks or parameters without running the model again.
+
+    ``texts``: a data file or a :class:`~lmaudit.data.loaders.TextSet`; ``model``, ``reference``,
+    ``shadows`` and ``load_options`` as in :func:`mia`. Probes share the cache of ``mia``.
+    """
+    textset = _texts(texts)
+    shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    target, ref = _models(model, reference, load_options)
+    return probe_records(target, textset, reference=ref, shadows=shadow_set, config=config)
+
+
+def score(records: ProbeRecords, attacks: list[str] | None = None, *,
+          params: dict[str, dict] | None = None) -> dict[str, np.ndarray]:
+    """{attack: scores, higher = more member-like} from probe records alone (no model, no forward pass).
+
+    ``attacks`` (None: those probed for) with ``params`` over each attack's defaults, e.g.
+    ``lmaudit.score(records, ["min_k"], params={"min_k": {"k": 0.5}})``. An attack that reads
+    another probe than the records hold (a DLM attack with another mask plan or budget) is an error.
+    """
+    return score_records(records, attacks, params=params)
 
 
 def audit_set(model, members, nonmembers, suspect, *, reference=None, config: AuditConfig | None = None,

@@ -21,7 +21,8 @@ from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers, source_record
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.lora import TRAINING_FILE, check_adapter_dir, is_adapter_dir, load_adapter
+from lmaudit.models.lora import TRAINING_FILE, apply_adapter, check_adapter_dir
+from lmaudit.models.sources import is_adapter_dir, resolve_source
 from lmaudit.utils import stable_hash
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
@@ -148,17 +149,25 @@ def load_model(
     fingerprint, so that cached statistics of the two never mix.
 
     A PEFT adapter folder loads its base (``adapter_base``, else the folder its config
-    names) with these same options and applies the adapter (:mod:`lmaudit.models.lora`).
+    names) with these same options and applies the adapter (:mod:`lmaudit.models.lora`);
+    :func:`~lmaudit.models.sources.resolve_source` finds every folder first, then the full
+    model loads and each adapter is applied on it in turn.
     A GGUF file, a folder holding one, or a named model (``smollm2-135m``) loads the folder
     it was imported into (:mod:`lmaudit.models.gguf`; imported on first use), and the
     handle's ``source`` records the file.
     """
-    path = local_model(path)
-    if adapter_base is not None:
-        adapter_base = local_model(adapter_base)
-    if is_adapter_dir(path):
-        options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
-        return with_dp_record(load_adapter(path, load_model, adapter_base=adapter_base, **options), path)
+    options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
+    source = resolve_source(path, adapter_base, local=local_model)
+    handle = _load_folder(source.folder, **options)
+    for base_dir, adapter in zip(source.folders()[::-1], source.adapters):  # innermost first, each on the one before
+        handle = apply_adapter(adapter, handle, base_dir, **options)
+    return with_dp_record(handle, source.path) if source.adapters else handle
+
+
+def _load_folder(path: Path, *, kind: str | None, trust_remote_code: bool, allow_pickle: bool,
+                 mask_token_id: int | None, shift_logits: bool | None, device: str | None,
+                 dtype: str | None) -> ModelHandle:
+    """The full model of folder ``path`` (no adapter), with the options of :func:`load_model`."""
     device = resolve_device(device)
     p = check_model_dir(path, allow_pickle=allow_pickle)
     quiet_transformers()

@@ -4,12 +4,13 @@ An adapter folder holds ``adapter_config.json`` and ``adapter_model.safetensors`
 peft's ``save_pretrained`` writes) and, when lmaudit wrote it, the tokenizer and
 ``lmaudit_training.json``.
 
-Loading (:func:`load_adapter`, called by :func:`~lmaudit.models.loading.load_model` for
-such a folder). The base model is ``base`` (the ``--adapter-base`` option) or else the
-adapter config's ``base_model_name_or_path`` when that is an existing local folder;
-lmaudit never downloads, so a hub name is an error. The base loads with the adapter's
-load options, and may itself be an adapter: the inner adapter is then merged into the
-weights before the outer one is applied (training on top of an adapter does the
+Loading (:func:`apply_adapter`, called by :func:`~lmaudit.models.loading.load_model` for
+each adapter of the chain :func:`~lmaudit.models.sources.resolve_source` found). The base
+model is ``base`` (the ``--adapter-base`` option) or else the adapter config's
+``base_model_name_or_path`` when that is an existing local folder; lmaudit never
+downloads, so a hub name is an error. The base loads with the adapter's load options,
+and may itself be an adapter: the inner adapter is then merged into the weights before
+the outer one is applied (training on top of an adapter does the
 same, so both see one model). The base must be the architecture the adapter expects:
 the class peft recorded (``auto_mapping``), every module the adapter adapts with the
 features of its LoRA matrices, and the model kind lmaudit recorded. The handle's model
@@ -28,12 +29,9 @@ seeded, so the same seed gives the same adapter.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import re
 import warnings
-from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,12 +47,11 @@ from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import adapter_fingerprint, model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.sources import _MAX_CHAIN, is_adapter_dir, read_adapter_config, resolve_base
+from lmaudit.models.sources import read_adapter_config, resolve_source
 
 SAFE_WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
 TRAINING_FILE = "lmaudit_training.json"  # as models/build.py writes it
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-_CHAIN: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("lmaudit_adapter_chain", default=())
 
 
 def _one_line(exc: BaseException) -> str:
@@ -91,29 +88,13 @@ def check_adapter_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
     return p
 
 
-@contextmanager
-def _descend(path: Path):
-    """Track the adapters being loaded inside one another: a loop (A's base is B, B's base is A) is an error."""
-    chain = _CHAIN.get()
-    key = str(path.resolve())
-    if key in chain or len(chain) >= _MAX_CHAIN:
-        raise ModelLoadError(f"adapter '{path}': its bases form a loop ({' → '.join(chain + (key,))})",
-                             hint="pass --adapter-base with a full model folder")
-    token = _CHAIN.set(chain + (key,))
-    try:
-        yield
-    finally:
-        _CHAIN.reset(token)
-
-
 def folder_fingerprint(path: str | Path, base: str | Path | None = None) -> str:
     """The fingerprint :func:`~lmaudit.models.loading.load_model` gives the folder's model, without loading it."""
-    p = Path(path)
-    if not is_adapter_dir(p):
-        return model_dir_fingerprint(p)
-    base_dir = resolve_base(p, base)
-    with _descend(p):
-        return adapter_fingerprint(p, folder_fingerprint(base_dir))
+    source = resolve_source(path, base)
+    fingerprint = model_dir_fingerprint(source.folder)
+    for adapter in source.adapters:
+        fingerprint = adapter_fingerprint(adapter, fingerprint)
+    return fingerprint
 
 
 def _lora_shapes(weights: Path) -> dict[str, list[int | None]]:
@@ -162,14 +143,11 @@ def merge_adapters(model):
     return model
 
 
-def load_adapter(path: str | Path, load_base: Callable[..., ModelHandle], *, adapter_base: str | Path | None = None,
-                 **options) -> ModelHandle:
-    """Load the base (``load_base(folder, **options)``) and apply the adapter at ``path``; see the module docstring."""
+def apply_adapter(path: Path, base: ModelHandle, base_dir: Path, **options) -> ModelHandle:
+    """The adapter at ``path`` applied on ``base``, the handle of the folder ``base_dir`` (loaded with the same
+    ``options``, which it may fold in: a base that is itself an adapter is merged first); see the module docstring."""
     p = check_adapter_dir(path, allow_pickle=bool(options.get("allow_pickle")))
     cfg = read_adapter_config(p)
-    base_dir = resolve_base(p, adapter_base)
-    with _descend(p):
-        base = load_base(base_dir, **options)
     model = merge_adapters(base.model)  # a base that is itself an adapter: folded in, as training on top of it does
     _check_fits(p, base_dir, model, cfg)
     training = _training_record(p)  # written by lmaudit; absent for adapters from elsewhere

@@ -1,13 +1,19 @@
 """Where a model comes from, read without loading it (JSON and paths only: light enough for every command).
 
-A model source is a model folder or a PEFT adapter folder (``adapter_config.json``), whose
-base is ``--adapter-base`` or the local folder its config names. :func:`model_folders` lists
-every folder one load reads, so that an output folder is never one of them.
+A model source is a model folder, a PEFT adapter folder (``adapter_config.json``) whose
+base is ``--adapter-base`` or the local folder its config names (and may itself be an
+adapter), a GGUF file or a model name (the folder it is imported into, which the
+caller's ``local`` maps it to). :func:`resolve_source` walks it once into a
+:class:`ModelSource`: the full-model folder and the adapters applied on it, innermost
+first, which loading then reads in that order; :func:`model_folders` lists every folder
+one load reads, so that an output folder is never one of them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.errors import ModelLoadError
@@ -59,20 +65,60 @@ def resolve_base(path: str | Path, base: str | Path | None = None) -> Path:
     return chosen
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """One model as a load reads it: the full-model ``folder`` and the ``adapters`` applied on it, innermost first."""
+
+    folder: Path
+    adapters: tuple[Path, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        """The folder the user named (after a GGUF file or a name is mapped to its folder)."""
+        return self.adapters[-1] if self.adapters else self.folder
+
+    def folders(self) -> list[Path]:
+        """Every folder the load reads, the named one first."""
+        return [*reversed(self.adapters), self.folder]
+
+
+def _walk(path: str | Path, base: str | Path | None, local: Callable[[str | Path], Path], seen: list[Path]) -> None:
+    """Append ``path`` and each base it loads in turn to ``seen``; a loop, a chain deeper than :data:`_MAX_CHAIN` or
+    a base that cannot be resolved is an error (after what was resolved so far is in ``seen``)."""
+    current, given = local(path), base
+    seen.append(current)
+    while is_adapter_dir(current):
+        nxt = resolve_base(current, None if given is None else local(given))
+        given = None
+        if len(seen) > _MAX_CHAIN or any(nxt.resolve() == s.resolve() for s in seen):
+            chain = " → ".join(str(s) for s in [*seen, nxt])
+            raise ModelLoadError(f"adapter '{path}': its bases form a loop ({chain})",
+                                 hint="pass --adapter-base with a full model folder")
+        current = nxt
+        seen.append(current)
+
+
+def resolve_source(path: str | Path, base: str | Path | None = None, *,
+                   local: Callable[[str | Path], Path] = Path) -> ModelSource:
+    """``path`` (with ``--adapter-base`` ``base``) resolved to the folders one load reads; see the module docstring.
+
+    ``local`` maps a GGUF file or a model name to its folder (loading passes the import of
+    :mod:`lmaudit.models.gguf`; the default takes every path as it is).
+    """
+    seen: list[Path] = []
+    _walk(path, base, local, seen)
+    return ModelSource(seen[-1], tuple(reversed(seen[:-1])))
+
+
 def model_folders(path: str | Path, base: str | Path | None = None) -> list[Path]:
     """``path`` and, for an adapter, the base folders it loads (its chain of bases), without loading anything.
 
     What a command reads when it loads ``path``: an output folder must be none of them. A base
     that cannot be resolved is left out here (loading the adapter reports it).
     """
-    chain, current, given = [Path(path)], Path(path), base
-    while is_adapter_dir(current) and len(chain) <= _MAX_CHAIN:
-        try:
-            current = resolve_base(current, given)
-        except ModelLoadError:
-            break
-        given = None
-        if any(current.resolve() == seen.resolve() for seen in chain):
-            break
-        chain.append(current)
-    return chain
+    seen: list[Path] = []
+    try:
+        _walk(path, base, Path, seen)
+    except ModelLoadError:
+        pass
+    return seen

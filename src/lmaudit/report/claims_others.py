@@ -21,8 +21,8 @@ from lmaudit.report.claims_base import (
 )
 
 
-def pretraining_gap(recs: dict[str, dict]) -> Finding:
-    rec = recs["ar-pretraining-detection"]
+def pretraining_gap(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+    rec = recs[name]
     parts, any_ahead, any_behind = [], False, False
     for setting, per_seed in rec["paired"].items():
         a, t, b = seeds_verdict(per_seed)
@@ -32,10 +32,10 @@ def pretraining_gap(recs: dict[str, dict]) -> Finding:
                      + f" ({count_text(a, t, b)})")
     verdict = REPRODUCED if any_ahead and not any_behind else NOT_REPRODUCED
     ours = "AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals: " + "; ".join(parts)
-    return Finding(ours, verdict, "A tiny AR model pretrained from scratch on 300k tokens with the members in the "
+    return Finding(ours, verdict, regime or ("A tiny AR model pretrained from scratch on 300k tokens with the members in the "
                    "stream (the paper: Pythia/LLaMA on WikiMIA and MIMIR). Seen once, no attack separates members "
                    "well (all AUCs 53–57) and the two are tied; seen 4×, Min-K%++ is ahead on every seed. Possible "
-                   "reason: a small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on.")
+                   "reason: a small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on."))
 
 
 def finetuned_gap(*names: str):
@@ -67,8 +67,8 @@ def _setting_rows(rec: dict, setting: str, labels: list[str]) -> dict[str, tuple
     return {lab: tuple(rec["rows"][f"{setting}: {lab}"]["auc"]) for lab in labels if f"{setting}: {lab}" in rec["rows"]}
 
 
-def smoothing(recs: dict[str, dict]) -> Finding:
-    rec = recs["ar-pretraining-detection"]
+def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+    rec = recs[name]
     parts, orders = [], []
     for setting in rec["paired"]:
         r = _setting_rows(rec, setting, ["gap_k smooth=sequential", "gap_k smooth=shuffled", "gap_k smooth=none"])
@@ -82,13 +82,13 @@ def smoothing(recs: dict[str, dict]) -> Finding:
     verdict = REPRODUCED if orders and all(orders) else NOT_REPRODUCED if not any(orders) else PARTLY
     return Finding("AUC, mean ± std over seeds (points; the paired interval is stored for Gap-K% − Min-K%++ "
                    "only): " + "; ".join(parts), verdict,
-                   "Points over 3 seeds: with members seen 4×, no smoothing is ahead of both by more than the "
+                   regime or ("Points over 3 seeds: with members seen 4×, no smoothing is ahead of both by more than the "
                    "seeds' spread. Possible reason: the few tokens that separate members are isolated, and a "
-                   "window of 3 averages them with their neighbours.")
+                   "window of 3 averages them with their neighbours."))
 
 
-def k_sensitivity(recs: dict[str, dict]) -> Finding:
-    rec = recs["ar-pretraining-detection"]
+def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+    rec = recs[name]
     parts, best_near, above_all = [], [], []
     for setting in rec["paired"]:
         ks = {float(k.split("k=")[1]): v["auc"][0] for k, v in rec["rows"].items()
@@ -104,12 +104,12 @@ def k_sensitivity(recs: dict[str, dict]) -> Finding:
     verdict = (REPRODUCED if all(best_near) and all(above_all) else PARTLY if any(best_near) or any(above_all)
                else NOT_REPRODUCED)
     return Finding("mean AUC over seeds (points): " + "; ".join(parts), verdict,
-                   "The peak near k = 10–15% reproduces; Gap-K% stays below Min-K%++ at every k here, as in the "
-                   "head-to-head row.")
+                   regime or ("The peak near k = 10–15% reproduces; Gap-K% stays below Min-K%++ at every k here, as in the "
+                   "head-to-head row."))
 
 
-def paraphrase(recs: dict[str, dict]) -> Finding:
-    rec = recs["ar-pretraining-detection"]
+def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+    rec = recs[name]
     parts, ahead = [], []
     for setting in rec["paired"]:
         r = _setting_rows(rec, setting, ["perturbed gap_k", "perturbed min_k_pp"])
@@ -121,12 +121,12 @@ def paraphrase(recs: dict[str, dict]) -> Finding:
     verdict = REPRODUCED if ahead and all(ahead) else NOT_REPRODUCED
     return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
                    "(points): " + "; ".join(parts), verdict,
-                   "Word swaps (15% of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
-                   "one (Min-K%++ ahead).")
+                   regime or ("Word swaps (15% of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
+                   "one (Min-K%++ ahead)."))
 
 
-def smi_closest(recs: dict[str, dict]) -> Finding:
-    rec = recs["unlearning-audit"]["unlearning"]
+def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", regime: str | None = None) -> Finding:
+    rec = recs[name]["unlearning"]
     fracs = sorted({k.split(" / ")[0] for k in rec}, key=float)
     parts, closest_ok = [], []
     for f in fracs:
@@ -140,9 +140,9 @@ def smi_closest(recs: dict[str, dict]) -> Finding:
     verdict = REPRODUCED if all(closest_ok) else PARTLY if any(closest_ok) else NOT_REPRODUCED
     return Finding("ρ of the forget set of the retrained model (gold standard: 1), mean ± std over seeds: "
                    + "; ".join(parts), verdict,
-                   "A tiny AR model on text (the paper: ResNet/ViT on CIFAR). Audits on attack-score features "
+                   regime or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). Audits on attack-score features "
                    "('-scores') and on hidden-state features ('smi', 'smi-m') are listed apart; the seeds' std says "
-                   "how stable each is. 'Closest' allows one std of the closest audit.")
+                   "how stable each is. 'Closest' allows one std of the closest audit."))
 
 
 def smi_cost(recs: dict[str, dict]) -> Finding:
@@ -158,8 +158,8 @@ def smi_cost(recs: dict[str, dict]) -> Finding:
                    "(seconds on this 2-core CPU, tiny models).")
 
 
-def smi_coverage(recs: dict[str, dict]) -> Finding:
-    rec = recs["unlearning-audit"]
+def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regime: str | None = None) -> Finding:
+    rec = recs[name]
     cov = coverage(rec["intervals"])
     parts, verdicts = [], []
     for audit, c in cov.items():
@@ -171,9 +171,9 @@ def smi_coverage(recs: dict[str, dict]) -> Finding:
     verdict = REPRODUCED if verdicts and all(verdicts) else PARTLY if any(verdicts) else NOT_REPRODUCED
     return Finding("90% intervals of ρ that hold the known value ('none': 0, 'retrain': 1), over forget fractions "
                    "and seeds: " + "; ".join(parts), verdict,
-                   "'Reliable' is read as coverage consistent with the nominal 90%: the upper Wilson bound at or "
+                   regime or ("'Reliable' is read as coverage consistent with the nominal 90%: the upper Wilson bound at or "
                    "above 90%. The bootstrap resamples the forget set only, so it cannot cover the variation that "
-                   "comes from the reference sets and from training.")
+                   "comes from the reference sets and from training."))
 
 
 def steps_monotone(recs: dict[str, dict]) -> Finding:
@@ -265,8 +265,8 @@ def sublinear_budget(recs: dict[str, dict]) -> Finding:
                    "rising at the largest n)."))
 
 
-def shift(recs: dict[str, dict]) -> Finding:
-    rec = recs["pii-extraction"]
+def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime: str | None = None) -> Finding:
+    rec = recs[name]
     parts, up = [], []
     for key, rows in rec["pii_rows"].items():
         tr = np.mean([r["median_log_p_train"] for r in rows])
@@ -275,5 +275,5 @@ def shift(recs: dict[str, dict]) -> Finding:
         parts.append(f"{key} {tr:.1f} vs {un:.1f}")
     verdict = REPRODUCED if all(up) else PARTLY if any(up) else NOT_REPRODUCED
     return Finding("median log p̂ of the value, training vs unseen messages (200 each): " + "; ".join(parts), verdict,
-                   "Unseen messages come from the same generator (names, addresses, phones), so the shift measures "
-                   "memorisation, not format.")
+                   regime or ("Unseen messages come from the same generator (names, addresses, phones), so the shift measures "
+                   "memorisation, not format."))

@@ -26,14 +26,13 @@ from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import adapter_record
-from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import MaskedStats
 from lmaudit.progress import info
 from lmaudit.report.build import read_results, read_scores
 from lmaudit.report.records import stored_columns
 from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
-from lmaudit.runs.mia_groups import Probing, ar_group, check_dlm_reference, masked_group
+from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
 from lmaudit.utils import cache_dir
 
@@ -206,17 +205,12 @@ def _score_shards(specs, params, n: int, shards, *, whole) -> dict[str, np.ndarr
 
 def _score(ctx: Probing, specs, params, textset: TextSet, n_members: int):
     """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request."""
-    groups: dict = {}
-    for spec in specs:
-        spec.check(params[spec.name])  # an unknown parameter or variant is said before any probe runs
-        groups.setdefault(spec.probe(params[spec.name], ctx.config.budget), []).append(spec)
-    if any(isinstance(r, MaskPlan) for r in groups):
-        check_dlm_reference(ctx.target, ctx.reference)
+    groups = group_attacks(specs, params, ctx.config.budget)
+    check_requests(ctx, groups)
     scores, forwards, examples = {}, {}, {}
     for request, group in groups.items():
         t0 = time.perf_counter()
-        group_probe = masked_group if isinstance(request, MaskPlan) else ar_group
-        shards, whole, fwd, probe = group_probe(ctx, request, group, textset)
+        shards, whole, fwd, probe = probe_group(ctx, request, group, textset)
         group_scores = _score_shards(group, params, len(textset), shards, whole=whole)
         ctx.timings["score"] = ctx.timings.get("score", 0.0) + time.perf_counter() - t0
         scores.update(group_scores)

@@ -98,6 +98,27 @@ def masked_group(ctx: Probing, plan: MaskPlan, group, textset: TextSet):
     return shards(), whole, lambda: {s.name: float(n_patterns.mean()) for s in group}, probe
 
 
+def group_attacks(specs, params: dict[str, dict], budget: int) -> dict:
+    """{probe request: the attacks that read it}: attacks asking for equal requests share one probe pass. An unknown
+    parameter or variant is said here, before any probe runs."""
+    groups: dict = {}
+    for spec in specs:
+        spec.check(params[spec.name])
+        groups.setdefault(spec.probe(params[spec.name], budget), []).append(spec)
+    return groups
+
+
+def probe_group(ctx: Probing, request, group, textset: TextSet):
+    """The probe group of ``request``: :func:`masked_group` for a mask plan, :func:`ar_group` for the AR probe."""
+    return (masked_group if isinstance(request, MaskPlan) else ar_group)(ctx, request, group, textset)
+
+
+def check_requests(ctx: Probing, requests) -> None:
+    """What the requests need of the models, checked before any probe runs (a masked probe's reference)."""
+    if any(isinstance(r, MaskPlan) for r in requests):
+        check_dlm_reference(ctx.target, ctx.reference)
+
+
 def check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:
     if reference is None:
         return

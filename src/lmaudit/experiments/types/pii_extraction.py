@@ -77,7 +77,7 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     n = record["experiment"]["extract"].get("n", 10_000)
     caption = (f"(n, p)-discoverable records at n = {n:,} queries among {record['n_train']} training and "
                f"{record['n_unseen']} unseen messages (mean over seeds); each value is extracted from its left "
-               "context only, by every model in the table.")
+               "context only" + (", for both model kinds." if any("DLM" in key for key in record["pii_rows"]) else "."))
     return [(caption, header, rows)]
 
 

@@ -216,8 +216,9 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                     "'retrain': 1), over forget fractions and seeds; nominal 90%.", ["audit", "covered", "share"],
                     [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a"]
                      for a, c in cov.items()]))
-    out.append(("Cost per audit in seconds (mean over runs; shadow training from the model cache is near 0 on "
-                "a re-run — the first run's figure is in the note).", ["audit", "seconds"], cost_rows))
+    lira_note = ("; shadow training from the model cache is near 0 on a re-run — the first run's figure is in the "
+                 "note" if cost["lira_shadow_training"] is not None else "")
+    out.append((f"Cost per audit in seconds (mean over runs{lira_note}).", ["audit", "seconds"], cost_rows))
     return out
 
 

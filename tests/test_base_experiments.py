@@ -1,0 +1,116 @@
+"""Experiments on a pretrained ``base`` (a model folder standing in for SmolLM2): continued pretraining with the
+members in the stream, LoRA unlearning adapters on a LoRA target without LiRA, and PII extraction on an AR base."""
+
+import json
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from helpers import mini_experiment as mini
+from lmaudit.errors import LmauditError
+from lmaudit.experiments.registry import load_experiment
+from lmaudit.experiments.runner import run_experiment
+from lmaudit.experiments.types.pretraining import stream
+from lmaudit.experiments.workspace import Workspace
+from lmaudit.models.sources import is_adapter_dir, read_adapter_config, resolve_source
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("base-experiment-cache")
+
+
+@pytest.fixture(autouse=True)
+def _one_cache(shared_cache, monkeypatch):
+    monkeypatch.setenv("LMAUDIT_CACHE", str(shared_cache))
+
+
+def _training(folder):
+    return json.loads((folder / "lmaudit_training.json").read_text())
+
+
+def test_continued_pretraining_puts_each_member_in_the_bases_stream_exactly_r_times(tmp_path, tiny_model_dir, tokenizer):
+    exp = mini(tmp_path, name="cpt", type="pretraining-detection", kind="ar", base=str(tiny_model_dir), n_members=8,
+               n_nonmembers=8, pretrain_tokens=6000, repeats=[1, 3], ks=[0.1], smooth=["none"], perturb=False,
+               lr=1e-3, block=32, batch_size=8)
+    ws = Workspace(exp)
+    members, _ = ws.data(0)
+    s3 = stream(ws, members, 3, 0)
+    counts = Counter(s3.texts)
+    assert all(counts[t] == 3 for t in members.texts)  # each member three times, the rest pool passages once
+    assert {t for t, c in counts.items() if c > 1} == set(members.texts)
+    tokens = sum(len(ids) + 1 for ids in tokenizer(s3.texts)["input_ids"])
+    last = max(len(ids) + 1 for ids in tokenizer(s3.texts)["input_ids"])
+    assert 6000 <= tokens < 6000 + last  # filled to the budget, one passage past it at most
+    assert s3.texts != stream(ws, members, 3, 1).texts and s3.texts == stream(ws, members, 3, 0).texts
+    small = Workspace(replace(exp, pretrain_tokens=100))  # the members' copies alone exceed it: nothing else
+    assert Counter(stream(small, members, 3, 0).texts) == {t: 3 for t in members.texts}
+
+    folder = run_experiment(exp, out_root=tmp_path / "results", command="lmaudit run cpt.toml")
+    res = json.loads((folder / "results.json").read_text())
+    assert set(res["paired"]) == {"seen 1×", "seen 3×"}
+    table = (folder / "table.md").read_text()
+    assert "continued pretraining for one pass (every weight, lr 0.001, 32-token blocks) over 6,000 tokens" in table
+
+
+def test_a_continued_pretraining_trains_the_base_one_pass_over_the_stream(tmp_path, tiny_model_dir, shared_cache):
+    exp = mini(tmp_path, name="cpt1", type="pretraining-detection", kind="ar", base=str(tiny_model_dir), n_members=6,
+               n_nonmembers=6, pretrain_tokens=800, repeats=[2], ks=[0.1], smooth=["none"], perturb=False, lr=1e-3,
+               block=32, batch_size=8)
+    run_experiment(exp, out_root=tmp_path / "results")
+    ws = Workspace(exp)
+    members, _ = ws.data(0)
+    want = stream(ws, members, 2, 0).fingerprint()
+    records = [_training(m) for m in (shared_cache / "models").iterdir() if (m / "lmaudit_training.json").exists()]
+    (rec,) = [r for r in records if r.get("data_fingerprint") == want]
+    assert rec["stage"] == "finetune" and rec["base"] == str(tiny_model_dir) and rec["train_config"]["epochs"] == 1
+
+
+def test_an_unlearning_audit_on_a_lora_target_trains_adapters_and_may_leave_lira_out(tmp_path, tiny_model_dir,
+                                                                                     shared_cache):
+    exp = mini(tmp_path, name="ul", type="unlearning-audit", kind="ar", base=str(tiny_model_dir), lora=4, lr=3e-2,
+               block=32, batch_size=8, n_members=24, n_nonmembers=24, forget_fractions=[0.25], n_shadows=0,
+               unlearn_methods=["none", "gradient_ascent"], unlearn={"epochs": 1.0, "lr": 3e-2})
+    folder = run_experiment(exp, out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert {k.split(" / ")[2] for k in res["unlearning"]} == {"smi", "smi-m", "smi-scores", "smi-m-scores",
+                                                             "threshold-loss", "threshold-reference"}
+    assert res["cost_s"]["lira_shadow_training"] is None
+    table = (folder / "table.md").read_text()
+    assert "score probes: target + reference (per model audited; no LiRA)" in table and "shadow training" not in table
+    unlearned = [m for m in (shared_cache / "models").iterdir()
+                 if (m / "lmaudit_training.json").exists() and _training(m).get("stage") == "unlearn"]
+    (ga,) = [m for m in unlearned if _training(m)["method"] == "gradient_ascent"]
+    target = resolve_source(ga).adapters[0]  # the LoRA target, itself on the base
+    assert is_adapter_dir(ga) and read_adapter_config(ga)["base_model_name_or_path"] == str(target.resolve())
+    assert resolve_source(ga).folder.resolve() == tiny_model_dir.resolve()
+
+
+@pytest.mark.parametrize("n, ok", [(0, True), (1, False), (-1, False)])
+def test_n_shadows_is_zero_or_at_least_two(tmp_path, n, ok):
+    if n < 0:
+        with pytest.raises(LmauditError, match="key 'n_shadows' must be ≥ 0"):
+            mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=n)
+        return
+    exp = mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=n)
+    assert exp.n_shadows == n
+    if not ok:
+        with pytest.raises(LmauditError, match="n_shadows must be 0 .* or at least 2"):
+            run_experiment(exp, out_root=tmp_path)
+
+
+def test_pii_extraction_on_an_ar_base_has_the_ar_rows_only(tmp_path, tiny_model_dir):
+    folder = run_experiment(mini(tmp_path, name="pii", type="pii-extraction", kind="ar", base=str(tiny_model_dir),
+                                 pii_fields=["email"], block=128, lr=1e-3, batch_size=8), out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert set(res["pii_rows"]) == {"email / AR"} and set(res["likelihood_shift"]) == {"email / AR"}
+    assert "left context only." in (folder / "table.md").read_text()
+
+
+def test_the_committed_real_model_files_name_the_real_base():
+    from pathlib import Path
+
+    for name in ("real-unlearning", "real-pretraining-detection", "real-pii-extraction"):
+        exp = load_experiment(Path(__file__).parent.parent / "experiments" / f"{name}.toml")
+        assert exp.base == "smollm2-135m" and exp.kind == "ar"
