@@ -121,3 +121,26 @@ def test_a_masked_attack_whose_plan_the_records_lack_is_refused_naming_it(tmp_pa
 
 def test_tab_completion_lists_the_jobs():
     assert {"mia", "probe", "score", "load_results", "RunConfig", "attacks"} <= set(dir(lmaudit))
+
+
+def test_the_training_jobs_return_what_they_trained_and_never_write_over_an_input(tmp_path, tiny_model_dir,
+                                                                                  monkeypatch):
+    from lmaudit.folders import sha256_file
+
+    monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
+    data = TextSet.from_texts(make_texts(16, seed=21))
+    ft = lmaudit.finetune(tiny_model_dir, data, tmp_path / "ft", epochs=2, lr=3e-2, block=32, batch_size=8, lora=4)
+    assert ft.type == "model" and ft.training["lora"]["rank"] == 4 and ft.training["stage"] == "finetune"
+    assert repr(ft).startswith(f"<TrainedModel {tmp_path / 'ft'}: finetune ar dft, LoRA rank 4, training loss ")
+    row = ft.to_frame().iloc[0]
+    assert (row["lr"], row["batch_size"], row["steps"]) == (3e-2, 8, ft.training["steps"])
+    assert ft.load().fingerprint != lmaudit.load_model(tiny_model_dir).fingerprint
+    weights = tiny_model_dir / "model.safetensors"
+    before = sha256_file(weights)
+    with pytest.raises(LmauditError, match="out '.*' is model"):
+        lmaudit.finetune(tiny_model_dir, data, tiny_model_dir, epochs=1)
+    with pytest.raises(LmauditError, match="lies inside model"):
+        lmaudit.unlearn(ft.path, data, data, ft.path / "inside", method="gradient_ascent")
+    assert sha256_file(weights) == before
+    sh = lmaudit.shadows(tiny_model_dir, data, tmp_path / "sh", k=2, epochs=1, lr=3e-2, block=32, batch_size=8)
+    assert sh.type == "shadows" and len(sh.load().paths) == 2 and "2 shadow models" in repr(sh)

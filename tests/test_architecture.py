@@ -97,3 +97,30 @@ def test_attacks_do_not_import_torch():
     code = "import sys, lmaudit.attacks as a; a.list_attacks(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# the layers, bottom first (DESIGN.md): a module imports only its own layer or those below it
+LAYERS = (("errors",), ("utils",), ("progress", "metrics", "folders"), ("data",), ("models",), ("probes",),
+          ("attacks", "audit", "extraction", "privacy"), ("report",), ("runs",), ("experiments",), ("api",),
+          ("commands",), ("cli",))
+RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer than its own, as 'importer → imported'."""
+    def layer(module: str) -> str:
+        return module.split(".")[1]
+
+    return sorted(f"{a} → {b}" for a, deps in graph.items() if "." in a for b in deps
+                  if "." in b and RANK[layer(b)] > RANK[layer(a)])
+
+
+def test_imports_follow_the_layer_order():
+    graph = import_graph()
+    assert {m.split(".")[1] for m in graph if "." in m} == set(RANK)  # every top-level module has its layer
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    assert upward_imports({"lmaudit.models.build": {"lmaudit.runs.mia"}, "lmaudit.runs.mia": {"lmaudit.models.build"}}) \
+        == ["lmaudit.models.build → lmaudit.runs.mia"]

@@ -208,18 +208,19 @@ def test_include_truth_adds_the_true_value_once_and_ranks_over_it(tmp_path, tiny
 
 
 def test_a_list_of_mask_lengths_spreads_the_candidates(monkeypatch, tiny_dlm_dir):
+    import lmaudit.models.adapters as adapters
     import lmaudit.runs.pii as pii
     from lmaudit.extraction.reconstruct import PIIRecord
     from lmaudit.models.loading import load_model
 
     calls = []
-    real = pii.denoise
+    real = adapters.denoise  # the DLM adapter's fill unmasks with it
 
     def spy(adapter, x, attn, *, steps, **kw):
         calls.append((x.shape[0], int((x == adapter.mask_token_id).sum(axis=1)[0]), steps))
         return real(adapter, x, attn, steps=steps, **kw)
 
-    monkeypatch.setattr(pii, "denoise", spy)
+    monkeypatch.setattr(adapters, "denoise", spy)
     model = load_model(tiny_dlm_dir)
     rec = PIIRecord("r", "From: Ann Lee <", ">\nthe model data", "annlee@mailbox.org")
     pii.generate_candidates(model, rec, "email", n=5, mask_length=[3, 6], steps=4)

@@ -18,11 +18,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
 from lmaudit.extraction.reconstruct import redacted_records
+from lmaudit.models import build
+from lmaudit.models import unlearn as unlearning
+from lmaudit.models.dp import DPSpec
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.loading import load_model
-from lmaudit.models.shadows import ShadowSet
+from lmaudit.models.lora import LoraSpec
+from lmaudit.models.shadows import ShadowSet, train_shadows
 from lmaudit.report.build import read_results
 from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
 from lmaudit.runs.common import PROVENANCE_KEYS, RunResult
@@ -30,8 +35,10 @@ from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
+from lmaudit.runs.training import TrainedModel, check_training_out
 
-__all__ = ["audit_set", "extract", "load_model", "load_results", "mia", "probe", "reconstruct_pii", "score"]
+__all__ = ["audit_set", "extract", "finetune", "load_model", "load_results", "mia", "pretrain", "probe",
+           "reconstruct_pii", "score", "shadows", "unlearn"]
 
 
 def _model(model: ModelHandle | str | Path, kind: str | None = None, **options) -> ModelHandle:
@@ -126,6 +133,86 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
                     "reference": None if ref is None else ref.path, "show_pii": show_pii})
     return RunResult(payload, lambda p, out, report=False: write_reconstruction(p, out, show_pii=show_pii, report=report))
+
+
+def _lora(lora: LoraSpec | int | None) -> LoraSpec | None:
+    return LoraSpec(lora) if isinstance(lora, int) and not isinstance(lora, bool) else lora
+
+
+def _data(data, text_field: str, split: str | None) -> TextSet:
+    return data if isinstance(data, TextSet) else load_texts(data, text_field=text_field, split=split)
+
+
+def finetune(model, data, out, *, mode: str = "dft", epochs: float = 4.0, lr: float | None = None,
+             block: int | None = None, batch_size: int | None = None, seed: int = 0, mask_ratio: float | None = None,
+             lora: LoraSpec | int | None = None, dp: DPSpec | None = None, chat_template: bool | None = None,
+             text_field: str = "text", split: str | None = None, kind: str | None = None,
+             **load_options) -> TrainedModel:
+    """Fine-tune ``model`` (a folder, a GGUF file or a name) on ``data`` and write it to ``out``.
+
+    DFT packs texts into blocks; IFT trains on responses only (in the tokenizer's chat
+    template when it has one). ``lr``/``block``/``batch_size`` left None take the defaults of
+    what is trained (a tiny preset, or a pretrained model fully or with LoRA). ``lora``: a
+    rank or a :class:`LoraSpec` (``out`` is then an adapter folder); ``dp``: a :class:`DPSpec`.
+    ``out`` must not be an input or the cache (refused before any work).
+    """
+    model = _source(model)
+    check_training_out(out, "model", {"model": model, "data": data, **_base(load_options)})
+    texts = _data(data, text_field, split)
+    build.finetune(model, texts, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
+                   kind=kind, mask_ratio=mask_ratio, load_options=load_options, lora=_lora(lora), dp=dp,
+                   chat_template=chat_template)
+    return TrainedModel.read(out)
+
+
+def unlearn(model, forget, retain, out, *, method: str, base=None, epochs: float = 2.0, lr: float = 1e-4,
+            batch_size: int = 16, block: int = 64, mode: str = "dft", retain_weight: float = 1.0,
+            npo_beta: float = 0.1, seed: int = 0, lora: LoraSpec | int | None = None, text_field: str = "text",
+            split: str | None = None, kind: str | None = None, **load_options) -> TrainedModel:
+    """Unlearn ``forget`` from the fine-tuned ``model`` (``method``: retrain, gradient_ascent, npo or finetune;
+    ``retrain`` fine-tunes ``base`` on ``retain``, the gold standard) and write the result to ``out``."""
+    model = _source(model)
+    check_training_out(out, "model", {"model": model, "base": base, "forget": forget, "retain": retain,
+                                      **_base(load_options)})
+    sets = [_data(d, text_field, split) for d in (forget, retain)]
+    unlearning.unlearn(model, *sets, out, method=method, base_dir=base, epochs=epochs, lr=lr, batch_size=batch_size,
+                       block=block, mode=mode, retain_weight=retain_weight, npo_beta=npo_beta, seed=seed, kind=kind,
+                       load_options=load_options, lora=_lora(lora))
+    return TrainedModel.read(out)
+
+
+def pretrain(out, *, kind: str = "ar", preset: str = "tiny", tokens: int | None = None, seed: int = 0,
+             init_from=None) -> TrainedModel:
+    """Pretrain a ``preset`` model of ``kind`` on the embedded corpus' pretraining pool (a DLM ``init_from`` an AR
+    folder is adapted from it) and write it to ``out``."""
+    check_training_out(out, "model", {"init_from": init_from})
+    corpus = build_corpus()
+    build.pretrain(corpus, build.corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
+                   init_from=init_from)
+    return TrainedModel.read(out)
+
+
+def shadows(model, pool, out, *, k: int = 8, epochs: float = 4.0, lr: float | None = None, block: int | None = None,
+            batch_size: int | None = None, mode: str = "dft", seed: int = 0, lora: LoraSpec | int | None = None,
+            dp: DPSpec | None = None, text_field: str = "text", split: str | None = None, kind: str | None = None,
+            **load_options) -> TrainedModel:
+    """Fine-tune ``k`` shadow models of ``model`` (the target's base) on random halves of ``pool``, for LiRA and
+    RMIA (``lmaudit.mia(..., shadows=out)``); use the target's own fine-tuning settings."""
+    model = _source(model)
+    check_training_out(out, "shadows", {"model": model, "pool": pool, **_base(load_options)})
+    train_shadows(model, _data(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
+                  batch_size=batch_size, mode=mode, kind=kind, load_options=load_options, lora=_lora(lora), dp=dp)
+    return TrainedModel.read(out, type="shadows")
+
+
+def _source(model) -> str | Path:
+    """A model to train from: a folder, a GGUF file or a name (a loaded model gives its folder)."""
+    return Path(model.path) if isinstance(model, ModelHandle) else model
+
+
+def _base(load_options: dict) -> dict:
+    """An adapter base given in the load options, an input like the model."""
+    return {"adapter_base": load_options["adapter_base"]} if load_options.get("adapter_base") else {}
 
 
 def load_results(folder: str | Path) -> MIAResult | RunResult:

@@ -13,7 +13,6 @@ from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
 from lmaudit.errors import LmauditError
-from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.models.loading import load_model
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import summary_rows
@@ -94,10 +93,7 @@ def generate(
     tok = loaded.tokenizer
     for i, rec in enumerate(load_texts(prompt_file).records):
         prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)
-        if loaded.adapter.causal:
-            new = ar_sample(loaded.model, prompt, gen_length, samples=1, temperature=temperature, seed=seed + i)[0]
-        else:
-            x = np.concatenate([prompt, np.full(gen_length, loaded.adapter.mask_token_id)])[None]
-            new = denoise(loaded.adapter, x, np.ones_like(x), steps=steps, temperature=temperature,
-                          remasking=remasking, block_length=block_length, seed=seed + i)[0, len(prompt):]
+        x = np.concatenate([prompt, np.zeros(gen_length, dtype=np.int64)])  # the continuation is filled in
+        new = loaded.adapter.fill(x, np.arange(len(prompt), len(x)), samples=1, steps=steps, temperature=temperature,
+                                  remasking=remasking, block_length=block_length, seed=seed + i)[0]
         stdout_console.print(f"[bold]{rec.id}[/bold] {rec.text}[green]{tok.decode(new)}[/green]", soft_wrap=True)

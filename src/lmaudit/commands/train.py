@@ -8,17 +8,11 @@ from typing import Optional
 
 import typer
 
+from lmaudit import api
 from lmaudit.commands import common as c
-from lmaudit.data.corpus import build_corpus
-from lmaudit.data.loaders import load_texts
 from lmaudit.errors import LmauditError
-from lmaudit.models.build import corpus_tokenizer
-from lmaudit.models.build import finetune as do_finetune
-from lmaudit.models.build import pretrain as do_pretrain
 from lmaudit.models.dp import DEFAULT_DELTA, DEFAULT_MAX_GRAD_NORM, DPSpec
 from lmaudit.models.lora import LoraSpec
-from lmaudit.models.shadows import train_shadows
-from lmaudit.models.unlearn import unlearn as do_unlearn
 from lmaudit.progress import info, stdout_console
 
 app = typer.Typer(add_completion=False)
@@ -159,9 +153,7 @@ def pretrain(
 ) -> None:
     """Pretrain a tiny model on the embedded corpus' pretraining pool."""
     c.check_out(out, kind="model", inputs=c.model_inputs("--init-from", init_from))
-    corpus = build_corpus()
-    do_pretrain(corpus, corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
-                init_from=init_from)
+    api.pretrain(out, kind=kind, preset=preset, tokens=tokens, seed=seed, init_from=init_from)
     info(f"saved to {out}")
 
 
@@ -193,9 +185,9 @@ def finetune(
     spec = lora_options.spec()
     dp = dp_options.spec()
     c.check_out(out, kind="model", inputs={**c.model_inputs("--model", start, model_options), "--data": data})
-    do_finetune(start, load_texts(data, text_field=text_field, split=split), out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
-                seed=seed, kind=model_options.kind, mask_ratio=mask_ratio, load_options=model_options.training_kwargs(),
-                lora=spec, dp=dp, chat_template=chat_template)
+    api.finetune(start, data, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
+                 mask_ratio=mask_ratio, lora=spec, dp=dp, chat_template=chat_template, text_field=text_field,
+                 split=split, kind=model_options.kind, **model_options.training_kwargs())
     info(f"saved to {out}")
 
 
@@ -228,11 +220,9 @@ def unlearn(
     c.check_out(out, kind="model", inputs={**c.model_inputs("--model", model, model_options),
                                            **c.model_inputs("--base", base, model_options),
                                            "--forget": forget, "--retain": retain})
-    do_unlearn(model, load_texts(forget, text_field=text_field, split=split),
-               load_texts(retain, text_field=text_field, split=split), out, method=method, base_dir=base, epochs=epochs,
-               lr=lr, batch_size=batch_size, block=block, mode=mode, retain_weight=retain_weight,
-               npo_beta=npo_beta, seed=seed, kind=model_options.kind, load_options=model_options.training_kwargs(),
-               lora=spec)
+    api.unlearn(model, forget, retain, out, method=method, base=base, epochs=epochs, lr=lr, batch_size=batch_size,
+                block=block, mode=mode, retain_weight=retain_weight, npo_beta=npo_beta, seed=seed, lora=spec,
+                text_field=text_field, split=split, kind=model_options.kind, **model_options.training_kwargs())
     info(f"saved to {out}")
 
 
@@ -262,7 +252,7 @@ def shadows(
     spec = lora_options.spec()
     dp = dp_options.spec()
     c.check_out(out, kind="shadows", inputs={**c.model_inputs("--model", start, model_options), "--pool": pool})
-    path = train_shadows(start, load_texts(pool, text_field=text_field, split=split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
-                         batch_size=batch_size, mode=mode, kind=model_options.kind,
-                         load_options=model_options.training_kwargs(), lora=spec, dp=dp)
-    stdout_console.print(f"shadows: {path}")
+    trained = api.shadows(start, pool, out, k=k, epochs=epochs, lr=lr, block=block, batch_size=batch_size, mode=mode,
+                          seed=seed, lora=spec, dp=dp, text_field=text_field, split=split, kind=model_options.kind,
+                          **model_options.training_kwargs())
+    stdout_console.print(f"shadows: {trained.path / 'shadows.json'}")

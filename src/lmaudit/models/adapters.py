@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError
+from lmaudit.models.generate import ar_sample, denoise
 
 DEFAULT_CONTEXT = 2048
 
@@ -177,6 +178,15 @@ class ARAdapter(_Adapter):
         """Last hidden state on clean text, run causally. (B, T) → (B, T, d)."""
         return self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states[-1]
 
+    def fill(self, ids: np.ndarray, masked: np.ndarray, *, samples: int, steps: int | None = None,
+             temperature: float = 1.0, remasking: str = "low_confidence", block_length: int | None = None,
+             seed: int = 0) -> np.ndarray:
+        """``samples`` draws of the tokens at positions ``masked`` of ``ids`` (1-D): sampled left to right after
+        the tokens before the first masked position (a causal model never sees what follows; ``steps``,
+        ``remasking`` and ``block_length`` are a DLM's). → (samples, len(masked))."""
+        return ar_sample(self.model, ids[: masked[0]], len(masked), samples=samples, temperature=temperature,
+                         seed=seed)
+
 
 @dataclass(eq=False)
 class DLMAdapter(_Adapter):
@@ -238,6 +248,18 @@ class DLMAdapter(_Adapter):
         """Last hidden state on clean text (no mask tokens), as the adapter runs the model. (B, T) → (B, T, d)."""
         return self.model(input_ids=input_ids, attention_mask=self._attention(input_ids, attention_mask),
                           output_hidden_states=True).hidden_states[-1]
+
+    def fill(self, ids: np.ndarray, masked: np.ndarray, *, samples: int, steps: int | None = None,
+             temperature: float = 1.0, remasking: str = "low_confidence", block_length: int | None = None,
+             seed: int = 0) -> np.ndarray:
+        """``samples`` draws of the tokens at positions ``masked`` of ``ids`` (1-D), every other token visible:
+        iterative unmasking in ``steps`` steps (default: one per masked token; see
+        :func:`~lmaudit.models.generate.denoise`). → (samples, len(masked))."""
+        x = np.tile(np.asarray(ids, dtype=np.int64), (samples, 1))
+        x[:, masked] = self.mask_token_id
+        filled = denoise(self, x, np.ones_like(x), steps=steps or len(masked), temperature=temperature,
+                         remasking=remasking, block_length=block_length, seed=seed)
+        return filled[:, masked]
 
     def insert_masks(self, input_ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         """``input_ids`` with the mask token wherever ``masked`` (same shape, bool) is True."""

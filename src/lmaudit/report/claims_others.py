@@ -63,6 +63,21 @@ def finetuned_gap(*names: str):
     return judge
 
 
+def real_gap(pretraining: str, finetuned: tuple[str, ...], regime: str):
+    """Gap-K% − Min-K%++ on the real model: judged in the paper's regime (``pretraining``: continued pretraining with
+    the members in the stream), with the fine-tuned experiments (``finetuned``, not the paper's regime) beside it."""
+
+    def judge(recs: dict[str, dict]) -> Finding:
+        found = pretraining_gap(recs, name=pretraining, regime=regime)
+        if not any(name in recs for name in finetuned):
+            return found
+        tuned = finetuned_gap(*finetuned)(recs)
+        return Finding(f"continued pretraining: {found.ours}. After fine-tuning (not the paper's regime, "
+                       f"{tuned.verdict} there): {tuned.ours.split(': ', 1)[1]}", found.verdict, found.regime)
+
+    return judge
+
+
 def _setting_rows(rec: dict, setting: str, labels: list[str]) -> dict[str, tuple[float, float]]:
     return {lab: tuple(rec["rows"][f"{setting}: {lab}"]["auc"]) for lab in labels if f"{setting}: {lab}" in rec["rows"]}
 

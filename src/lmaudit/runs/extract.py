@@ -15,7 +15,6 @@ from lmaudit.errors import DataError, LmauditError, check_int
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, is_contiguous
 from lmaudit.models.fingerprint import tokenizer_fingerprint
-from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
 from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
@@ -182,16 +181,10 @@ def relaxed_rows(loaded, targets: list[Target], cfg: ExtractConfig, steps_label:
     with progress(description, total=len(targets)) as bar:
         for i, t in enumerate(targets, start=start):
             seed = cfg.seed * 1_000_003 + i
-            if loaded.adapter.causal:
-                gen = ar_sample(loaded.model, t.ids[: t.masked[0]], len(t.masked), samples=cfg.samples,
-                                temperature=cfg.temperature, seed=seed)
-            else:
-                noisy = np.tile(t.ids, (cfg.samples, 1))
-                noisy[:, t.masked] = loaded.adapter.mask_token_id
-                steps = len(t.masked) if steps_label == "max" else min(int(steps_label), len(t.masked))
-                filled = denoise(loaded.adapter, noisy, np.ones_like(noisy), steps=steps, temperature=cfg.temperature,
-                                 remasking="low_confidence" if cfg.order == "low_confidence" else "random", seed=seed)
-                gen = filled[:, t.masked]
+            steps = len(t.masked) if steps_label == "max" else min(int(steps_label), len(t.masked))
+            gen = loaded.adapter.fill(t.ids, t.masked, samples=cfg.samples, steps=steps, temperature=cfg.temperature,
+                                      remasking="low_confidence" if cfg.order == "low_confidence" else "random",
+                                      seed=seed)
             d = (gen != t.ids[t.masked][None, :]).sum(axis=1)
             p_, e_, mu, sigma = gaussian_relaxed_rate(d, eps)
             pred.append(p_)

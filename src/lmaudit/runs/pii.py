@@ -45,7 +45,6 @@ from lmaudit.extraction.reconstruct import (
     trim,
 )
 from lmaudit.models.fingerprint import tokenizer_fingerprint
-from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.masked import masked_window_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
@@ -87,14 +86,9 @@ def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask
             continue
         # one length keeps the seed it always had, so earlier runs reproduce
         gen_seed = stable_seed("pii-candidates", rec.id, seed, *([length] if len(lengths) > 1 else []))
-        if loaded.adapter.causal:
-            new = ar_sample(loaded.model, left, length, samples=k, temperature=temperature, seed=gen_seed)
-        else:
-            x = np.concatenate([left, np.full(length, loaded.adapter.mask_token_id), right])
-            x = np.tile(x, (k, 1))
-            filled = denoise(loaded.adapter, x, np.ones_like(x), steps=min(steps or length, length),
-                             temperature=temperature, remasking="low_confidence", seed=gen_seed)
-            new = filled[:, len(left) : len(left) + length]
+        x = np.concatenate([left, np.zeros(length, dtype=np.int64), right])  # the span's ids are filled in
+        new = loaded.adapter.fill(x, np.arange(len(left), len(left) + length), samples=k,
+                                  steps=min(steps or length, length), temperature=temperature, seed=gen_seed)
         texts += tok.batch_decode(new, skip_special_tokens=True)
     return dedupe(trim(t, field) for t in texts)
 
