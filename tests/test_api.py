@@ -144,3 +144,37 @@ def test_the_training_jobs_return_what_they_trained_and_never_write_over_an_inpu
     assert sha256_file(weights) == before
     sh = lmaudit.shadows(tiny_model_dir, data, tmp_path / "sh", k=2, epochs=1, lr=3e-2, block=32, batch_size=8)
     assert sh.type == "shadows" and len(sh.load().paths) == 2 and "2 shadow models" in repr(sh)
+
+
+def test_generate_continues_each_prompt_as_the_command_prints_it(tmp_path, tiny_model_dir, tiny_dlm_dir):
+    from helpers import assert_ok
+    from helpers import lmaudit as cli
+
+    prompts = write_jsonl(tmp_path / "p.jsonl", make_texts(2, seed=31))
+    for folder in (tiny_model_dir, tiny_dlm_dir):
+        rows = lmaudit.generate(folder, prompts, gen_length=4, steps=4, seed=3)
+        assert list(rows.columns) == ["id", "prompt", "continuation"] and len(rows) == 2
+        assert rows.equals(lmaudit.generate(folder, prompts, gen_length=4, steps=4, seed=3))  # seeded
+        out = cli("generate", "--model", folder, "--prompt-file", prompts, "--gen-length", 4, "--steps", 4, "--seed", 3)
+        assert_ok(out)
+        for row in rows.itertuples():
+            assert row.continuation.strip() in " ".join(out.stdout.split())
+
+
+def test_epsilon_from_python_equals_the_command(tmp_path, tiny_model_dir):
+    from helpers import assert_ok
+    from helpers import lmaudit as cli
+
+    run = lmaudit.mia(tiny_model_dir, TextSet.from_texts(make_texts(12, seed=41)),
+                      TextSet.from_texts(make_texts(12, seed=42)), config=RunConfig(attacks=["loss", "zlib"],
+                                                                                    n_bootstrap=20))
+    run.write(tmp_path / "run")
+    folder = tmp_path / "run"
+    res = lmaudit.epsilon(folder, delta=1e-4, seed=1)
+    assert res.type == "epsilon-lower-bound" and list(res.to_frame()["attack"]) == ["loss", "zlib"]
+    best = max(b["epsilon"] for b in res["attacks"].values())
+    assert f"largest ε_lb {best:.3f}" in repr(res)
+    res.write(tmp_path / "api")
+    assert_ok(cli("epsilon", folder, "--delta", "1e-4", "--seed", 1, "--out", tmp_path / "cli"))
+    by_api, by_cli = (json.loads((tmp_path / d / "epsilon.json").read_text()) for d in ("api", "cli"))
+    assert by_api["attacks"] == by_cli["attacks"] and by_api["git_commit"] == by_cli["git_commit"]

@@ -28,6 +28,7 @@ from lmaudit.models.handle import ModelHandle
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, train_shadows
+from lmaudit.privacy.audit import canary_bounds, epsilon_payload, mia_bounds, write_epsilon
 from lmaudit.report.build import read_results
 from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
 from lmaudit.runs.common import PROVENANCE_KEYS, RunResult
@@ -37,7 +38,7 @@ from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_recons
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
 from lmaudit.runs.training import TrainedModel, check_training_out
 
-__all__ = ["audit_set", "extract", "finetune", "load_model", "load_results", "mia", "pretrain", "probe",
+__all__ = ["audit_set", "epsilon", "extract", "finetune", "generate", "load_model", "load_results", "mia", "pretrain", "probe",
            "reconstruct_pii", "score", "shadows", "unlearn"]
 
 
@@ -133,6 +134,41 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
                     "reference": None if ref is None else ref.path, "show_pii": show_pii})
     return RunResult(payload, lambda p, out, report=False: write_reconstruction(p, out, show_pii=show_pii, report=report))
+
+
+def epsilon(run_dir, *, delta: float = 1e-5, confidence: float = 0.95, attack: str | None = None, seed: int = 0,
+            canaries=None) -> RunResult:
+    """ε lower bounds of a membership-inference run folder: per attack, the largest ε the run shows the training was
+    not (ε, δ)-DP for (a threshold chosen on a seeded half of the scores, the bound on the other), or with
+    ``canaries`` (a folder from ``lmaudit corpus canaries``) the one-run bound over the canaries' scores.
+    ``write(folder)`` writes ``epsilon.json``."""
+    if canaries is None:
+        bounds = mia_bounds(run_dir, attack=attack, delta=delta, confidence=confidence, seed=seed)
+    else:
+        bounds = canary_bounds(run_dir, canaries, attack=attack, delta=delta, confidence=confidence)
+    payload = epsilon_payload(run_dir, bounds, delta=delta, confidence=confidence,
+                              seed=seed if canaries is None else None, canaries=canaries)
+    return RunResult({k: v for k, v in payload.items() if k not in PROVENANCE_KEYS},
+                     lambda p, out, report=False: write_epsilon(out, {**payload, **p}))
+
+
+def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_length: int | None = None,
+             temperature: float = 1.0, remasking: str = "low_confidence", seed: int = 0,
+             **load_options) -> pd.DataFrame:
+    """A continuation of ``gen_length`` tokens for each prompt (a data file or a TextSet): left-to-right sampling for
+    an AR model, LLaDA-style unmasking in ``steps`` steps for a DLM (``block_length``: semi-autoregressive blocks).
+    One row per prompt: ``id``, ``prompt``, ``continuation``; prompt i samples with seed ``seed + i``."""
+    texts = _texts(prompts)
+    target = _model(model, **load_options)
+    tok = target.tokenizer
+    rows = []
+    for i, rec in enumerate(texts.records):
+        prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)
+        x = np.concatenate([prompt, np.zeros(gen_length, dtype=np.int64)])  # the continuation is filled in
+        new = target.adapter.fill(x, np.arange(len(prompt), len(x)), samples=1, steps=steps, temperature=temperature,
+                                  remasking=remasking, block_length=block_length, seed=seed + i)[0]
+        rows.append({"id": rec.id, "prompt": rec.text, "continuation": tok.decode(new)})
+    return pd.DataFrame(rows, columns=["id", "prompt", "continuation"])
 
 
 def _lora(lora: LoraSpec | int | None) -> LoraSpec | None:

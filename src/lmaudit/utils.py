@@ -15,12 +15,14 @@ import tempfile
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lmaudit import __version__
 from lmaudit.errors import LmauditError
 
 
@@ -152,6 +154,19 @@ def git_state() -> dict:
     commit = (git("rev-parse", "HEAD") or "").strip() or None
     status = git("status", "--porcelain", "--", ".") if commit else None
     return {"commit": commit, "dirty": None if status is None else bool(status.strip())}
+
+
+def provenance() -> dict:
+    """Version, commit (and whether the code differed from it), package versions and creation time: the first keys
+    of every results file (``results.json`` of a run or an experiment, ``epsilon.json``)."""
+    state = git_state()
+    return {
+        "lmaudit_version": __version__,
+        "git_commit": state["commit"],
+        "git_dirty": state["dirty"],  # the code differed from that commit: the commit alone does not reproduce it
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "packages": package_versions(),
+    }
 
 
 def git_commit() -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
 from lmaudit import api
@@ -13,7 +12,6 @@ from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.data.loaders import load_texts
 from lmaudit.errors import LmauditError
-from lmaudit.models.loading import load_model
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import summary_rows
 from lmaudit.runs.extract import ExtractConfig, parse_steps
@@ -89,11 +87,7 @@ def generate(
 ) -> None:
     """Sample continuations: LLaDA-style unmasking for a DLM, left-to-right sampling for an AR model."""
     model = c.pick_model(model, None, "")
-    loaded = load_model(model, **model_options.load_kwargs())
-    tok = loaded.tokenizer
-    for i, rec in enumerate(load_texts(prompt_file).records):
-        prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)
-        x = np.concatenate([prompt, np.zeros(gen_length, dtype=np.int64)])  # the continuation is filled in
-        new = loaded.adapter.fill(x, np.arange(len(prompt), len(x)), samples=1, steps=steps, temperature=temperature,
-                                  remasking=remasking, block_length=block_length, seed=seed + i)[0]
-        stdout_console.print(f"[bold]{rec.id}[/bold] {rec.text}[green]{tok.decode(new)}[/green]", soft_wrap=True)
+    rows = api.generate(model, prompt_file, gen_length=gen_length, steps=steps, block_length=block_length,
+                        temperature=temperature, remasking=remasking, seed=seed, **model_options.load_kwargs())
+    for row in rows.itertuples():
+        stdout_console.print(f"[bold]{row.id}[/bold] {row.prompt}[green]{row.continuation}[/green]", soft_wrap=True)

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
+from lmaudit import api
 from lmaudit.commands import common as c
-from lmaudit.privacy.audit import canary_bounds, epsilon_payload, mia_bounds, write_epsilon
 from lmaudit.privacy.bounds import check_level
 from lmaudit.progress import stdout_console
 
@@ -16,13 +16,13 @@ app = typer.Typer(add_completion=False)
 
 
 def _mia_rows(bounds: dict) -> list[list[str]]:
-    return [[name, f"{b.epsilon:.3f}", f"{b.threshold:.4g}", b.direction, f"{b.tpr_lo:.3f}", f"{b.fpr_hi:.3f}",
-             f"{b.n_members}+{b.n_nonmembers}"] for name, b in bounds.items()]
+    return [[name, f"{b['epsilon']:.3f}", f"{b['threshold']:.4g}", b["direction"], f"{b['tpr_lo']:.3f}",
+             f"{b['fpr_hi']:.3f}", f"{b['n_members']}+{b['n_nonmembers']}"] for name, b in bounds.items()]
 
 
 def _canary_rows(bounds: dict) -> list[list[str]]:
-    return [[name, f"{b.epsilon:.3f}", str(b.k_plus), str(b.k_minus), str(b.guesses), str(b.correct), str(b.m)]
-            for name, b in bounds.items()]
+    return [[name, f"{b['epsilon']:.3f}", str(b["k_plus"]), str(b["k_minus"]), str(b["guesses"]), str(b["correct"]),
+             str(b["m"])] for name, b in bounds.items()]
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
@@ -41,23 +41,21 @@ def epsilon(
     """ε lower bounds: the largest ε each attack shows the training was not (ε, δ)-DP for."""
     delta, confidence = check_level("--delta", delta), check_level("--confidence", confidence)
     level = f"{confidence:g} confidence, δ = {delta:g}"
+    result = api.epsilon(run_dir, delta=delta, confidence=confidence, attack=attack, seed=seed, canaries=canaries)
+    bounds = result["attacks"]
     if canaries is None:
-        bounds = mia_bounds(run_dir, attack=attack, delta=delta, confidence=confidence, seed=seed)
         header = ["attack", "ε_lb", "threshold", "test", "TPR_lo", "FPR_hi", "n (mem+non)"]
         table = c.rich_table(f"ε lower bounds ({level})", header, _mia_rows(bounds))
         note = (f"held-out split (seed {seed}): each threshold was chosen on a stratified half of the scores and "
                 "the bound computed on the other half (n), so each row holds at the stated confidence on its own")
     else:
-        bounds = canary_bounds(run_dir, canaries, attack=attack, delta=delta, confidence=confidence)
         header = ["attack", "ε_lb", "k+", "k-", "guesses", "correct", "canaries"]
         table = c.rich_table(f"one-run canary ε lower bounds ({level})", header, _canary_rows(bounds))
-        tried = next(iter(bounds.values())).pairs_tried
+        tried = next(iter(bounds.values()))["pairs_tried"]
         note = (f"one run (Steinke, Nasr, Jagielski 2023): guess 'in' for the k+ highest scores, 'out' for the k- "
                 f"lowest; the best of {tried} (k+, k-) pairs, Bonferroni-corrected, so each row holds at the stated "
                 "confidence on its own")
-    path = write_epsilon(run_dir if out is None else out,
-                         epsilon_payload(run_dir, bounds, delta=delta, confidence=confidence,
-                                         seed=seed if canaries is None else None, canaries=canaries))
+    path = result.write(run_dir if out is None else out)
     stdout_console.print(table)
     stdout_console.print(note + (" (the largest of several attacks' rows does not)." if len(bounds) > 1 else "."),
                          soft_wrap=True)

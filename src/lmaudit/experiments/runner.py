@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 
-from lmaudit import __version__
 from lmaudit.experiments.config import BaseConfig, check_name
 from lmaudit.experiments.outputs import write_outputs
 from lmaudit.experiments.registry import get_experiment_type
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import check_replaceable
 from lmaudit.progress import info
-from lmaudit.utils import git_state, package_versions
+from lmaudit.utils import git_state, provenance
 
 
 def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command: str = "", report: bool = False) -> Path:
@@ -34,18 +32,14 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
                         f"got {type(cfg).__name__}")
     check_name(cfg.name, f"experiment of type '{cfg.type}'")
     check_replaceable(Path(out_root) / cfg.name, "the experiment's folder", kind="experiment")
-    start = git_state()  # the code that runs: read before the work, so a commit made meanwhile never restamps it
+    git_state()  # the code that runs: read before the work, so a commit made meanwhile never restamps it
     info(f"experiment {cfg.name} ({cfg.type}): {cfg.description}")
     ws = Workspace(cfg)
     payload = spec.run(ws, cfg)
     record = {
         "experiment": asdict(cfg),
         "command": command,
-        "lmaudit_version": __version__,
-        "git_commit": start["commit"],
-        "git_dirty": start["dirty"],
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "packages": package_versions(),
+        **provenance(),  # its commit is the one read at start (git_state is read once per process)
         "corpus": ws.corpus_hash(),
         "runtime_s": round(time.perf_counter() - t0, 1),
         **payload,

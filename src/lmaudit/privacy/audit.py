@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import difflib
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lmaudit import __version__
 from lmaudit.errors import LmauditError
 from lmaudit.folders import missing_folder_hint, verify_folder
 from lmaudit.privacy.bounds import METHOD, EpsilonBound, check_level, epsilon_lower_bound
 from lmaudit.privacy.canaries import DECOYS, read_canary_folder
 from lmaudit.privacy.one_run import CanaryBound, canary_audit
-from lmaudit.utils import git_commit, git_dirty, write_json_atomic
+from lmaudit.utils import provenance, write_json_atomic
 
 EPSILON_FILE = "epsilon.json"
 _NOT_MIA = "pass a folder written by lmaudit mia or demo"
+
+
+EXPOSURE_COLUMNS = ("p_value", "rank")  # what scores.parquet stores beside the scores (report.records.stored_columns)
 
 
 def read_run_scores(run_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
@@ -46,7 +47,9 @@ def read_run_scores(run_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
         declared = list(json.loads((run / "results.json").read_text(encoding="utf-8")).get("attacks", {}))
     except (OSError, ValueError, AttributeError):
         declared = []
-    attacks = [a for a in declared if a in numeric] + [a for a in numeric if a not in declared]
+    # the run's attacks; without results.json, every numeric column but the exposure columns written beside them
+    attacks = ([a for a in declared if a in numeric] if declared else
+               [a for a in numeric if a not in EXPOSURE_COLUMNS])
     if not attacks:
         raise LmauditError(f"{path}: no attack score columns", hint=_NOT_MIA)
     return frame, attacks
@@ -108,8 +111,7 @@ def epsilon_payload(run_dir: str | Path, bounds: dict, *, delta: float, confiden
     """The content of ``epsilon.json``: provenance, the settings, and one bound per attack."""
     method = (METHOD + ": the threshold is chosen on a seeded stratified half, the bound computed on the other"
               if canaries is None else next(iter(bounds.values())).method)
-    return {"type": "epsilon-lower-bound", "lmaudit_version": __version__, "git_commit": git_commit(), "git_dirty": git_dirty(),
-            "created": datetime.now(UTC).isoformat(timespec="seconds"), "run": str(run_dir),
+    return {"type": "epsilon-lower-bound", **provenance(), "run": str(run_dir),
             "mode": "mia" if canaries is None else "canaries", "canaries": None if canaries is None else str(canaries),
             "method": method, "delta": delta, "confidence": confidence, "seed": seed,
             "validity": f"each attack's bound holds at {confidence:g} confidence on its own; the largest of several "

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from lmaudit import __version__
 from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import write_report
 from lmaudit.report.summary import audit_summary, extraction_summary, pii_summary
-from lmaudit.utils import git_commit, git_dirty, package_versions, write_json_atomic
+from lmaudit.utils import provenance, write_json_atomic
 
 PROVENANCE_KEYS = ("lmaudit_version", "git_commit", "git_dirty", "created", "packages")
-
-
-def provenance() -> dict:
-    """Version, commit (and whether the code differed from it), package versions and creation time: the first keys
-    of every ``results.json``."""
-    return {
-        "lmaudit_version": __version__,
-        "git_commit": git_commit(),
-        "git_dirty": git_dirty(),  # the code differed from that commit: the commit alone does not reproduce it
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "packages": package_versions(),
-    }
 
 
 def payload_inputs(payload: dict) -> dict:
@@ -99,6 +85,8 @@ class RunResult:
     def to_frame(self) -> pd.DataFrame:
         """A set-level audit: one row per method (ρ, its 90% interval, the unclipped ρ); extraction and PII
         reconstruction: one row per record (as ``records.csv``)."""
+        if self.type == "epsilon-lower-bound":
+            return pd.DataFrame([{"attack": name, **bound} for name, bound in self.payload["attacks"].items()])
         if "methods" in self.payload:
             return pd.DataFrame([{"method": name, "rho": est["rho"], "rho_low": est["ci90"][0],
                                   "rho_high": est["ci90"][1], "rho_unclipped": est.get("rho_unclipped")}
@@ -106,6 +94,10 @@ class RunResult:
         return pd.DataFrame(self.payload["records"])
 
     def __repr__(self) -> str:
+        if self.type == "epsilon-lower-bound":
+            name, best = max(self.payload["attacks"].items(), key=lambda kv: kv[1]["epsilon"])
+            return (f"<RunResult epsilon-lower-bound: largest ε_lb {best['epsilon']:.3f} ({name}) at δ = "
+                    f"{self.payload['delta']:g}, {self.payload['confidence']:g} confidence per attack>")
         summary = SUMMARIES.get(self.type)
         verdict = f" {summary(self.payload).headline}" if summary else ""
         return f"<RunResult {self.type}:{verdict}>"
