@@ -18,6 +18,7 @@ Gap-K%, SMI and DLM extraction.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from lmaudit.errors import LmauditError
@@ -30,7 +31,15 @@ from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUC
 QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
                      "DLM extraction")
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")  # membership on SmolLM2-135M fine-tunings
+REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL = "SmolLM2-135M"
+# what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts)
+REAL_PT_REGIME = ("SmolLM2-135M continued-pretrained for one pass over 60,000 tokens in every weight (lr 3e-5) with "
+                  "the members in the stream, one seed (the paper: members met in pretraining of Pythia/LLaMA).")
+REAL_UL_REGIME = ("SmolLM2-135M LoRA-fine-tuned on 200 passages, 10% forgotten by LoRA unlearning adapters; 2 seeds, "
+                  "no LiRA (its shadows did not fit the budget).")
+REAL_PII_REGIME = ("SmolLM2-135M LoRA-fine-tuned for 10 epochs on 200 synthetic messages; the AR model alone (no DLM "
+                   "of its lineage exists here).")
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Q-Skew beats every baseline in AUC, domain fine-tuning (DFT)",
@@ -66,18 +75,23 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(GAP, "Gap-K% beats Min-K%++ at detecting pretraining data",
           "WikiMIA AUC +2.1 / +2.6 / +2.6 (lengths 32 / 64 / 128); MIMIR Pythia-12B 57.3 vs 57.1",
           ("ar-pretraining-detection",), o.pretraining_gap,
-          real_experiments=REAL_MIA, real_judge=o.finetuned_gap(*REAL_MIA)),
+          real_experiments=(REAL_PT, *REAL_MIA), real_judge=o.real_gap(REAL_PT, REAL_MIA, REAL_PT_REGIME)),
     Claim(GAP, "Sequential smoothing beats shuffled, which beats none", "AUC 74.8 > 72.9 > 72.3 (ablation)",
-          ("ar-pretraining-detection",), o.smoothing),
+          ("ar-pretraining-detection",), o.smoothing,
+          real_experiments=(REAL_PT,), real_judge=partial(o.smoothing, name=REAL_PT, regime=REAL_PT_REGIME)),
     Claim(GAP, "Best near k = 15%, and above Min-K%++ at every k in 5–50%", "k-sensitivity figure",
-          ("ar-pretraining-detection",), o.k_sensitivity),
+          ("ar-pretraining-detection",), o.k_sensitivity,
+          real_experiments=(REAL_PT,), real_judge=partial(o.k_sensitivity, name=REAL_PT, regime=REAL_PT_REGIME)),
     Claim(GAP, "Gap-K% stays ahead under paraphrase", "WikiMIA paraphrased 74.3 vs 73.4 (length 32); DIPPER 66.6 vs "
-          "65.5", ("ar-pretraining-detection",), o.paraphrase),
+          "65.5", ("ar-pretraining-detection",), o.paraphrase,
+          real_experiments=(REAL_PT,), real_judge=partial(o.paraphrase, name=REAL_PT, regime=REAL_PT_REGIME)),
     Claim(SMI, "SMI-M's estimate for a retrained model is the closest to the gold standard",
           "ResNet18-CIFAR10, forget 5%: SMI-M 92.44%, SMI 88.89%, RULI 87.94%, LiRA 87.84%",
-          ("unlearning-audit",), o.smi_closest),
+          ("unlearning-audit",), o.smi_closest,
+          real_experiments=(REAL_UL,), real_judge=partial(o.smi_closest, name=REAL_UL, regime=REAL_UL_REGIME)),
     Claim(SMI, "SMI's 90% bootstrap intervals are reliable", "90% interval from 200 resamples of the forget set",
-          ("unlearning-audit",), o.smi_coverage),
+          ("unlearning-audit",), o.smi_coverage,
+          real_experiments=(REAL_UL,), real_judge=partial(o.smi_coverage, name=REAL_UL, regime=REAL_UL_REGIME)),
     Claim(SMI, "No shadow models: an audit costs seconds", "SMI 0.93 s, SMI-M 4.3 s vs LiRA 1.46 s + 8–64 shadow "
           "models at ~41 min each", ("unlearning-audit",), o.smi_cost),
     Claim(EXT, "Exact extraction probability rises monotonically with the number of sampling steps (Theorem 4.3)",
@@ -96,7 +110,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(EXT, "Extractable records grow sublinearly with the query budget and saturate early",
           "most extractable records appear at small n", ("extraction-relaxed",), o.sublinear_budget),
     Claim(EXT, "Training records' values are more likely than unseen records' (memorisation, not generalisation)",
-          "Enron (trained) vs TREC 2007 (unseen): the trained distribution shifts up", ("pii-extraction",), o.shift),
+          "Enron (trained) vs TREC 2007 (unseen): the trained distribution shifts up", ("pii-extraction",), o.shift,
+          real_experiments=(REAL_PII,), real_judge=partial(o.shift, name=REAL_PII, regime=REAL_PII_REGIME)),
 )
 
 
