@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-quick demo-real real-model test test-slow bench lint install clean
+.PHONY: demo demo-quick demo-real real-model test test-slow bench lint docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,10 +31,15 @@ real-model: $(STAMP)
 demo-real: real-model
 	$(BIN)/lmaudit demo --real
 
-# lint (ruff, configured in pyproject.toml), then the default test suite
+# lint (ruff, configured in pyproject.toml), the documentation build, then the default test suite
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest
+
+# the documentation site (docs/, mkdocs.yml) into site/
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -47,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache
