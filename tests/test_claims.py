@@ -120,3 +120,16 @@ def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
     tiny, on_real = judged[gap.claim]
     assert tiny.verdict == NOT_RUN and on_real.verdict == REPRODUCED  # the two columns are judged apart
     assert judged[CLAIMS[0].claim][1] is None  # no real-model experiment tests Q-Skew yet
+
+
+def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run():
+    from lmaudit.report.claims import REAL_PT
+
+    gap = next(c for c in CLAIMS if c.claim.startswith("Gap-K% beats Min-K%++"))
+    tuned = mia_record({"min_k_pp": [TIED] * 3})
+    tuned["rows"] = {"gap_k": {"auc": [0.6, 0.01]}, "min_k_pp": {"auc": [0.6, 0.02]}}
+    pretrained = {"paired": {"seen 4×": [{"seed": 0, "diff": 0.04, "ci95": [0.01, 0.07]}]}}
+    both = gap.real_judge({"real-dft-lora": tuned, REAL_PT: pretrained})
+    assert both.verdict == REPRODUCED and both.ours.startswith("continued pretraining: ")
+    assert "After fine-tuning (not the paper's regime, not reproduced there)" in both.ours
+    assert gap.real_judge({"real-dft-lora": tuned}).verdict == NOT_REPRODUCED  # fine-tuning alone: its own verdict

@@ -58,3 +58,16 @@ def test_a_tpr_finer_than_one_nonmember_is_not_resolvable():
     y = np.r_[np.ones(10), np.zeros(1000)].astype(int)  # 1,000 non-members resolve 0.1%
     out = summarize(y, rng.normal(size=1010), n_resamples=20)
     assert "unresolved" not in out and out["tpr@0.1%fpr"] is not None
+
+
+def test_median_shift_interval_holds_a_known_shift_and_zero_for_equal_samples():
+    from lmaudit.metrics import median_shift
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 1.0, 400), rng.normal(0.0, 1.0, 400)
+    d = median_shift(np.r_[a, -np.inf], b, seed=1)  # a non-finite value is left out
+    assert d.diff == pytest.approx(np.median(a) - np.median(b)) and d.lo < 1.0 < d.hi and d.lo > 0.7
+    same = median_shift(b, b, seed=1)
+    assert same.diff == 0.0 and same.lo < 0 < same.hi
+    with pytest.raises(LmauditError, match="2 finite values"):
+        median_shift([1.0, np.inf], b)

@@ -39,7 +39,10 @@ REAL_PT_REGIME = ("SmolLM2-135M continued-pretrained for one pass over 60,000 to
 REAL_UL_REGIME = ("SmolLM2-135M LoRA-fine-tuned on 200 passages, 10% forgotten by LoRA unlearning adapters; 2 seeds, "
                   "no LiRA (its shadows did not fit the budget).")
 REAL_PII_REGIME = ("SmolLM2-135M LoRA-fine-tuned for 10 epochs on 200 synthetic messages; the AR model alone (no DLM "
-                   "of its lineage exists here).")
+                   "of its lineage exists here). The shift is small next to what the model infers: an address follows "
+                   "from the name before it, so 103 of 200 unseen e-mails are (n, p)-discoverable at n = 10,000, "
+                   "p = 0.5 (145 of 200 training ones; the tiny AR model: 10 and 0): a discoverable count without "
+                   "its unseen control overstates memorisation here.")
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Q-Skew beats every baseline in AUC, domain fine-tuning (DFT)",

@@ -6,6 +6,7 @@ import numpy as np
 
 from lmaudit.audit.coverage import coverage
 from lmaudit.extraction.reconstruct import wilson_interval
+from lmaudit.metrics import median_shift
 from lmaudit.report.claims_base import (
     NOT_REPRODUCED,
     PARTLY,
@@ -68,10 +69,12 @@ def real_gap(pretraining: str, finetuned: tuple[str, ...], regime: str):
     the members in the stream), with the fine-tuned experiments (``finetuned``, not the paper's regime) beside it."""
 
     def judge(recs: dict[str, dict]) -> Finding:
+        tuned = finetuned_gap(*finetuned)(recs) if any(name in recs for name in finetuned) else None
+        if pretraining not in recs:  # the fine-tuned experiments alone, until the paper's regime is run
+            return tuned
         found = pretraining_gap(recs, name=pretraining, regime=regime)
-        if not any(name in recs for name in finetuned):
+        if tuned is None:
             return found
-        tuned = finetuned_gap(*finetuned)(recs)
         return Finding(f"continued pretraining: {found.ours}. After fine-tuning (not the paper's regime, "
                        f"{tuned.verdict} there): {tuned.ours.split(': ', 1)[1]}", found.verdict, found.regime)
 
@@ -283,12 +286,13 @@ def sublinear_budget(recs: dict[str, dict]) -> Finding:
 def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime: str | None = None) -> Finding:
     rec = recs[name]
     parts, up = [], []
-    for key, rows in rec["pii_rows"].items():
-        tr = np.mean([r["median_log_p_train"] for r in rows])
-        un = np.mean([r["median_log_p_unseen"] for r in rows])
-        up.append(tr > un)
-        parts.append(f"{key} {tr:.1f} vs {un:.1f}")
+    for key, lp in rec["likelihood_shift"].items():  # per-record log p̂ of the first seed
+        d = median_shift(lp["train"], lp["unseen"], seed=0)
+        up.append(d.lo > 0)
+        parts.append(f"{key} {d.diff:+.1f} [{d.lo:+.1f}, {d.hi:+.1f}]")
     verdict = REPRODUCED if all(up) else PARTLY if any(up) else NOT_REPRODUCED
-    return Finding("median log p̂ of the value, training vs unseen messages (200 each): " + "; ".join(parts), verdict,
-                   regime or ("Unseen messages come from the same generator (names, addresses, phones), so the shift measures "
-                   "memorisation, not format."))
+    return Finding(f"median log p̂ of the value, training − unseen messages ({rec['n_train']} and {rec['n_unseen']}; "
+                   "nats, first seed) with a bootstrap 95% interval, higher only when it excludes 0: "
+                   + "; ".join(parts), verdict,
+                   regime or ("Unseen messages come from the same generator (names, addresses, phones), so the shift "
+                              "measures memorisation, not format."))
