@@ -1,7 +1,10 @@
 """The Python interface: the same jobs as the commands, on model folders or loaded models, paths or text sets.
 
 Every job returns a result whose ``write(folder)`` writes the files the command
-writes; ``lmaudit.attacks.list_attacks()`` lists the attacks. Example::
+writes; ``lmaudit.attacks.list_attacks()`` lists the attacks. The Examples of each
+function run as tests (``tests/test_doctests.py``), with ``MODEL`` a tiny model folder and
+``members.jsonl``, ``nonmembers.jsonl``, ``suspect.jsonl``, ``redacted.jsonl`` and
+``prompts.jsonl`` in the working folder. In a notebook::
 
     import lmaudit
     target = lmaudit.load_model("models/ft")
@@ -18,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lmaudit.data.corpus import build_corpus
+from lmaudit.data.corpus import DEFAULT_PACKAGES, build_corpus
 from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models import build
@@ -67,6 +70,16 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     MIMIR ship); ``text_field`` and ``split`` as the command's options; ``shadows``: a
     folder from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`. The data
     is read before any model is loaded.
+
+    Examples
+    --------
+    >>> result = lmaudit.mia(MODEL, "members.jsonl", "nonmembers.jsonl",
+    ...                      config=lmaudit.RunConfig(attacks=["loss", "zlib"], n_bootstrap=50))
+    >>> result.n_members, result.n_nonmembers, sorted(result.attacks)
+    (12, 12, ['loss', 'zlib'])
+    >>> lo, hi = result.attacks["loss"]["auc_ci95"]
+    >>> bool(lo <= result.attacks["loss"]["auc"] <= hi)
+    True
     """
     mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
                                 split=split)
@@ -82,6 +95,12 @@ def probe(model, texts, *, reference=None, shadows=None, config: RunConfig | Non
 
     ``texts``: a data file or a :class:`~lmaudit.data.loaders.TextSet`; ``model``, ``reference``,
     ``shadows`` and ``load_options`` as in :func:`mia`. Probes share the cache of ``mia``.
+
+    Examples
+    --------
+    >>> records = lmaudit.probe(MODEL, "members.jsonl", config=lmaudit.RunConfig(attacks=["min_k"]))
+    >>> len(records), records.attacks
+    (12, ['min_k'])
     """
     textset = _texts(texts)
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
@@ -96,6 +115,13 @@ def score(records: ProbeRecords, attacks: list[str] | None = None, *,
     ``attacks`` (None: those probed for) with ``params`` over each attack's defaults, e.g.
     ``lmaudit.score(records, ["min_k"], params={"min_k": {"k": 0.5}})``. An attack that reads
     another probe than the records hold (a DLM attack with another mask plan or budget) is an error.
+
+    Examples
+    --------
+    >>> records = lmaudit.probe(MODEL, "members.jsonl", config=lmaudit.RunConfig(attacks=["min_k"]))
+    >>> scores = lmaudit.score(records, ["min_k", "loss"], params={"min_k": {"k": 0.5}})
+    >>> sorted(scores), scores["loss"].shape
+    (['loss', 'min_k'], (12,))
     """
     return score_records(records, attacks, params=params)
 
@@ -104,7 +130,15 @@ def audit_set(model, members, nonmembers, suspect, *, reference=None, config: Au
               **load_options) -> RunResult:
     """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
 
-    The data is read before any model is loaded."""
+    The data is read before any model is loaded.
+
+    Examples
+    --------
+    >>> audit = lmaudit.audit_set(MODEL, "members.jsonl", "nonmembers.jsonl", "suspect.jsonl",
+    ...                           config=lmaudit.AuditConfig(method="smi", bootstrap=20))
+    >>> audit.type, list(audit.to_frame()["method"])
+    ('set-audit', ['smi'])
+    """
     sets = [_texts(members), _texts(nonmembers), _texts(suspect)]
     target, ref = _models(model, reference, load_options)
     return RunResult(run_audit(target, *sets, config or AuditConfig(), reference=ref), write_audit)
@@ -113,7 +147,14 @@ def audit_set(model, members, nonmembers, suspect, *, reference=None, config: Au
 def extract(model, data, *, config: ExtractConfig | None = None, **load_options) -> RunResult:
     """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...).
 
-    The data is read before the model is loaded."""
+    The data is read before the model is loaded.
+
+    Examples
+    --------
+    >>> found = lmaudit.extract(MODEL, "members.jsonl", config=lmaudit.ExtractConfig(mask="suffix:4", n=100))
+    >>> found.type, len(found.to_frame())
+    ('extraction', 12)
+    """
     texts = _texts(data)
     target = _model(model, **load_options)
     payload = run_extraction(target, texts, config or ExtractConfig())
@@ -125,7 +166,15 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
                     placeholder: str = "[REDACTED]", show_pii: bool = False, **load_options) -> RunResult:
     """Recover a redacted field of each record; top-1 attack success rate per ranking signal.
 
-    The records (and calibration records) are read and checked before any model is loaded."""
+    The records (and calibration records) are read and checked before any model is loaded.
+
+    Examples
+    --------
+    >>> rec = lmaudit.reconstruct_pii(MODEL, "redacted.jsonl",
+    ...                               config=lmaudit.ReconstructConfig(field="email", candidates=4))
+    >>> rec.type, len(rec.to_frame())
+    ('pii-reconstruction', 3)
+    """
     cfg = config or ReconstructConfig()
     recs = redacted_records(_texts(records), cfg.field, placeholder=placeholder)
     calib = None if calibration is None else redacted_records(_texts(calibration), cfg.field, placeholder=placeholder)
@@ -141,7 +190,17 @@ def epsilon(run_dir, *, delta: float = 1e-5, confidence: float = 0.95, attack: s
     """ε lower bounds of a membership-inference run folder: per attack, the largest ε the run shows the training was
     not (ε, δ)-DP for (a threshold chosen on a seeded half of the scores, the bound on the other), or with
     ``canaries`` (a folder from ``lmaudit corpus canaries``) the one-run bound over the canaries' scores.
-    ``write(folder)`` writes ``epsilon.json``."""
+    ``write(folder)`` writes ``epsilon.json``.
+
+    Examples
+    --------
+    >>> run = lmaudit.mia(MODEL, "members.jsonl", "nonmembers.jsonl",
+    ...                   config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=20))
+    >>> _ = run.write("runs/mia")
+    >>> bounds = lmaudit.epsilon("runs/mia", delta=1e-4)
+    >>> list(bounds.to_frame()["attack"]), bool(bounds["attacks"]["loss"]["epsilon"] >= 0)
+    (['loss'], True)
+    """
     if canaries is None:
         bounds = mia_bounds(run_dir, attack=attack, delta=delta, confidence=confidence, seed=seed)
     else:
@@ -157,7 +216,14 @@ def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_len
              **load_options) -> pd.DataFrame:
     """A continuation of ``gen_length`` tokens for each prompt (a data file or a TextSet): left-to-right sampling for
     an AR model, LLaDA-style unmasking in ``steps`` steps for a DLM (``block_length``: semi-autoregressive blocks).
-    One row per prompt: ``id``, ``prompt``, ``continuation``; prompt i samples with seed ``seed + i``."""
+    One row per prompt: ``id``, ``prompt``, ``continuation``; prompt i samples with seed ``seed + i``.
+
+    Examples
+    --------
+    >>> rows = lmaudit.generate(MODEL, "prompts.jsonl", gen_length=4, seed=0)
+    >>> list(rows.columns), len(rows)
+    (['id', 'prompt', 'continuation'], 2)
+    """
     texts = _texts(prompts)
     target = _model(model, **load_options)
     tok = target.tokenizer
@@ -191,6 +257,14 @@ def finetune(model, data, out, *, mode: str = "dft", epochs: float = 4.0, lr: fl
     what is trained (a tiny preset, or a pretrained model fully or with LoRA). ``lora``: a
     rank or a :class:`LoraSpec` (``out`` is then an adapter folder); ``dp``: a :class:`DPSpec`.
     ``out`` must not be an input or the cache (refused before any work).
+
+    Examples
+    --------
+    >>> ft = lmaudit.finetune(MODEL, "members.jsonl", "models/ft", epochs=1, lora=4)
+    >>> ft.training["stage"], ft.training["lora"]["rank"]
+    ('finetune', 4)
+    >>> ft.load().kind
+    'ar'
     """
     model = _source(model)
     check_training_out(out, "model", {"model": model, "data": data, **_base(load_options)})
@@ -206,7 +280,14 @@ def unlearn(model, forget, retain, out, *, method: str, base=None, epochs: float
             npo_beta: float = 0.1, seed: int = 0, lora: LoraSpec | int | None = None, text_field: str = "text",
             split: str | None = None, kind: str | None = None, **load_options) -> TrainedModel:
     """Unlearn ``forget`` from the fine-tuned ``model`` (``method``: retrain, gradient_ascent, npo or finetune;
-    ``retrain`` fine-tunes ``base`` on ``retain``, the gold standard) and write the result to ``out``."""
+    ``retrain`` fine-tunes ``base`` on ``retain``, the gold standard) and write the result to ``out``.
+
+    Examples
+    --------
+    >>> ul = lmaudit.unlearn(MODEL, "suspect.jsonl", "members.jsonl", "models/ul", method="gradient_ascent", epochs=1)
+    >>> ul.training["stage"], ul.training["method"]
+    ('unlearn', 'gradient_ascent')
+    """
     model = _source(model)
     check_training_out(out, "model", {"model": model, "base": base, "forget": forget, "retain": retain,
                                       **_base(load_options)})
@@ -218,11 +299,19 @@ def unlearn(model, forget, retain, out, *, method: str, base=None, epochs: float
 
 
 def pretrain(out, *, kind: str = "ar", preset: str = "tiny", tokens: int | None = None, seed: int = 0,
-             init_from=None) -> TrainedModel:
+             init_from=None, packages=DEFAULT_PACKAGES) -> TrainedModel:
     """Pretrain a ``preset`` model of ``kind`` on the embedded corpus' pretraining pool (a DLM ``init_from`` an AR
-    folder is adapted from it) and write it to ``out``."""
+    folder is adapted from it) and write it to ``out``. ``packages``: whose docstrings make the corpus (names or
+    folders; the embedded default's unless given).
+
+    Examples
+    --------
+    >>> base = lmaudit.pretrain("models/base", tokens=2000, packages=PACKAGES)
+    >>> base.training["stage"], base.training["kind"]
+    ('pretrain', 'ar')
+    """
     check_training_out(out, "model", {"init_from": init_from})
-    corpus = build_corpus()
+    corpus = build_corpus(tuple(packages))
     build.pretrain(corpus, build.corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
                    init_from=init_from)
     return TrainedModel.read(out)
@@ -233,7 +322,14 @@ def shadows(model, pool, out, *, k: int = 8, epochs: float = 4.0, lr: float | No
             dp: DPSpec | None = None, text_field: str = "text", split: str | None = None, kind: str | None = None,
             **load_options) -> TrainedModel:
     """Fine-tune ``k`` shadow models of ``model`` (the target's base) on random halves of ``pool``, for LiRA and
-    RMIA (``lmaudit.mia(..., shadows=out)``); use the target's own fine-tuning settings."""
+    RMIA (``lmaudit.mia(..., shadows=out)``); use the target's own fine-tuning settings.
+
+    Examples
+    --------
+    >>> sh = lmaudit.shadows(MODEL, "members.jsonl", "models/shadows", k=2, epochs=1)
+    >>> sh.type, len(sh.load().paths)
+    ('shadows', 2)
+    """
     model = _source(model)
     check_training_out(out, "shadows", {"model": model, "pool": pool, **_base(load_options)})
     train_shadows(model, _data(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
@@ -253,7 +349,15 @@ def _base(load_options: dict) -> dict:
 
 def load_results(folder: str | Path) -> MIAResult | RunResult:
     """A results folder read back: an :class:`MIAResult` (``mia``, the demo's AR part; its ``write()`` writes it
-    again) or a :class:`RunResult` (``audit-set``, ``extract``, ``pii``: its payload, ``to_frame()`` and repr)."""
+    again) or a :class:`RunResult` (``audit-set``, ``extract``, ``pii``: its payload, ``to_frame()`` and repr).
+
+    Examples
+    --------
+    >>> _ = lmaudit.mia(MODEL, "members.jsonl", "nonmembers.jsonl",
+    ...                 config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=20)).write("runs/again")
+    >>> lmaudit.load_results("runs/again").n_members
+    12
+    """
     folder = Path(folder)
     res = read_results(folder / "results.json")
     if res.get("type") in ("set-audit", "extraction", "pii-reconstruction"):

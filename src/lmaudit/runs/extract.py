@@ -265,7 +265,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     labels = ["ar"] if loaded.adapter.causal else cfg.steps
     table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
     n_masked = merged["n_masked"]
-    payload = {"config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype, "device": loaded.device,
+    payload = {"type": "extraction", "config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype, "device": loaded.device,
                "n_records": len(textset),
                "n_masked": {"median": float(np.median(n_masked)), "min": int(n_masked.min()),
                             "max": int(n_masked.max())},
@@ -281,5 +281,5 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
 
 def write_extraction(payload: dict, out: Path, *, report: bool = False) -> Path:
     """``OUT/results.json`` (provenance, summary, config) and ``OUT/records.csv`` (one row per record)."""
-    body = {"type": "extraction", **{k: v for k, v in payload.items() if k != "records"}}
+    body = {**{k: v for k, v in payload.items() if k != "records"}, "type": "extraction"}
     return write_results(out, body, kind="extraction", tables={"records.csv": pd.DataFrame(payload["records"])}, report=report)

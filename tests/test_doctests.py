@@ -1,0 +1,38 @@
+"""The Examples of the Python interface's docstrings run, on tiny fixtures (see lmaudit.api's module docstring)."""
+
+import doctest
+import json
+from pathlib import Path
+
+import scipy
+
+import lmaudit
+import lmaudit.api
+from helpers import make_texts, write_jsonl
+
+
+def _files(folder: Path) -> None:
+    write_jsonl(folder / "members.jsonl", make_texts(12, seed=51))
+    write_jsonl(folder / "nonmembers.jsonl", make_texts(12, seed=52))
+    write_jsonl(folder / "suspect.jsonl", make_texts(8, seed=53))
+    write_jsonl(folder / "prompts.jsonl", make_texts(2, seed=54))
+    names = ["Ann Lee", "Bo Chan", "Cy Roe"]
+    (folder / "redacted.jsonl").write_text("".join(
+        json.dumps({"text": f"From: {n} <[REDACTED]>\nthe model data token value", "email":
+                    n.lower().replace(" ", "") + "@mailbox.org"}) + "\n" for n in names))
+
+
+def test_every_job_has_an_example_and_every_example_runs(tmp_path, monkeypatch, tiny_model_dir):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
+    _files(tmp_path)
+    jobs = [name for name in lmaudit.api.__all__ if getattr(lmaudit.api, name).__module__ == "lmaudit.api"]
+    assert [j for j in jobs if ">>> " not in (getattr(lmaudit.api, j).__doc__ or "")] == []
+    globs = {"lmaudit": lmaudit, "MODEL": str(tiny_model_dir),
+             "PACKAGES": [str(Path(scipy.__file__).parent / "optimize")]}
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = [t for t in doctest.DocTestFinder().find(lmaudit.api, globs=globs) if t.examples]
+    assert {t.name.rsplit(".", 1)[-1] for t in tests} >= set(jobs)
+    for test in sorted(tests, key=lambda t: t.name):
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
