@@ -163,3 +163,15 @@ def test_a_folder_written_before_p_values_were_stored_reports_them(tmp_path):
     nonmembers = scores.loc[scores.label == 0, "loss"].to_numpy()
     p = float(np.mean(nonmembers >= best["loss"]))
     assert section.table[1][0][:2] == ["1", best["id"]] and section.table[1][0][3].startswith(f"{p:.3f} (")
+
+
+def test_report_kinds_are_a_registry_and_an_unknown_type_is_refused(tmp_path):
+    from lmaudit.report.build import build_report
+    from lmaudit.report.kinds import REPORTS, register_report
+
+    assert {"mia", "demo", "set-audit", "extraction", "pii-reconstruction"} <= set(REPORTS)
+    (tmp_path / "results.json").write_text(json.dumps({"type": "tea-leaves"}))
+    with pytest.raises(LmauditError, match="not a results file lmaudit knows how to report"):
+        build_report(tmp_path)
+    with pytest.raises(LmauditError, match="registered twice"):
+        register_report("mia")(lambda *a, **k: None)

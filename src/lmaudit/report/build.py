@@ -16,6 +16,7 @@ from lmaudit.metrics import READING_NOTE, TPR_POINTS, auc, ci_text, tpr_text, vs
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
+from lmaudit.report.kinds import REPORTS, register_report
 from lmaudit.report.privacy import privacy_section
 from lmaudit.report.records import folder_texts, records_section
 from lmaudit.report.summary import (
@@ -240,34 +241,49 @@ def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None, sho
     res = read_results(path)
     if "experiment" in res:
         return experiment_report(run, res)
-    if res.get("type") == "set-audit":
+    # a membership run written before results named their type is known by its keys
+    kind = res.get("type") or ("mia" if "attacks" in res and "target" in res else None)
+    if kind not in REPORTS:
+        raise LmauditError(f"{path}: not a results file lmaudit knows how to report",
+                           hint=f"results of type {', '.join(sorted(REPORTS))} or an experiment")
+    return REPORTS[kind](run, res, where=where, show_pii=show_pii)
 
-        text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
-                f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
-                "standardised on the reference sets. ρ is the fraction of the suspect set that behaves like "
-                "non-members; the interval holds the 5th–95th percentiles of bootstrap resamples of the suspect set. "
-                "An unclipped ρ far outside [0, 1] flags a suspect set that resembles neither reference.")
-        facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
-                 "configuration": json.dumps(res["config"])}
-        return Report("lmaudit set-level audit", f"Run folder: {where}", facts,
-                      [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))], summary=audit_summary(res))
-    if res.get("type") == "pii-reconstruction":
 
-        cfg = res["config"]
-        text = (f"{res['n_records']} redacted records ({cfg['field']}); {cfg['candidates']} generations per record "
-                f"({res['mean_candidates']:.1f} distinct candidates on average); the true value was among the "
-                f"candidates for {res['coverage']['percent']:.0f}% of records. PII values are not shown in this report.")
-        facts = {"model": str(res["model"]), "reference": str(res["reference"]), "alpha": str(res["alpha"]),
-                 "configuration": json.dumps(cfg)}
-        return Report("lmaudit PII reconstruction", f"Run folder: {where}", facts,
-                      [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))],
-                      summary=pii_summary(res))
-    if res.get("type") == "extraction":
+@register_report("set-audit")
+def _set_audit_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
+    text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
+            f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
+            "standardised on the reference sets. ρ is the fraction of the suspect set that behaves like "
+            "non-members; the interval holds the 5th–95th percentiles of bootstrap resamples of the suspect set. "
+            "An unclipped ρ far outside [0, 1] flags a suspect set that resembles neither reference.")
+    facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
+             "configuration": json.dumps(res["config"])}
+    return Report("lmaudit set-level audit", f"Run folder: {where}", facts,
+                  [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))], summary=audit_summary(res))
 
-        return extraction_report(run, res, where=where)
-    if "attacks" in res and "target" in res:
-        return mia_report(run, res, where=where, show_pii=show_pii)
-    raise LmauditError(f"{path}: not a results file lmaudit knows how to report")
+
+@register_report("pii-reconstruction")
+def _pii_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
+    cfg = res["config"]
+    text = (f"{res['n_records']} redacted records ({cfg['field']}); {cfg['candidates']} generations per record "
+            f"({res['mean_candidates']:.1f} distinct candidates on average); the true value was among the "
+            f"candidates for {res['coverage']['percent']:.0f}% of records. PII values are not shown in this report.")
+    facts = {"model": str(res["model"]), "reference": str(res["reference"]), "alpha": str(res["alpha"]),
+             "configuration": json.dumps(cfg)}
+    return Report("lmaudit PII reconstruction", f"Run folder: {where}", facts,
+                  [Section("Top-1 attack success rate per ranking signal", text, table=asr_rows(res))],
+                  summary=pii_summary(res))
+
+
+@register_report("extraction")
+def _extraction_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
+    return extraction_report(run, res, where=where)
+
+
+register_report("mia")(mia_report)
+register_report("demo")(mia_report)  # the demo's AR part is a membership run
+
+
 
 
 def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, verify: bool = True,

@@ -95,9 +95,15 @@ class MIAResult:
     overlap: dict = field(default_factory=dict)  # texts the sets share, and duplicates (lmaudit.data.overlap)
     chat_template: bool = False  # the pairs were scored in the target tokenizer's chat template
 
+    @property
+    def type(self) -> str:
+        """``mia``: what ``results.json`` says this result is (as ``RunResult.type`` for the other jobs)."""
+        return "mia"
+
     def payload(self) -> dict:
         """What ``results.json`` holds besides the provenance block."""
         return {
+            "type": "mia",
             "config": asdict(self.config),
             "target": self.target,
             "reference": self.reference,
