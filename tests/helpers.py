@@ -64,11 +64,12 @@ def assert_user_error(result, *needles: str):
     ``lmaudit.cli.main`` prints exactly such an error as one line (``error: <message>``) and exits
     with 2 (checked once, in a real subprocess, by tests/test_cli.py); here the message must be one line.
     """
+    from lmaudit.cli import error_text
     from lmaudit.errors import LmauditError
 
     exc = result.exception
     assert isinstance(exc, LmauditError), (type(exc), exc, result.output)
-    message = str(exc)
+    message = error_text(exc)  # what lmaudit.cli.main prints
     assert "\n" not in message, message
     for needle in needles:
         assert needle in message, message

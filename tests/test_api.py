@@ -52,7 +52,7 @@ def test_the_commands_and_the_python_interface_write_the_same_extraction(tmp_pat
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: lmaudit.ReconstructConfig(alpha=5), r"--alpha must be in \[0, 1\]"),
+    (lambda: lmaudit.ReconstructConfig(alpha=5), r"alpha must be in \[0, 1\]"),
     (lambda: lmaudit.ReconstructConfig(skew_signal="both"), "unknown skew signal 'both'"),
     (lambda: lmaudit.AuditConfig(method="smim"), "unknown method 'smim'"),
     (lambda: lmaudit.AuditConfig(features="logits"), "unknown features 'logits'"),

@@ -51,19 +51,33 @@ def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, data, no_mod
     assert taken.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda: ReconstructConfig(candidates=0), "--candidates must be an integer ≥ 1, got 0"),
-    (lambda: ReconstructConfig(seed=-1), "--seed must be an integer ≥ 0"),
-    (lambda: ExtractConfig(trajectories=0), "--trajectories must be an integer ≥ 1"),
-    (lambda: ExtractConfig(seed=-3), "--seed must be an integer ≥ 0"),
-    (lambda: RunConfig(batch_size=True), "--batch-size must be an integer ≥ 1, got True"),
-    (lambda: AuditConfig(seed=-1).validate(), "--seed must be an integer ≥ 0"),
+@pytest.mark.parametrize("make, needle, flag", [
+    (lambda: ReconstructConfig(candidates=0), "candidates must be an integer ≥ 1, got 0", "--candidates"),
+    (lambda: ReconstructConfig(seed=-1), "seed must be an integer ≥ 0", "--seed"),
+    (lambda: ReconstructConfig(alpha=5), r"alpha must be in \[0, 1\] \(or 'auto'\), got 5", "--alpha"),
+    (lambda: ExtractConfig(trajectories=0), "trajectories must be an integer ≥ 1", "--trajectories"),
+    (lambda: ExtractConfig(seed=-3), "seed must be an integer ≥ 0", "--seed"),
+    (lambda: RunConfig(batch_size=True), "batch_size must be an integer ≥ 1, got True", "--batch-size"),
+    (lambda: RunConfig(n_bootstrap=-1), "n_bootstrap must be an integer ≥ 0", "--bootstrap"),
+    (lambda: RunConfig(max_length=1), "max_length must be an integer ≥ 2", "--max-tokens"),
+    (lambda: RunConfig(long_texts="all"), "long_texts must be truncate or window, got 'all'", "--long-texts"),
+    (lambda: AuditConfig(seed=-1), "seed must be an integer ≥ 0", "--seed"),
 ])
-def test_configs_check_their_numbers_when_made(make, needle):
-    from lmaudit.errors import LmauditError
+def test_configs_check_their_settings_when_made_naming_the_field(make, needle, flag):
+    """Python names the field; the command line prints the same error with the field's --flag."""
+    from lmaudit.errors import SettingError
 
-    with pytest.raises(LmauditError, match=needle):
+    with pytest.raises(SettingError, match=f"^{needle}") as exc:
         make()
+    assert exc.value.flag == flag and exc.value.on_command_line().startswith(flag + " ")
+
+
+def test_the_command_line_names_the_flag_of_a_bad_setting(tmp_path):
+    data = write_jsonl(tmp_path / "d.jsonl", ["some text here"] * 3)
+    res = lmaudit("mia", "--model", tmp_path / "model", "--members", data, "--nonmembers", data,
+                  "--bootstrap", "-2", "--out", tmp_path / "out")
+    assert_user_error(res, "--bootstrap must be an integer ≥ 0, got -2")
+    assert "n_bootstrap" not in res.stdout + res.stderr
 
 
 def test_good_values_pass():

@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from lmaudit.commands.common import PANEL_DATA, PANEL_MODELS
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError
 from lmaudit.folders import disk_error
 from lmaudit.progress import console, set_quiet
 from lmaudit.utils import git_state
@@ -68,6 +68,11 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning: {message}\n"
 
 
+def error_text(exc: LmauditError) -> str:
+    """The one line the command line prints for ``exc``: a setting's error names its ``--flag``, not its field."""
+    return exc.on_command_line() if isinstance(exc, SettingError) else str(exc)
+
+
 def main() -> None:
     warnings.formatwarning = _format_warning
     git_state()  # the commit of the code this process imported, read now: results of a long run name it
@@ -76,7 +81,7 @@ def main() -> None:
     except LmauditError as exc:
         if _state["debug"]:
             raise
-        console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/bold red] {error_text(exc)}", markup=True, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("interrupted")

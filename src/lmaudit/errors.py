@@ -37,3 +37,16 @@ def check_int(name: str, value, *, low: int, high: int | None = None, hint: str 
         bound = f"between {low} and {high:,}" if high is not None else f"≥ {low}"
         raise LmauditError(f"{name} must be an integer {bound}, got {value!r}", hint=hint)
     return value
+
+
+class SettingError(LmauditError):
+    """A setting outside its allowed values. ``field`` is its name in Python, ``flag`` its command-line option: the
+    message names the field, and the command line prints :meth:`on_command_line`, which names the flag instead."""
+
+    def __init__(self, field: str, template: str, *, flag: str | None = None, hint: str | None = None) -> None:
+        self.field, self.flag, self.template = field, flag or "--" + field.replace("_", "-"), template
+        super().__init__(template.format(name=field), hint=hint)
+
+    def on_command_line(self) -> str:
+        text = self.template.format(name=self.flag)
+        return f"{text} (hint: {self.hint})" if self.hint else text

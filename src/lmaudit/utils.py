@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import hashlib
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from lmaudit import __version__
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError
 
 
 def stable_hash(*parts: Any, digest_size: int = 16) -> str:
@@ -213,3 +214,70 @@ def import_submodules(package: str) -> None:
     _IMPORTED_PACKAGES.add(package)
     for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
         importlib.import_module(f"{package}.{info.name}")
+
+
+# ---------------------------------------------------------------- settings declared with their constraints
+
+def setting(default: Any = dataclasses.MISSING, *, check=None, flag: str | None = None,
+            default_factory: Any = dataclasses.MISSING):
+    """A dataclass field with its constraint beside it: ``check(value, name, flag)`` raises a
+    :class:`~lmaudit.errors.SettingError`; ``flag`` is its command-line option when not ``--name-with-dashes``.
+    :func:`check_settings` runs every check (a config's ``__post_init__`` calls it)."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"check": check, "flag": flag})
+
+
+def check_settings(obj) -> None:
+    """Check every field of the dataclass ``obj`` declared with :func:`setting`, in order; the first bad one raises."""
+    for f in dataclasses.fields(obj):
+        check = f.metadata.get("check")
+        if check is not None:
+            check(getattr(obj, f.name), f.name, f.metadata.get("flag"))
+
+
+def _shown(value: Any) -> str:
+    return repr(value).replace("{", "{{").replace("}", "}}")
+
+
+def integer(low: int, high: int | None = None, *, optional: bool = False, hint=None):
+    """An integer in [low, high] (None allowed when ``optional``); ``hint`` a text or a function of the value."""
+    def check(value, name: str, flag: str | None) -> None:
+        if optional and value is None:
+            return
+        if isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high):
+            return
+        bound = f"between {low} and {high:,}" if high is not None else f"≥ {low}"
+        raise SettingError(name, f"{{name}} must be an integer {bound}, got {_shown(value)}", flag=flag,
+                           hint=hint(value) if callable(hint) else hint)
+    return check
+
+
+def one_of(values, *, noun: str | None = None):
+    """One of ``values``; the message calls the setting ``noun`` (default: its name)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if value in values:
+            return
+        if noun:
+            raise SettingError(name, f"unknown {noun} {_shown(value)}", flag=flag,
+                               hint=f"use one of {', '.join(map(str, values))}")
+        raise SettingError(name, f"{{name}} must be {' or '.join(map(str, values))}, got {_shown(value)}", flag=flag)
+    return check
+
+
+def fraction(*, also: tuple = ()):
+    """A number in [0, 1], or one of ``also`` (e.g. "auto")."""
+    def check(value, name: str, flag: str | None) -> None:
+        if value in also and isinstance(value, str):
+            return
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+            return
+        extra = f" (or {', '.join(repr(a) for a in also)})" if also else ""
+        raise SettingError(name, f"{{name}} must be in [0, 1]{extra}, got {_shown(value)}", flag=flag)
+    return check
+
+
+def boolean():
+    """True or False."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not isinstance(value, bool):
+            raise SettingError(name, f"{{name}} must be true or false, got {_shown(value)}", flag=flag)
+    return check

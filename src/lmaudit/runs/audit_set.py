@@ -12,10 +12,11 @@ import numpy as np
 from lmaudit.audit.smi import KERNELS, smi, smi_m, standardise
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import check_sets
-from lmaudit.errors import LmauditError, check_int
+from lmaudit.errors import LmauditError
 from lmaudit.probes.features import hidden_features
 from lmaudit.runs.common import write_results
 from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
+from lmaudit.utils import check_settings, integer, one_of, setting
 
 METHODS = ("smi", "smi-m", "both")
 FEATURES = ("hidden", "scores")
@@ -25,29 +26,21 @@ FEATURES = ("hidden", "scores")
 class AuditConfig:
     """Settings of a set-level audit (recorded in ``results.json``)."""
 
-    method: str = "both"
-    features: str = "hidden"
-    kernel: str = "rbf"
+    method: str = setting("both", check=one_of(METHODS, noun="method"))
+    features: str = setting("hidden", check=one_of(FEATURES, noun="features"))
+    kernel: str = setting("rbf", check=one_of(KERNELS, noun="kernel"))
     bandwidth_factor: float = 1.0
-    bootstrap: int = 200
-    seed: int = 0
+    bootstrap: int = setting(200, check=integer(0))
+    seed: int = setting(0, check=integer(0))
     attacks: list[str] | None = None  # features=scores: the attacks whose scores form the feature vector
-    budget: int = 16  # features=scores on a DLM: masked forwards per sample
+    # features=scores on a DLM: masked forwards per sample
+    budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
     allow_overlap: bool = False  # run although two of the sets share more than a small share of texts
 
-    def __post_init__(self) -> None:  # checked on construction, from the command line and from Python alike
-        self.validate()
-
-    def validate(self) -> None:
-        check_int("--seed", self.seed, low=0)
-        check_int("--bootstrap", self.bootstrap, low=0)
-        check_int("budget", self.budget, low=1, high=MAX_BUDGET, hint=budget_memory_hint(self.budget))
-        if self.method not in METHODS:
-            raise LmauditError(f"unknown method '{self.method}'", hint=f"use one of {', '.join(METHODS)}")
-        if self.features not in FEATURES:
-            raise LmauditError(f"unknown features '{self.features}'", hint=f"use one of {', '.join(FEATURES)}")
-        if self.kernel not in KERNELS:
-            raise LmauditError(f"unknown kernel '{self.kernel}'", hint=f"use one of {', '.join(KERNELS)}")
+    def __post_init__(self) -> None:
+        """Every setting is checked here (its constraint is declared beside it), from the command line and from
+        Python alike."""
+        check_settings(self)
 
 
 def score_features(loaded, textset: TextSet, *, reference=None, attacks: list[str] | None = None,
@@ -91,7 +84,6 @@ def estimate_rho(M, N, U, cfg: AuditConfig) -> dict[str, dict]:
 def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, cfg: AuditConfig, *,
               reference=None) -> dict:
     """Estimate ρ, the fraction of ``suspect`` that behaves like non-members; return the results payload."""
-    cfg.validate()
     overlap = check_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect},
                          [("members", "nonmembers"), ("members", "suspect"), ("nonmembers", "suspect")],
                          allow_overlap=cfg.allow_overlap)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError, LmauditError, check_int
+from lmaudit.errors import DataError, LmauditError
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, is_contiguous
 from lmaudit.models.fingerprint import tokenizer_fingerprint
@@ -20,7 +20,7 @@ from lmaudit.probes.shards import run_sharded, shard_size_default
 from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
 from lmaudit.runs.common import write_results
-from lmaudit.utils import cache_dir, stable_hash
+from lmaudit.utils import cache_dir, check_settings, integer, setting, stable_hash
 
 
 @dataclass
@@ -30,25 +30,19 @@ class ExtractConfig:
     mask: str = "suffix:32"
     steps: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "max"])
     order: str = "random"
-    trajectories: int = 512
+    trajectories: int = setting(512, check=integer(1))
     temperature: float = 1.0
-    n: int = 10_000
+    n: int = setting(10_000, check=integer(1))
     p: list[float] = field(default_factory=lambda: [0.5, 0.99])
     context: str = "both"  # DLM: "left" hides the tokens after the mask, as an AR model never sees them
-    relaxed: int | None = None  # largest Hamming tolerance ε for relaxed extraction
-    samples: int = 128  # generations per record for relaxed extraction
-    seed: int = 0
-    max_tokens: int = 131072  # rows × length per forward call
+    relaxed: int | None = setting(None, check=integer(0, optional=True))  # largest Hamming tolerance ε (relaxed)
+    samples: int = setting(128, check=integer(1))  # generations per record for relaxed extraction
+    seed: int = setting(0, check=integer(0))
+    max_tokens: int = setting(131072, check=integer(1))  # rows × length per forward call
 
     def __post_init__(self) -> None:
-        """Every count is checked here, before any model is loaded."""
-        check_int("--trajectories", self.trajectories, low=1)
-        check_int("--n", self.n, low=1)
-        check_int("--samples", self.samples, low=1)
-        check_int("--seed", self.seed, low=0)
-        check_int("max_tokens", self.max_tokens, low=1)
-        if self.relaxed is not None:
-            check_int("--relaxed", self.relaxed, low=0)
+        """Every count is checked here (its constraint is declared beside it), before any model is loaded."""
+        check_settings(self)
 
 
 def parse_steps(values) -> list[str]:
@@ -181,7 +175,8 @@ def relaxed_rows(loaded, targets: list[Target], cfg: ExtractConfig, steps_label:
     with progress(description, total=len(targets)) as bar:
         for i, t in enumerate(targets, start=start):
             seed = cfg.seed * 1_000_003 + i
-            steps = len(t.masked) if steps_label == "max" else min(int(steps_label), len(t.masked))
+            # a DLM's step count ("max": one token per step); an AR model ("ar") samples left to right
+            steps = min(int(steps_label), len(t.masked)) if steps_label.isdigit() else len(t.masked)
             gen = loaded.adapter.fill(t.ids, t.masked, samples=cfg.samples, steps=steps, temperature=cfg.temperature,
                                       remasking="low_confidence" if cfg.order == "low_confidence" else "random",
                                       seed=seed)

@@ -21,7 +21,7 @@ import pandas as pd
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.overlap import check_sets
-from lmaudit.errors import LmauditError, check_int
+from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
 from lmaudit.models.handle import ModelHandle
@@ -34,39 +34,7 @@ from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
-from lmaudit.utils import cache_dir
-
-
-@dataclass
-class RunConfig:
-    """What a membership-inference run did, recorded in ``results.json``."""
-
-    attacks: list[str] | None = None  # None: every attack of the model's kind that can run
-    params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
-    seed: int = 0
-    batch_size: int = 32
-    max_batch_tokens: int | None = None  # also cap a batch's padded tokens (GPU memory)
-    max_length: int | None = None  # --max-tokens: below the model's context length
-    long_texts: str = "truncate"  # or "window" (AR): every token scored in overlapping windows
-    n_bootstrap: int = 1000
-    use_cache: bool = True
-    budget: int = 16  # DLM: masked forwards per model per sample for every attack
-    allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
-    chat_template: bool | None = None  # pairs in the target tokenizer's chat template (None: when it has one)
-
-    def __post_init__(self) -> None:
-        """Every setting is checked here, before any model is loaded or any text probed."""
-        check_int("--seed", self.seed, low=0)
-        check_int("--batch-size", self.batch_size, low=1)
-        if self.max_batch_tokens is not None:
-            check_int("--max-batch-tokens", self.max_batch_tokens, low=1)
-        check_int("--bootstrap", self.n_bootstrap, low=0)
-        if self.max_length is not None:
-            check_int("--max-tokens", self.max_length, low=2)
-        if self.long_texts not in ("truncate", "window"):
-            raise LmauditError(f"--long-texts must be truncate or window, got {self.long_texts!r}")
-        check_int("--budget", self.budget, low=1, high=MAX_BUDGET, hint=budget_memory_hint(self.budget))
-
+from lmaudit.utils import cache_dir, check_settings, integer, one_of, setting
 
 MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
 
@@ -76,6 +44,29 @@ def budget_memory_hint(budget) -> str:
     per_text = (budget if isinstance(budget, int) and budget > 0 else 0) * 128 * 16 * 2  # 256 tokens, half masked
     return (f"each masked forward keeps about 16 bytes per masked token and model: a budget of {budget!r} would keep "
             f"≈ {per_text / 2**20:,.0f} MiB per text of 256 tokens (target and reference); the default is 16")
+
+
+@dataclass
+class RunConfig:
+    """What a membership-inference run did, recorded in ``results.json``."""
+
+    attacks: list[str] | None = None  # None: every attack of the model's kind that can run
+    params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
+    seed: int = setting(0, check=integer(0))
+    batch_size: int = setting(32, check=integer(1))
+    max_batch_tokens: int | None = setting(None, check=integer(1, optional=True))  # also cap a batch's padded tokens
+    max_length: int | None = setting(None, check=integer(2, optional=True), flag="--max-tokens")  # below the context
+    long_texts: str = setting("truncate", check=one_of(("truncate", "window")))  # window (AR): every token scored
+    n_bootstrap: int = setting(1000, check=integer(0), flag="--bootstrap")
+    use_cache: bool = True
+    # DLM: masked forwards per model per sample for every attack
+    budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
+    allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
+    chat_template: bool | None = None  # pairs in the target tokenizer's chat template (None: when it has one)
+
+    def __post_init__(self) -> None:
+        """Every setting is checked here (its constraint is declared beside it), before any model is loaded."""
+        check_settings(self)
 
 
 @dataclass

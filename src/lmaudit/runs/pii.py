@@ -53,7 +53,17 @@ from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
 from lmaudit.progress import progress
 from lmaudit.runs.common import write_results
-from lmaudit.utils import cache_dir, stable_hash, stable_seed
+from lmaudit.utils import (
+    boolean,
+    cache_dir,
+    check_settings,
+    fraction,
+    integer,
+    one_of,
+    setting,
+    stable_hash,
+    stable_seed,
+)
 
 
 def mask_lengths(mask_length: int | list[int]) -> list[int]:
@@ -202,34 +212,21 @@ def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: 
 @dataclass
 class ReconstructConfig:
     field: str = "email"
-    candidates: int = 64
+    candidates: int = setting(64, check=integer(1))
     mask_length: int | list[int] = 20  # a list spreads the candidates over several lengths
-    steps: int | None = None  # DLM denoising steps (default: mask_length)
+    steps: int | None = setting(None, check=integer(1, optional=True))  # DLM denoising steps (default: mask_length)
     temperature: float = 1.0
-    alpha: float | str = "auto"  # "auto": fitted on calibration records (0.5 without them)
-    skew_signal: str = "pii"  # the Q-Skew signal that ``combined`` uses: pii or context
-    window: int = 20
-    ce_batches: int = 8
-    include_truth: bool = False  # inference mode: the true value joins the candidates
-    seed: int = 0
+    alpha: float | str = setting("auto", check=fraction(also=("auto",)))  # "auto": fitted on calibration records
+    skew_signal: str = setting("pii", check=one_of(("pii", "context"), noun="skew signal"))  # what combined uses
+    window: int = setting(20, check=integer(2))
+    ce_batches: int = setting(8, check=integer(1))
+    include_truth: bool = setting(False, check=boolean())  # inference mode: the true value joins the candidates
+    seed: int = setting(0, check=integer(0))
 
     def __post_init__(self) -> None:
-        """Every setting is checked here, before any model is loaded."""
-        check_int("--candidates", self.candidates, low=1)
+        """Every setting is checked here (its constraint is declared beside it), before any model is loaded."""
         mask_lengths(self.mask_length)
-        if self.steps is not None:
-            check_int("--steps", self.steps, low=1)
-        check_int("--window", self.window, low=2)
-        check_int("ce_batches", self.ce_batches, low=1)
-        if not isinstance(self.include_truth, bool):
-            raise LmauditError(f"include_truth must be true or false, got {self.include_truth!r}")
-        check_int("--seed", self.seed, low=0)
-        alpha_ok = self.alpha == "auto" or (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool)
-                                            and 0 <= self.alpha <= 1)
-        if not alpha_ok:
-            raise LmauditError(f"--alpha must be in [0, 1] (or 'auto'), got {self.alpha!r}")
-        if self.skew_signal not in ("pii", "context"):
-            raise LmauditError(f"unknown skew signal '{self.skew_signal}'", hint="use pii or context")
+        check_settings(self)
 
 
 def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> dict:
