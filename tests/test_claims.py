@@ -133,3 +133,17 @@ def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run
     assert both.verdict == REPRODUCED and both.ours.startswith("continued pretraining: ")
     assert "After fine-tuning (not the paper's regime, not reproduced there)" in both.ours
     assert gap.real_judge({"real-dft-lora": tuned}).verdict == NOT_REPRODUCED  # fine-tuning alone: its own verdict
+
+
+def test_an_audit_that_reads_none_like_retrain_cannot_be_the_closest_to_the_gold_standard():
+    from lmaudit.report.claims_others import smi_closest
+
+    def rec(none_smi_m, retrain_smi_m):
+        cell = lambda m, s: {"mean": m, "std": s, "n_undefined": 0, "per_seed": [m]}  # noqa: E731
+        return {"unlearning-audit": {"unlearning": {
+            "0.1 / none / smi-m": cell(*none_smi_m), "0.1 / retrain / smi-m": cell(*retrain_smi_m),
+            "0.1 / none / threshold-loss": cell(0.05, 0.02), "0.1 / retrain / threshold-loss": cell(0.9, 0.05)}}}
+
+    assert smi_closest(rec((0.05, 0.03), (0.95, 0.03))).verdict == REPRODUCED  # separates, and closest
+    stuck = smi_closest(rec((1.0, 0.0), (1.0, 0.0)))  # exactly 1 for retrain, but also for the untouched model
+    assert stuck.verdict == NOT_REPRODUCED and "smi-m 1.00 ± 0.00 (reads 'none' alike)" in stuck.ours

@@ -40,7 +40,12 @@ REAL_PT_REGIME = ("SmolLM2-135M continued-pretrained in every weight (lr 3e-5) f
                   "−2.8 [−5.9, +0.4]: tied, where on the tiny model Min-K%++ was ahead on every seed. The smoothing, k "
                   "and perturbed rows differ by a few points at most and carry no interval (one seed).")
 REAL_UL_REGIME = ("SmolLM2-135M LoRA-fine-tuned on 200 passages, 10% forgotten by LoRA unlearning adapters; 2 seeds, "
-                  "no LiRA (its shadows did not fit the budget).")
+                  "no LiRA (its shadows did not fit the budget). Members are barely told from non-members after this "
+                  "fine-tuning (reference attack AUC 59.8, Min-K%++ 55.4), and every set-level audit reads the "
+                  "untouched model like the retrained one: SMI 0.48 vs 0.49, SMI-M 1.00 vs 1.00 (12 unclipped "
+                  "estimates between −3.1 and 4.0 flagged as anomalies, 4 not identifiable), on score features "
+                  "0.81 vs 0.95; only the thresholded reference attack separates them (0.35 ± 0.35 vs 1.00 ± 0.00). "
+                  "A ρ from sets this close says little either way.")
 REAL_PII_REGIME = ("SmolLM2-135M LoRA-fine-tuned for 10 epochs on 200 synthetic messages; the AR model alone (no DLM "
                    "of its lineage exists here). The shift is small next to what the model infers: an address follows "
                    "from the name before it, so 103 of 200 unseen e-mails are (n, p)-discoverable at n = 10,000, "

@@ -143,24 +143,39 @@ def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
                    "one (Min-K%++ ahead)."))
 
 
+def _separates(none: dict, retrain: dict) -> bool:
+    """Whether an audit tells the untouched model from the retrained one: both defined on every seed, and retrain's
+    ρ above none's by more than the two seeds' spreads (an audit that reads the same for both says nothing)."""
+    if none["n_undefined"] or retrain["n_undefined"]:
+        return False
+    return retrain["mean"] - retrain["std"] > none["mean"] + none["std"]
+
+
 def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", regime: str | None = None) -> Finding:
     rec = recs[name]["unlearning"]
     fracs = sorted({k.split(" / ")[0] for k in rec}, key=float)
     parts, closest_ok = [], []
     for f in fracs:
         audits = {k.split(" / ")[2]: v for k, v in rec.items() if k.startswith(f"{f} / retrain / ")}
-        err = {a: abs(1 - v["mean"]) for a, v in audits.items()}
-        best = min(err, key=err.get)
-        smi_m = min((a for a in audits if a.startswith("smi-m")), key=err.get)
-        closest_ok.append(err[smi_m] <= err[best] + audits[best]["std"])  # within one std of the closest
-        parts.append(f"forget {float(f):.0%}: " + ", ".join(f"{a} {v['mean']:.2f} ± {v['std']:.2f}"
-                                                           for a, v in audits.items()))
+        # only an audit that separates 'none' (ρ = 0) from 'retrain' (ρ = 1) can be close to the gold standard
+        able = {a: v for a, v in audits.items() if _separates(rec[f"{f} / none / {a}"], v)}
+        err = {a: abs(1 - v["mean"]) for a, v in able.items()}
+        smi_m = [a for a in able if a.startswith("smi-m")]
+        if err and smi_m:
+            best = min(err, key=err.get)
+            closest_ok.append(min(err[a] for a in smi_m) <= err[best] + able[best]["std"])  # one std of the closest
+        else:
+            closest_ok.append(False)
+        shown = ", ".join(f"{a} {v['mean']:.2f} ± {v['std']:.2f}" + ("" if a in able else " (reads 'none' alike)")
+                          for a, v in audits.items())
+        parts.append(f"forget {float(f):.0%}: {shown}")
     verdict = REPRODUCED if all(closest_ok) else PARTLY if any(closest_ok) else NOT_REPRODUCED
-    return Finding("ρ of the forget set of the retrained model (gold standard: 1), mean ± std over seeds: "
-                   + "; ".join(parts), verdict,
-                   regime or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). Audits on attack-score features "
-                   "('-scores') and on hidden-state features ('smi', 'smi-m') are listed apart; the seeds' std says "
-                   "how stable each is. 'Closest' allows one std of the closest audit."))
+    return Finding("ρ of the forget set of the retrained model (gold standard: 1), mean ± std over seeds; an audit "
+                   "whose 'none' estimate is not below its 'retrain' one by more than the seeds' spread (or undefined "
+                   "on a seed) is marked and cannot count as closest: " + "; ".join(parts), verdict,
+                   regime or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). Audits on attack-score "
+                              "features ('-scores') and on hidden-state features ('smi', 'smi-m') are listed apart; "
+                              "the seeds' std says how stable each is. 'Closest' allows one std of the closest audit."))
 
 
 def smi_cost(recs: dict[str, dict]) -> Finding:
