@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 SUITE = [
-    ("bench_probe_ar.py", [], ["--texts", "32", "--repeats", "1"]),
+    ("bench_probe_ar.py", [], ["--texts", "32", "--repeats", "1", "--smollm2-texts", "8", "--smollm2-batch-sizes", "1,4"]),
     ("bench_probe_dlm.py", [], ["--texts", "16", "--repeats", "1"]),
     ("bench_extraction.py", ["--trajectories", "512", "--repeats", "1", "--no-warmup"],
      ["--trajectories", "16", "--repeats", "1", "--no-warmup"]),
