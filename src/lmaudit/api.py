@@ -55,8 +55,8 @@ def _models(model, reference, load_options: dict) -> tuple[ModelHandle, ModelHan
     return target, None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
 
 
-def _texts(data: TextSet | str | Path) -> TextSet:
-    return data if isinstance(data, TextSet) else load_texts(data)
+def _texts(data: TextSet | str | Path, text_field: str = "text", split: str | None = None) -> TextSet:
+    return data if isinstance(data, TextSet) else load_texts(data, text_field=text_field, split=split)
 
 
 def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | None = None, text_field: str = "text",
@@ -241,10 +241,6 @@ def _lora(lora: LoraSpec | int | None) -> LoraSpec | None:
     return LoraSpec(lora) if isinstance(lora, int) and not isinstance(lora, bool) else lora
 
 
-def _data(data, text_field: str, split: str | None) -> TextSet:
-    return data if isinstance(data, TextSet) else load_texts(data, text_field=text_field, split=split)
-
-
 def finetune(model, data, out, *, mode: str = "dft", epochs: float = 4.0, lr: float | None = None,
              block: int | None = None, batch_size: int | None = None, seed: int = 0, mask_ratio: float | None = None,
              lora: LoraSpec | int | None = None, dp: DPSpec | None = None, chat_template: bool | None = None,
@@ -268,7 +264,7 @@ def finetune(model, data, out, *, mode: str = "dft", epochs: float = 4.0, lr: fl
     """
     model = _source(model)
     check_training_out(out, "model", {"model": model, "data": data, **_base(load_options)})
-    texts = _data(data, text_field, split)
+    texts = _texts(data, text_field, split)
     build.finetune(model, texts, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
                    kind=kind, mask_ratio=mask_ratio, load_options=load_options, lora=_lora(lora), dp=dp,
                    chat_template=chat_template)
@@ -291,7 +287,7 @@ def unlearn(model, forget, retain, out, *, method: str, base=None, epochs: float
     model = _source(model)
     check_training_out(out, "model", {"model": model, "base": base, "forget": forget, "retain": retain,
                                       **_base(load_options)})
-    sets = [_data(d, text_field, split) for d in (forget, retain)]
+    sets = [_texts(d, text_field, split) for d in (forget, retain)]
     unlearning.unlearn(model, *sets, out, method=method, base_dir=base, epochs=epochs, lr=lr, batch_size=batch_size,
                        block=block, mode=mode, retain_weight=retain_weight, npo_beta=npo_beta, seed=seed, kind=kind,
                        load_options=load_options, lora=_lora(lora))
@@ -332,7 +328,7 @@ def shadows(model, pool, out, *, k: int = 8, epochs: float = 4.0, lr: float | No
     """
     model = _source(model)
     check_training_out(out, "shadows", {"model": model, "pool": pool, **_base(load_options)})
-    train_shadows(model, _data(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
+    train_shadows(model, _texts(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                   batch_size=batch_size, mode=mode, kind=kind, load_options=load_options, lora=_lora(lora), dp=dp)
     return TrainedModel.read(out, type="shadows")
 

@@ -30,12 +30,16 @@ class ModelLoadError(LmauditError):
     """A model folder that cannot be loaded safely and offline."""
 
 
-def check_int(name: str, value, *, low: int, high: int | None = None, hint: str | None = None) -> int:
-    """``value`` as an option named ``name`` must be an integer in [low, high]; else a one-line error naming it."""
+def check_int(name: str, value, *, low: int, high: int | None = None, hint=None, flag: str | None = None) -> int:
+    """``value`` of the setting or option ``name`` must be an integer in [low, high]; else a one-line
+    :class:`SettingError` naming it (``flag``: its command-line spelling, default ``name`` itself; ``hint`` a text or
+    a function of the value)."""
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
     if not ok:
         bound = f"between {low} and {high:,}" if high is not None else f"≥ {low}"
-        raise LmauditError(f"{name} must be an integer {bound}, got {value!r}", hint=hint)
+        shown = repr(value).replace("{", "{{").replace("}", "}}")
+        raise SettingError(name, f"{{name}} must be an integer {bound}, got {shown}", flag=flag or name,
+                           hint=hint(value) if callable(hint) else hint)
     return value
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from lmaudit import __version__
-from lmaudit.errors import LmauditError, SettingError
+from lmaudit.errors import LmauditError, SettingError, check_int
 
 
 def stable_hash(*parts: Any, digest_size: int = 16) -> str:
@@ -239,15 +239,11 @@ def _shown(value: Any) -> str:
 
 
 def integer(low: int, high: int | None = None, *, optional: bool = False, hint=None):
-    """An integer in [low, high] (None allowed when ``optional``); ``hint`` a text or a function of the value."""
+    """An integer in [low, high] (None allowed when ``optional``); ``hint`` a text or a function of the value
+    (:func:`~lmaudit.errors.check_int`)."""
     def check(value, name: str, flag: str | None) -> None:
-        if optional and value is None:
-            return
-        if isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high):
-            return
-        bound = f"between {low} and {high:,}" if high is not None else f"≥ {low}"
-        raise SettingError(name, f"{{name}} must be an integer {bound}, got {_shown(value)}", flag=flag,
-                           hint=hint(value) if callable(hint) else hint)
+        if not (optional and value is None):
+            check_int(name, value, low=low, high=high, hint=hint, flag=flag or "--" + name.replace("_", "-"))
     return check
 
 
