@@ -139,3 +139,33 @@ def test_lira_and_rmia_against_hand_computed_values():
 
 def test_defaults_are_read_from_the_signature():
     assert get_attack("gap_k", "ar").params == {"k": 0.2, "window": 3, "smooth": "sequential"}
+
+
+def test_probe_kinds_are_registered_by_request_type():
+    from lmaudit.errors import LmauditError
+    from lmaudit.probes.masks import MaskPlan
+    from lmaudit.probes.requests import AR_PROBE
+    from lmaudit.runs.mia_groups import ar_group, masked_group, probe_kind
+
+    assert probe_kind(AR_PROBE).group is ar_group and probe_kind(AR_PROBE).check is None
+    assert probe_kind(MaskPlan("nested")).group is masked_group and probe_kind(MaskPlan("nested")).check is not None
+    with pytest.raises(LmauditError, match="no probe is registered for str requests"):
+        probe_kind("ar")
+
+
+def test_a_new_plan_kind_is_one_registered_function():
+    import numpy as np
+
+    from lmaudit.probes.masks import PLAN_KINDS, MaskPlan, plan_kind
+
+    @plan_kind("first-half", count=lambda plan: 1)
+    def _first_half(plan, L, rng):
+        return [np.arange(L // 2)], np.array([0.5])
+
+    try:
+        plan = MaskPlan("first-half", budget=3)
+        pats, ratios = plan.draw(10, seed=0)
+        assert plan.n_patterns == 1 and plan.masks and pats[0].tolist() == [0, 1, 2, 3, 4] and ratios.tolist() == [0.5]
+    finally:
+        del PLAN_KINDS["first-half"]
+    assert MaskPlan("cyclic", budget=7, rho=0.35).n_patterns == 6  # rounds of ⌈1/0.35⌉ = 3 chunks: 2 whole rounds

@@ -23,6 +23,8 @@ from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig, run_mia
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
+ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
+REAL_BASE_KINDS = ("ar",)  # the kinds a pretrained ``base`` may be (a real DLM is not built by experiments yet)
 
 
 class Workspace:
@@ -74,17 +76,19 @@ class Workspace:
         the seed: a real model is not pretrained again.
         """
         c = self.cfg
+        kind = kind or c.kind
         if c.base:
-            if (kind or c.kind) != "ar":
+            if kind not in REAL_BASE_KINDS:
                 raise LmauditError(f"base = '{c.base}' is an AR model; this experiment asks for kind "
-                                   f"'{kind or c.kind}'", hint="set kind = \"ar\" (a DLM adapted from a real model "
-                                                               "is not built by experiments yet)")
+                                   f"'{kind}'", hint="set kind = \"ar\" (a DLM adapted from a real model "
+                                                     "is not built by experiments yet)")
             return local_model(c.base)
-        ar = cached_pretrain(self.corpus, self.tokenizer, kind="ar", preset=c.preset, tokens=c.pretrain_tokens, seed=seed)
-        if (kind or c.kind) == "ar":
-            return ar
-        return cached_pretrain(self.corpus, self.tokenizer, kind="dlm", preset=c.preset, tokens=c.adapt_tokens,
-                               seed=seed, init_from=ar)
+        source = ADAPTED_FROM.get(kind)
+        if source is None:  # pretrained from scratch on the corpus
+            return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.pretrain_tokens,
+                                   seed=seed)
+        return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.adapt_tokens,
+                               seed=seed, init_from=self.base(seed, source))
 
     def data(self, seed: int) -> tuple[TextSet, TextSet]:
         """(members, non-members) of one seed: corpus passages (``dft``) or instruction pairs (``ift``).

@@ -11,6 +11,9 @@ on the model kind. Both adapters answer:
   maps a predicted token position to the row that predicts it (AR: the previous
   position; DLM: the same position);
 - :meth:`hidden_states` — the last hidden state as the model runs on clean text;
+- :meth:`fill` — sampled values of a masked span; :meth:`span_input` — the input ids a span
+  is scored on (an AR model reads one span at the end of its input, a DLM both sides);
+  ``long_text_modes`` — what its probes can do with a text longer than its context;
 - for DLMs, :meth:`DLMAdapter.insert_masks` and :meth:`DLMAdapter.draw_noise`.
 
 Logit conventions of DLMs:
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.generate import ar_sample, denoise
 
 DEFAULT_CONTEXT = 2048
@@ -157,6 +160,7 @@ class ARAdapter(_Adapter):
 
     kind = "ar"
     causal = True
+    long_text_modes = ("truncate", "window")  # a causal model can score a long text in overlapping windows
 
     def fused_head(self):
         return fused_head(self.model) if self.fuse else None
@@ -187,6 +191,17 @@ class ARAdapter(_Adapter):
         return ar_sample(self.model, ids[: masked[0]], len(masked), samples=samples, temperature=temperature,
                          seed=seed)
 
+    @staticmethod
+    def span_input(ids: np.ndarray, masked: np.ndarray, *, context: str = "both", where: str = "") -> np.ndarray:
+        """The ids a span at positions ``masked`` of ``ids`` is scored on: read left to right, the span must be
+        one run of tokens after at least one other, and the input ends with it (``context`` is a DLM's)."""
+        if len(masked) > 1 and not np.all(np.diff(masked) == 1):
+            raise DataError(f"{where}the mask is not one contiguous span",
+                            hint="an AR model extracts a suffix: use suffix:K, span:A-B or a single PII field")
+        if masked[0] == 0:
+            raise DataError(f"{where}an AR model needs at least one token before the mask")
+        return ids[: masked[-1] + 1]
+
 
 @dataclass(eq=False)
 class DLMAdapter(_Adapter):
@@ -201,6 +216,7 @@ class DLMAdapter(_Adapter):
 
     kind = "dlm"
     causal = False
+    long_text_modes = ("truncate",)  # a masked probe sees its whole input at once
 
     def __post_init__(self) -> None:
         head = self.model.get_output_embeddings()
@@ -260,6 +276,12 @@ class DLMAdapter(_Adapter):
         filled = denoise(self, x, np.ones_like(x), steps=steps or len(masked), temperature=temperature,
                          remasking=remasking, block_length=block_length, seed=seed)
         return filled[:, masked]
+
+    @staticmethod
+    def span_input(ids: np.ndarray, masked: np.ndarray, *, context: str = "both", where: str = "") -> np.ndarray:
+        """The ids a span at positions ``masked`` of ``ids`` is scored on: every token (``context="both"``), or
+        those up to the span's end (``"left"``, as an AR model would see them)."""
+        return ids if context == "both" else ids[: masked[-1] + 1]
 
     def insert_masks(self, input_ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         """``input_ids`` with the mask token wherever ``masked`` (same shape, bool) is True."""

@@ -23,19 +23,104 @@ Every plan fits a forward budget per sample and model.
   with an AR shift (see :mod:`lmaudit.probes.masked`).
 
 Every pattern of the other plans masks at least one position and at most L.
+
+Plan kinds are a registry (:func:`plan_kind`): a kind maps to how it draws its patterns, how many it draws
+and what it checks of its settings. A new plan kind is one registered function and its test.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from lmaudit.errors import LmauditError
 
-KINDS = ("cyclic", "random", "elbo", "nested", "bernoulli", "unmasked")
 BERNOULLI_EPS = 1e-3  # the smallest masking probability of a Bernoulli draw (as in DLM training)
+
+
+@dataclass(frozen=True)
+class PlanKind:
+    """How one plan kind draws: ``draw(plan, L, rng)`` → (patterns, ratios); ``count(plan)`` patterns per sample;
+    ``masks``: whether its forwards hide tokens; ``check(plan)`` raises on settings the kind cannot use."""
+
+    draw: Callable
+    count: Callable = lambda plan: plan.budget
+    masks: bool = True
+    check: Callable | None = None
+
+
+PLAN_KINDS: dict[str, PlanKind] = {}
+
+
+def plan_kind(name: str, **how):
+    """Register the decorated ``draw(plan, L, rng)`` as plan kind ``name`` (``how``: the other :class:`PlanKind`
+    fields)."""
+    def register(draw: Callable) -> Callable:
+        PLAN_KINDS[name] = PlanKind(draw, **how)
+        return draw
+    return register
+
+
+def _size(L: int, r: float) -> int:
+    return min(L, max(1, round(r * L)))
+
+
+def _ratios(pats: list[np.ndarray], L: int) -> np.ndarray:
+    return np.array([len(p) / L for p in pats], dtype=np.float64)
+
+
+def _chunks(plan) -> int:
+    return math.ceil(1 / plan.rho)
+
+
+def _check_cyclic(plan) -> None:
+    if plan.budget < _chunks(plan):
+        raise LmauditError(f"a cyclic round needs {_chunks(plan)} forwards; the budget is {plan.budget}")
+
+
+@plan_kind("cyclic", count=lambda plan: (plan.budget // _chunks(plan)) * _chunks(plan), check=_check_cyclic)
+def _cyclic(plan, L: int, rng):
+    pats = []
+    for _ in range(plan.budget // _chunks(plan)):
+        pats.extend(c for c in np.array_split(rng.permutation(L), _chunks(plan)) if len(c))
+    return pats, _ratios(pats, L)
+
+
+@plan_kind("random")
+def _random(plan, L: int, rng):
+    pats = [rng.choice(L, size=_size(L, plan.rho), replace=False) for _ in range(plan.budget)]
+    return pats, _ratios(pats, L)
+
+
+@plan_kind("elbo")
+def _elbo(plan, L: int, rng):
+    ratios = (np.arange(plan.budget) + rng.random(plan.budget)) / plan.budget
+    pats = [rng.choice(L, size=_size(L, r), replace=False) for r in ratios]
+    return pats, _ratios(pats, L)
+
+
+@plan_kind("nested")
+def _nested(plan, L: int, rng):
+    perm = rng.permutation(L)
+    pats = [perm[: _size(L, r)] for r in np.linspace(plan.r_start, plan.r_end, plan.budget)]
+    return pats, _ratios(pats, L)
+
+
+@plan_kind("bernoulli")
+def _bernoulli(plan, L: int, rng):
+    t = BERNOULLI_EPS + (1 - BERNOULLI_EPS) * (np.arange(plan.budget) + rng.random(plan.budget)) / plan.budget
+    return [np.flatnonzero(rng.random(L) < tj) for tj in t], t
+
+
+@plan_kind("unmasked", count=lambda plan: 1, masks=False)
+def _unmasked(plan, L: int, rng):
+    return [np.arange(L)], np.zeros(1)
+
+
+KINDS = tuple(PLAN_KINDS)
 
 
 @dataclass(frozen=True)
@@ -47,30 +132,25 @@ class MaskPlan:
     r_end: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise LmauditError(f"unknown mask plan '{self.kind}'", hint=f"one of {', '.join(KINDS)}")
+        if self.kind not in PLAN_KINDS:
+            raise LmauditError(f"unknown mask plan '{self.kind}'", hint=f"one of {', '.join(PLAN_KINDS)}")
         if self.budget < 1:
             raise LmauditError(f"the forward budget must be ≥ 1, got {self.budget}")
         if not 0.0 < self.rho <= 1.0:
             raise LmauditError(f"rho must be in (0, 1], got {self.rho}")
-        if self.kind == "cyclic" and self.budget < math.ceil(1 / self.rho):
-            raise LmauditError(f"a cyclic round needs {math.ceil(1 / self.rho)} forwards; the budget is {self.budget}")
+        if PLAN_KINDS[self.kind].check is not None:
+            PLAN_KINDS[self.kind].check(self)
         if not 0.0 < self.r_start <= self.r_end <= 1.0:
             raise LmauditError(f"nested ratios need 0 < r_start ≤ r_end ≤ 1, got {self.r_start}, {self.r_end}")
 
     @property
     def n_patterns(self) -> int:
-        if self.kind == "cyclic":
-            chunks = math.ceil(1 / self.rho)
-            return (self.budget // chunks) * chunks
-        if self.kind == "unmasked":
-            return 1
-        return self.budget
+        return PLAN_KINDS[self.kind].count(self)
 
     @property
     def masks(self) -> bool:
         """False for the ``unmasked`` plan: its forward feeds the clean text."""
-        return self.kind != "unmasked"
+        return PLAN_KINDS[self.kind].masks
 
     def key(self) -> dict:
         return asdict(self)
@@ -85,24 +165,4 @@ class MaskPlan:
         The ratio is |M|/L, except for ``bernoulli`` (the probability t_j each position
         was masked with) and ``unmasked`` (0: nothing is masked).
         """
-        rng = np.random.default_rng(seed)
-        size = lambda r: min(L, max(1, round(r * L)))  # noqa: E731
-        if self.kind == "cyclic":
-            chunks = math.ceil(1 / self.rho)
-            pats = []
-            for _ in range(self.budget // chunks):
-                pats.extend(c for c in np.array_split(rng.permutation(L), chunks) if len(c))
-        elif self.kind == "random":
-            pats = [rng.choice(L, size=size(self.rho), replace=False) for _ in range(self.budget)]
-        elif self.kind == "elbo":
-            ratios = (np.arange(self.budget) + rng.random(self.budget)) / self.budget
-            pats = [rng.choice(L, size=size(r), replace=False) for r in ratios]
-        elif self.kind == "bernoulli":
-            t = BERNOULLI_EPS + (1 - BERNOULLI_EPS) * (np.arange(self.budget) + rng.random(self.budget)) / self.budget
-            return [np.flatnonzero(rng.random(L) < tj) for tj in t], t
-        elif self.kind == "unmasked":
-            return [np.arange(L)], np.zeros(1)
-        else:
-            perm = rng.permutation(L)
-            pats = [perm[: size(r)] for r in np.linspace(self.r_start, self.r_end, self.budget)]
-        return pats, np.array([len(p) / L for p in pats], dtype=np.float64)
+        return PLAN_KINDS[self.kind].draw(self, L, np.random.default_rng(seed))

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError, LmauditError
+from lmaudit.errors import LmauditError
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
-from lmaudit.extraction.masks import MaskSpec, is_contiguous
+from lmaudit.extraction.masks import MaskSpec
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
@@ -57,13 +57,10 @@ def parse_steps(values) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, causal: bool, max_length: int,
+def prepare_targets(adapter, tokenizer, textset: TextSet, spec: MaskSpec, *, max_length: int,
                     context: str = "both", seed: int = 0) -> list[Target]:
-    """Tokenise each record and resolve its mask to positions in the input ids.
-
-    ``causal``: the model reads left to right (AR), so the mask must be one span and
-    the input ends with it.
-    """
+    """Tokenise each record and resolve its mask to positions in the input ids; the adapter says which ids score
+    the span (:meth:`~lmaudit.models.adapters.ARAdapter.span_input`: an AR model's input ends with one span)."""
     if context not in ("both", "left"):
         raise LmauditError(f"unknown context '{context}'", hint="use both or left")
     special = set(tokenizer.all_special_ids)
@@ -78,13 +75,8 @@ def prepare_targets(tokenizer, textset: TextSet, spec: MaskSpec, *, causal: bool
         pos = spec.resolve(len(text_idx), record_id=rec.id, where=f"{textset.source}: ", text=rec.text,
                            fields=rec.fields, offsets=offsets, seed=seed)
         masked = text_idx[pos]
-        if causal and not is_contiguous(pos):
-            raise DataError(f"{textset.source}: record '{rec.id}': mask {spec.text} is not one contiguous span",
-                            hint="an AR model extracts a suffix: use suffix:K, span:A-B or a single PII field")
-        if causal or context == "left":
-            ids = ids[: masked[-1] + 1]
-        if masked[0] == 0 and causal:
-            raise DataError(f"{textset.source}: record '{rec.id}': an AR model needs at least one token before the mask")
+        ids = adapter.span_input(ids, masked, context=context, where=f"{textset.source}: record '{rec.id}', mask "
+                                                                     f"{spec.text}: ")
         targets.append(Target(stable_hash(rec.id, rec.text), ids, masked))
     if n_truncated:
         warnings.warn(f"{n_truncated} record(s) of {textset.describe()} were longer than {max_length} tokens and were "
@@ -107,12 +99,15 @@ def _groups(n_rows: np.ndarray, lengths: np.ndarray, max_tokens: int) -> list[np
     return groups
 
 
-def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
-                     description: str | None = "extraction trajectories") -> dict[str, dict[str, np.ndarray]]:
-    """{label: {log_p_hat, p_hat, std_error, forwards, steps}} per record, one label per step count ('ar' for AR)."""
-    if loaded.adapter.causal:
-        res = ar_suffix_logp(loaded.adapter, targets, temperature=cfg.temperature)
-        return {"ar": _columns(res, np.array([len(t.masked) for t in targets]))}
+def _ar_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -> dict[str, dict[str, np.ndarray]]:
+    """One exact column, 'ar': the span's probability read left to right (the steps and order are a DLM's)."""
+    res = ar_suffix_logp(loaded.adapter, targets, temperature=cfg.temperature)
+    return {"ar": _columns(res, np.array([len(t.masked) for t in targets]))}
+
+
+def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -> dict[str, dict[str, np.ndarray]]:
+    """One column per step count: the trajectories' estimate of the span's probability when unmasked in that many
+    steps (one trajectory when the order is fixed)."""
     n_masked = np.array([len(t.masked) for t in targets])
     lengths = np.array([len(t.ids) for t in targets])
     out = {}
@@ -131,6 +126,16 @@ def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
                 bar.advance(len(group))
             out[label] = _columns(results, steps)
     return out
+
+
+# A model kind maps to how it scores a span and the settings it does not read (a new kind: one entry)
+TABLES = {"ar": (_ar_table, ("order",)), "dlm": (_dlm_table, ())}
+
+
+def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
+                     description: str | None = "extraction trajectories") -> dict[str, dict[str, np.ndarray]]:
+    """{label: {log_p_hat, p_hat, std_error, forwards, steps}} per record, one label per step count ('ar' for AR)."""
+    return TABLES[loaded.kind][0](loaded, targets, cfg, description)
 
 
 COLUMNS = ("log_p_hat", "p_hat", "std_error", "forwards", "steps")
@@ -216,7 +221,7 @@ class ExtractionTask:
 
     def __call__(self, handle, shard: TextSet) -> ArrayDict:
         cfg = self.cfg
-        targets = prepare_targets(handle.tokenizer, shard, self.spec, causal=handle.adapter.causal,
+        targets = prepare_targets(handle.adapter, handle.tokenizer, shard, self.spec,
                                   max_length=handle.adapter.context_length,
                                   context=cfg.context, seed=cfg.seed)
         table = trajectory_table(handle, targets, cfg, description=None)
@@ -239,8 +244,8 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     t0 = time.perf_counter()
     spec = MaskSpec.parse(cfg.mask)
     cfg.steps = parse_steps(cfg.steps)
-    if loaded.adapter.causal and cfg.order != "random":
-        warnings.warn("an AR model reads left to right; --order is ignored", stacklevel=2)
+    if "order" in TABLES[loaded.kind][1] and cfg.order != "random":
+        warnings.warn(f"an {loaded.kind.upper()} model reads left to right; --order is ignored", stacklevel=2)
     key = None
     if use_cache and loaded.fingerprint:
         settings = {k: v for k, v in asdict(cfg).items() if k not in ("max_tokens", "n", "p")}  # not in the shards
@@ -257,7 +262,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
                          shard_size=min(16, shard_size_default()))  # records are slow: finer progress
     parts = shards.all()
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    labels = ["ar"] if loaded.adapter.causal else cfg.steps
+    labels = list(dict.fromkeys(k.split("@", 1)[1] for k in merged if k.startswith("log_p_hat@")))  # the table's
     table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
     n_masked = merged["n_masked"]
     payload = {"type": "extraction", "config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype, "device": loaded.device,

@@ -1,9 +1,15 @@
 """The probe groups of a membership-inference run: the AR probe, or one masked probe per mask plan, with the
-reference and shadow statistics its attacks read (:func:`lmaudit.runs.mia.run_mia` scores them)."""
+reference and shadow statistics its attacks read (:func:`lmaudit.runs.mia.run_mia` scores them).
+
+Probe kinds are a registry: a request's type maps to its group function (and to what it checks of the models
+before any probe runs), as an attack's name maps to its implementation. A new probe kind is a request type, its
+group function registered with :func:`register_probe`, and its test.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +40,37 @@ class Probing:
     timings: dict[str, float]
 
 
+@dataclass(frozen=True)
+class ProbeKind:
+    """How the probe of one request type runs: ``group(ctx, request, attacks, textset)`` returns (shard iterator,
+    whole-set function, forwards per sample, probe or None); ``check(ctx)`` runs before any probe."""
+
+    group: Callable
+    check: Callable[[Probing], None] | None = None
+
+
+PROBE_KINDS: dict[type, ProbeKind] = {}
+
+
+def register_probe(request_type: type, *, check: Callable[[Probing], None] | None = None):
+    """Register the decorated group function as the probe of ``request_type`` requests."""
+    def register(group: Callable) -> Callable:
+        PROBE_KINDS[request_type] = ProbeKind(group, check)
+        return group
+    return register
+
+
+def probe_kind(request) -> ProbeKind:
+    """The registered probe of ``request``'s type (an unregistered type is an error naming it)."""
+    kind = PROBE_KINDS.get(type(request))
+    if kind is None:
+        raise LmauditError(f"no probe is registered for {type(request).__name__} requests",
+                           hint=f"register one with register_probe; known: "
+                                f"{', '.join(t.__name__ for t in PROBE_KINDS)}")
+    return kind
+
+
+@register_probe(ARRequest)
 def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
     """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
@@ -69,6 +106,11 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
     return shards(), whole, lambda: forwards, None
 
 
+def _check_masked(ctx: Probing) -> None:
+    check_dlm_reference(ctx.target, ctx.reference)
+
+
+@register_probe(MaskPlan, check=_check_masked)
 def masked_group(ctx: Probing, plan: MaskPlan, group, textset: TextSet):
     """(shard iterator, whole-set function, forwards per sample, probe) of the masked probe under ``plan``.
 
@@ -109,14 +151,16 @@ def group_attacks(specs, params: dict[str, dict], budget: int) -> dict:
 
 
 def probe_group(ctx: Probing, request, group, textset: TextSet):
-    """The probe group of ``request``: :func:`masked_group` for a mask plan, :func:`ar_group` for the AR probe."""
-    return (masked_group if isinstance(request, MaskPlan) else ar_group)(ctx, request, group, textset)
+    """The probe group of ``request``, by its registered kind (:func:`masked_group` for a mask plan,
+    :func:`ar_group` for the AR probe)."""
+    return probe_kind(request).group(ctx, request, group, textset)
 
 
 def check_requests(ctx: Probing, requests) -> None:
     """What the requests need of the models, checked before any probe runs (a masked probe's reference)."""
-    if any(isinstance(r, MaskPlan) for r in requests):
-        check_dlm_reference(ctx.target, ctx.reference)
+    for kind in dict.fromkeys(probe_kind(r) for r in requests):
+        if kind.check is not None:
+            kind.check(ctx)
 
 
 def check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:

@@ -26,11 +26,12 @@ def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> d
     limit = config.max_length or target.adapter.context_length
     counts = {name: int(sum(len(ids) > limit for ids in tokenize_records(
         target.tokenizer, ts, max_length=sys.maxsize, first_scorable=0).ids)) for name, ts in sets.items()}
-    mode = config.long_texts if target.kind == "ar" else "truncate"
+    offered = target.adapter.long_text_modes  # what this model's probes can do with a long text
+    mode = config.long_texts if config.long_texts in offered else "truncate"
     if any(counts.values()):
         what = ("scored in overlapping windows of that length" if mode == "window"
                 else "truncated to their first tokens (--long-texts window scores them whole)")
-        if target.kind != "ar" and config.long_texts == "window":
+        if config.long_texts not in offered:
             what = "truncated to their first tokens (windows apply to AR models only)"
         warnings.warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed "
                       f"{limit} tokens and are {what}", stacklevel=2)

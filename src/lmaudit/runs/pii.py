@@ -103,15 +103,22 @@ def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask
     return dedupe(trim(t, field) for t in texts)
 
 
+def _ar_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
+    return probe_ar(loaded.model, loaded.tokenizer, ts, ARProbeConfig(), description="score candidates")
+
+
+def _masked_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
+    return probe_masked(loaded.adapter, loaded.tokenizer, ts, MaskPlan("random", budget=batches, rho=ratio), seed=seed)
+
+
+# A model kind maps to how it scores a candidate text (its per-token log-probabilities; a new kind: one entry)
+CANDIDATE_LOGP = {"ar": _ar_logp, "dlm": _masked_logp}
+
+
 def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8, seed: int = 0) -> np.ndarray:
     """−(mean masked cross-entropy) of each text: DLM under ``batches`` random masks of ``ratio``; AR: −mean NLL."""
-
-    ts = TextSet.from_texts(texts, prefix="c", source="candidates")
-    if loaded.adapter.causal:
-        stats = probe_ar(loaded.model, loaded.tokenizer, ts, ARProbeConfig(), description="score candidates")
-    else:
-        stats = probe_masked(loaded.adapter, loaded.tokenizer, ts, MaskPlan("random", budget=batches, rho=ratio),
-                             seed=seed)
+    stats = CANDIDATE_LOGP[loaded.kind](loaded, TextSet.from_texts(texts, prefix="c", source="candidates"),
+                                        ratio=ratio, batches=batches, seed=seed)
     return segment_mean(stats.logp.astype(np.float64), stats.offsets)
 
 
@@ -197,6 +204,9 @@ def window_logp(loaded, rec: PIIRecord, values: list[str], task: WindowTask, *, 
     return logp, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
+SKEW_KINDS = ("dlm",)  # the model kinds whose masked windows give Q-Skew its signal
+
+
 def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: str, window: int = 20,
                 rho: float = 0.35, budget: int = 12, seed: int = 0) -> np.ndarray:
     """Q-Skew per candidate, masks restricted to the field (``where="pii"``) or to its context (``"context"``).
@@ -244,7 +254,7 @@ def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> d
         values = values + [rec.truth]
     out = {"values": values, "n_generated": n_generated, "truth": rec.truth,
            "ce": ce_scores(target, [rec.filled(v) for v in values], batches=cfg.ce_batches, seed=cfg.seed)}
-    if reference is not None and not target.adapter.causal:
+    if reference is not None and target.kind in SKEW_KINDS:
         for where in ("pii", "context"):
             out[f"skew_{where}"] = skew_scores(target, reference, rec, values, where=where, window=cfg.window,
                                                seed=cfg.seed)

@@ -56,6 +56,9 @@ AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "thres
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
 
 
+UNLEARNING_KINDS = ("ar",)  # the model kinds the experiment audits (LiRA's shadows are AR models)
+
+
 @dataclass
 class UnlearningConfig(BaseConfig):
     forget_fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])
@@ -101,7 +104,7 @@ def _nan_stat(fn, values) -> float:
 
 def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     """ρ of each audit for every forget fraction, unlearning method and seed, and the cost of each audit."""
-    if cfg.kind != "ar":
+    if cfg.kind not in UNLEARNING_KINDS:
         raise LmauditError("the unlearning-audit experiment runs on AR models (LiRA's shadows are AR)")
     if cfg.n_shadows == 1:
         raise LmauditError("n_shadows must be 0 (no LiRA audit) or at least 2 (LiRA's shadows come in "
