@@ -1,6 +1,7 @@
 """The package's architecture: no import cycles, imports at module level, light entry points."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,43 @@ def test_imports_follow_the_layer_order():
 def test_the_layer_check_finds_an_upward_import():
     assert upward_imports({"lmaudit.models.build": {"lmaudit.runs.mia"}, "lmaudit.runs.mia": {"lmaudit.models.build"}}) \
         == ["lmaudit.models.build → lmaudit.runs.mia"]
+
+
+# A behaviour branch that asks a model what it is: its adapter (models/) or a registry keyed by kind answers instead
+ASKS_THE_MODEL = re.compile(r"\.causal\b|isinstance\([^)]*MaskPlan|(?<!self)\.kind\)?\s*[!=]=\s*[\"']")
+ANSWERS = ("lmaudit/models/", "lmaudit/attacks/registry.py")  # the adapters, and the registry that checks kinds
+
+
+def branches_on_the_model(root: Path) -> list[str]:
+    """'file:line' of every line outside the adapters and registries that branches on a model's kind."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(ANSWERS[0]) or rel in ANSWERS[1:]:
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if ASKS_THE_MODEL.search(code) and not code.lstrip().startswith(('"', "'", ">>>")):
+                out.append(f"{rel}:{i}")
+    return out
+
+
+def test_no_behaviour_branch_asks_a_model_what_it_is():
+    assert branches_on_the_model(SRC) == []
+
+
+def test_the_branch_check_finds_one(tmp_path):
+    pkg = tmp_path / "lmaudit" / "runs"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text("if loaded.adapter.causal:\n    pass\nif target.kind == 'ar':\n    pass\n"
+                              "ok = isinstance(r, MaskPlan)\n# .causal in a comment\n")
+    (tmp_path / "lmaudit" / "models").mkdir()
+    (tmp_path / "lmaudit" / "models" / "a.py").write_text("causal = self.causal\n")
+    assert branches_on_the_model(tmp_path) == ["lmaudit/runs/x.py:1", "lmaudit/runs/x.py:3", "lmaudit/runs/x.py:5"]
+
+
+def test_commands_leave_reading_data_and_loading_models_to_the_jobs():
+    graph = import_graph()
+    loaders = {"lmaudit.data.loaders", "lmaudit.models.loading"}
+    assert sorted(f"{m} → {d}" for m, deps in graph.items() if m.startswith("lmaudit.commands.")
+                  for d in deps & loaders) == []

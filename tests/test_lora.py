@@ -197,11 +197,11 @@ def test_a_base_of_another_architecture_is_an_error_naming_both(trained, tiny_mo
 
 
 @pytest.mark.parametrize("args, needles", [
-    (["--lora", 0], ["LoRA rank must be an integer ≥ 1, got 0"]),
-    (["--lora", -2], ["LoRA rank must be an integer ≥ 1, got -2"]),
+    (["--lora", 0], ["--lora must be an integer ≥ 1, got 0"]),
+    (["--lora", -2], ["--lora must be an integer ≥ 1, got -2"]),
     (["--lora-alpha", 8], ["--lora-alpha applies to LoRA training only", "--lora RANK"]),
     (["--merge"], ["--merge applies to LoRA training only"]),
-    (["--lora", 4, "--lora-alpha", 0], ["--lora-alpha must be positive"]),
+    (["--lora", 4, "--lora-alpha", 0], ["--lora-alpha must be a positive number, got 0.0"]),
     (["--lora", 4, "--lora-targets", "qq_proj"], ["--lora-targets qq_proj", "q_proj", "down_proj"]),
 ])
 def test_bad_lora_options_are_one_line_errors(trained, tiny_model_dir, tmp_path, args, needles):

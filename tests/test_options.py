@@ -3,6 +3,9 @@
 import pytest
 
 from helpers import assert_user_error, lmaudit, write_jsonl
+from lmaudit.models.dp import DPSpec
+from lmaudit.models.lora import LoraSpec
+from lmaudit.models.train import TrainConfig
 from lmaudit.runs.audit_set import AuditConfig
 from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig
@@ -62,6 +65,14 @@ def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, data, no_mod
     (lambda: RunConfig(max_length=1), "max_length must be an integer ≥ 2", "--max-tokens"),
     (lambda: RunConfig(long_texts="all"), "long_texts must be truncate or window, got 'all'", "--long-texts"),
     (lambda: AuditConfig(seed=-1), "seed must be an integer ≥ 0", "--seed"),
+    (lambda: LoraSpec(0), "rank must be an integer ≥ 1, got 0", "--lora"),
+    (lambda: LoraSpec(4, alpha=-1.0), "alpha must be a positive number, got -1.0", "--lora-alpha"),
+    (lambda: LoraSpec(4, targets=()), r"targets must name modules, got \(\)", "--lora-targets"),
+    (lambda: DPSpec(epsilon=8, delta=1.5), r"delta must be in \(0, 1\), got 1.5", "--dp-delta"),
+    (lambda: DPSpec(noise_multiplier=float("nan")), "noise_multiplier must be a positive number, got nan",
+     "--noise-multiplier"),
+    (lambda: TrainConfig(lr=0), "lr must be a positive number, got 0.0", "--lr"),
+    (lambda: TrainConfig(min_lr_ratio=2), r"min_lr_ratio must be in \[0, 1\], got 2", "--min-lr-ratio"),
 ])
 def test_configs_check_their_settings_when_made_naming_the_field(make, needle, flag):
     """Python names the field; the command line prints the same error with the field's --flag."""
@@ -78,6 +89,24 @@ def test_the_command_line_names_the_flag_of_a_bad_setting(tmp_path):
                   "--bootstrap", "-2", "--out", tmp_path / "out")
     assert_user_error(res, "--bootstrap must be an integer ≥ 0, got -2")
     assert "n_bootstrap" not in res.stdout + res.stderr
+
+
+def test_an_error_about_several_settings_names_each_as_python_and_as_the_command_line_spell_it(tmp_path):
+    from lmaudit.data.loaders import load_member_sets
+    from lmaudit.errors import SettingError
+
+    with pytest.raises(SettingError) as exc:
+        DPSpec(epsilon=8, noise_multiplier=1.0)
+    assert str(exc.value).startswith("give epsilon= or noise_multiplier=, not both")
+    assert exc.value.on_command_line().startswith("give --dp-epsilon or --noise-multiplier, not both (hint: "
+                                                  "--dp-epsilon finds")
+    with pytest.raises(SettingError, match=r"^label_field= applies to data= only \(hint: give members= and "):
+        load_member_sets("m.jsonl", "n.jsonl", label_field="label")
+    data = write_jsonl(tmp_path / "d.jsonl", ["some text here"] * 3)
+    res = lmaudit("mia", "--model", tmp_path / "model", "--members", data, "--label-field", "label",
+                  "--out", tmp_path / "out")
+    assert_user_error(res, "--label-field applies to --data only (hint: give --members and --nonmembers, or one "
+                           "labelled file with --data FILE --label-field NAME)")
 
 
 def test_good_values_pass():

@@ -23,6 +23,7 @@ import pandas as pd
 
 from lmaudit.data.corpus import DEFAULT_PACKAGES, build_corpus
 from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
+from lmaudit.errors import SettingError
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models import build
 from lmaudit.models import unlearn as unlearning
@@ -126,11 +127,13 @@ def score(records: ProbeRecords, attacks: list[str] | None = None, *,
     return score_records(records, attacks, params=params)
 
 
-def audit_set(model, members, nonmembers, suspect, *, reference=None, config: AuditConfig | None = None,
+def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, label_field: str | None = None,
+              text_field: str = "text", split: str | None = None, reference=None, config: AuditConfig | None = None,
               **load_options) -> RunResult:
     """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
 
-    The data is read before any model is loaded.
+    Members and non-members as in :func:`mia` (two files, or one labelled ``data`` file); ``suspect``: a data
+    file or text set. The data is read before any model is loaded.
 
     Examples
     --------
@@ -139,12 +142,17 @@ def audit_set(model, members, nonmembers, suspect, *, reference=None, config: Au
     >>> audit.type, list(audit.to_frame()["method"])
     ('set-audit', ['smi'])
     """
-    sets = [_texts(members), _texts(nonmembers), _texts(suspect)]
+    if suspect is None:
+        raise SettingError("suspect", "missing {name}: the set to audit", hint="a data file or a TextSet")
+    mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
+                                split=split)
+    sets = [mem, non, _texts(suspect, text_field, split)]
     target, ref = _models(model, reference, load_options)
     return RunResult(run_audit(target, *sets, config or AuditConfig(), reference=ref), write_audit)
 
 
-def extract(model, data, *, config: ExtractConfig | None = None, **load_options) -> RunResult:
+def extract(model, data, *, config: ExtractConfig | None = None, text_field: str = "text", split: str | None = None,
+            **load_options) -> RunResult:
     """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...).
 
     The data is read before the model is loaded.
@@ -155,7 +163,7 @@ def extract(model, data, *, config: ExtractConfig | None = None, **load_options)
     >>> found.type, len(found.to_frame())
     ('extraction', 12)
     """
-    texts = _texts(data)
+    texts = _texts(data, text_field, split)
     target = _model(model, **load_options)
     payload = run_extraction(target, texts, config or ExtractConfig())
     payload["model"] = target.path
@@ -163,7 +171,8 @@ def extract(model, data, *, config: ExtractConfig | None = None, **load_options)
 
 
 def reconstruct_pii(model, records, *, reference=None, calibration=None, config: ReconstructConfig | None = None,
-                    placeholder: str = "[REDACTED]", show_pii: bool = False, **load_options) -> RunResult:
+                    placeholder: str = "[REDACTED]", show_pii: bool = False, text_field: str = "text",
+                    split: str | None = None, **load_options) -> RunResult:
     """Recover a redacted field of each record; top-1 attack success rate per ranking signal.
 
     The records (and calibration records) are read and checked before any model is loaded.
@@ -176,8 +185,9 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     ('pii-reconstruction', 3)
     """
     cfg = config or ReconstructConfig()
-    recs = redacted_records(_texts(records), cfg.field, placeholder=placeholder)
-    calib = None if calibration is None else redacted_records(_texts(calibration), cfg.field, placeholder=placeholder)
+    recs = redacted_records(_texts(records, text_field, split), cfg.field, placeholder=placeholder)
+    calib = None if calibration is None else redacted_records(_texts(calibration, text_field, split), cfg.field,
+                                                              placeholder=placeholder)
     target, ref = _models(model, reference, load_options)
     payload = run_reconstruction(target, recs, cfg, reference=ref, calibration=calib)
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,

@@ -45,12 +45,32 @@ def check_int(name: str, value, *, low: int, high: int | None = None, hint=None,
 
 class SettingError(LmauditError):
     """A setting outside its allowed values. ``field`` is its name in Python, ``flag`` its command-line option: the
-    message names the field, and the command line prints :meth:`on_command_line`, which names the flag instead."""
+    message names the field, and the command line prints :meth:`on_command_line`, which names the flag instead.
 
-    def __init__(self, field: str, template: str, *, flag: str | None = None, hint: str | None = None) -> None:
-        self.field, self.flag, self.template = field, flag or "--" + field.replace("_", "-"), template
-        super().__init__(template.format(name=field), hint=hint)
+    ``template`` spells the field ``{name}``; a message about several settings names the others (``also``) as
+    ``{other}``, which reads ``other=`` in Python and ``--other`` on the command line (in the hint too).
+    """
+
+    def __init__(self, field: str, template: str, *, flag: str | None = None, hint: str | None = None,
+                 also: tuple[str, ...] | dict[str, str] = ()) -> None:
+        # also: the other settings' names, or {name: its command-line option} when not --name-with-dashes
+        self.also = also if isinstance(also, dict) else {f: _flag(f) for f in also}
+        self.field, self.flag, self.template = field, flag or _flag(field), template
+        self.hint_template = hint
+        names = {f: f + "=" for f in also}
+        super().__init__(template.format(name=field, **names), hint=self._hint(field, names))
+
+    def _hint(self, name: str, others: dict[str, str]) -> str | None:
+        """The hint, its names spelled as ``others`` when the message names several settings."""
+        if self.hint_template is None or not self.also:
+            return self.hint_template
+        return self.hint_template.format(name=name, **others)
 
     def on_command_line(self) -> str:
-        text = self.template.format(name=self.flag)
-        return f"{text} (hint: {self.hint})" if self.hint else text
+        flags = self.also
+        text, hint = self.template.format(name=self.flag, **flags), self._hint(self.flag, flags)
+        return f"{text} (hint: {hint})" if hint else text
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")

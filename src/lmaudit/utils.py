@@ -8,6 +8,7 @@ import functools
 import hashlib
 import importlib
 import json
+import math
 import os
 import pkgutil
 import signal
@@ -247,15 +248,33 @@ def integer(low: int, high: int | None = None, *, optional: bool = False, hint=N
     return check
 
 
-def one_of(values, *, noun: str | None = None):
-    """One of ``values``; the message calls the setting ``noun`` (default: its name)."""
+def one_of(values, *, noun: str | None = None, listed: bool = False):
+    """One of ``values``; the message calls the setting ``noun`` (default: its name) and, ``listed``, says "one of
+    a, b" rather than "a or b"."""
     def check(value, name: str, flag: str | None) -> None:
         if value in values:
             return
         if noun:
             raise SettingError(name, f"unknown {noun} {_shown(value)}", flag=flag,
                                hint=f"use one of {', '.join(map(str, values))}")
-        raise SettingError(name, f"{{name}} must be {' or '.join(map(str, values))}, got {_shown(value)}", flag=flag)
+        names = [str(v) for v in values]
+        allowed = (f"one of {', '.join(names)}" if listed else
+                   " or ".join(names) if len(names) <= 2 else f"{', '.join(names[:-1])} or {names[-1]}")
+        raise SettingError(name, f"{{name}} must be {allowed}, got {_shown(value)}", flag=flag)
+    return check
+
+
+def positive(*, below: float | None = None, optional: bool = False, hint: str | None = None):
+    """A finite number > 0 (and < ``below`` when given; None allowed when ``optional``)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if optional and value is None:
+            return
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and math.isfinite(value) and value > 0 and (below is None or value < below):
+            return
+        shown = _shown(float(value) if number else value)
+        what = f"in (0, {below:g})" if below is not None else "a positive number"
+        raise SettingError(name, f"{{name}} must be {what}, got {shown}", flag=flag, hint=hint)
     return check
 
 

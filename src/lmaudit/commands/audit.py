@@ -9,9 +9,8 @@ import typer
 
 from lmaudit import api
 from lmaudit.commands import common as c
-from lmaudit.commands.mia import data_option, label_field_option, member_sets
+from lmaudit.commands.mia import data_option, label_field_option
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.data.loaders import load_texts
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import audit_rows
 from lmaudit.runs.audit_set import AuditConfig
@@ -53,10 +52,9 @@ def audit_set(
     cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
                       bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks),
                       allow_overlap=allow_overlap)
-    mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
-    sus = load_texts(suspect, text_field=text_field, split=split)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        result = api.audit_set(model, mem, non, sus, reference=reference, config=cfg,
+        result = api.audit_set(model, members, nonmembers, suspect, data=data, label_field=label_field,
+                               text_field=text_field, split=split, reference=reference, config=cfg,
                                **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)

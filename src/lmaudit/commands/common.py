@@ -14,8 +14,8 @@ from rich.table import Table
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import check_replaceable, with_cache
-from lmaudit.models.sources import model_folders
-from lmaudit.utils import read_toml
+from lmaudit.models.sources import DTYPE_NAMES, model_folders
+from lmaudit.utils import check_settings, one_of, read_toml, setting
 
 PANEL_AUDIT = "Audit a model"
 PANEL_MODELS = "Train and change models"
@@ -76,13 +76,13 @@ class ModelOptions:
     allow_pickle: bool = False
     mask_token_id: Optional[int] = None
     shift_logits: Optional[bool] = None
-    dtype: str = "auto"
+    dtype: str = setting("auto", check=one_of(DTYPE_NAMES))
     device: str = "auto"
     adapter_base: Optional[Path] = None
 
-    def __post_init__(self) -> None:  # checked before any work (the device is checked when the model loads)
-        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise LmauditError(f"--dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}")
+    def __post_init__(self) -> None:
+        """Checked before any work (the device is checked when the model loads)."""
+        check_settings(self)
 
     def load_kwargs(self, backend: str = "local", **overrides) -> dict:
         """Keyword arguments of :func:`lmaudit.models.loading.load_model` (``overrides`` win)."""

@@ -10,7 +10,6 @@ import typer
 from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.data.loaders import load_texts
 from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
 from lmaudit.report.tables import summary_rows
@@ -59,9 +58,9 @@ def extract(
     cfg = ExtractConfig(mask=mask, steps=parse_steps(steps), order=order, trajectories=trajectories,
                         temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                         seed=seed)
-    texts = load_texts(data, text_field=text_field, split=split)  # bad data fails before the model loads
-    with backend_from(run_options.backend, run_options.address, run_options.workers):
-        result = api.extract(model, texts, config=cfg, **model_options.load_kwargs(run_options.backend))
+    with backend_from(run_options.backend, run_options.address, run_options.workers):  # data read before the model
+        result = api.extract(model, data, config=cfg, text_field=text_field, split=split,
+                             **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)
     stdout_console.print(extraction_table(payload))

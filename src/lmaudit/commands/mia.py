@@ -10,7 +10,6 @@ import typer
 from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.data.loaders import TextSet, load_member_sets
 from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
 from lmaudit.runs.demo import FULL, QUICK, run_demo, run_real_demo
@@ -29,13 +28,6 @@ def label_field_option():
     return typer.Option(None, help="--data: the label column (1/0 or true/false), e.g. 'label' (WikiMIA, MIMIR).")
 
 
-
-
-def member_sets(members: Optional[Path], nonmembers: Optional[Path], data: Optional[Path], label_field: Optional[str],
-                text_field: str, split: Optional[str]) -> tuple[TextSet, TextSet]:
-    """Members and non-members: from ``--members`` and ``--nonmembers``, or from one labelled ``--data`` file."""
-    return load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
-                            split=split, name=lambda n: "--" + n.replace("_", "-"))
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
@@ -77,12 +69,12 @@ def mia(
                                          **c.model_inputs("--reference", reference, model_options),
                                          "--members": members, "--nonmembers": nonmembers, "--data": data,
                                          "--shadows": shadows})
-    mem, non = member_sets(members, nonmembers, data, label_field, text_field, split)
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
                     allow_overlap=allow_overlap, chat_template=chat_template)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
-        result = api.mia(model, mem, non, reference=reference, shadows=shadows, config=cfg,
+        result = api.mia(model, members, nonmembers, data=data, label_field=label_field, text_field=text_field,
+                         split=split, reference=reference, shadows=shadows, config=cfg,
                          **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
     stdout_console.print(results_table(result))

@@ -10,7 +10,6 @@ import typer
 from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.data.loaders import load_texts
 from lmaudit.errors import LmauditError
 from lmaudit.extraction.reconstruct import mask_value
 from lmaudit.progress import stdout_console
@@ -61,11 +60,9 @@ def pii(
         raise LmauditError(f"--mask-length '{mask_length}' is neither an integer nor a comma list of integers") from None
     cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths, steps=steps, alpha=a,
                             include_truth=include_truth, seed=seed)
-    recs = load_texts(records, text_field=text_field, split=split)  # checked (and redacted) before any model loads
-    calib = load_texts(calibration, text_field=text_field, split=split) if calibration else None
-    with backend_from(run_options.backend, run_options.address, run_options.workers):
-        result = api.reconstruct_pii(model, recs, reference=reference, calibration=calib, config=cfg,
-                                     placeholder=placeholder, show_pii=show_pii,
+    with backend_from(run_options.backend, run_options.address, run_options.workers):  # records checked first
+        result = api.reconstruct_pii(model, records, reference=reference, calibration=calibration, config=cfg,
+                                     placeholder=placeholder, show_pii=show_pii, text_field=text_field, split=split,
                                      **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)

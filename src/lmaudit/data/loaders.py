@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmaudit.data.tables import DATASETS_MARKERS, check_columns, datasets_table, parquet_table, table_rows
-from lmaudit.errors import DataError, LmauditError
+from lmaudit.errors import DataError, SettingError
 from lmaudit.utils import stable_hash
 
 
@@ -343,25 +343,25 @@ def load_labelled(path: str | Path, *, label_field: str, text_field: str = "text
 
 
 def load_member_sets(members, nonmembers, *, data=None, label_field: str | None = None, text_field: str = "text",
-                     split: str | None = None, name=lambda n: n + "=") -> tuple[TextSet, TextSet]:
+                     split: str | None = None) -> tuple[TextSet, TextSet]:
     """Members and non-members: two files (or text sets), or one labelled ``data`` file with ``label_field``.
 
-    ``name`` spells an argument in the errors (the command line passes ``--members``
-    style names, the Python interface ``members=``).
+    A wrong combination is a :class:`~lmaudit.errors.SettingError` that names the arguments as Python spells them
+    (``members=``) and, on the command line, as options (``--members``).
     """
-    pair = (f"give {name('members')} and {name('nonmembers')}, or one labelled file with {name('data')} FILE "
-            f"{name('label_field')} NAME")
+    names = ("members", "nonmembers", "data", "label_field")
+    pair = "give {members} and {nonmembers}, or one labelled file with {data} FILE {label_field} NAME"
     if data is not None and (members is not None or nonmembers is not None):
-        raise LmauditError(f"{name('data')} and {name('members')}/{name('nonmembers')} are mutually exclusive",
-                           hint=pair)
+        raise SettingError("data", "{data} and {members}/{nonmembers} are mutually exclusive", hint=pair, also=names)
     if data is not None:
         if label_field is None:
-            raise LmauditError(f"{name('data')} needs {name('label_field')} (the column that is 1 for members, 0 "
-                               "for non-members)")
+            raise SettingError("data", "{data} needs {label_field} (the column that is 1 for members, 0 for "
+                                       "non-members)", also=names)
         return load_labelled(data, label_field=label_field, text_field=text_field, split=split)
     if label_field is not None:
-        raise LmauditError(f"{name('label_field')} applies to {name('data')} only", hint=pair)
+        raise SettingError("label_field", "{label_field} applies to {data} only", hint=pair, also=names)
     if members is None or nonmembers is None:
-        raise LmauditError(f"missing option {name('members') if members is None else name('nonmembers')}", hint=pair)
+        missing = "members" if members is None else "nonmembers"
+        raise SettingError(missing, "missing option {" + missing + "}", hint=pair, also=names)
     return tuple(s if isinstance(s, TextSet) else load_texts(s, text_field=text_field, split=split)
                  for s in (members, nonmembers))

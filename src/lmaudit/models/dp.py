@@ -41,7 +41,6 @@ draw it from a cryptographic source (Opacus' ``secure_mode``).
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -51,10 +50,10 @@ from opacus.accountants import RDPAccountant, create_accountant
 from opacus.accountants.analysis import rdp as rdp_analysis
 from opacus.accountants.utils import get_noise_multiplier
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, lr_at, make_optimizer, prepare
 from lmaudit.progress import progress
-from lmaudit.utils import stable_seed
+from lmaudit.utils import check_settings, one_of, positive, setting, stable_seed
 
 ACCOUNTANTS = ("rdp", "prv")
 DEFAULT_DELTA = 1e-5
@@ -62,38 +61,28 @@ DEFAULT_MAX_GRAD_NORM = 1.0
 _HINT = "--dp-epsilon E (or --noise-multiplier σ), --dp-delta D with 0 < D < 1, --max-grad-norm C > 0"
 
 
-def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 @dataclass(frozen=True)
 class DPSpec:
     """What the user asks of DP training: a target ε, or the noise multiplier σ itself (exactly one); δ, the
     per-example clipping norm C and the accountant. Invalid values are refused here, before any work."""
 
-    epsilon: float | None = None
-    delta: float = DEFAULT_DELTA
-    noise_multiplier: float | None = None
-    max_grad_norm: float = DEFAULT_MAX_GRAD_NORM
-    accountant: str = "rdp"
+    epsilon: float | None = setting(None, check=positive(optional=True, hint=_HINT), flag="--dp-epsilon")
+    delta: float = setting(DEFAULT_DELTA, check=positive(below=1, hint="δ is a probability of failure: take it well "
+                                                                          "below 1/n (e.g. 1e-5)"), flag="--dp-delta")
+    noise_multiplier: float | None = setting(None, check=positive(optional=True, hint=_HINT))
+    max_grad_norm: float = setting(DEFAULT_MAX_GRAD_NORM, check=positive(hint=_HINT))
+    accountant: str = setting("rdp", check=one_of(ACCOUNTANTS, listed=True), flag="--dp-accountant")
 
     def __post_init__(self) -> None:
+        """Exactly one of ε and σ; then every setting's declared constraint."""
+        names = {"epsilon": "--dp-epsilon", "noise_multiplier": "--noise-multiplier"}
         if self.epsilon is not None and self.noise_multiplier is not None:
-            raise LmauditError("give --dp-epsilon or --noise-multiplier, not both",
-                               hint="--dp-epsilon finds the noise multiplier that spends that budget")
+            raise SettingError("epsilon", "give {epsilon} or {noise_multiplier}, not both", also=names,
+                               flag="--dp-epsilon", hint="{epsilon} finds the noise multiplier that spends that budget")
         if self.epsilon is None and self.noise_multiplier is None:
-            raise LmauditError("DP training needs --dp-epsilon or --noise-multiplier", hint=_HINT)
-        if self.epsilon is not None and not _positive(self.epsilon):
-            raise LmauditError(f"--dp-epsilon must be a positive number, got {self.epsilon}", hint=_HINT)
-        if self.noise_multiplier is not None and not _positive(self.noise_multiplier):
-            raise LmauditError(f"--noise-multiplier must be a positive number, got {self.noise_multiplier}", hint=_HINT)
-        if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
-            raise LmauditError(f"--dp-delta must be in (0, 1), got {self.delta}",
-                               hint="δ is a probability of failure: take it well below 1/n (e.g. 1e-5)")
-        if not _positive(self.max_grad_norm):
-            raise LmauditError(f"--max-grad-norm must be a positive number, got {self.max_grad_norm}", hint=_HINT)
-        if self.accountant not in ACCOUNTANTS:
-            raise LmauditError(f"--dp-accountant must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
+            raise SettingError("epsilon", "DP training needs {epsilon} or {noise_multiplier}", also=names,
+                               flag="--dp-epsilon", hint=_HINT.replace("{", "{{").replace("}", "}}"))
+        check_settings(self)
 
 
 @dataclass(frozen=True)

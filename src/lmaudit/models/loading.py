@@ -22,8 +22,8 @@ from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers, source_record
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import TRAINING_FILE, apply_adapter, check_adapter_dir
-from lmaudit.models.sources import is_adapter_dir, resolve_source
-from lmaudit.utils import stable_hash
+from lmaudit.models.sources import DTYPE_NAMES, is_adapter_dir, resolve_source
+from lmaudit.utils import one_of, stable_hash
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError
@@ -269,8 +269,7 @@ def resolve_dtype(dtype: str | None, cfg: dict, device: str) -> str:
     if dtype in (None, "auto"):
         saved = str(cfg.get("dtype") or cfg.get("torch_dtype") or "float32").removeprefix("torch.")
         return saved if saved in DTYPES and device != "cpu" else "float32"
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"--dtype must be auto, {', '.join(DTYPES)}, got {dtype!r}")
+    one_of(DTYPE_NAMES)(dtype, "dtype", None)
     if dtype == "float16" and device == "cpu":
         raise ModelLoadError("--dtype float16 on the CPU: not every layer has a float16 CPU kernel",
                              hint="use --dtype bfloat16 or float32 on a CPU, float16 on a GPU")

@@ -42,12 +42,13 @@ from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 from safetensors import SafetensorError, safe_open
 from transformers import AutoTokenizer
 
-from lmaudit.errors import LmauditError, ModelLoadError
+from lmaudit.errors import LmauditError, ModelLoadError, SettingError
 from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import adapter_fingerprint, model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.sources import read_adapter_config, resolve_source
+from lmaudit.utils import boolean, check_settings, integer, positive, setting
 
 SAFE_WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
 TRAINING_FILE = "lmaudit_training.json"  # as models/build.py writes it
@@ -199,24 +200,26 @@ def adapter_record(handle) -> dict:
     return {"adapter": info} if info else {}
 
 
+def _module_names(value, name: str, flag: str | None) -> None:
+    if value is not None and (not value or not all(isinstance(t, str) and t for t in value)):
+        shown = repr(value).replace("{", "{{").replace("}", "}}")
+        raise SettingError(name, f"{{name}} must name modules, got {shown}", flag=flag, hint="e.g. q_proj,v_proj")
+
+
 @dataclass(frozen=True)
 class LoraSpec:
     """A LoRA fine-tuning: rank, alpha (default 2·rank), target modules (default: peft's for the architecture);
     ``merge`` writes the merged full model instead of the adapter."""
 
-    rank: int
-    alpha: float | None = None
-    targets: tuple[str, ...] | None = None
-    merge: bool = False
+    rank: int = setting(check=integer(1, hint="--lora R with R ≥ 1 (leave --lora out for full fine-tuning)"),
+                        flag="--lora")
+    alpha: float | None = setting(None, check=positive(optional=True), flag="--lora-alpha")
+    targets: tuple[str, ...] | None = setting(None, check=_module_names, flag="--lora-targets")
+    merge: bool = setting(False, check=boolean(), flag="--merge")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
-            raise LmauditError(f"the LoRA rank must be an integer ≥ 1, got {self.rank!r}",
-                               hint="--lora R with R ≥ 1 (leave --lora out for full fine-tuning)")
-        if self.alpha is not None and not self.alpha > 0:
-            raise LmauditError(f"--lora-alpha must be positive, got {self.alpha}")
-        if self.targets is not None and (not self.targets or not all(isinstance(t, str) and t for t in self.targets)):
-            raise LmauditError(f"--lora-targets must name modules, got {self.targets!r}", hint="e.g. q_proj,v_proj")
+        """Every setting's declared constraint (the rank first)."""
+        check_settings(self)
 
     @property
     def scale_alpha(self) -> float:

@@ -19,6 +19,7 @@ from pathlib import Path
 from lmaudit.errors import ModelLoadError
 
 ADAPTER_CONFIG = "adapter_config.json"
+DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")  # what a model's precision may be asked as (--dtype)
 _NO_DOWNLOAD = "lmaudit never downloads models: pass --adapter-base DIR, the local folder of the base model"
 _MAX_CHAIN = 16  # adapters on adapters deeper than this are a loop
 

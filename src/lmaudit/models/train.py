@@ -21,6 +21,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import pad_sequences
 from lmaudit.progress import progress
+from lmaudit.utils import check_settings, fraction, integer, positive, setting
 
 Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
 Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
@@ -28,14 +29,19 @@ Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor,
 
 @dataclass
 class TrainConfig:
-    epochs: float = 1.0
-    batch_size: int = 32
-    lr: float = 1e-3
-    warmup_steps: int = 50
+    """How a model is trained; each setting's constraint is declared beside it and checked on construction."""
+
+    epochs: float = setting(1.0, check=positive())
+    batch_size: int = setting(32, check=integer(1))
+    lr: float = setting(1e-3, check=positive())
+    warmup_steps: int = setting(50, check=integer(0))
     weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    seed: int = 0
-    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0  # 0: no clipping (DP clips each example instead)
+    seed: int = setting(0, check=integer(0))
+    min_lr_ratio: float = setting(0.1, check=fraction())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 def ar_objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
