@@ -22,7 +22,7 @@ def _files(folder: Path) -> None:
                     n.lower().replace(" ", "") + "@mailbox.org"}) + "\n" for n in names))
 
 
-def test_every_job_has_an_example_and_every_example_runs(tmp_path, monkeypatch, tiny_model_dir):
+def test_every_job_and_config_has_an_example_and_every_example_runs(tmp_path, monkeypatch, tiny_model_dir):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
     _files(tmp_path)
@@ -33,6 +33,10 @@ def test_every_job_has_an_example_and_every_example_runs(tmp_path, monkeypatch, 
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     tests = [t for t in doctest.DocTestFinder().find(lmaudit.api, globs=globs) if t.examples]
     assert {t.name.rsplit(".", 1)[-1] for t in tests} >= set(jobs)
+    configs = [name for name in lmaudit.__all__ if name[0].isupper()]  # the settings' types of lmaudit's namespace
+    assert len(configs) >= 6 and [c for c in configs if ">>> " not in (getattr(lmaudit, c).__doc__ or "")] == []
+    finder = doctest.DocTestFinder(recurse=False)
+    tests += [t for c in configs for t in finder.find(getattr(lmaudit, c), c, globs=globs) if t.examples]
     for test in sorted(tests, key=lambda t: t.name):
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0

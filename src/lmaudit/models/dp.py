@@ -64,7 +64,17 @@ _HINT = "--dp-epsilon E (or --noise-multiplier σ), --dp-delta D with 0 < D < 1,
 @dataclass(frozen=True)
 class DPSpec:
     """What the user asks of DP training: a target ε, or the noise multiplier σ itself (exactly one); δ, the
-    per-example clipping norm C and the accountant. Invalid values are refused here, before any work."""
+    per-example clipping norm C and the accountant. Invalid values are refused here, before any work.
+
+    Examples
+    --------
+    >>> lmaudit.DPSpec(epsilon=8).delta
+    1e-05
+    >>> lmaudit.DPSpec(epsilon=8, noise_multiplier=1.0)
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: give epsilon= or noise_multiplier=, not both (hint: epsilon= finds the noise multiplier that spends that budget)
+    """
 
     epsilon: float | None = setting(None, check=positive(optional=True, hint=_HINT), flag="--dp-epsilon")
     delta: float = setting(DEFAULT_DELTA, check=positive(below=1, hint="δ is a probability of failure: take it well "

@@ -209,7 +209,17 @@ def _module_names(value, name: str, flag: str | None) -> None:
 @dataclass(frozen=True)
 class LoraSpec:
     """A LoRA fine-tuning: rank, alpha (default 2·rank), target modules (default: peft's for the architecture);
-    ``merge`` writes the merged full model instead of the adapter."""
+    ``merge`` writes the merged full model instead of the adapter.
+
+    Examples
+    --------
+    >>> lmaudit.LoraSpec(8).scale_alpha
+    16.0
+    >>> lmaudit.LoraSpec(0)
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: rank must be an integer ≥ 1, got 0 (hint: --lora R with R ≥ 1 (leave --lora out for full fine-tuning))
+    """
 
     rank: int = setting(check=integer(1, hint="--lora R with R ≥ 1 (leave --lora out for full fine-tuning)"),
                         flag="--lora")

@@ -24,7 +24,17 @@ FEATURES = ("hidden", "scores")
 
 @dataclass
 class AuditConfig:
-    """Settings of a set-level audit (recorded in ``results.json``)."""
+    """Settings of a set-level audit (recorded in ``results.json``).
+
+    Examples
+    --------
+    >>> lmaudit.AuditConfig(method="smi-m", kernel="laplacian").kernel
+    'laplacian'
+    >>> lmaudit.AuditConfig(method="lira")
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: unknown method 'lira' (hint: use one of smi, smi-m, both)
+    """
 
     method: str = setting("both", check=one_of(METHODS, noun="method"))
     features: str = setting("hidden", check=one_of(FEATURES, noun="features"))

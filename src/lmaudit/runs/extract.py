@@ -25,7 +25,17 @@ from lmaudit.utils import cache_dir, check_settings, integer, setting, stable_ha
 
 @dataclass
 class ExtractConfig:
-    """Settings of an extraction run (recorded in ``results.json``)."""
+    """Settings of an extraction run (recorded in ``results.json``).
+
+    Examples
+    --------
+    >>> lmaudit.ExtractConfig(mask="pii:email", steps=["1", "max"], p=[0.5]).steps
+    ['1', 'max']
+    >>> lmaudit.ExtractConfig(trajectories=0)
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: trajectories must be an integer ≥ 1, got 0
+    """
 
     mask: str = "suffix:32"
     steps: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "max"])

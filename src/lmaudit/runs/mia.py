@@ -48,7 +48,17 @@ def budget_memory_hint(budget) -> str:
 
 @dataclass
 class RunConfig:
-    """What a membership-inference run did, recorded in ``results.json``."""
+    """What a membership-inference run did, recorded in ``results.json``.
+
+    Examples
+    --------
+    >>> lmaudit.RunConfig(attacks=["loss", "min_k"], params={"min_k": {"k": 0.1}}).params["min_k"]["k"]
+    0.1
+    >>> lmaudit.RunConfig(n_bootstrap=-1)
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: n_bootstrap must be an integer ≥ 0, got -1
+    """
 
     attacks: list[str] | None = None  # None: every attack of the model's kind that can run
     params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides

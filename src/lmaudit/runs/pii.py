@@ -221,6 +221,19 @@ def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: 
 
 @dataclass
 class ReconstructConfig:
+    """Settings of a PII reconstruction (recorded in ``results.json``): the field, how many candidates are generated
+    and at what mask lengths, and how the ``combined`` signal weighs cross-entropy against Q-Skew (``alpha``).
+
+    Examples
+    --------
+    >>> lmaudit.ReconstructConfig(field="phone", mask_length=[8, 12], alpha=0.3).mask_length
+    [8, 12]
+    >>> lmaudit.ReconstructConfig(alpha=5)
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: alpha must be in [0, 1] (or 'auto'), got 5
+    """
+
     field: str = "email"
     candidates: int = setting(64, check=integer(1))
     mask_length: int | list[int] = 20  # a list spreads the candidates over several lengths
