@@ -114,10 +114,12 @@ def test_an_unreachable_epsilon_is_a_one_line_error():
     assert rdp_floor(1e-5) == pytest.approx(0.10287, abs=1e-4)
     with pytest.raises(LmauditError, match=r"the RDP accountant cannot certify an ε below 0.103 at δ=1e-05") as err:
         plan_dp(DPSpec(epsilon=0.1), n_examples=10, batch_size=5, epochs=1)
-    assert "--dp-accountant prv" in err.value.hint
+    assert 'accountant="prv"' in err.value.hint  # as Python spells it; the command line says --dp-accountant prv
+    assert err.value.on_command_line().startswith("--dp-epsilon 0.1: the RDP accountant")
+    assert "(hint: use --dp-accountant prv, or raise --dp-epsilon or --dp-delta)" in err.value.on_command_line()
     assert plan_dp(DPSpec(epsilon=0.2), n_examples=38, batch_size=8, epochs=4).spent() <= 0.2
     assert plan_dp(DPSpec(epsilon=0.05, accountant="prv"), n_examples=38, batch_size=8, epochs=4).spent() <= 0.05
-    with pytest.raises(LmauditError, match=r"--dp-epsilon 1e-09 at δ=1e-05 cannot be reached in 19 steps at "
+    with pytest.raises(LmauditError, match=r"epsilon=1e-09 at δ=1e-05 cannot be reached in 19 steps at "
                                            r"sampling rate 0.2105"):  # σ would exceed Opacus' limit, 1e6
         plan_dp(DPSpec(epsilon=1e-9, accountant="prv"), n_examples=38, batch_size=8, epochs=4)
 

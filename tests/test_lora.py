@@ -169,8 +169,9 @@ def test_a_hub_name_or_missing_base_is_a_one_line_error_and_adapter_base_fixes_i
     unnamed = _copy(trained / "ar", tmp_path / "unnamed", base_model_name_or_path=None)
     with pytest.raises(ModelLoadError, match="does not name its base model"):
         load_model(unnamed)
-    with pytest.raises(ModelLoadError, match="--adapter-base '.*nowhere' .* does not exist"):
+    with pytest.raises(ModelLoadError, match='^adapter_base=".*nowhere" .* does not exist') as exc:
         load_model(hub, adapter_base=tmp_path / "nowhere")
+    assert exc.value.on_command_line().startswith(f"--adapter-base {tmp_path / 'nowhere'} (the base of adapter")
     torch.testing.assert_close(logits(load_model(hub, adapter_base=tiny_model_dir)), logits(load_model(trained / "ar")),
                                atol=0, rtol=0)
     assert_ok(lmaudit("mia", "--model", hub, "--adapter-base", tiny_model_dir, "--out", tmp_path / "r", "--attacks",

@@ -227,8 +227,9 @@ def test_a_list_of_mask_lengths_spreads_the_candidates(monkeypatch, tiny_dlm_dir
     assert calls == [(3, 3, 3), (2, 6, 4)]  # 5 generations: 3 of length 3 (steps capped at 3), 2 of length 6
     assert pii.mask_lengths(7) == [7] and pii.mask_lengths([2, 9]) == [2, 9]
     for bad in ([], [0, 4], "12", True):
-        with pytest.raises(LmauditError, match="--mask-length"):
+        with pytest.raises(LmauditError, match="^mask_length must be an integer") as exc:
             pii.mask_lengths(bad)
+        assert exc.value.on_command_line().startswith("--mask-length must be an integer")
 
 
 def test_paired_rate_difference_is_exact_where_it_must_be():

@@ -43,7 +43,7 @@ def test_hub_name_is_a_missing_path_not_a_download(no_network):
 
 def test_remote_code_needs_the_flag_and_a_shipped_module(no_network, tiny_model_dir, tmp_path):
     folder = _with_auto_map(tiny_model_dir, tmp_path / "custom", {"AutoModelForCausalLM": "modeling_custom.CustomLM"})
-    with pytest.raises(ModelLoadError, match="needs custom modeling code.*--trust-remote-code"):
+    with pytest.raises(ModelLoadError, match="needs custom modeling code.*trust_remote_code=True"):
         load_model(folder, kind="ar")
     with pytest.raises(ModelLoadError, match="names custom code in 'modeling_custom.py', which is not in the folder"):
         load_model(folder, kind="ar", trust_remote_code=True)
@@ -62,7 +62,7 @@ def test_pickle_weights_need_consent_and_then_load_the_same_model(no_network, ti
         f.unlink()
     torch.save(tiny_model.state_dict(), folder / "pytorch_model.bin")
     assert (folder / "pytorch_model.bin").exists() and not list(folder.glob("*.safetensors"))
-    with pytest.raises(ModelLoadError, match="only pickle weights.*--allow-pickle"):
+    with pytest.raises(ModelLoadError, match="only pickle weights.*allow_pickle=True"):
         load_model(folder, kind="ar")
     loaded = load_model(folder, kind="ar", allow_pickle=True)
     ids = torch.tensor([[5, 6, 7, 8]])

@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from lmaudit.commands.common import PANEL_DATA, PANEL_MODELS
-from lmaudit.errors import LmauditError, SettingError
+from lmaudit.errors import LmauditError
 from lmaudit.folders import disk_error
 from lmaudit.progress import console, set_quiet
 from lmaudit.utils import git_state
@@ -69,8 +69,8 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def error_text(exc: LmauditError) -> str:
-    """The one line the command line prints for ``exc``: a setting's error names its ``--flag``, not its field."""
-    return exc.on_command_line() if isinstance(exc, SettingError) else str(exc)
+    """The one line the command line prints for ``exc``: a setting it names is spelled as its ``--flag``."""
+    return exc.on_command_line()
 
 
 def main() -> None:

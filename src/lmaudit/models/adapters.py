@@ -34,10 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lmaudit.errors import DataError, LmauditError
+from lmaudit.errors import DataError, LmauditError, spell
 from lmaudit.models.generate import ar_sample, denoise
 
 DEFAULT_CONTEXT = 2048
+KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the kinds, as Python and the CLI set them
 
 # Architectures whose logits are exactly ``lm_head(last_hidden_state)`` (no scaling or soft-capping),
 # so the head can be applied in row chunks that stay in cache.
@@ -224,7 +225,7 @@ class DLMAdapter(_Adapter):
         if self.mask_token_id is None or self.mask_token_id < 0 or (vocab is not None and self.mask_token_id >= vocab):
             raise LmauditError(
                 f"mask token id {self.mask_token_id} is not in the model's vocabulary ({vocab})",
-                hint="pass --mask-token-id with the id of the [MASK] token",
+                hint="pass {mask_token_id} with the id of the [MASK] token", options=("mask_token_id",),
             )
 
     def fused_head(self):
@@ -314,7 +315,7 @@ def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None, shif
     if mask_token_id is None and tokenizer is not None:
         mask_token_id = tokenizer.mask_token_id
     if mask_token_id is None:
-        raise LmauditError("the model defines no mask token", hint="pass --mask-token-id")
+        raise LmauditError("the model defines no mask token", hint="pass {mask_token_id}", options=("mask_token_id",))
     dream = (getattr(cfg, "model_type", "") or "").lower() == "dream"
     if shift_logits is None:
         shift_logits = bool(getattr(cfg, "lmaudit_shift_logits", dream))
@@ -330,4 +331,4 @@ def make_adapter(model, tokenizer, kind: str, *, mask_token_id: int | None = Non
         return ARAdapter(model, tokenizer)
     if kind == "dlm":
         return adapter_for(model, tokenizer, mask_token_id=mask_token_id, shift_logits=shift_logits)
-    raise LmauditError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
+    raise LmauditError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)

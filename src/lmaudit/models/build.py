@@ -18,9 +18,9 @@ from transformers import AutoTokenizer
 
 from lmaudit.data.corpus import Corpus
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, spell
 from lmaudit.folders import cached_build, output_folder
-from lmaudit.models.adapters import adapter_for, context_length, resolve_pad_id
+from lmaudit.models.adapters import KIND_SPELLINGS, adapter_for, context_length, resolve_pad_id
 from lmaudit.models.chat import formatted
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, trainable
@@ -66,14 +66,14 @@ def _build(kind: str, preset: Preset, tokenizer, seed: int):
         return build_ar_model(preset, tokenizer, seed=seed)
     if kind == "dlm":
         return build_dlm_model(preset, tokenizer, seed=seed)
-    raise LmauditError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
+    raise LmauditError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)
 
 
 def objective_for(kind: str, tokenizer, *, mask_ratio: float | None = None):
     """The training objective of a model kind (next-token CE, or masked diffusion)."""
     if kind == "ar":
         if mask_ratio is not None:
-            raise LmauditError("--mask-ratio applies to DLM training only")
+            raise LmauditError("{mask_ratio} applies to DLM training only", options=("mask_ratio",))
         return ar_objective
 
     return diffusion_objective(lambda model: adapter_for(model, tokenizer), mask_ratio=mask_ratio)
@@ -117,7 +117,8 @@ def pretrain(
         n_blocks, epochs = len(examples), 1.0
     if init_from is not None:
         if kind != "dlm":
-            raise LmauditError("--init-from adapts an AR model into a DLM", hint="use it with --kind dlm")
+            raise LmauditError("{init_from} adapts an AR model into a DLM", hint="use it with {dlm}",
+                               options={"init_from": spell("init_from"), "dlm": spell("kind", "dlm")})
         model = dlm_from_ar(full_model(load_model(init_from, kind="ar").model), tokenizer)
         model.train()
     else:

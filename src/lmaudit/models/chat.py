@@ -12,7 +12,7 @@ Plain texts (no prompt) are left as they are.
 from __future__ import annotations
 
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, spell
 
 
 def has_chat_template(tokenizer) -> bool:
@@ -23,8 +23,9 @@ def use_chat_template(tokenizer, textset: TextSet, wanted: bool | None) -> bool:
     """Whether ``textset``'s pairs are formatted: ``wanted`` (True/False), or by default when the tokenizer has a
     template and the set has prompts. Asking for it without a template is an error."""
     if wanted and not has_chat_template(tokenizer):
-        raise LmauditError("--chat-template: the model's tokenizer has no chat template",
-                           hint="leave the option out (pairs are then prompt followed by response)")
+        raise LmauditError("{chat}: the model's tokenizer has no chat template",
+                           hint="leave the option out (pairs are then prompt followed by response)",
+                           options={"chat": spell("chat_template", True)})
     return bool(textset.has_context and (has_chat_template(tokenizer) if wanted is None else wanted))
 
 
@@ -40,7 +41,8 @@ def chat_records(textset: TextSet, tokenizer) -> TextSet:
         full = tokenizer.apply_chat_template([*turns, {"role": "assistant", "content": r.target}], tokenize=False)
         if not full.startswith(prompt) or len(full) == len(prompt):
             raise LmauditError(f"{textset.source}: record '{r.id}': the chat template does not render the reply after "
-                               "the prompt", hint="pass --no-chat-template to use prompt + response as given")
+                               "the prompt", hint="pass {no_chat} to use prompt + response as given",
+                               options={"no_chat": ("chat_template=False", "--no-chat-template")})
         records.append(Record(r.id, full[len(prompt):], prompt, r.fields))
     return TextSet(records, source=textset.source, meta={**textset.meta, "chat_template": True})
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import SettingError
 from lmaudit.models.presets import build_ar_model, get_preset
 
 
@@ -79,7 +79,7 @@ def diffusion_objective(adapter_factory, *, eps: float = 1e-3, mask_ratio: float
     prompts and padding are never masked.
     """
     if mask_ratio is not None and not 0.0 < mask_ratio <= 1.0:
-        raise LmauditError(f"--mask-ratio must be in (0, 1], got {mask_ratio}")
+        raise SettingError("mask_ratio", f"{{name}} must be in (0, 1], got {mask_ratio}")
 
     def objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
         adapter = adapter_factory(model)

@@ -50,7 +50,7 @@ from opacus.accountants import RDPAccountant, create_accountant
 from opacus.accountants.analysis import rdp as rdp_analysis
 from opacus.accountants.utils import get_noise_multiplier
 
-from lmaudit.errors import LmauditError, SettingError
+from lmaudit.errors import LmauditError, SettingError, spell
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, lr_at, make_optimizer, prepare
 from lmaudit.progress import progress
 from lmaudit.utils import check_settings, one_of, positive, setting, stable_seed
@@ -147,19 +147,26 @@ def rdp_floor(delta: float) -> float:
     return float(eps)
 
 
+def _options(spec: DPSpec) -> dict:
+    """How a DP planning error names the settings (Python: DPSpec's fields; the command line: its flags)."""
+    return {"asked": spell("epsilon", spec.epsilon, flag="--dp-epsilon"), "epsilon": spell("epsilon", flag="--dp-epsilon"),
+            "delta": spell("delta", flag="--dp-delta"), "prv": spell("accountant", "prv", flag="--dp-accountant")}
+
+
 def plan_dp(spec: DPSpec, *, n_examples: int, batch_size: int, epochs: float) -> DPPlan:
     """q = batch_size / n (at most 1), T = round(epochs / q) (at least 1), σ given or found from the target ε."""
     if n_examples < 1:
         raise LmauditError("no training examples", hint="the training data is empty after tokenisation")
     if batch_size < 1 or not epochs > 0:
-        raise LmauditError(f"DP training needs --batch-size ≥ 1 and --epochs > 0, got {batch_size} and {epochs}")
+        raise LmauditError(f"DP training needs {{batch_size}} ≥ 1 and {{epochs}} > 0, got {batch_size} and {epochs}",
+                           options=("batch_size", "epochs"))
     q = min(1.0, batch_size / n_examples)
     steps = max(1, round(epochs / q))
     sigma = spec.noise_multiplier
     if sigma is None and spec.accountant == "rdp" and spec.epsilon <= rdp_floor(spec.delta):
-        raise LmauditError(f"--dp-epsilon {spec.epsilon}: the RDP accountant cannot certify an ε below "
+        raise LmauditError(f"{{asked}}: the RDP accountant cannot certify an ε below "
                            f"{rdp_floor(spec.delta):.3g} at δ={spec.delta}, whatever the noise",
-                           hint="use --dp-accountant prv, or raise --dp-epsilon or --dp-delta")
+                           hint="use {prv}, or raise {epsilon} or {delta}", options=_options(spec))
     if sigma is None:
         try:
             with warnings.catch_warnings():  # the PRV accountant warns about its own numerical precision
@@ -167,9 +174,9 @@ def plan_dp(spec: DPSpec, *, n_examples: int, batch_size: int, epochs: float) ->
                 sigma = get_noise_multiplier(target_epsilon=spec.epsilon, target_delta=spec.delta, sample_rate=q,
                                              steps=steps, accountant=spec.accountant)
         except ValueError as exc:
-            raise LmauditError(f"--dp-epsilon {spec.epsilon} at δ={spec.delta} cannot be reached in {steps} steps at "
-                               f"sampling rate {q:.4g} ({exc})", hint="raise --dp-epsilon or --dp-delta, or train "
-                                                                      "fewer epochs") from None
+            raise LmauditError(f"{{asked}} at δ={spec.delta} cannot be reached in {steps} steps at sampling rate "
+                               f"{q:.4g} ({exc})", hint="raise {epsilon} or {delta}, or train fewer epochs",
+                               options=_options(spec)) from None
     return DPPlan(spec, n_examples, q, steps, float(sigma))
 
 

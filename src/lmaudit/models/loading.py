@@ -15,9 +15,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-from lmaudit.errors import ModelLoadError
+from lmaudit.errors import ModelLoadError, SettingError, spell
 from lmaudit.folders import verify_folder
-from lmaudit.models.adapters import make_adapter
+from lmaudit.models.adapters import KIND_SPELLINGS, make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers, source_record
 from lmaudit.models.handle import ModelHandle
@@ -55,7 +55,8 @@ def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
     if not has_safe and has_pickle and not allow_pickle:
         raise ModelLoadError(
             f"'{path}' holds only pickle weights (.bin/.pt), which can run arbitrary code when loaded",
-            hint="convert them to safetensors, or pass --allow-pickle if you trust the file",
+            hint="convert them to safetensors, or pass {pickle} if you trust the file",
+            options={"pickle": spell("allow_pickle", True)},
         )
     if not has_safe and not has_pickle:
         raise ModelLoadError(f"'{path}' has no weight files (*.safetensors)")
@@ -176,13 +177,13 @@ def _load_folder(path: Path, *, kind: str | None, trust_remote_code: bool, allow
     if cfg.get("auto_map") and not trust_remote_code:
         raise ModelLoadError(
             f"'{path}' needs custom modeling code shipped with the checkpoint",
-            hint="pass --trust-remote-code if you trust that code",
+            hint="pass {remote} if you trust that code", options={"remote": spell("trust_remote_code", True)},
         )
     if cfg.get("auto_map"):
         _check_remote_code(p, cfg)
     kind = kind or detect_kind(p)
     if kind not in ("ar", "dlm"):
-        raise ModelLoadError(f"unknown model kind '{kind}'", hint="use --kind ar or --kind dlm")
+        raise ModelLoadError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)
     try:
         config = AutoConfig.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
     except (ValueError, TypeError, StrictDataclassError) as exc:
@@ -254,11 +255,12 @@ def resolve_device(device: str | None) -> str:
         return device
     match = re.fullmatch(r"cuda(?::(\d+))?", str(device))
     if not match:
-        raise ModelLoadError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}")
+        raise SettingError("device", f"{{name}} must be cpu, cuda, cuda:N or auto, got {device!r}")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if int(match.group(1) or 0) >= count:
-        raise ModelLoadError(f"--device {device}: this machine has {count} CUDA GPU(s)",
-                             hint="use --device cpu, or auto to take a GPU when there is one")
+        raise ModelLoadError(f"{{asked}}: this machine has {count} CUDA GPU(s)",
+                             hint="use {cpu}, or auto to take a GPU when there is one",
+                             options={"asked": spell("device", device), "cpu": spell("device", "cpu")})
     return device
 
 
@@ -271,8 +273,9 @@ def resolve_dtype(dtype: str | None, cfg: dict, device: str) -> str:
         return saved if saved in DTYPES and device != "cpu" else "float32"
     one_of(DTYPE_NAMES)(dtype, "dtype", None)
     if dtype == "float16" and device == "cpu":
-        raise ModelLoadError("--dtype float16 on the CPU: not every layer has a float16 CPU kernel",
-                             hint="use --dtype bfloat16 or float32 on a CPU, float16 on a GPU")
+        raise ModelLoadError("{float16} on the CPU: not every layer has a float16 CPU kernel",
+                             hint="use {bfloat16} or float32 on a CPU, float16 on a GPU",
+                             options={"float16": spell("dtype", "float16"), "bfloat16": spell("dtype", "bfloat16")})
     return dtype
 
 

@@ -42,12 +42,12 @@ from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 from safetensors import SafetensorError, safe_open
 from transformers import AutoTokenizer
 
-from lmaudit.errors import LmauditError, ModelLoadError, SettingError
+from lmaudit.errors import LmauditError, ModelLoadError, SettingError, spell
 from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import adapter_fingerprint, model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.sources import read_adapter_config, resolve_source
+from lmaudit.models.sources import BASE_OPTION, read_adapter_config, resolve_source
 from lmaudit.utils import boolean, check_settings, integer, positive, setting
 
 SAFE_WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
@@ -77,7 +77,8 @@ def check_adapter_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
         if not allow_pickle:
             raise ModelLoadError(f"adapter '{path}' holds only pickle weights ({PICKLE_WEIGHTS}), which can run "
                                  "arbitrary code when loaded",
-                                 hint="convert them to safetensors, or pass --allow-pickle if you trust the file")
+                                 hint="convert them to safetensors, or pass {pickle} if you trust the file",
+                                 options={"pickle": spell("allow_pickle", True)})
     verify_folder(p, hashes=False)
     if (p / SAFE_WEIGHTS).is_file():
         try:
@@ -117,7 +118,7 @@ def _check_fits(path: Path, base: Path, model, cfg: dict) -> None:
     expected = (cfg.get("auto_mapping") or {}).get("base_model_class")
     if expected and expected != actual:
         raise ModelLoadError(f"adapter '{path}' was trained on a {expected}; its base '{base}' is a {actual}",
-                             hint="pass --adapter-base with the model the adapter was trained on")
+                             hint="pass {adapter_base} with the model the adapter was trained on", options=BASE_OPTION)
     if not (path / SAFE_WEIGHTS).is_file():
         return
     modules = dict(model.named_modules())
@@ -128,7 +129,7 @@ def _check_fits(path: Path, base: Path, model, cfg: dict) -> None:
             found = "which it lacks" if have is None else f"the base's is {have[0]} → {have[1]}"
             raise ModelLoadError(f"adapter '{path}' (for a {expected or 'model'}) does not fit its base '{base}' (a "
                                  f"{actual}): it adapts {name} as {n_in} → {n_out} features, {found}",
-                                 hint="pass --adapter-base with the model the adapter was trained on")
+                                 hint="pass {adapter_base} with the model the adapter was trained on", options=BASE_OPTION)
 
 
 def merge_adapters(model):
@@ -155,7 +156,8 @@ def apply_adapter(path: Path, base: ModelHandle, base_dir: Path, **options) -> M
     record, trained_kind = training.get("lora") or {}, training.get("kind")
     if trained_kind in ("ar", "dlm") and trained_kind != base.kind:
         raise ModelLoadError(f"adapter '{path}' was trained on a model of kind {trained_kind}; its base '{base_dir}' "
-                             f"loads as kind {base.kind}", hint="pass --adapter-base with the model it was trained on")
+                             f"loads as kind {base.kind}", hint="pass {adapter_base} with the model it was trained on",
+                             options=BASE_OPTION)
     if record.get("base_fingerprint") not in (None, base.fingerprint):
         warnings.warn(f"adapter '{path}' was trained on a base with other weights than '{base_dir}' "
                       f"(fingerprint {record['base_fingerprint'][:12]}…, this one {base.fingerprint[:12]}…)", stacklevel=2)
@@ -165,7 +167,7 @@ def apply_adapter(path: Path, base: ModelHandle, base_dir: Path, **options) -> M
             peft_model = PeftModel.from_pretrained(model, str(p), is_trainable=False)
     except (ValueError, RuntimeError, KeyError, TypeError, OSError) as exc:
         raise ModelLoadError(f"adapter '{path}' cannot be applied to its base '{base_dir}' ({_one_line(exc)})",
-                             hint="pass --adapter-base with the model the adapter was trained on") from None
+                             hint="pass {adapter_base} with the model the adapter was trained on", options=BASE_OPTION) from None
     inner = peft_model.get_base_model().eval()
     tokenizer = _tokenizer(p, base.tokenizer, bool(options.get("trust_remote_code")))
     spec = getattr(base.model, "lmaudit_load_spec", None)
@@ -190,7 +192,7 @@ def _tokenizer(path: Path, base_tokenizer, trust_remote_code: bool):
                              hint="remove the tokenizer files to use the base's, or re-save them") from None
     if len(tok) != len(base_tokenizer):
         raise ModelLoadError(f"adapter '{path}': its tokenizer has {len(tok)} tokens, its base's {len(base_tokenizer)}",
-                             hint="the adapter belongs to another base: pass --adapter-base")
+                             hint="the adapter belongs to another base: pass {adapter_base}", options=BASE_OPTION)
     return tok
 
 
@@ -250,7 +252,7 @@ def add_lora(model, spec: LoraSpec, *, seed: int = 0) -> PeftModel:
     merge_adapters(model)
     model_type = getattr(model.config, "model_type", None)
     targets = list(spec.targets) if spec.targets else TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(model_type)
-    hint = "pass --lora-targets with some of its linear layers: " + ",".join(linear_names(model))
+    hint = "pass {targets} with some of its linear layers: " + ",".join(linear_names(model))
     if not targets:
         raise LmauditError(f"peft has no default LoRA targets for a '{model_type}' model", hint=hint)
     config = LoraConfig(r=spec.rank, lora_alpha=spec.scale_alpha, lora_dropout=0.0, target_modules=targets, bias="none")
@@ -260,7 +262,9 @@ def add_lora(model, spec: LoraSpec, *, seed: int = 0) -> PeftModel:
             torch.manual_seed(seed)  # LoRA's A matrices start random: the same seed gives the same adapter
             return get_peft_model(model, config)
     except ValueError as exc:
-        raise LmauditError(f"--lora-targets {','.join(targets)}: {_one_line(exc)}", hint=hint) from None
+        raise LmauditError(f"{{asked}}: {_one_line(exc)}", hint=hint,
+                           options={"asked": spell("targets", ",".join(targets), flag="--lora-targets"),
+                                    "targets": spell("targets", flag="--lora-targets")}) from None
 
 
 def start_training(model, lora: LoraSpec | None, *, seed: int = 0):

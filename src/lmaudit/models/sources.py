@@ -16,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmaudit.errors import ModelLoadError
+from lmaudit.errors import ModelLoadError, spell
 
 ADAPTER_CONFIG = "adapter_config.json"
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")  # what a model's precision may be asked as (--dtype)
-_NO_DOWNLOAD = "lmaudit never downloads models: pass --adapter-base DIR, the local folder of the base model"
+_NO_DOWNLOAD = "lmaudit never downloads models: pass the local folder of the base model as {adapter_base}"
+BASE_OPTION = ("adapter_base",)  # the setting the adapters' errors name
 _MAX_CHAIN = 16  # adapters on adapters deeper than this are a loop
 
 
@@ -51,18 +52,20 @@ def resolve_base(path: str | Path, base: str | Path | None = None) -> Path:
     p = Path(path)
     if base is not None:
         if not Path(base).exists():
-            raise ModelLoadError(f"--adapter-base '{base}' (the base of adapter '{path}') does not exist",
-                                 hint="pass the local folder of the model the adapter was trained on")
+            raise ModelLoadError(f"{{asked}} (the base of adapter '{path}') does not exist",
+                                 hint="pass the local folder of the model the adapter was trained on",
+                                 options={"asked": spell("adapter_base", str(base))})
         chosen = Path(base)
     else:
         named = read_adapter_config(p).get("base_model_name_or_path")
         if not named:
-            raise ModelLoadError(f"adapter '{path}' does not name its base model", hint=_NO_DOWNLOAD)
+            raise ModelLoadError(f"adapter '{path}' does not name its base model", hint=_NO_DOWNLOAD, options=BASE_OPTION)
         if not Path(named).is_dir():
-            raise ModelLoadError(f"the base model of adapter '{path}', '{named}', is not a local folder", hint=_NO_DOWNLOAD)
+            raise ModelLoadError(f"the base model of adapter '{path}', '{named}', is not a local folder", hint=_NO_DOWNLOAD,
+                                 options=BASE_OPTION)
         chosen = Path(named)
     if chosen.resolve() == p.resolve():
-        raise ModelLoadError(f"adapter '{path}' names itself as its base model", hint=_NO_DOWNLOAD)
+        raise ModelLoadError(f"adapter '{path}' names itself as its base model", hint=_NO_DOWNLOAD, options=BASE_OPTION)
     return chosen
 
 
@@ -94,7 +97,7 @@ def _walk(path: str | Path, base: str | Path | None, local: Callable[[str | Path
         if len(seen) > _MAX_CHAIN or any(nxt.resolve() == s.resolve() for s in seen):
             chain = " → ".join(str(s) for s in [*seen, nxt])
             raise ModelLoadError(f"adapter '{path}': its bases form a loop ({chain})",
-                                 hint="pass --adapter-base with a full model folder")
+                                 hint="pass {adapter_base} with a full model folder", options=BASE_OPTION)
         current = nxt
         seen.append(current)
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, spell
 from lmaudit.models.adapters import pad_sequences
 from lmaudit.progress import progress
 from lmaudit.utils import check_settings, fraction, integer, positive, setting
@@ -76,7 +76,7 @@ def ift_examples(tokenizer, textset: TextSet, *, max_length: int) -> list[Exampl
     if missing:
         raise LmauditError(
             f"{textset.source}: IFT needs 'prompt' and 'response' in every record; '{missing[0]}' has no prompt",
-            hint="use --mode dft for plain texts",
+            hint="use {dft} for plain texts", options={"dft": spell("mode", "dft")},
         )
     prompts = tokenizer([r.context for r in textset.records], add_special_tokens=True)["input_ids"]
     responses = tokenizer([r.target for r in textset.records], add_special_tokens=False)["input_ids"]

@@ -55,15 +55,19 @@ class ExtractConfig:
         check_settings(self)
 
 
+_STEPS = {"steps": ('steps=["1", "2", "4", "8", "max"]', "--steps 1,2,4,8,max")}
+
+
 def parse_steps(values) -> list[str]:
     out = []
     for v in (values.split(",") if isinstance(values, str) else values):
         v = str(v).strip()
         if v != "max" and not (v.isdigit() and int(v) >= 1):
-            raise LmauditError(f"step count '{v}' is not a positive integer or 'max'", hint="e.g. --steps 1,2,4,8,max")
+            raise LmauditError(f"step count '{v}' is not a positive integer or 'max'", hint="e.g. {steps}",
+                               options=_STEPS)
         out.append(v)
     if not out:
-        raise LmauditError("no step counts given", hint="e.g. --steps 1,2,4,8,max")
+        raise LmauditError("no step counts given", hint="e.g. {steps}", options=_STEPS)
     return list(dict.fromkeys(out))
 
 

@@ -182,10 +182,12 @@ def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has
     specs = [get_attack(n, kind) for n in names]
     missing = [s.name for s in specs if s.needs_reference and not has_reference]
     if missing:
-        raise LmauditError(f"attack(s) {', '.join(missing)} need a reference model", hint="pass --reference DIR")
+        raise LmauditError(f"attack(s) {', '.join(missing)} need a reference model", hint="pass {reference} DIR",
+                           options=("reference",))
     missing = [s.name for s in specs if s.needs_shadows and not has_shadows]
     if missing:
-        raise LmauditError(f"attack(s) {', '.join(missing)} need shadow models", hint="pass --shadows DIR")
+        raise LmauditError(f"attack(s) {', '.join(missing)} need shadow models", hint="pass {shadows} DIR",
+                           options=("shadows",))
     return specs
 
 

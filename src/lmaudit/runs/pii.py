@@ -33,7 +33,7 @@ import pandas as pd
 
 from lmaudit.attacks.q_skew import weighted_skew
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.errors import DataError, LmauditError, check_int
+from lmaudit.errors import DataError, LmauditError, SettingError, check_int
 from lmaudit.extraction.reconstruct import (
     PIIRecord,
     alpha_sweep,
@@ -70,8 +70,8 @@ def mask_lengths(mask_length: int | list[int]) -> list[int]:
     """The mask lengths of a ``mask_length`` setting: one length, or a list (each checked ≥ 1)."""
     lengths = [mask_length] if isinstance(mask_length, int) and not isinstance(mask_length, bool) else mask_length
     if not isinstance(lengths, (list, tuple)) or not lengths:
-        raise LmauditError(f"--mask-length must be an integer or a list of integers, got {mask_length!r}")
-    return [check_int("--mask-length", m, low=1) for m in lengths]
+        raise SettingError("mask_length", f"{{name}} must be an integer or a list of integers, got {mask_length!r}")
+    return [check_int("mask_length", m, low=1, flag="--mask-length") for m in lengths]
 
 
 def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int | list[int] = 20,
@@ -166,7 +166,7 @@ class WindowTask:
             allow = np.flatnonzero(is_field if self.where == "pii" else ~is_field)
             if len(allow) == 0:
                 raise LmauditError(f"record '{rec.id}': the window holds no {self.where} token",
-                                   hint="use a wider --window")
+                                   hint="use a wider {window}", options=("window",))
             windows.append(w)
             allowed.append(allow)
             seeds.append(stable_seed("pii-skew", rec.id, r.target, self.seed))
