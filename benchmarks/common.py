@@ -61,3 +61,21 @@ def smollm2_model():
     except LmauditError:
         torch.manual_seed(0)
         return LlamaForCausalLM(LlamaConfig(**SMOLLM2_SHAPE)).eval(), "SmolLM2-135M configuration, random weights"
+
+
+def bench_dlm(name: str, tokenizer):
+    """The DLMs lmaudit trains, with random weights: a Llama network with full attention and Dream-style shifted
+    logits, of the ``tiny`` or ``small`` preset or of SmolLM2-135M's configuration (``smollm2``)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmaudit.models.adapters import DLMAdapter, adapter_for
+    from lmaudit.models.dlm import build_dlm_model
+    from lmaudit.models.presets import get_preset
+
+    if name == "smollm2":
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(**SMOLLM2_SHAPE)).eval()
+        return DLMAdapter(model, mask_token_id=SMOLLM2_SHAPE["vocab_size"] - 1, shift_logits=True, bidirectional=True,
+                          tokenizer=tokenizer)
+    return adapter_for(build_dlm_model(get_preset(name), tokenizer, seed=0, arch="llama", shift_logits=True), tokenizer)

@@ -80,3 +80,43 @@ def test_mia_with_a_token_budget_gives_the_same_results(tmp_path, tiny_model_dir
     assert_user_error(lmaudit("mia", "--model", str(tiny_model_dir), "--members", str(tmp_path / "m.jsonl"),
                               "--nonmembers", str(tmp_path / "n.jsonl"), "--max-batch-tokens", "0"),
                       "--max-batch-tokens must be an integer ≥ 1")
+
+
+def _config_only(**cfg):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(config=SimpleNamespace(**cfg))
+
+
+def test_the_default_batch_follows_the_models_shapes_on_a_cpu():
+    import torch
+
+    from lmaudit.models.adapters import CPU_BATCH_BYTES, CPU_LOGITS_BYTES, default_batch_tokens
+
+    cpu = torch.device("cpu")
+    smollm2 = _config_only(hidden_size=576, intermediate_size=1536, vocab_size=49152)
+    tiny = _config_only(hidden_size=128, intermediate_size=512, vocab_size=4096)
+    assert default_batch_tokens(smollm2, cpu) == CPU_BATCH_BYTES // (4 * (576 + 1536))
+    assert default_batch_tokens(tiny, cpu) == CPU_BATCH_BYTES // (4 * (128 + 512))
+    assert default_batch_tokens(tiny, cpu) > 3 * default_batch_tokens(smollm2, cpu)  # wider layers, fewer tokens
+    # logits that exist whole cap the batch by the vocabulary
+    huge_vocab = _config_only(hidden_size=64, intermediate_size=128, vocab_size=2**20)
+    assert default_batch_tokens(huge_vocab, cpu, fused=False) == max(256, CPU_LOGITS_BYTES // (4 * 2**20))
+    assert default_batch_tokens(huge_vocab, cpu, fused=True) > default_batch_tokens(huge_vocab, cpu, fused=False)
+
+
+def test_without_a_batch_size_a_probe_batches_by_the_models_budget(tiny_model, tokenizer):
+    from lmaudit.models.adapters import ARAdapter
+    from lmaudit.probes.tokenize import model_batches
+
+    adapter = ARAdapter(tiny_model, tokenizer)
+    lengths = np.array([300, 200, 120, 90, 90, 40, 7, 3] * 20)
+    budget = adapter.batch_tokens()
+    batches = model_batches(lengths, adapter)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    assert max(len(b) * lengths[b].max() for b in batches) <= budget < 2 * max(len(b) * lengths[b].max() for b in batches)
+    assert [len(b) for b in model_batches(lengths, adapter, batch_size=32)][:2] == [32, 32]  # a count alone: no cap
+    default = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig())
+    one_by_one = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=1))
+    for name in STATS:
+        np.testing.assert_allclose(getattr(default, name), getattr(one_by_one, name), rtol=0, atol=2e-5)

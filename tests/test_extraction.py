@@ -119,7 +119,8 @@ def test_batched_records_match_one_at_a_time(llama_dlm, tokenizer):
     small = dlm_trajectories(llama_dlm, [a, b], steps=[4, 3], trajectories=16, seed=1, max_tokens=64)
     for x, y in zip(small, alone):
         np.testing.assert_allclose(x.logp, y.logp, atol=1e-4)
-    assert small[0].forwards > together[0].forwards
+    # a step split over calls to fit the token budget is still one forward pass of each trajectory
+    assert [r.forwards for r in small] == [r.forwards for r in together] == [4, 3]
 
 
 def test_ar_suffix_probability_is_exact(tiny_model, tokenizer):

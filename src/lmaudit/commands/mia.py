@@ -47,13 +47,15 @@ def mia(
     param: list[str] = typer.Option([], help="Attack parameter ATTACK.KEY=VALUE (repeatable)."),
     out: Path = typer.Option(Path("runs/mia"), help="Output folder."),
     seed: int = typer.Option(0),
-    batch_size: int = typer.Option(32),
+    batch_size: Optional[int] = typer.Option(
+        None, help="Texts per forward pass (default: as many as the model's token budget holds, sized from its "
+                   "hidden and intermediate sizes and the device)."),
     max_tokens: Optional[int] = typer.Option(None, help="Token limit per text (default: the model's context length)."),
     long_texts: str = typer.Option("truncate", help="Texts over the limit: truncate (their first tokens) or window "
                                                     "(AR: every token scored in overlapping windows of the limit)."),
     max_batch_tokens: Optional[int] = typer.Option(
-        None, help="Also cap a batch at this many padded tokens (texts × longest); on a GPU, batches that run out "
-                   "of memory are halved whatever this is."),
+        None, help="Cap a batch at this many padded tokens (texts × longest; default: the model's token budget when "
+                   "--batch-size is not given); on a GPU, batches that run out of memory are halved whatever this is."),
     bootstrap: int = typer.Option(1000, help="Bootstrap resamples for the AUC interval."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the probe cache."),
     budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),

@@ -4,7 +4,8 @@ Code outside ``models/`` asks an adapter how to run its model instead of branchi
 on the model kind. Both adapters answer:
 
 - ``pad_id`` and ``context_length`` (resolved once, the same way everywhere);
-- :meth:`pad` — right-padding ragged token ids into ``(B, T)`` arrays;
+- :meth:`pad` — right-padding ragged token ids into ``(B, T)`` arrays; :meth:`batch_tokens` — how many
+  padded tokens a forward holds by default, from the model's shapes and its device;
 - :meth:`fused_head` — ``(base, output layer)`` when logits are a plain linear head,
   so callers can apply it to the rows they need only;
 - :meth:`hidden` and :meth:`__call__` — last hidden states and logits; ``row_for``
@@ -44,6 +45,42 @@ KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the
 # so the head can be applied in row chunks that stay in cache.
 _PLAIN_HEAD = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "GPT2LMHeadModel",
                "GPTNeoXForCausalLM", "OPTForCausalLM", "PhiForCausalLM"}
+
+
+# Padded tokens (texts × longest) one forward holds by default. On a CPU the fastest batches keep one layer's
+# activations, tokens × (hidden + intermediate) float32 values, within a few MiB (python benchmarks/bench_probe_ar.py
+# times the choice); logits that are materialised whole (no plain output layer to apply in chunks) are capped at
+# CPU_LOGITS_BYTES. On a GPU a share of the free memory sets it. --batch-size or --max-batch-tokens override it.
+CPU_BATCH_BYTES = 8 * 2**20
+CPU_LOGITS_BYTES = 2**30
+GPU_MEMORY_SHARE = 0.25
+BATCH_TOKENS_RANGE = (256, 2**17)
+
+
+def _config_int(cfg, names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        val = getattr(cfg, name, None)
+        if isinstance(val, int) and val > 0:
+            return val
+    return default
+
+
+def default_batch_tokens(model, device: torch.device, *, fused: bool = True) -> int:
+    """Padded tokens one forward of ``model`` on ``device`` may hold by default (see :data:`CPU_BATCH_BYTES`)."""
+    cfg = model.config
+    hidden = _config_int(cfg, ("hidden_size", "n_embd", "d_model"), 768)
+    inner = _config_int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), 4 * hidden)
+    vocab = _config_int(cfg, ("vocab_size",), 50_000)
+    logits = 0 if fused else 4 * vocab  # bytes of float32 logits per token when they exist whole
+    if device.type == "cuda":
+        per_token = next(model.parameters()).element_size() * (4 * hidden + 2 * inner) + logits
+        tokens = int(GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0] / per_token)
+    else:
+        tokens = CPU_BATCH_BYTES // (4 * (hidden + inner))
+        if logits:
+            tokens = min(tokens, CPU_LOGITS_BYTES // logits)
+    low, high = BATCH_TOKENS_RANGE
+    return int(min(max(tokens, low), high))
 
 
 def fused_head(model):
@@ -134,6 +171,11 @@ class _Adapter:
     def pad(self, seqs, masks=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Right-pad ragged ids with this model's pad id (see :func:`pad_sequences`)."""
         return pad_sequences(seqs, self.pad_id, masks)
+
+    def batch_tokens(self) -> int:
+        """Padded tokens one forward holds when no batch size is given: sized from the model and its device
+        (:func:`default_batch_tokens`)."""
+        return default_batch_tokens(self.model, self.device, fused=self.fused_head() is not None)
 
     def output_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, pick, *,
                     fuse: bool = True) -> tuple[torch.Tensor, torch.nn.Linear | None]:

@@ -22,7 +22,7 @@ from lmaudit.probes.batching import run_batches
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.stats import rows_stats
-from lmaudit.probes.tokenize import length_batches, tokenize_records, windows
+from lmaudit.probes.tokenize import model_batches, tokenize_records, windows
 from lmaudit.progress import progress
 
 PROBE_VERSION = 2  # 2: cached per shard of records
@@ -31,8 +31,8 @@ PROBE_VERSION = 2  # 2: cached per shard of records
 @dataclass(frozen=True)
 class ARProbeConfig:
     max_length: int | None = None  # None: the model's context length
-    batch_size: int = 32
-    max_batch_tokens: int | None = None  # also cap a batch's padded tokens (samples × longest)
+    batch_size: int | None = None  # texts per forward (None: as many as the model's token budget holds)
+    max_batch_tokens: int | None = None  # cap a batch's padded tokens (samples × longest); None: the model's budget
     long_texts: str = "truncate"  # or "window": overlapping windows of max_length, every token scored
     stride: int | None = None  # window stride (default: half the window)
     row_chunk: int = 256  # rows per output-layer chunk when the head is fused
@@ -51,7 +51,7 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
     lengths = np.array([len(x) for x in ids])
     per_sample: list[np.ndarray | None] = [None] * len(ids)
     device = adapter.device
-    batches = length_batches(lengths, config.batch_size, config.max_batch_tokens)
+    batches = model_batches(lengths, adapter, config.batch_size, config.max_batch_tokens)
     with progress(description, total=len(ids)) as bar:
 
         def compute(index: np.ndarray) -> None:

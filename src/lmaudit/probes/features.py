@@ -13,7 +13,7 @@ from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.records import ArrayRecord
 from lmaudit.probes.shards import run_sharded
-from lmaudit.probes.tokenize import length_batches, tokenize_records
+from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import cache_dir
 
@@ -21,13 +21,14 @@ FEATURE_VERSION = 1
 
 
 @torch.inference_mode()
-def _hidden_features(loaded: ModelHandle, textset: TextSet, batch_size: int, description: str | None) -> np.ndarray:
+def _hidden_features(loaded: ModelHandle, textset: TextSet, batch_size: int | None,
+                     description: str | None) -> np.ndarray:
     adapter, model = loaded.adapter, loaded.model
     device = adapter.device
     ids = tokenize_records(loaded.tokenizer, textset, max_length=adapter.context_length, first_scorable=0).ids
     out = np.empty((len(textset), model.config.hidden_size), dtype=np.float64)
     with progress(description, total=len(textset)) as bar:
-        for index in length_batches(np.array([len(x) for x in ids]), batch_size):
+        for index in model_batches(np.array([len(x) for x in ids]), adapter, batch_size):
             input_ids, attn, _ = adapter.pad([ids[i] for i in index])
             ids_t, attn_t = torch.from_numpy(input_ids).to(device), torch.from_numpy(attn).to(device)
             hidden = adapter.hidden_states(ids_t, attn_t)  # (B, T, d)
@@ -44,13 +45,13 @@ def _hidden_features(loaded: ModelHandle, textset: TextSet, batch_size: int, des
 class HiddenFeatureTask:
     """Hidden features of one shard (picklable: runs here or on a Ray worker)."""
 
-    batch_size: int = 32
+    batch_size: int | None = None  # None: the model's token budget
 
     def __call__(self, handle, shard: TextSet) -> ArrayRecord:
         return ArrayRecord(_hidden_features(handle, shard, self.batch_size, None))
 
 
-def hidden_features(loaded, textset: TextSet, *, batch_size: int = 32, use_cache: bool = True) -> np.ndarray:
+def hidden_features(loaded, textset: TextSet, *, batch_size: int | None = None, use_cache: bool = True) -> np.ndarray:
     """Mean of the last hidden state over each text's non-padding tokens. → (n, d) float64.
 
     AR models run causally; DLMs run as the adapter runs them (full attention for a

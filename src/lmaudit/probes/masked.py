@@ -31,7 +31,7 @@ from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayRecord, MaskedStats
 from lmaudit.probes.shards import run_sharded
 from lmaudit.probes.stats import rows_stats
-from lmaudit.probes.tokenize import length_batches, tokenize_records
+from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_seed
 
@@ -83,14 +83,15 @@ def masked_batch(ids: list[np.ndarray], jobs: MaskJobs, index: np.ndarray, adapt
 
 
 @torch.inference_mode()
-def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJobs, *, batch_size: int = 64,
+def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJobs, *, batch_size: int | None = None,
                          max_batch_tokens: int | None = None, description: str | None = None,
                          unmasked: bool = False) -> np.ndarray:
     """Statistics of every masked position of every job: ``(E, 4)`` float32, in job order.
 
     Columns ``logp``, ``top1_logp``, ``mu``, ``sigma`` (:data:`STAT_NAMES`); ``ids[s]``
     are sample s's clean token ids and job j masks ``jobs.masks[j]`` of sample
-    ``jobs.sample[j]``. Jobs are batched by length (:func:`length_batches`); a batch
+    ``jobs.sample[j]``. Jobs are batched by length (:func:`~lmaudit.probes.tokenize.model_batches`: without ``batch_size``
+    or ``max_batch_tokens``, as many padded tokens as the model's budget holds); a batch
     that runs out of memory is halved (:func:`run_batches`); a job that masks nothing
     runs no forward. With ``unmasked``, nothing is masked: the clean text goes in and
     the positions ``jobs.masks[j]`` (all > 0) are read from the raw logits with an AR
@@ -130,13 +131,13 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
         if (counts == 0).any():  # nothing to read: no forward (a Bernoulli draw that masked no position)
             bar.advance(int((counts == 0).sum()))
         todo = np.flatnonzero(counts > 0)
-        batches = [todo[b] for b in length_batches(lengths[todo], batch_size, max_batch_tokens)]
+        batches = [todo[b] for b in model_batches(lengths[todo], adapter, batch_size, max_batch_tokens)]
         run_batches(batches, compute, lengths=lengths)
     return out
 
 
 def masked_window_stats(adapter: DLMAdapter, windows: list[np.ndarray], allowed: list[np.ndarray], plan: MaskPlan,
-                        seeds: list[int], *, batch_size: int = 256,
+                        seeds: list[int], *, batch_size: int | None = None,
                         description: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Masked statistics of token windows whose masks may only cover some of their positions.
 
@@ -178,7 +179,7 @@ class MaskedSideTask:
 
     plan: MaskPlan
     seed: int
-    batch_size: int
+    batch_size: int | None
     max_length: int
     max_batch_tokens: int | None = None
 
@@ -217,7 +218,7 @@ def probe_masked_shards(
     *,
     reference=None,
     seed: int = 0,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     max_batch_tokens: int | None = None,
     max_length: int | None = None,
     fingerprints: tuple[str, str | None] | None = None,

@@ -125,6 +125,16 @@ def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None 
     return batches
 
 
+def model_batches(lengths: np.ndarray, adapter, batch_size: int | None = None,
+                  max_tokens: int | None = None) -> list[np.ndarray]:
+    """:func:`length_batches` as a probe runs them: at most ``batch_size`` texts and ``max_tokens`` padded tokens
+    when given; with neither, as many padded tokens as the model's adapter holds by default
+    (:meth:`~lmaudit.models.adapters.ARAdapter.batch_tokens`)."""
+    if batch_size is None and max_tokens is None:
+        max_tokens = adapter.batch_tokens()
+    return length_batches(lengths, batch_size or max(1, len(lengths)), max_tokens)
+
+
 def pad_batch(ids: list[np.ndarray], scored: list[np.ndarray], index: np.ndarray, pad_id: int):
     """Right-pad the selected samples: (input_ids, attention_mask, scored) as (B, T) arrays."""
     T = max(len(ids[i]) for i in index)

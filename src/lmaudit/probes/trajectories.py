@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError
-from lmaudit.probes.tokenize import length_batches
+from lmaudit.probes.tokenize import model_batches
 from lmaudit.utils import stable_seed
 
 ORDERS = ("random", "low_confidence")
@@ -112,7 +112,7 @@ def _top_per_row(rows: np.ndarray, scores: np.ndarray, take: np.ndarray) -> np.n
 @torch.inference_mode()
 def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order: str = "random",
                      trajectories: int = 512, temperature: float = 1.0, seed: int = 0,
-                     max_tokens: int = 131072) -> list[TrajectoryResult]:
+                     max_tokens: int | None = None) -> list[TrajectoryResult]:
     """Teacher-forced trajectory log-probabilities for a group of records under a DLM.
 
     Parameters
@@ -123,11 +123,13 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
     order : ``random`` or ``low_confidence``.
     trajectories : R, the number of random orders per record (1 is used where the
         trajectory is deterministic: N = 1, or ``low_confidence``).
-    max_tokens : rows × length per forward call; larger groups are split into calls.
+    max_tokens : rows × length per forward call; larger groups are split into calls (None: the model's
+        token budget, :meth:`~lmaudit.models.adapters.DLMAdapter.batch_tokens`).
 
     Returns
     -------
-    One :class:`TrajectoryResult` per record; ``forwards`` counts the calls that included it.
+    One :class:`TrajectoryResult` per record; ``forwards`` counts the forward passes its trajectories went
+    through, one per step (a step split over several calls to fit ``max_tokens`` counts once).
     """
     if order not in ORDERS:
         raise LmauditError(f"unknown order '{order}'", hint=f"use one of {', '.join(ORDERS)}")
@@ -152,9 +154,10 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
     forwards = np.zeros(len(targets), dtype=np.int64)
     n_steps = np.array(steps)[rec]
     ids_t, attn_t = torch.from_numpy(ids).to(device), torch.from_numpy(attn).to(device)
-    chunk = max(1, max_tokens // T)
+    chunk = max(1, (max_tokens or adapter.batch_tokens()) // T)
     for k in range(int(max(steps))):
         active = np.flatnonzero(n_steps > k)
+        forwards[np.unique(rec[active])] += 1
         lo = np.array([bounds[i][min(k, len(bounds[i]) - 1)] for i in range(len(targets))])[rec]
         hi = np.array([bounds[i][min(k + 1, len(bounds[i]) - 1)] for i in range(len(targets))])[rec]
         for part in np.array_split(active, int(np.ceil(len(active) / chunk))):
@@ -174,13 +177,12 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
                 rows, cols, logp = rows[keep], cols[keep], logp[keep]
             np.add.at(total, part[rows], logp)
             masked[part[rows], cols] = False
-            np.add.at(forwards, np.unique(rec[part]), 1)
     return [TrajectoryResult(total[rec == i], int(forwards[i])) for i in range(len(targets))]
 
 
 @torch.inference_mode()
 def ar_suffix_logp(adapter, targets: list[Target], *, temperature: float = 1.0,
-                   batch_size: int = 32) -> list[TrajectoryResult]:
+                   batch_size: int | None = None) -> list[TrajectoryResult]:
     """Exact log success probability of a contiguous span read left to right by a causal LM (its ``ARAdapter``).
 
     The input is cut right after the span, so later tokens are never seen. One
@@ -191,7 +193,7 @@ def ar_suffix_logp(adapter, targets: list[Target], *, temperature: float = 1.0,
     device = adapter.device
     seqs = [t.ids[: t.masked[-1] + 1] for t in targets]
     out: list[TrajectoryResult | None] = [None] * len(targets)
-    for index in length_batches(np.array([len(s) for s in seqs]), batch_size):
+    for index in model_batches(np.array([len(s) for s in seqs]), adapter, batch_size):
         ids, attn, _ = adapter.pad([seqs[i] for i in index])
         rows = np.repeat(np.arange(len(index)), [len(targets[i].masked) for i in index])
         cols = np.concatenate([targets[i].masked for i in index])

@@ -48,7 +48,8 @@ class ExtractConfig:
     relaxed: int | None = setting(None, check=integer(0, optional=True))  # largest Hamming tolerance ε (relaxed)
     samples: int = setting(128, check=integer(1))  # generations per record for relaxed extraction
     seed: int = setting(0, check=integer(0))
-    max_tokens: int = setting(131072, check=integer(1))  # rows × length per forward call
+    max_tokens: int | None = setting(None, check=integer(1, optional=True))  # rows × length per forward (None: the
+    # model's token budget)
 
     def __post_init__(self) -> None:
         """Every count is checked here (its constraint is declared beside it), before any model is loaded."""
@@ -124,6 +125,7 @@ def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -
     steps (one trajectory when the order is fixed)."""
     n_masked = np.array([len(t.masked) for t in targets])
     lengths = np.array([len(t.ids) for t in targets])
+    max_tokens = cfg.max_tokens or loaded.adapter.batch_tokens()
     out = {}
     with progress(description, total=len(targets) * len(cfg.steps)) as bar:
         for label in cfg.steps:
@@ -131,10 +133,10 @@ def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -
             deterministic = (steps == 1) | (cfg.order == "low_confidence")
             n_rows = np.where(deterministic, 1, cfg.trajectories)
             results: list = [None] * len(targets)
-            for group in _groups(n_rows, lengths, cfg.max_tokens):
+            for group in _groups(n_rows, lengths, max_tokens):
                 res = dlm_trajectories(loaded.adapter, [targets[i] for i in group], steps=[int(steps[i]) for i in group],
                                        order=cfg.order, trajectories=cfg.trajectories, temperature=cfg.temperature,
-                                       seed=cfg.seed, max_tokens=cfg.max_tokens)
+                                       seed=cfg.seed, max_tokens=max_tokens)
                 for i, r in zip(group, res):
                     results[i] = r
                 bar.advance(len(group))

@@ -63,7 +63,7 @@ class RunConfig:
     attacks: list[str] | None = None  # None: every attack of the model's kind that can run
     params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
     seed: int = setting(0, check=integer(0))
-    batch_size: int = setting(32, check=integer(1))
+    batch_size: int | None = setting(None, check=integer(1, optional=True))  # None: the model's token budget
     max_batch_tokens: int | None = setting(None, check=integer(1, optional=True))  # also cap a batch's padded tokens
     max_length: int | None = setting(None, check=integer(2, optional=True), flag="--max-tokens")  # below the context
     long_texts: str = setting("truncate", check=one_of(("truncate", "window")))  # window (AR): every token scored
