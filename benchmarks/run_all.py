@@ -25,13 +25,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 SUITE = [
-    ("bench_probe_ar.py", [], ["--texts", "32", "--repeats", "1", "--smollm2-texts", "8", "--smollm2-batch-sizes", "1,4"]),
+    ("bench_probe_ar.py", ["--smollm2-batch-tokens", "512,2048"], ["--texts", "32", "--repeats", "1", "--smollm2-texts", "8", "--smollm2-batch-tokens", "512"]),
     ("bench_probe_dlm.py", [], ["--texts", "16", "--repeats", "1", "--smollm2-texts", "2"]),
     ("bench_extraction.py", ["--trajectories", "512", "--repeats", "1", "--no-warmup"],
      ["--trajectories", "16", "--repeats", "1", "--no-warmup"]),
-    ("bench_extraction.py", ["--model", "smollm2", "--trajectories", "64", "--steps", "8", "--repeats", "1"],
+    ("bench_extraction.py", ["--model", "smollm2", "--trajectories", "64", "--steps", "8", "--repeats", "1",
+                             "--no-warmup"],
      ["--model", "smollm2", "--trajectories", "4", "--steps", "2", "--repeats", "1", "--no-warmup"]),
     ("bench_mia_mimir.py", ["--texts", "100", "--pairs", "3"], ["--texts", "10", "--pairs", "1"]),
+    ("bench_bf16.py", [], ["--texts", "8", "--repeats", "1"]),
+    ("bench_lora_train.py", [], ["--steps", "1"]),
     ("bench_smi.py", [], ["--n", "300", "--d", "32", "--bootstrap", "20", "--repeats", "1"]),
     ("bench_scale.py", [], ["--small", "200", "--large", "2000", "--ray-texts", "64"]),
     ("bench_fixed_cost.py", [], ["--n", "400", "--repeats", "1"]),
