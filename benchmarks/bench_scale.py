@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--chars", type=int, default=300)
     ap.add_argument("--ray-texts", type=int, default=1024)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--batch-size", type=int, default=None, help="passed to lmaudit mia (default: the model's budget)")
     add_json_option(ap)
     args = ap.parse_args()
 
@@ -82,7 +83,7 @@ def main() -> None:
             cmd = [sys.executable, "-m", "lmaudit.cli", "mia", "--target", str(tmp / "model"),
                    "--members", str(folder / "members.jsonl"), "--nonmembers", str(folder / "nonmembers.jsonl"),
                    "--attacks", "loss,zlib,min_k,min_k_pp,gap_k", "--no-report", "--bootstrap", "200",
-                   "--out", str(folder / "out")]
+                   "--out", str(folder / "out"), *(["--batch-size", str(args.batch_size)] if args.batch_size else [])]
             rss[n], wall = peak_rss_mib(cmd, env)
             print(f"lmaudit mia on {n:>6} texts: peak RSS {rss[n]:7.1f} MiB, {wall:6.1f} s")
         ratio = rss[args.large] / rss[args.small]
