@@ -245,7 +245,7 @@ def summarize(y_true, y_score, *, n_resamples: int = 1000, seed: int = 0) -> dic
 
 
 def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int = 1000,
-                      seed: int = 0) -> dict[str, dict[str, object]]:
+                      seed: int = 0, model_free: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
     """Per attack: AUC, TPRs and their 95% intervals, and the paired comparison with the best attack.
 
     Every interval comes from the same stratified resamples (:func:`stratified_bootstrap`),
@@ -260,7 +260,12 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
       "tied": lo ≤ 0 ≤ hi}``, the paired interval of the difference; the best attack (highest
       AUC, the first listed on equal AUCs) has diff 0, interval [0, 0] and tied True.
 
-    ``n_resamples=0`` computes no interval: every ``*_ci95`` and ``tied`` is None.
+    ``model_free`` names scores that never queried the model (blind baselines): the best attack is
+    chosen among the others, and each of the others also gets ``vs_blind``: ``{"blind": name,
+    "diff": AUC(attack) − AUC(best blind), "ci95": [lo, hi], "beyond": lo > 0}``, the paired
+    interval of what the attack adds beyond the best blind baseline.
+
+    ``n_resamples=0`` computes no interval: every ``*_ci95``, ``tied`` and ``beyond`` is None.
     """
     _check_bootstrap(n_resamples, 0.95, low=0)
     names = list(scores)
@@ -286,12 +291,22 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
                 m[key] = m[f"{key}_ci95"] = None
                 m.setdefault("unresolved", {})[key] = f"n/a (needs ≥ {round(1 / fpr):,} non-members)"
         out[name] = m
-    best = max(names, key=lambda n: out[n]["auc"])  # the first of equal AUCs
+    attacks = [n for n in names if n not in model_free] or names
+    best = max(attacks, key=lambda n: out[n]["auc"])  # the first of equal AUCs
     b = names.index(best)
     for a, name in enumerate(names):
         ci = None if reps is None else _pair(reps.auc[:, b] - reps.auc[:, a])
         out[name]["vs_best"] = {"best": best, "diff": out[best]["auc"] - out[name]["auc"], "ci95": ci,
                                 "tied": None if ci is None else bool(ci[0] <= 0.0 <= ci[1])}
+    blind = [n for n in names if n in model_free]
+    if blind and attacks is not names:
+        top = max(blind, key=lambda n: out[n]["auc"])
+        t = names.index(top)
+        for name in attacks:
+            a = names.index(name)
+            ci = None if reps is None else _pair(reps.auc[:, a] - reps.auc[:, t])
+            out[name]["vs_blind"] = {"blind": top, "diff": out[name]["auc"] - out[top]["auc"], "ci95": ci,
+                                     "beyond": None if ci is None else bool(ci[0] > 0.0)}
     return out
 
 
@@ -332,6 +347,10 @@ READING_NOTE = ("Δ vs best = AUC(best) − AUC(attack) with a paired 95% interv
                 "claims that one attack beats another are read from these intervals, not from the AUCs alone. "
                 "TPR@FPR is read conservatively, at ROC vertices only (a threshold cannot split tied scores), "
                 "the staircase the ROC plots draw; the AUC counts a tied member/non-member pair as one half.")
+BLIND_NOTE = ("Rows marked (no model) are blind baselines: classifiers of the texts alone (n-grams, simple features), "
+              "each text scored by one fitted without it (out of fold). Δ vs blind = AUC(attack) − AUC(best blind "
+              "baseline) with a paired 95% interval; 'beyond' marks an attack whose interval lies above 0, the part "
+              "of its AUC the sets' own differences do not explain.")
 
 
 def ci_text(ci, *, percent: bool = False) -> str:
@@ -362,3 +381,13 @@ def vs_best_text(name: str, metrics: dict) -> str:
         return "best"
     text = f"{vs['diff']:.3f}" + ("" if vs["ci95"] is None else f" {ci_text(vs['ci95'])}")
     return text + (" ≈ best" if vs["tied"] else "")
+
+
+def vs_blind_text(metrics: dict) -> str:
+    """An attack's ``vs_blind`` entry as a table cell: "+0.112 [+0.051, +0.170] beyond" when the paired interval of
+    AUC(attack) − AUC(best blind baseline) lies above 0, "+0.010 [-0.040, +0.061]" otherwise, "-" without one."""
+    vs = metrics.get("vs_blind")
+    if vs is None:
+        return "-"
+    text = f"{vs['diff']:+.3f}" + ("" if vs["ci95"] is None else f" [{vs['ci95'][0]:+.3f}, {vs['ci95'][1]:+.3f}]")
+    return text + (" beyond" if vs.get("beyond") else "")

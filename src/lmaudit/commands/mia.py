@@ -62,6 +62,12 @@ def mia(
     shadows: Optional[Path] = typer.Option(None, help="Folder from 'lmaudit shadows' (enables lira and rmia)."),
     allow_overlap: bool = c.allow_overlap_option(),
     chat_template: Optional[bool] = c.chat_template_option(),
+    blind: bool = typer.Option(True, "--blind/--no-blind",
+                               help="Also score the sets with model-free baselines (n-grams, simple features; out of "
+                                    "fold): an AUC is evidence of memorisation only beyond what they reach."),
+    strict_sets: bool = typer.Option(False, "--strict-sets",
+                                     help="Exit non-zero (after writing the results) when a blind baseline tells "
+                                          "members from non-members without the model."),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
@@ -73,7 +79,7 @@ def mia(
                                          "--shadows": shadows})
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
-                    allow_overlap=allow_overlap, chat_template=chat_template)
+                    allow_overlap=allow_overlap, chat_template=chat_template, blind=blind)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         result = api.mia(model, members, nonmembers, data=data, label_field=label_field, text_field=text_field,
                          split=split, reference=reference, shadows=shadows, config=cfg,
@@ -82,6 +88,12 @@ def mia(
     stdout_console.print(results_table(result))
     stdout_console.print(verdict_text(result), markup=False)
     finish(path, out, run_options.no_report)
+    if strict_sets and result.set_check.get("differ"):
+        check = result.set_check
+        raise LmauditError(f"--strict-sets: members and non-members differ without the model ({check['best']} AUC "
+                           f"{check['auc']:.3f}, 95% interval {check['auc_ci95'][0]:.3f}–{check['auc_ci95'][1]:.3f}); "
+                           f"the results are in {out}", hint="draw members and non-members alike, or read only what "
+                                                             "the attacks add beyond the blind baseline")
 
 
 @app.command(rich_help_panel=c.PANEL_RESULTS)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
-from lmaudit.metrics import READING_NOTE, TPR_POINTS, auc, ci_text, tpr_text, vs_best_text
+from lmaudit.metrics import BLIND_NOTE, READING_NOTE, TPR_POINTS, auc, ci_text, tpr_text, vs_best_text, vs_blind_text
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
@@ -88,13 +88,18 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     labels = scores["label"].to_numpy()
     names = list(res["attacks"])
     by_attack = {n: scores[n].to_numpy() for n in names}
-    header = ["attack", "AUC", "95% CI", "Δ vs best [95% CI]", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards",
-              "parameters"]
+    blind = (res.get("set_check") or {}).get("baselines") or {}
+    header = ["attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(["Δ vs blind [95% CI]"] if blind else []),
+              "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards", "parameters"]
     rows = []
     for n, m in sorted(res["attacks"].items(), key=lambda kv: -kv[1]["auc"]):
         params = ", ".join(f"{k}={v}" for k, v in m["params"].items()) or "-"
         rows.append([n, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(n, m),
+                     *([vs_blind_text(m)] if blind else []),
                      *(tpr_text(m, key, ci=True) for key in TPR_POINTS), f"{m.get('forwards_per_sample', 1):g}", params])
+    for n, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # the model-free rows, below the attacks
+        rows.append([f"{n} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), "-", "-",
+                     *(tpr_text(m, key, ci=True) for key in TPR_POINTS), "0", "out of fold"])
     n_boot = res.get("config", {}).get("n_bootstrap", 1000)
     kind = res["target"].get("kind", "ar").upper()
     tag = prefix.lower().replace(" ", "_")
@@ -103,7 +108,7 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
         Section(f"{prefix}Membership inference ({kind})",
                 f"{res['n_members']} members vs {res['n_nonmembers']} non-members; higher score = more likely a member. "
                 f"Intervals are 95% stratified bootstraps ({n_boot:,} resamples, shared by every attack; a TPR's "
-                f"interval is in brackets, in %). {READING_NOTE}",
+                f"interval is in brackets, in %). {READING_NOTE}" + (f" {BLIND_NOTE}" if blind else ""),
                 table=(header, rows)),
         Section(f"{prefix}ROC curves", "Linear axes show the bulk; log-log axes show the low false-positive regime "
                 "that matters for an audit.",

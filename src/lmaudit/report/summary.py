@@ -21,7 +21,9 @@ MIA_RULE = ("How the level is set: from the best TPR at 1% FPR over the attacks 
             "(chance: 0.5). Low: TPR < 2% and AUC < 0.60; moderate: TPR < 10% and AUC < 0.75; high: TPR < 30% and "
             "AUC < 0.90; severe: TPR ≥ 30% or AUC ≥ 0.90. A TPR that too few non-members cannot measure is left out. "
             "The strongest attack has the highest TPR at 1% FPR (ties: the higher AUC), or the highest AUC when no "
-            "TPR at 1% FPR is measured.")
+            "TPR at 1% FPR is measured. When a blind baseline (a classifier of the texts alone, no model) tells "
+            "the sets apart (its AUC interval lies above 0.5), only the attacks whose AUC exceeds it (the paired "
+            "interval of the difference lies above 0) set the level; with none, exposure is not shown.")
 SHARE_RULE = ("How the level is set: from the share of records exposed. Low: under 1%; moderate: under 5%; high: "
               "under 20%; severe: 20% or more.")
 MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping, deduplicating the training data, "
@@ -45,6 +47,31 @@ def level_index(value: float | None, bounds: tuple[float, float, float]) -> int:
     if value is None or not np.isfinite(value):
         return 0
     return int(sum(value >= b for b in bounds))
+
+
+def sets_differ(res: dict) -> bool:
+    """Whether a run's blind baseline tells its members from its non-members without the model (``set_check``)."""
+    return bool((res.get("set_check") or {}).get("differ"))
+
+
+def evidence(res: dict) -> dict[str, dict]:
+    """The attacks a run's level is read from: all of them, or when the sets differ without the model, those whose
+    AUC exceeds the best blind baseline's (paired interval above 0)."""
+    if not sets_differ(res):
+        return res["attacks"]
+    return {n: m for n, m in res["attacks"].items() if (m.get("vs_blind") or {}).get("beyond")}
+
+
+def set_check_sentence(check: dict | None) -> str | None:
+    """The verdict's opening sentence when the sets differ without the model, else None."""
+    if not check or not check.get("differ"):
+        return None
+    lo, hi = check["auc_ci95"]
+    test = (f"; held-out test p = {check['p_adjusted']:.2g} over both baselines"
+            if check.get("p_adjusted") is not None else "")
+    return (f"Members and non-members differ without the model: the blind baseline {check['best']} tells them apart "
+            f"with AUC {check['auc']:.3f} (95% interval {lo:.3f}–{hi:.3f}{test}) from their text alone; only what an "
+            "attack adds beyond it is evidence of memorisation.")
 
 
 def mia_level(attacks: dict[str, dict]) -> str:
@@ -137,16 +164,29 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     """The verdict of a membership-inference report with one or more parts (the demo's AR and DLM).
 
     ``parts`` are (label, results payload); ``exposed`` maps a label to the number of its
-    members that score above every non-member under the strongest attack.
+    members that score above every non-member under the strongest attack. A part whose sets
+    differ without the model (:func:`sets_differ`) opens with that, and its level is read from
+    the attacks that add beyond the blind baseline only (:func:`evidence`); with none, its
+    exposure is "not shown".
     """
-    levels = {label: mia_level(res["attacks"]) for label, res in parts}
-    worst = max(levels.values(), key=LEVELS.index)
+    levels = {label: (mia_level(evidence(res)) if evidence(res) else None) for label, res in parts}
+    shown = [v for v in levels.values() if v is not None]
+    worst = max(shown, key=LEVELS.index) if shown else None
     points = []
     for label, res in parts:
-        name = strongest_attack(res["attacks"])
-        lead = f"{label} (exposure {levels[label]}): strongest" if len(parts) > 1 else "Strongest"
-        text = (f"{lead} attack: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}; "
-                f"{res['n_members']:,} members vs {res['n_nonmembers']:,} non-members.")
+        lead = f"{label}: " if len(parts) > 1 else ""
+        opening = set_check_sentence(res.get("set_check"))
+        if opening:
+            points.append(lead + opening)
+        name = strongest_attack(evidence(res) or res["attacks"])
+        level = levels[label] or "not shown beyond the sets' differences"
+        lead = f"{label} (exposure {level}): strongest" if len(parts) > 1 else "Strongest"
+        if sets_differ(res):
+            lead += " attack beyond the blind baseline" if evidence(res) else " attack, none beyond the blind baseline"
+            text = f"{lead}: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
+        else:
+            text = f"{lead} attack: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
+        text += f"; {res['n_members']:,} members vs {res['n_nonmembers']:,} non-members."
         if exposed and label in exposed:
             text += (f" {exposed[label]:,} of the {res['n_members']:,} members score above every non-member "
                      "(listed under Most exposed records).")
@@ -157,9 +197,14 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         shared_texts = overlap_note(res.get("overlap"))
         if shared_texts:
             points.append((f"{label}: " if len(parts) > 1 else "") + shared_texts)
-    points.append(MIA_LOW if worst == "low" else MIA_LOWER)
+    points.append(MIA_LOW if worst in ("low", None) else MIA_LOWER)
     overlapping = any(overlap_note(res.get("overlap")) for _, res in parts)
-    headline = f"Exposure: {worst}" + (" (on sets that share texts)" if overlapping else "")
+    differing = any(sets_differ(res) for _, res in parts)
+    headline = (f"Exposure: {worst}" if worst else "Exposure: not shown beyond the sets' differences")
+    if differing and worst:
+        headline += " (beyond a blind baseline: the sets differ without the model)"
+    if overlapping:
+        headline += " (on sets that share texts)"
     return Summary(headline, worst, points, MIA_RULE)
 
 

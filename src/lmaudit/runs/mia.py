@@ -34,7 +34,8 @@ from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
-from lmaudit.utils import cache_dir, check_settings, integer, one_of, setting
+from lmaudit.runs.set_check import blind_baseline_scores, set_check
+from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, setting
 
 MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
 
@@ -71,6 +72,7 @@ class RunConfig:
     use_cache: bool = True
     # DLM: masked forwards per model per sample for every attack
     budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
+    blind: bool = setting(True, check=boolean())  # model-free baselines: do the sets differ without the model?
     allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
     chat_template: bool | None = None  # pairs in the target tokenizer's chat template (None: when it has one)
 
@@ -95,6 +97,8 @@ class MIAResult:
     long_texts: dict = field(default_factory=dict)  # texts longer than the context, per set, and what was done
     overlap: dict = field(default_factory=dict)  # texts the sets share, and duplicates (lmaudit.data.overlap)
     chat_template: bool = False  # the pairs were scored in the target tokenizer's chat template
+    set_check: dict = field(default_factory=dict)  # the blind baselines: do the sets differ without the model?
+    blind_scores: dict[str, np.ndarray] = field(default_factory=dict)  # their out-of-fold scores, per record
 
     @property
     def type(self) -> str:
@@ -116,6 +120,7 @@ class MIAResult:
             "long_texts": self.long_texts,
             "overlap": self.overlap,
             "chat_template": self.chat_template,
+            "set_check": self.set_check,
             "timings_s": self.timings_s,
         }
 
@@ -151,7 +156,9 @@ class MIAResult:
                    timings_s=res.get("timings_s", {}),
                    examples=read_results(examples) if examples.is_file() else {},
                    long_texts=res.get("long_texts", {}), overlap=res.get("overlap", {}),
-                   chat_template=bool(res.get("chat_template", False)))
+                   chat_template=bool(res.get("chat_template", False)), set_check=res.get("set_check") or {},
+                   blind_scores={n: scores[n].to_numpy() for n in (res.get("set_check") or {}).get("baselines", {})
+                                 if n in scores.columns})
 
     def write(self, out_dir: str | Path, *, report: bool = False, files=None, kind: str = "mia") -> Path:
         """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``, written as one unit
@@ -164,7 +171,7 @@ class MIAResult:
         """
         exposure = stored_columns(self.scores, self.labels, strongest_attack(self.attacks)) if self.attacks else {}
         # results.json names that attack ("exposure_attack"), so the two columns are never read without it
-        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **exposure})
+        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **self.blind_scores, **exposure})
         return write_results(out_dir, self.payload(), kind=kind, tables={"scores.parquet": frame},
                              extra_json={"examples.json": self.examples} if self.examples else None,
                              files=files, report=report)
@@ -273,6 +280,7 @@ def run_mia(
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")],
                          allow_overlap=config.allow_overlap)
+    given = (members, nonmembers)  # as the user gave them: what the blind baselines read
     chat = use_chat_template(target.tokenizer, TextSet(members.records + nonmembers.records), config.chat_template)
     if chat:  # both sets alike, so that the template itself never tells them apart
         members, nonmembers = chat_records(members, target.tokenizer), chat_records(nonmembers, target.tokenizer)
@@ -289,11 +297,14 @@ def run_mia(
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
         scores, forwards, examples = _score(ctx, specs, params, both, len(members))
 
+    blind, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings) if config.blind
+                      else ({}, "blind = False"))
     t0 = time.perf_counter()
     metrics = {}
-    # one set of stratified resamples for every attack: AUC and TPR intervals, and paired differences to the best
-    summary = summarize_attacks(labels, {s.name: scores[s.name] for s in specs}, n_resamples=config.n_bootstrap,
-                                seed=config.seed)
+    # one set of stratified resamples for every attack and blind baseline: AUC and TPR intervals, and paired
+    # differences to the best attack and to the best blind baseline
+    summary = summarize_attacks(labels, {**{s.name: scores[s.name] for s in specs}, **blind},
+                                n_resamples=config.n_bootstrap, seed=config.seed, model_free=tuple(blind))
     for spec in specs:
         metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
                               **summary[spec.name]}
@@ -316,6 +327,9 @@ def run_mia(
         long_texts=long_texts,
         overlap=overlap,
         chat_template=chat,
+        set_check=set_check(summary, blind, skipped, texts=given[0].texts + given[1].texts, labels=labels,
+                            seed=config.seed),
+        blind_scores=blind,
     )
 
 

@@ -10,7 +10,16 @@ import numpy as np
 from rich.table import Table
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.metrics import READING_NOTE, TPR_POINTS, ci_text, tie_note, tpr_text, vs_best_text
+from lmaudit.metrics import (
+    BLIND_NOTE,
+    READING_NOTE,
+    TPR_POINTS,
+    ci_text,
+    tie_note,
+    tpr_text,
+    vs_best_text,
+    vs_blind_text,
+)
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.report.summary import mia_summary
@@ -68,13 +77,20 @@ def results_table(result) -> Table:
     """A rich table of the run's metrics, best AUC first; attacks the data cannot tell from the best say "≈ best"."""
     kind = result.target.get("kind", "ar").upper()
     table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
-    for col in ("attack", "AUC", "95% CI", "Δ vs best [95% CI]", "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR"):
+    blind = (result.set_check or {}).get("baselines") or {}
+    cols = ("attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(("Δ vs blind [95% CI]",) if blind else ()),
+            "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR")
+    for col in cols:
         table.add_column(col, justify="left" if col == "attack" else "right")
     for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
         table.add_row(name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
+                      *((vs_blind_text(m),) if blind else ()),
+                      *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
+    for name, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # model-free rows, below the attacks
+        table.add_row(f"{name} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), "-", "-",
                       *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
     unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
-    caption = [READING_NOTE]
+    caption = [READING_NOTE] + ([BLIND_NOTE] if blind else [])
     if unresolved:  # said once under the table, not in every cell
         caption.insert(0, "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) +
                        f", {result.n_nonmembers:,} here.")
@@ -85,5 +101,6 @@ def results_table(result) -> Table:
 def verdict_text(result) -> str:
     """The report's verdict in one line for the terminal: the exposure level and the strongest attack's sentence."""
     summary = mia_summary([("", {"attacks": result.attacks, "n_members": result.n_members,
-                                 "n_nonmembers": result.n_nonmembers})])
-    return f"{summary.headline}. {summary.points[0]}"
+                                 "n_nonmembers": result.n_nonmembers, "set_check": result.set_check})])
+    opening = (result.set_check or {}).get("differ")  # the sets' own difference comes first, then the attack
+    return f"{summary.headline}. " + " ".join(summary.points[: 2 if opening else 1])

@@ -1,0 +1,61 @@
+"""Do the sets explain the result? The blind baselines of a membership-inference run and what they mean for its verdict.
+
+:func:`blind_baseline_scores` scores members and non-members with the model-free classifiers of
+:mod:`lmaudit.audit.blind` (out of fold); the run summarises them with the attacks, on the same
+bootstrap resamples, so every attack gets the paired difference of its AUC to the best blind
+baseline (``vs_blind``). :func:`set_check` is what ``results.json`` keeps: the baselines' figures,
+the best of them, and ``differ``, true when a held-out test finds a baseline above chance — the sets
+differ without the model, and only what an attack adds beyond the baseline is evidence of memorisation.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from lmaudit.audit.blind import BASELINES, blind_scores, fold_count, held_out_p
+from lmaudit.data.loaders import TextSet
+from lmaudit.errors import DataError
+
+
+def blind_baseline_scores(members: TextSet, nonmembers: TextSet, labels: np.ndarray, *, seed: int = 0,
+                          timings: dict | None = None) -> tuple[dict[str, np.ndarray], str | None]:
+    """({baseline: out-of-fold scores}, None), or ({}, why) when the sets are too small to cross-fit (also warned)."""
+    try:
+        fold_count(labels)
+    except DataError as exc:
+        warnings.warn(f"blind baselines left out: {exc}", stacklevel=2)
+        return {}, str(exc)
+    t0 = time.perf_counter()
+    texts = members.texts + nonmembers.texts  # as given (prompt and response together for pairs)
+    out = {name: blind_scores(texts, labels, name, seed=seed) for name in BASELINES}
+    if timings is not None:
+        timings["blind_baselines"] = time.perf_counter() - t0
+    return out, None
+
+
+ALPHA = 0.05  # the level of the check, over both baselines (Bonferroni)
+
+
+def set_check(summary: dict[str, dict], baselines: dict[str, np.ndarray], skipped: str | None = None, *,
+              texts: list[str] | None = None, labels: np.ndarray | None = None, seed: int = 0) -> dict:
+    """``results.json``'s ``set_check``: each baseline's AUC, TPRs and intervals, the best one, and ``differ``.
+
+    The sets differ without the model when a held-out test (:func:`~lmaudit.audit.blind.held_out_p`) finds a
+    baseline that tells them apart: the smallest p-value of the baselines, multiplied by their number
+    (Bonferroni), is at most :data:`ALPHA`. Each baseline's p-value is kept beside its figures.
+    """
+    if not baselines:
+        return {"baselines": {}, "best": None, "differ": None, "skipped": skipped}
+    entries = {n: {k: v for k, v in summary[n].items() if k != "vs_best"} for n in baselines}
+    if texts is not None:
+        for n in entries:
+            entries[n]["held_out_p"] = held_out_p(texts, labels, n, seed=seed)
+    best = max(entries, key=lambda n: entries[n]["auc"])
+    ps = [e["held_out_p"] for e in entries.values() if e.get("held_out_p") is not None]
+    adjusted = min(1.0, len(entries) * min(ps)) if ps else None
+    return {"baselines": entries, "best": best, "auc": entries[best]["auc"], "auc_ci95": entries[best].get("auc_ci95"),
+            "p_adjusted": adjusted, "alpha": ALPHA, "differ": None if adjusted is None else bool(adjusted <= ALPHA),
+            "skipped": None}

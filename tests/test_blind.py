@@ -1,0 +1,105 @@
+"""Blind baselines: model-free classifiers of the sets, scored out of fold, and the verdict that reads them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from helpers import assert_user_error, lmaudit, make_texts, write_jsonl
+from lmaudit.audit.blind import BASELINES, blind_scores, fold_count, text_features
+from lmaudit.errors import DataError
+from lmaudit.metrics import auc
+
+RNG = np.random.default_rng(7)
+PLAIN = make_texts(40, seed=71, min_words=12, max_words=30)
+DATED = [f"On {RNG.integers(1, 28)}/{RNG.integers(1, 12)}/{RNG.integers(1990, 2024)} the log in "
+         f"{RNG.integers(1990, 2024)} read: {t}" for t in make_texts(40, seed=72, min_words=12, max_words=30)]
+
+
+@pytest.mark.parametrize("baseline", BASELINES)
+def test_a_planted_shift_is_found_without_any_model(baseline):
+    labels = np.r_[np.ones(40), np.zeros(40)].astype(int)
+    assert auc(labels, blind_scores(DATED + PLAIN, labels, baseline)) > 0.95
+
+
+def test_scores_are_out_of_fold_so_unique_words_cannot_be_memorised():
+    # every text carries a word of its own and the labels are random: a classifier scored on the texts it was
+    # fitted on would reach AUC 1 by memorising those words; fitted on the other folds it learns nothing
+    texts = [f"{t} tag{i}x{i}" for i, t in enumerate(make_texts(80, seed=73, min_words=10, max_words=20))]
+    labels = np.random.default_rng(3).permutation(np.r_[np.ones(40), np.zeros(40)].astype(int))
+    oof = auc(labels, blind_scores(texts, labels, "blind_ngrams"))
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    x = TfidfVectorizer().fit_transform(texts)
+    in_sample = auc(labels, LogisticRegression(C=100, max_iter=1000).fit(x, labels).decision_function(x))
+    assert in_sample > 0.99 and abs(oof - 0.5) < 0.2
+
+
+def test_features_and_fold_counts():
+    f = text_features(["In 1999 and 2004, on 12/03/2001: ABC def.", ""])
+    assert f.shape == (2, 9) and f[0, 5] == 3 and f[0, 6] == 1 and f[1, 0] == 0  # years, dates, empty text
+    assert fold_count(np.r_[np.ones(30), np.zeros(7)].astype(int)) == 3  # 7 non-members: 2 per fold → 3 folds
+    with pytest.raises(DataError, match="at least 4 members and 4 non-members .* the smaller set has 3"):
+        fold_count(np.r_[np.ones(30), np.zeros(3)].astype(int))
+
+
+def test_mia_reads_the_blind_baseline_into_its_verdict_and_strict_sets_refuses(tmp_path, tiny_model_dir):
+    members, nonmembers = write_jsonl(tmp_path / "m.jsonl", DATED), write_jsonl(tmp_path / "n.jsonl", PLAIN)
+    res = lmaudit("mia", "--model", tiny_model_dir, "--members", members, "--nonmembers", nonmembers,
+                  "--attacks", "loss,zlib", "--bootstrap", 200, "--out", tmp_path / "out", "--no-report")
+    assert res.exit_code == 0, res.output
+    got = json.loads((tmp_path / "out" / "results.json").read_text())
+    check = got["set_check"]
+    assert check["differ"] is True and check["auc_ci95"][0] > 0.5 and set(check["baselines"]) == set(BASELINES)
+    assert {"blind", "diff", "ci95", "beyond"} <= set(got["attacks"]["loss"]["vs_blind"])
+    said = " ".join(res.output.split())  # the terminal wraps long lines
+    assert "Members and non-members differ without the model: the blind baseline blind_" in said
+    assert "(no model)" in said
+    assert got["exposure_attack"] in ("loss", "zlib")  # a blind baseline is never the exposure attack
+    strict = lmaudit("mia", "--model", tiny_model_dir, "--members", members, "--nonmembers", nonmembers,
+                     "--attacks", "loss", "--bootstrap", 200, "--out", tmp_path / "strict", "--no-report",
+                     "--strict-sets")
+    assert_user_error(strict, "--strict-sets: members and non-members differ without the model")
+    assert (tmp_path / "strict" / "results.json").is_file()  # the results are kept
+
+
+def test_the_verdict_judges_exposure_on_what_attacks_add_beyond_the_blind_baseline():
+    from lmaudit.report.summary import mia_summary
+
+    def attack(value, beyond):
+        return {"auc": value, "auc_ci95": [value - 0.05, value + 0.05], "tpr@1%fpr": None,
+                "vs_blind": {"blind": "blind_ngrams", "diff": 0.0, "ci95": [-0.1, 0.1], "beyond": beyond}}
+
+    check = {"baselines": {}, "best": "blind_ngrams", "auc": 0.84, "auc_ci95": [0.80, 0.88], "differ": True}
+    res = {"attacks": {"loss": attack(0.93, False)}, "n_members": 200, "n_nonmembers": 200, "set_check": check}
+    summary = mia_summary([("", res)])
+    assert summary.headline == "Exposure: not shown beyond the sets' differences" and summary.level is None
+    assert summary.points[0].startswith("Members and non-members differ without the model: the blind baseline "
+                                        "blind_ngrams tells them apart with AUC 0.840 (95% interval 0.800–0.880)")
+    res["attacks"]["min_k"] = attack(0.95, True)
+    summary = mia_summary([("", res)])
+    assert summary.headline.startswith("Exposure: severe (beyond a blind baseline") and "min_k" in summary.points[1]
+    assert mia_summary([("", {**res, "set_check": {**check, "differ": False}})]).headline == "Exposure: severe"
+
+
+@pytest.mark.slow
+def test_on_sets_drawn_alike_the_check_is_wrong_at_most_at_its_level():
+    """40 seeded pairs of same-distribution sets at 12, 50 and 100 texts each: the check calls them different at a
+    rate within α = 0.05 plus two binomial standard errors (run with -m slow)."""
+    from lmaudit.metrics import summarize_attacks
+    from lmaudit.runs.set_check import ALPHA, set_check
+
+    trials = 40
+    for n in (12, 50, 100):
+        wrong = 0
+        for t in range(trials):
+            texts = make_texts(n, seed=1000 + t) + make_texts(n, seed=5000 + t)
+            y = np.r_[np.ones(n), np.zeros(n)].astype(int)
+            scores = {b: blind_scores(texts, y, b, seed=t) for b in BASELINES}
+            wrong += set_check(summarize_attacks(y, scores, n_resamples=200, seed=t), scores, texts=texts, labels=y,
+                               seed=t)["differ"]
+        print(f"{n} texts each: called different {wrong}/{trials}")
+        assert wrong / trials <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / trials)
