@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_user_error, lmaudit, make_texts, write_jsonl
-from lmaudit.audit.blind import BASELINES, blind_scores, fold_count, text_features
+from lmaudit.audit.blind import BASELINES, blind_scores, fold_count, held_out_p, scores_and_p, text_features
 from lmaudit.errors import DataError
 from lmaudit.metrics import auc
 
@@ -98,8 +98,15 @@ def test_on_sets_drawn_alike_the_check_is_wrong_at_most_at_its_level():
         for t in range(trials):
             texts = make_texts(n, seed=1000 + t) + make_texts(n, seed=5000 + t)
             y = np.r_[np.ones(n), np.zeros(n)].astype(int)
-            scores = {b: blind_scores(texts, y, b, seed=t) for b in BASELINES}
-            wrong += set_check(summarize_attacks(y, scores, n_resamples=200, seed=t), scores, texts=texts, labels=y,
-                               seed=t)["differ"]
+            both = {b: scores_and_p(texts, y, b, seed=t) for b in BASELINES}
+            summary = summarize_attacks(y, {b: s for b, (s, _) in both.items()}, n_resamples=200, seed=t)
+            wrong += set_check(summary, {b: p for b, (_, p) in both.items()})["differ"]
         print(f"{n} texts each: called different {wrong}/{trials}")
         assert wrong / trials <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / trials)
+
+
+def test_scores_and_p_equal_the_two_functions_that_build_the_matrix_apart():
+    labels = np.r_[np.ones(40), np.zeros(40)].astype(int)
+    scores, p = scores_and_p(DATED + PLAIN, labels, "blind_ngrams", seed=4)
+    np.testing.assert_array_equal(scores, blind_scores(DATED + PLAIN, labels, "blind_ngrams", seed=4))
+    assert p == held_out_p(DATED + PLAIN, labels, "blind_ngrams", seed=4) and p < 1e-4  # a planted shift

@@ -119,7 +119,18 @@ def held_out_p(texts: list[str], labels, baseline: str, *, seed: int = 0) -> flo
     each test is exact under the null; the smaller of the two p-values is doubled (Bonferroni)."""
     y = np.asarray(labels, dtype=np.int64)
     fold_count(y, 2)
+    return _held_out_p(_design(list(texts), baseline), y, seed)
+
+
+def scores_and_p(texts: list[str], labels, baseline: str, *, folds: int = DEFAULT_FOLDS,
+                 seed: int = 0) -> tuple[np.ndarray, float]:
+    """(:func:`blind_scores`, :func:`held_out_p`) of ``baseline``, its feature matrix built once."""
+    y = np.asarray(labels, dtype=np.int64)
     x = _design(list(texts), baseline)
+    return _out_of_fold(x, y, fold_count(y, folds), seed), _held_out_p(x, y, seed)
+
+
+def _held_out_p(x, y: np.ndarray, seed: int) -> float:
     ps = []
     for train, test in StratifiedKFold(n_splits=2, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
         s = _fit(x[train], y[train]).decision_function(x[test])

@@ -297,8 +297,8 @@ def run_mia(
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
         scores, forwards, examples = _score(ctx, specs, params, both, len(members))
 
-    blind, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings) if config.blind
-                      else ({}, "blind = False"))
+    blind, blind_p, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings)
+                               if config.blind else ({}, {}, "blind = False"))
     t0 = time.perf_counter()
     metrics = {}
     # one set of stratified resamples for every attack and blind baseline: AUC and TPR intervals, and paired
@@ -327,8 +327,7 @@ def run_mia(
         long_texts=long_texts,
         overlap=overlap,
         chat_template=chat,
-        set_check=set_check(summary, blind, skipped, texts=given[0].texts + given[1].texts, labels=labels,
-                            seed=config.seed),
+        set_check=set_check(summary, blind_p, skipped),
         blind_scores=blind,
     )
 

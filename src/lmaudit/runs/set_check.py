@@ -15,47 +15,43 @@ import warnings
 
 import numpy as np
 
-from lmaudit.audit.blind import BASELINES, blind_scores, fold_count, held_out_p
+from lmaudit.audit.blind import BASELINES, fold_count, scores_and_p
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError
 
 
 def blind_baseline_scores(members: TextSet, nonmembers: TextSet, labels: np.ndarray, *, seed: int = 0,
-                          timings: dict | None = None) -> tuple[dict[str, np.ndarray], str | None]:
-    """({baseline: out-of-fold scores}, None), or ({}, why) when the sets are too small to cross-fit (also warned)."""
+                          timings: dict | None = None) -> tuple[dict[str, np.ndarray], dict[str, float], str | None]:
+    """({baseline: out-of-fold scores}, {baseline: held-out p-value}, None), or ({}, {}, why) when the sets are too
+    small to cross-fit (also warned)."""
     try:
         fold_count(labels)
     except DataError as exc:
         warnings.warn(f"blind baselines left out: {exc}", stacklevel=2)
-        return {}, str(exc)
+        return {}, {}, str(exc)
     t0 = time.perf_counter()
     texts = members.texts + nonmembers.texts  # as given (prompt and response together for pairs)
-    out = {name: blind_scores(texts, labels, name, seed=seed) for name in BASELINES}
+    both = {name: scores_and_p(texts, labels, name, seed=seed) for name in BASELINES}
     if timings is not None:
         timings["blind_baselines"] = time.perf_counter() - t0
-    return out, None
+    return {n: s for n, (s, _) in both.items()}, {n: p for n, (_, p) in both.items()}, None
 
 
 ALPHA = 0.05  # the level of the check, over both baselines (Bonferroni)
 
 
-def set_check(summary: dict[str, dict], baselines: dict[str, np.ndarray], skipped: str | None = None, *,
-              texts: list[str] | None = None, labels: np.ndarray | None = None, seed: int = 0) -> dict:
+def set_check(summary: dict[str, dict], p_values: dict[str, float], skipped: str | None = None) -> dict:
     """``results.json``'s ``set_check``: each baseline's AUC, TPRs and intervals, the best one, and ``differ``.
 
     The sets differ without the model when a held-out test (:func:`~lmaudit.audit.blind.held_out_p`) finds a
-    baseline that tells them apart: the smallest p-value of the baselines, multiplied by their number
+    baseline that tells them apart: the smallest of ``p_values`` (one per baseline), multiplied by their number
     (Bonferroni), is at most :data:`ALPHA`. Each baseline's p-value is kept beside its figures.
     """
-    if not baselines:
+    if not p_values:
         return {"baselines": {}, "best": None, "differ": None, "skipped": skipped}
-    entries = {n: {k: v for k, v in summary[n].items() if k != "vs_best"} for n in baselines}
-    if texts is not None:
-        for n in entries:
-            entries[n]["held_out_p"] = held_out_p(texts, labels, n, seed=seed)
+    entries = {n: {**{k: v for k, v in summary[n].items() if k != "vs_best"}, "held_out_p": p}
+               for n, p in p_values.items()}
     best = max(entries, key=lambda n: entries[n]["auc"])
-    ps = [e["held_out_p"] for e in entries.values() if e.get("held_out_p") is not None]
-    adjusted = min(1.0, len(entries) * min(ps)) if ps else None
+    adjusted = min(1.0, len(entries) * min(p_values.values()))
     return {"baselines": entries, "best": best, "auc": entries[best]["auc"], "auc_ci95": entries[best].get("auc_ci95"),
-            "p_adjusted": adjusted, "alpha": ALPHA, "differ": None if adjusted is None else bool(adjusted <= ALPHA),
-            "skipped": None}
+            "p_adjusted": adjusted, "alpha": ALPHA, "differ": bool(adjusted <= ALPHA), "skipped": None}
