@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import assert_ok, lmaudit, make_texts, write_jsonl
+from helpers import assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import LmauditError
 from lmaudit.models.build import finetune
@@ -115,3 +115,77 @@ def test_threshold_forgetting_rate_corrects_for_attack_errors():
     assert np.isnan(flat["rho"])
     with pytest.raises(LmauditError, match="fpr must be"):
         threshold_forgetting(m, n, u, fpr=1.5)
+
+
+def test_dataset_inference_finds_the_trained_set_and_its_control_finds_nothing(audited, tmp_path):
+    root, _, members, nonmembers = audited
+    suspect = write_jsonl(tmp_path / "suspect.jsonl", members[48:88])  # trained on, not among the known members
+    validation = write_jsonl(tmp_path / "validation.jsonl", nonmembers[48:88])
+    known = write_jsonl(tmp_path / "known.jsonl", members[:48])
+    res = lmaudit("dataset-inference", "--model", root / "target", "--suspect", suspect, "--validation",
+                  validation, "--members", known, "--attacks", "loss,zlib,min_k,min_k_pp", "--splits", 10,
+                  "--out", tmp_path / "di")
+    assert_ok(res)
+    got = json.loads((tmp_path / "di" / "results.json").read_text())
+    assert got["test"]["p_combined"] < 0.01 and got["decision"] == {"0.01": True, "0.05": True}
+    assert got["test"]["p_combined"] == min(1.0, 2 * float(np.median(got["test"]["p_values"])))
+    assert got["control"]["p_combined"] > 0.05 and len(got["control"]["p_values"]) == 10
+    assert got["smi"]["smi"]["rho"] < 0.5  # most of the suspect set behaves like the known members
+    assert "Dataset inference: trained on the suspect set" in " ".join(res.output.split())
+    assert "Each attack alone" in (tmp_path / "di" / "report.md").read_text()
+    again = lmaudit("dataset-inference", "--model", root / "target", "--suspect", suspect, "--validation",
+                    suspect, "--out", tmp_path / "twice")
+    assert_user_error(again, "and suspect (", "hold the same 40 texts")
+
+
+def test_dataset_inference_on_sets_drawn_alike_is_wrong_at_most_at_its_level(tiny_model_dir):
+    """A model that saw none of the texts: 50 seeded draws of disjoint suspect and validation sets from one pool,
+    each tested; the share rejected at α = 0.05 is within α plus two binomial standard errors."""
+    from lmaudit.audit.dataset_inference import dataset_inference
+    from lmaudit.runs.mia import RunConfig, score_set
+
+    pool = TextSet.from_texts(make_texts(160, seed=600), prefix="p", source="pool")
+    scores = score_set(load_model(tiny_model_dir), pool, config=RunConfig(attacks=["loss", "zlib", "min_k"]))
+    x = np.column_stack([scores[n] for n in sorted(scores)])
+    rng = np.random.default_rng(0)
+    trials, wrong = 50, 0
+    for t in range(trials):
+        order = rng.permutation(len(x))
+        found = dataset_inference(x[order[:40]], x[order[40:80]], sorted(scores), splits=5, seed=t)
+        wrong += found["decision"]["0.05"]
+    assert wrong / trials <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / trials)
+
+
+def test_dataset_inference_refuses_what_it_cannot_test():
+    from lmaudit.audit.dataset_inference import dataset_inference
+    from lmaudit.errors import DataError
+
+    x = np.random.default_rng(1).normal(size=(20, 2))
+    with pytest.raises(DataError, match="the suspect set has 7 texts; dataset inference needs at least 8"):
+        dataset_inference(x[:7], x[7:], ["loss", "zlib"])
+    bad = x.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(DataError, match="validation: 1 non-finite score.*zlib of text 4"):
+        dataset_inference(x[:10], bad, ["loss", "zlib"])
+    shifted = dataset_inference(x[:10] + 3.0, x[10:], ["loss", "zlib"], splits=4)
+    assert shifted["test"]["p_combined"] < 0.01  # a shift of 3 sd is found on 5 + 5 held-out texts
+
+
+def test_one_split_without_clipping_is_the_plain_procedure():
+    """Standardise on the validation fitting half, fit a logistic regression of "suspect", one-sided Welch test on
+    the held-out halves: written here from the description, on the same seeded halves."""
+    from scipy.stats import ttest_ind
+    from sklearn.linear_model import LogisticRegression
+
+    from lmaudit.audit.dataset_inference import one_split
+
+    data = np.random.default_rng(2)
+    s, v = data.normal(0.4, 1, size=(30, 3)), data.normal(0, 1, size=(26, 3))
+    rng = np.random.default_rng(9)
+    order_s, order_v = rng.permutation(30), rng.permutation(26)
+    sf, st, vf, vt = s[order_s[:15]], s[order_s[15:]], v[order_v[:13]], v[order_v[13:]]
+    mu, sd = vf.mean(axis=0), vf.std(axis=0, ddof=1)
+    fit = LogisticRegression(max_iter=1000).fit(np.vstack([(sf - mu) / sd, (vf - mu) / sd]), np.r_[np.ones(15), np.zeros(13)])
+    want = ttest_ind(fit.decision_function((st - mu) / sd), fit.decision_function((vt - mu) / sd), equal_var=False,
+                     alternative="greater").pvalue
+    assert np.isclose(one_split(s, v, np.random.default_rng(9), "none"), want, rtol=1e-9)

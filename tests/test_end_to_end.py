@@ -41,7 +41,11 @@ def test_loss_attack_separates_members(finetuned, tiny_model_dir):
     assert len(scores) == 128 and scores["label"].sum() == 64
     runnable = {s.name for s in list_attacks("ar") if not s.needs_shadows}  # a reference is given, shadows are not
     # p_value, rank: the most exposed records; the blind baselines' out-of-fold scores beside the attacks'
-    assert set(scores.columns) == {"id", "label", "p_value", "rank", "blind_ngrams", "blind_features"} | runnable
+    # and the reference's own scores under every reference-free attack (reference:NAME)
+    free = {s.name for s in list_attacks("ar") if not s.needs_shadows and not s.needs_reference}
+    assert set(scores.columns) == ({"id", "label", "p_value", "rank", "blind_ngrams", "blind_features"} | runnable
+                                   | {f"reference:{n}" for n in free})
+    assert data["set_check"]["reference"]["differ"] is False  # the base never saw either draw
     assert data["set_check"]["differ"] is False  # two draws of the same generator: nothing to see without the model
     attack = data["exposure_attack"]  # p_value and rank are those of the named attack's scores
     from lmaudit.report.summary import member_exposure, strongest_attack

@@ -405,3 +405,18 @@ def test_mini_dp_audit_bounds_every_dp_row_below_its_epsilon(tmp_path):
     assert seed0["delta"] == 1 / (12 + seed0["canary_bound"]["n_included"])  # δ = 1/n, n the training texts
     assert (folder / "epsilon_lb_vs_epsilon.png").read_bytes()[:4] == b"\x89PNG"
     assert "ε_lb ≤ ε" in (folder / "table.md").read_text()
+
+
+def test_mini_set_validity_experiment_scores_both_splits_on_both_models(tmp_path):
+    cfg = mini(tmp_path, type="set-validity", kind="ar", n_members=12, n_nonmembers=12, di_splits=3,
+               attacks=["loss", "zlib", "reference"])
+    folder = run_experiment(cfg, out_root=tmp_path / "results", command="lmaudit run mini.toml")
+    res = json.loads((folder / "results.json").read_text())
+    assert list(res["cells"]) == ["iid / fine-tuned", "iid / untouched", "shifted / fine-tuned", "shifted / untouched"]
+    for label, (cell,) in res["cells"].items():
+        assert (cell["prior"] is None) == label.endswith("untouched")  # the untouched base has no reference
+        assert cell["best"]["attack"] in (("loss", "zlib") if label.endswith("untouched") else ("loss", "zlib", "reference"))
+        assert set(cell["evidence"]) <= {"loss", "zlib", "reference"} and cell["headline"].startswith("Exposure")
+        assert 0 < cell["dataset_inference"]["p"] <= 1 and cell["ngrams_13"]["scored"] <= 12
+    rows = res["tables"][0]["rows"]
+    assert [r[0] for r in rows] == list(res["cells"]) and rows[1][6] == "-"

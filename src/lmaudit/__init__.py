@@ -24,10 +24,11 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 _API = {"load_model": "lmaudit.api", "load_results": "lmaudit.api", "mia": "lmaudit.api", "probe": "lmaudit.api",
         "score": "lmaudit.api", "audit_set": "lmaudit.api", "extract": "lmaudit.api",
-        "reconstruct_pii": "lmaudit.api",
+        "reconstruct_pii": "lmaudit.api", "dataset_inference": "lmaudit.api",
         "finetune": "lmaudit.api", "generate": "lmaudit.api", "epsilon": "lmaudit.api", "unlearn": "lmaudit.api", "pretrain": "lmaudit.api", "shadows": "lmaudit.api",
         "LoraSpec": "lmaudit.models.lora", "DPSpec": "lmaudit.models.dp", "RunConfig": "lmaudit.runs.mia", "AuditConfig": "lmaudit.runs.audit_set",
-        "ExtractConfig": "lmaudit.runs.extract", "ReconstructConfig": "lmaudit.runs.pii"}
+        "ExtractConfig": "lmaudit.runs.extract", "ReconstructConfig": "lmaudit.runs.pii",
+        "InferenceConfig": "lmaudit.runs.dataset_inference"}
 __all__ = ["__version__", *_API]
 
 

@@ -36,6 +36,7 @@ from lmaudit.privacy.audit import canary_bounds, epsilon_payload, mia_bounds, wr
 from lmaudit.report.build import read_results
 from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
 from lmaudit.runs.common import PROVENANCE_KEYS, RunResult
+from lmaudit.runs.dataset_inference import InferenceConfig, run_dataset_inference, write_inference
 from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
@@ -149,6 +150,28 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     sets = [mem, non, _texts(suspect, text_field, split)]
     target, ref = _models(model, reference, load_options)
     return RunResult(run_audit(target, *sets, config or AuditConfig(), reference=ref), write_audit)
+
+
+def dataset_inference(model, suspect, validation, *, members=None, reference=None, text_field: str = "text",
+                      split: str | None = None, config: InferenceConfig | None = None, **load_options) -> RunResult:
+    """Dataset inference: a p-value for "``model`` was trained on ``suspect``", against ``validation`` (texts drawn
+    like the suspect set and known never to have been trained on). With ``members`` (texts known to be trained
+    on), SMI's ρ of the suspect set is estimated beside it from the same scores. Data files or text sets; the
+    data is read before any model is loaded.
+
+    Examples
+    --------
+    >>> found = lmaudit.dataset_inference(MODEL, "members.jsonl", "nonmembers.jsonl",
+    ...                                   config=lmaudit.InferenceConfig(attacks=["loss", "min_k"], splits=5))
+    >>> found.type, sorted(found["decision"])
+    ('dataset-inference', ['0.01', '0.05'])
+    """
+    sets = [_texts(ts, text_field, split) for ts in (suspect, validation)]
+    known = None if members is None else _texts(members, text_field, split)
+    target, ref = _models(model, reference, load_options)
+    payload, scores = run_dataset_inference(target, *sets, reference=ref, members=known,
+                                            config=config or InferenceConfig())
+    return RunResult(payload, lambda p, out, report=False: write_inference(p, out, scores=scores, report=report))
 
 
 def extract(model, data, *, config: ExtractConfig | None = None, text_field: str = "text", split: str | None = None,
@@ -366,7 +389,7 @@ def load_results(folder: str | Path) -> MIAResult | RunResult:
     """
     folder = Path(folder)
     res = read_results(folder / "results.json")
-    if res.get("type") in ("set-audit", "extraction", "pii-reconstruction"):
+    if res.get("type") in ("set-audit", "extraction", "pii-reconstruction", "dataset-inference"):
         payload = {k: v for k, v in res.items() if k not in PROVENANCE_KEYS}
         if (folder / "records.csv").is_file():
             payload["records"] = pd.read_csv(folder / "records.csv").to_dict("list")

@@ -25,7 +25,7 @@ from lmaudit.utils import git_state
 
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
 COMMANDS = {
-    "mia": "mia", "attacks": "attacks", "audit-set": "audit", "extract": "extraction", "pii": "pii",
+    "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction", "pii": "pii",
     "epsilon": "privacy",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
     "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus", "models": "models",

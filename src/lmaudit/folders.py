@@ -55,7 +55,7 @@ _DISK_HINTS = {
     errno.EISDIR: "a file lmaudit writes is a folder there: pick another --out",
 }
 # what a folder's manifest says it is (``what``): one output kind per command that writes a folder
-RUN_KINDS = ("mia", "set-audit", "extraction", "pii-reconstruction", "demo")
+RUN_KINDS = ("mia", "set-audit", "extraction", "pii-reconstruction", "dataset-inference", "demo")
 # older manifests said "run" for every results folder; folders without a manifest are known by a marker file
 _LEGACY_KIND = {"results.json": "run", "lmaudit_training.json": "model", "shadows.json": "shadows"}
 

@@ -245,7 +245,8 @@ def summarize(y_true, y_score, *, n_resamples: int = 1000, seed: int = 0) -> dic
 
 
 def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int = 1000,
-                      seed: int = 0, model_free: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
+                      seed: int = 0, model_free: tuple[str, ...] = (),
+                      priors: dict[str, str] | None = None) -> dict[str, dict[str, object]]:
     """Per attack: AUC, TPRs and their 95% intervals, and the paired comparison with the best attack.
 
     Every interval comes from the same stratified resamples (:func:`stratified_bootstrap`),
@@ -265,8 +266,13 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
     "diff": AUC(attack) − AUC(best blind), "ci95": [lo, hi], "beyond": lo > 0}``, the paired
     interval of what the attack adds beyond the best blind baseline.
 
+    ``priors`` maps an attack to the scores of the same attack on a model that never saw the members
+    (the reference: its prior): those scores are not attacks either, and the attack gets ``vs_prior``:
+    ``{"prior": name, "diff": AUC(attack) − AUC(prior), "ci95": [lo, hi], "beyond": lo > 0}``.
+
     ``n_resamples=0`` computes no interval: every ``*_ci95``, ``tied`` and ``beyond`` is None.
     """
+    priors = priors or {}
     _check_bootstrap(n_resamples, 0.95, low=0)
     names = list(scores)
     if not names:
@@ -291,7 +297,7 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
                 m[key] = m[f"{key}_ci95"] = None
                 m.setdefault("unresolved", {})[key] = f"n/a (needs ≥ {round(1 / fpr):,} non-members)"
         out[name] = m
-    attacks = [n for n in names if n not in model_free] or names
+    attacks = [n for n in names if n not in model_free and n not in priors.values()] or names
     best = max(attacks, key=lambda n: out[n]["auc"])  # the first of equal AUCs
     b = names.index(best)
     for a, name in enumerate(names):
@@ -307,6 +313,11 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
             ci = None if reps is None else _pair(reps.auc[:, a] - reps.auc[:, t])
             out[name]["vs_blind"] = {"blind": top, "diff": out[name]["auc"] - out[top]["auc"], "ci95": ci,
                                      "beyond": None if ci is None else bool(ci[0] > 0.0)}
+    for name, prior in priors.items():
+        a, p = names.index(name), names.index(prior)
+        ci = None if reps is None else _pair(reps.auc[:, a] - reps.auc[:, p])
+        out[name]["vs_prior"] = {"prior": prior, "diff": out[name]["auc"] - out[prior]["auc"], "ci95": ci,
+                                 "beyond": None if ci is None else bool(ci[0] > 0.0)}
     return out
 
 
@@ -351,6 +362,10 @@ BLIND_NOTE = ("Rows marked (no model) are blind baselines: classifiers of the te
               "each text scored by one fitted without it (out of fold). Δ vs blind = AUC(attack) − AUC(best blind "
               "baseline) with a paired 95% interval; 'beyond' marks an attack whose interval lies above 0, the part "
               "of its AUC the sets' own differences do not explain.")
+PRIOR_NOTE = ("Rows marked (reference's own) score the sets with the reference model as if it were the target: it "
+              "never saw the members, so their AUC should be near 0.5. Δ vs prior = AUC(attack) − AUC(the same "
+              "attack on the reference), paired; 'beyond' marks what the target adds to what a model that never saw "
+              "the members already sees.")
 
 
 def ci_text(ci, *, percent: bool = False) -> str:
@@ -386,7 +401,15 @@ def vs_best_text(name: str, metrics: dict) -> str:
 def vs_blind_text(metrics: dict) -> str:
     """An attack's ``vs_blind`` entry as a table cell: "+0.112 [+0.051, +0.170] beyond" when the paired interval of
     AUC(attack) − AUC(best blind baseline) lies above 0, "+0.010 [-0.040, +0.061]" otherwise, "-" without one."""
-    vs = metrics.get("vs_blind")
+    return _vs_text(metrics.get("vs_blind"))
+
+
+def vs_prior_text(metrics: dict) -> str:
+    """An attack's ``vs_prior`` entry as a table cell, as :func:`vs_blind_text` writes ``vs_blind``."""
+    return _vs_text(metrics.get("vs_prior"))
+
+
+def _vs_text(vs: dict | None) -> str:
     if vs is None:
         return "-"
     text = f"{vs['diff']:+.3f}" + ("" if vs["ci95"] is None else f" [{vs['ci95'][0]:+.3f}, {vs['ci95'][1]:+.3f}]")

@@ -1,4 +1,5 @@
-"""``lmaudit audit-set``: the fraction of a suspect set that behaves like non-members."""
+"""``lmaudit audit-set``: the fraction of a suspect set that behaves like non-members; ``lmaudit
+dataset-inference``: a p-value for "the model was trained on the suspect set"."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from lmaudit.commands import common as c
 from lmaudit.commands.mia import data_option, label_field_option
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.progress import stdout_console
+from lmaudit.report.dataset_inference import inference_summary
 from lmaudit.report.tables import audit_rows
 from lmaudit.runs.audit_set import AuditConfig
+from lmaudit.runs.dataset_inference import InferenceConfig
 
 app = typer.Typer(add_completion=False)
 
@@ -61,4 +64,50 @@ def audit_set(
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
     stdout_console.print(c.rich_table(title, *audit_rows(payload)))
+    finish(path, out, run_options.no_report)
+
+
+@app.command("dataset-inference", rich_help_panel=c.PANEL_AUDIT)
+@c.shared_options(run=True)
+def dataset_inference(
+    config: Optional[Path] = c.config_option(),
+    model: Optional[Path] = c.model_option("Local model folder (AR or DLM) to audit."),
+    suspect: Path = typer.Option(..., help="The set that may have been trained on (e.g. a content owner's texts)."),
+    validation: Path = typer.Option(..., help="Texts drawn like the suspect set and known never to have been "
+                                              "trained on."),
+    members: Optional[Path] = typer.Option(None, help="Texts known to be trained on: adds SMI's ρ of the suspect "
+                                                      "set on the same scores."),
+    reference: Optional[Path] = typer.Option(None, help="Reference model folder (adds the reference attacks)."),
+    text_field: str = c.text_field_option(),
+    split: Optional[str] = c.split_option(),
+    attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks whose scores are the features "
+                                                     "(default: every attack that can run)."),
+    param: list[str] = typer.Option([], help="Attack parameter ATTACK.KEY=VALUE (repeatable)."),
+    splits: int = typer.Option(20, help="Seeded halvings of both sets; the test runs on each."),
+    outliers: str = typer.Option("clip", help="clip (each score to the 2.5th-97.5th percentiles of the fitting "
+                                              "halves) or none."),
+    budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),
+    seed: int = typer.Option(0),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the probe cache."),
+    out: Path = typer.Option(Path("runs/dataset-inference"), help="Output folder."),
+    allow_overlap: bool = c.allow_overlap_option(),
+    model_options: c.ModelOptions = None,
+    run_options: c.RunOptions = None,
+) -> None:
+    """Dataset inference: a p-value for "the model was trained on the suspect set" (Maini et al., 2024)."""
+    model = c.pick_model(model, None, "")
+    c.check_out(out, kind="dataset-inference", inputs={**c.model_inputs("--model", model, model_options),
+                                                       **c.model_inputs("--reference", reference, model_options),
+                                                       "--suspect": suspect, "--validation": validation,
+                                                       "--members": members})
+    cfg = InferenceConfig(attacks=c.split_names(attacks), params=c.parse_params(param), splits=splits, seed=seed,
+                          outliers=outliers,
+                          budget=budget, use_cache=not no_cache, allow_overlap=allow_overlap)
+    with backend_from(run_options.backend, run_options.address, run_options.workers):
+        result = api.dataset_inference(model, suspect, validation, members=members, reference=reference,
+                                       text_field=text_field, split=split, config=cfg,
+                                       **model_options.load_kwargs(run_options.backend))
+    path = result.write(out, report=not run_options.no_report)
+    summary = inference_summary(result.payload)
+    stdout_console.print(summary.headline + ". " + " ".join(summary.points[:2]), markup=False)
     finish(path, out, run_options.no_report)

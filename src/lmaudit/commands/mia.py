@@ -11,6 +11,7 @@ from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.errors import LmauditError
+from lmaudit.metrics import ci_text
 from lmaudit.progress import stdout_console
 from lmaudit.runs.demo import FULL, QUICK, run_demo, run_real_demo
 from lmaudit.runs.mia import RunConfig
@@ -65,9 +66,13 @@ def mia(
     blind: bool = typer.Option(True, "--blind/--no-blind",
                                help="Also score the sets with model-free baselines (n-grams, simple features; out of "
                                     "fold): an AUC is evidence of memorisation only beyond what they reach."),
+    reference_prior: bool = typer.Option(
+        True, "--reference-prior/--no-reference-prior",
+        help="With --reference: also score the sets with the reference as the target (it never saw the members, so "
+             "its AUC should be near 0.5; AR: no extra forward with the cache on)."),
     strict_sets: bool = typer.Option(False, "--strict-sets",
-                                     help="Exit non-zero (after writing the results) when a blind baseline tells "
-                                          "members from non-members without the model."),
+                                     help="Exit non-zero (after writing the results) when a blind baseline, or the "
+                                          "reference on its own, tells members from non-members."),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
@@ -79,7 +84,8 @@ def mia(
                                          "--shadows": shadows})
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
-                    allow_overlap=allow_overlap, chat_template=chat_template, blind=blind)
+                    allow_overlap=allow_overlap, chat_template=chat_template, blind=blind,
+                    reference_prior=reference_prior)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         result = api.mia(model, members, nonmembers, data=data, label_field=label_field, text_field=text_field,
                          split=split, reference=reference, shadows=shadows, config=cfg,
@@ -88,12 +94,13 @@ def mia(
     stdout_console.print(results_table(result))
     stdout_console.print(verdict_text(result), markup=False)
     finish(path, out, run_options.no_report)
-    if strict_sets and result.set_check.get("differ"):
-        check = result.set_check
-        raise LmauditError(f"--strict-sets: members and non-members differ without the model ({check['best']} AUC "
-                           f"{check['auc']:.3f}, 95% interval {check['auc_ci95'][0]:.3f}–{check['auc_ci95'][1]:.3f}); "
-                           f"the results are in {out}", hint="draw members and non-members alike, or read only what "
-                                                             "the attacks add beyond the blind baseline")
+    for check, what in ((result.set_check, "without the model"),
+                        (result.set_check.get("reference") or {}, "to the reference, which never saw the members")):
+        if strict_sets and check.get("differ"):
+            raise LmauditError(f"--strict-sets: members and non-members differ {what} ({check['best']} AUC "
+                               f"{check['auc']:.3f}, 95% interval {ci_text(check['auc_ci95'])}); the results are in "
+                               f"{out}", hint="draw members and non-members alike, or read only what the attacks add "
+                                              "beyond the sets' own differences")
 
 
 @app.command(rich_help_panel=c.PANEL_RESULTS)

@@ -18,11 +18,15 @@ from __future__ import annotations
 import unicodedata
 import warnings
 
+import numpy as np
+
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError
 
 MAX_SHARE = 0.05  # of the smaller set: beyond this a run is refused unless the overlap is allowed
 _SHOWN = 3  # shared texts named in a message
+NGRAM_SIZES = (7, 13)  # words: near-duplicates share long runs of words (13: the contamination checks' length)
+NEAR_COPY = 0.5  # a non-member with at least this share of its n-grams in the members is counted as a near-copy
 
 
 def normal_form(text: str) -> str:
@@ -103,3 +107,35 @@ def check_sets(sets: dict[str, TextSet], pairs: list[tuple[str, str]], *, allow_
                           f"({counts['exact']} exactly); each copy is scored", stacklevel=2)
     return report
 
+
+
+def _ngrams(text: str, n: int) -> set[int]:
+    """Hashes of the distinct runs of ``n`` words of ``text``'s normal form (case kept, as everywhere here)."""
+    words = normal_form(text).split(" ")
+    return {hash(tuple(words[i:i + n])) for i in range(len(words) - n + 1)} if len(words) >= n else set()
+
+
+def ngram_overlap(members: TextSet, nonmembers: TextSet, sizes: tuple[int, ...] = NGRAM_SIZES) -> dict:
+    """Per n of ``sizes``: how much of each non-member's word n-grams is found in the members.
+
+    A non-member's share is its distinct n-grams found among the members' over its distinct
+    n-grams (prompt and response together); non-members shorter than n words have none and are
+    left out of the summary (``too_short``). Returns ``{str(n): {"mean", "median", "max": shares,
+    "near_copies": non-members with a share ≥ NEAR_COPY, "scored", "too_short"}}``: near-copies
+    across the sets are members in all but name, and an attack's figures on them mislead.
+    """
+    out = {}
+    for n in sizes:
+        seen = set().union(*(_ngrams(f"{r.context} {r.target}", n) for r in members.records))
+        shares = []
+        for r in nonmembers.records:
+            grams = _ngrams(f"{r.context} {r.target}", n)
+            if grams:
+                shares.append(len(grams & seen) / len(grams))
+        shares = np.asarray(shares)
+        out[str(n)] = {"mean": float(shares.mean()) if len(shares) else None,
+                       "median": float(np.median(shares)) if len(shares) else None,
+                       "max": float(shares.max()) if len(shares) else None,
+                       "near_copies": int((shares >= NEAR_COPY).sum()), "scored": int(len(shares)),
+                       "too_short": len(nonmembers) - int(len(shares))}
+    return out

@@ -12,8 +12,20 @@ import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
-from lmaudit.metrics import BLIND_NOTE, READING_NOTE, TPR_POINTS, auc, ci_text, tpr_text, vs_best_text, vs_blind_text
+from lmaudit.metrics import (
+    BLIND_NOTE,
+    PRIOR_NOTE,
+    READING_NOTE,
+    TPR_POINTS,
+    auc,
+    ci_text,
+    tpr_text,
+    vs_best_text,
+    vs_blind_text,
+    vs_prior_text,
+)
 from lmaudit.report import plots
+from lmaudit.report.dataset_inference import inference_report
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
 from lmaudit.report.kinds import REPORTS, register_report
@@ -23,6 +35,7 @@ from lmaudit.report.summary import (
     audit_summary,
     experiment_summary,
     mia_summary,
+    ngram_sentence,
     pii_summary,
     strongest_attack,
 )
@@ -89,17 +102,23 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     names = list(res["attacks"])
     by_attack = {n: scores[n].to_numpy() for n in names}
     blind = (res.get("set_check") or {}).get("baselines") or {}
+    prior = ((res.get("set_check") or {}).get("reference") or {}).get("attacks") or {}
     header = ["attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(["Δ vs blind [95% CI]"] if blind else []),
-              "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards", "parameters"]
+              *(["Δ vs prior [95% CI]"] if prior else []), "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards",
+              "parameters"]
     rows = []
     for n, m in sorted(res["attacks"].items(), key=lambda kv: -kv[1]["auc"]):
         params = ", ".join(f"{k}={v}" for k, v in m["params"].items()) or "-"
         rows.append([n, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(n, m),
-                     *([vs_blind_text(m)] if blind else []),
+                     *([vs_blind_text(m)] if blind else []), *([vs_prior_text(m)] if prior else []),
                      *(tpr_text(m, key, ci=True) for key in TPR_POINTS), f"{m.get('forwards_per_sample', 1):g}", params])
+    dashes = ["-"] * (1 + bool(blind) + bool(prior))
     for n, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # the model-free rows, below the attacks
-        rows.append([f"{n} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), "-", "-",
+        rows.append([f"{n} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
                      *(tpr_text(m, key, ci=True) for key in TPR_POINTS), "0", "out of fold"])
+    for n, m in sorted(prior.items(), key=lambda kv: -kv[1]["auc"]):  # the reference's own scores
+        rows.append([f"{n} (reference's own)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
+                     *("-" for _ in TPR_POINTS), "-", f"Mann–Whitney p = {m['p']:.2g}"])
     n_boot = res.get("config", {}).get("n_bootstrap", 1000)
     kind = res["target"].get("kind", "ar").upper()
     tag = prefix.lower().replace(" ", "_")
@@ -108,7 +127,9 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
         Section(f"{prefix}Membership inference ({kind})",
                 f"{res['n_members']} members vs {res['n_nonmembers']} non-members; higher score = more likely a member. "
                 f"Intervals are 95% stratified bootstraps ({n_boot:,} resamples, shared by every attack; a TPR's "
-                f"interval is in brackets, in %). {READING_NOTE}" + (f" {BLIND_NOTE}" if blind else ""),
+                f"interval is in brackets, in %). {READING_NOTE}"
+                + (f" {BLIND_NOTE}" if blind else "") + (f" {PRIOR_NOTE}" if prior else "")
+                + (f" {ngram_sentence(res.get('overlap'))}" if ngram_sentence(res.get("overlap")) else ""),
                 table=(header, rows)),
         Section(f"{prefix}ROC curves", "Linear axes show the bulk; log-log axes show the low false-positive regime "
                 "that matters for an audit.",
@@ -285,6 +306,7 @@ def _extraction_report(run: Path, res: dict, *, where: Path, show_pii: bool = Fa
     return extraction_report(run, res, where=where)
 
 
+register_report("dataset-inference")(inference_report)
 register_report("mia")(mia_report)
 register_report("demo")(mia_report)  # the demo's AR part is a membership run
 

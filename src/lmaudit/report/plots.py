@@ -207,3 +207,25 @@ def regime_differences(cells: list[str], series: dict[str, list[list[float]]]) -
     ax.set(xlabel="AUC difference (points); right of 0: Q-Skew better", title="Q-Skew − calibration by regime")
     ax.legend(fontsize=7.5, loc="best")
     return _png(fig)
+
+
+def split_p_values(test: list[float], control: list[float], levels: tuple[float, ...]) -> bytes:
+    """Dataset inference: each split's p-value for the suspect set and for the validation set's control halves
+    (log scale), with the decision levels."""
+    fig, ax = plt.subplots(figsize=(6.0, 2.4))
+    floor = 1e-12  # a p-value of 0 (underflow) is drawn at the axis' floor
+    for row, (ps, colour) in enumerate(((test, _PALETTE[1]), (control, _PALETTE[0]))):
+        ps = np.maximum(np.asarray(ps, dtype=float), floor)
+        jitter = np.random.default_rng(row).uniform(-0.12, 0.12, len(ps))
+        ax.scatter(ps, row + jitter, s=14, color=colour, alpha=0.8)
+        ax.plot([np.median(ps)] * 2, [row - 0.3, row + 0.3], color=colour, lw=2)
+    for level in levels:
+        ax.axvline(level, color="#7f7f7f", ls=":", lw=1)
+        ax.text(level, 1.45, f"α = {level:g}", fontsize=7, ha="center", color="#555555")
+    ax.set_xscale("log")
+    ax.set_xlim(right=1.5)
+    ax.set_ylim(-0.6, 1.7)
+    ax.set_yticks([0, 1], ["suspect vs validation", "control"], fontsize=8)
+    ax.set_xlabel("p-value of each split (bar: median)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    return _png(fig)

@@ -22,8 +22,10 @@ MIA_RULE = ("How the level is set: from the best TPR at 1% FPR over the attacks 
             "AUC < 0.90; severe: TPR ≥ 30% or AUC ≥ 0.90. A TPR that too few non-members cannot measure is left out. "
             "The strongest attack has the highest TPR at 1% FPR (ties: the higher AUC), or the highest AUC when no "
             "TPR at 1% FPR is measured. When a blind baseline (a classifier of the texts alone, no model) tells "
-            "the sets apart (its AUC interval lies above 0.5), only the attacks whose AUC exceeds it (the paired "
-            "interval of the difference lies above 0) set the level; with none, exposure is not shown.")
+            "the sets apart (a held-out test at 0.05), only the attacks whose AUC exceeds it (the paired "
+            "interval of the difference lies above 0) set the level; when the reference, scored as a target, "
+            "tells them apart, only the attacks calibrated by it or whose AUC exceeds the same attack's on it; with "
+            "none, exposure is not shown.")
 SHARE_RULE = ("How the level is set: from the share of records exposed. Low: under 1%; moderate: under 5%; high: "
               "under 20%; severe: 20% or more.")
 MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping, deduplicating the training data, "
@@ -54,12 +56,43 @@ def sets_differ(res: dict) -> bool:
     return bool((res.get("set_check") or {}).get("differ"))
 
 
+def reference_differs(res: dict) -> bool:
+    """Whether the reference model, which never saw the members, tells them from the non-members by itself
+    (``set_check``'s ``reference`` block)."""
+    return bool(((res.get("set_check") or {}).get("reference") or {}).get("differ"))
+
+
 def evidence(res: dict) -> dict[str, dict]:
-    """The attacks a run's level is read from: all of them, or when the sets differ without the model, those whose
-    AUC exceeds the best blind baseline's (paired interval above 0)."""
-    if not sets_differ(res):
-        return res["attacks"]
-    return {n: m for n, m in res["attacks"].items() if (m.get("vs_blind") or {}).get("beyond")}
+    """The attacks a run's level is read from: all of them, less those the sets' own differences explain. When
+    the sets differ without the model, only attacks whose AUC exceeds the best blind baseline's (paired interval
+    above 0); when the reference already tells them apart, only attacks calibrated by the reference or whose AUC
+    exceeds the same attack's on the reference (``vs_prior``)."""
+    attacks = res["attacks"]
+    if sets_differ(res):
+        attacks = {n: m for n, m in attacks.items() if (m.get("vs_blind") or {}).get("beyond")}
+    if reference_differs(res):
+        calibrated = set(res["set_check"]["reference"].get("calibrated") or ())
+        attacks = {n: m for n, m in attacks.items() if n in calibrated or (m.get("vs_prior") or {}).get("beyond")}
+    return attacks
+
+
+def prior_sentence(check: dict | None) -> str | None:
+    """The verdict's sentence when the reference already tells the sets apart, else None."""
+    prior = (check or {}).get("reference") or {}
+    if not prior.get("differ"):
+        return None
+    lo, hi = prior["auc_ci95"] or (float("nan"), float("nan"))
+    return (f"The reference model, which never saw the members, already tells them apart: its own {prior['best']} "
+            f"gives AUC {prior['auc']:.3f} (95% interval {lo:.3f}–{hi:.3f}; Mann–Whitney p = "
+            f"{prior['p_adjusted']:.2g} over its {len(prior['attacks'])} attacks). The sets differ in a way a model "
+            "that never saw them sees; only the reference-calibrated attacks and what an attack adds beyond the "
+            "reference's own score are evidence of memorisation.")
+
+
+def _beyond(res: dict) -> str:
+    """"the blind baseline", "the reference's own scores" or both: what a run's evidence is read beyond."""
+    return " and ".join(what for what, on in (("the blind baseline", sets_differ(res)),
+                                              ("the reference's own scores", reference_differs(res))) if on)
 
 
 def set_check_sentence(check: dict | None) -> str | None:
@@ -145,6 +178,31 @@ def member_exposure(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray,
     return p_value, rank
 
 
+def ngram_sentence(overlap: dict | None) -> str | None:
+    """"Non-members' 13-word runs found in the members: mean 0.4%, largest 3.1%; none is a near-copy." (None
+    without the figures)."""
+    found = ((overlap or {}).get("ngrams") or {})
+    if not found:
+        return None
+    n = max(found, key=int)
+    f = found[n]
+    if f["mean"] is None:
+        return f"No non-member has {n} words, so no {n}-word run is compared with the members."
+    copies = (f"{f['near_copies']:,} of {f['scored']:,} share half or more of them with the members (near-copies: "
+              "members in all but name)" if f["near_copies"] else "none is a near-copy")
+    return (f"Non-members' {n}-word runs found in the members: mean {_pct(f['mean'])}, largest {_pct(f['max'])}; "
+            f"{copies}.")
+
+
+def near_copy_note(overlap: dict | None) -> str | None:
+    """A caveat when some non-members are near-copies of members (most of their longest n-grams shared)."""
+    found = (overlap or {}).get("ngrams") or {}
+    if not found or not found[max(found, key=int)]["near_copies"]:
+        return None
+    return ("Caveat: " + ngram_sentence(overlap) + " An attack that scores a near-copy like a member is right about "
+            "its text and wrong about its label.")
+
+
 def overlap_note(overlap: dict | None) -> str | None:
     """One sentence for a verdict when the run's sets share texts (None when they share none)."""
     if not overlap:
@@ -175,14 +233,14 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     points = []
     for label, res in parts:
         lead = f"{label}: " if len(parts) > 1 else ""
-        opening = set_check_sentence(res.get("set_check"))
-        if opening:
-            points.append(lead + opening)
+        for opening in (set_check_sentence(res.get("set_check")), prior_sentence(res.get("set_check"))):
+            if opening:
+                points.append(lead + opening)
         name = strongest_attack(evidence(res) or res["attacks"])
         level = levels[label] or "not shown beyond the sets' differences"
         lead = f"{label} (exposure {level}): strongest" if len(parts) > 1 else "Strongest"
-        if sets_differ(res):
-            lead += " attack beyond the blind baseline" if evidence(res) else " attack, none beyond the blind baseline"
+        if _beyond(res):
+            lead += f" attack beyond {_beyond(res)}" if evidence(res) else f" attack, none beyond {_beyond(res)}"
             text = f"{lead}: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
         else:
             text = f"{lead} attack: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
@@ -194,15 +252,16 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         if notes:
             text += f" Caveat: {notes[0]}."
         points.append(text)
-        shared_texts = overlap_note(res.get("overlap"))
-        if shared_texts:
-            points.append((f"{label}: " if len(parts) > 1 else "") + shared_texts)
+        for note in (overlap_note(res.get("overlap")), near_copy_note(res.get("overlap"))):
+            if note:
+                points.append((f"{label}: " if len(parts) > 1 else "") + note)
     points.append(MIA_LOW if worst in ("low", None) else MIA_LOWER)
     overlapping = any(overlap_note(res.get("overlap")) for _, res in parts)
-    differing = any(sets_differ(res) for _, res in parts)
     headline = (f"Exposure: {worst}" if worst else "Exposure: not shown beyond the sets' differences")
-    if differing and worst:
+    if worst and any(sets_differ(res) for _, res in parts):
         headline += " (beyond a blind baseline: the sets differ without the model)"
+    elif worst and any(reference_differs(res) for _, res in parts):
+        headline += " (beyond the reference's own scores: a model that never saw the members tells the sets apart)"
     if overlapping:
         headline += " (on sets that share texts)"
     return Summary(headline, worst, points, MIA_RULE)

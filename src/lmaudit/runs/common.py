@@ -11,6 +11,7 @@ import pandas as pd
 from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import write_report
+from lmaudit.report.dataset_inference import inference_summary
 from lmaudit.report.summary import audit_summary, extraction_summary, pii_summary
 from lmaudit.utils import provenance, write_json_atomic
 
@@ -58,7 +59,8 @@ def write_results(out: str | Path, payload: dict, *, kind: str, tables: dict[str
     return out / "results.json"
 
 
-SUMMARIES = {"set-audit": audit_summary, "extraction": extraction_summary, "pii-reconstruction": pii_summary}
+SUMMARIES = {"set-audit": audit_summary, "extraction": extraction_summary, "pii-reconstruction": pii_summary,
+             "dataset-inference": inference_summary}
 
 
 @dataclass
@@ -87,6 +89,8 @@ class RunResult:
         reconstruction: one row per record (as ``records.csv``)."""
         if self.type == "epsilon-lower-bound":
             return pd.DataFrame([{"attack": name, **bound} for name, bound in self.payload["attacks"].items()])
+        if self.type == "dataset-inference":
+            return pd.DataFrame([{"attack": name, **m} for name, m in self.payload["attacks"].items()])
         if "methods" in self.payload:
             return pd.DataFrame([{"method": name, "rho": est["rho"], "rho_low": est["ci90"][0],
                                   "rho_high": est["ci90"][1], "rho_unclipped": est.get("rho_unclipped")}

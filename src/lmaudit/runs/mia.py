@@ -20,7 +20,7 @@ import pandas as pd
 
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.data.overlap import check_sets
+from lmaudit.data.overlap import check_sets, ngram_overlap
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
@@ -34,7 +34,7 @@ from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
-from lmaudit.runs.set_check import blind_baseline_scores, set_check
+from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
 from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, setting
 
 MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
@@ -73,6 +73,8 @@ class RunConfig:
     # DLM: masked forwards per model per sample for every attack
     budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
     blind: bool = setting(True, check=boolean())  # model-free baselines: do the sets differ without the model?
+    # with a reference: its own reference-free scores (it never saw the members: its AUC should be near 0.5)
+    reference_prior: bool = setting(True, check=boolean())
     allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
     chat_template: bool | None = None  # pairs in the target tokenizer's chat template (None: when it has one)
 
@@ -99,6 +101,7 @@ class MIAResult:
     chat_template: bool = False  # the pairs were scored in the target tokenizer's chat template
     set_check: dict = field(default_factory=dict)  # the blind baselines: do the sets differ without the model?
     blind_scores: dict[str, np.ndarray] = field(default_factory=dict)  # their out-of-fold scores, per record
+    prior_scores: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's own scores, per attack
 
     @property
     def type(self) -> str:
@@ -158,7 +161,10 @@ class MIAResult:
                    long_texts=res.get("long_texts", {}), overlap=res.get("overlap", {}),
                    chat_template=bool(res.get("chat_template", False)), set_check=res.get("set_check") or {},
                    blind_scores={n: scores[n].to_numpy() for n in (res.get("set_check") or {}).get("baselines", {})
-                                 if n in scores.columns})
+                                 if n in scores.columns},
+                   prior_scores={n: scores[PRIOR + n].to_numpy()
+                                 for n in ((res.get("set_check") or {}).get("reference") or {}).get("attacks", {})
+                                 if PRIOR + n in scores.columns})
 
     def write(self, out_dir: str | Path, *, report: bool = False, files=None, kind: str = "mia") -> Path:
         """``results.json``, ``scores.parquet`` and (when there are any) ``examples.json``, written as one unit
@@ -171,7 +177,8 @@ class MIAResult:
         """
         exposure = stored_columns(self.scores, self.labels, strongest_attack(self.attacks)) if self.attacks else {}
         # results.json names that attack ("exposure_attack"), so the two columns are never read without it
-        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **self.blind_scores, **exposure})
+        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **self.blind_scores,
+                              **{PRIOR + n: s for n, s in self.prior_scores.items()}, **exposure})
         return write_results(out_dir, self.payload(), kind=kind, tables={"scores.parquet": frame},
                              extra_json={"examples.json": self.examples} if self.examples else None,
                              files=files, report=report)
@@ -257,6 +264,22 @@ def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, pr
     return out
 
 
+def _reference_prior(ctx: Probing, specs, params, both: TextSet) -> dict[str, np.ndarray]:
+    """The reference's own scores under every reference-free attack of the run ({} without a reference).
+
+    An AR reference's probe is the one its calibrated attacks read (a cache hit when caching is on); a DLM
+    reference is probed as a target under each attack's masks, which costs its budget again.
+    """
+    free = [s for s in specs if not s.needs_reference and not s.needs_shadows]
+    if ctx.reference is None or not free:
+        return {}
+    t0 = time.perf_counter()
+    as_target = Probing(ctx.reference, None, None, ctx.config, ctx.cache, {})
+    scores, _, _ = _score(as_target, free, params, both, 0)
+    ctx.timings["reference_prior"] = time.perf_counter() - t0
+    return scores
+
+
 def run_mia(
     target: ModelHandle,
     members: TextSet,
@@ -280,6 +303,7 @@ def run_mia(
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")],
                          allow_overlap=config.allow_overlap)
+    overlap["ngrams"] = ngram_overlap(members, nonmembers)  # near-copies: shared runs of words, not whole texts
     given = (members, nonmembers)  # as the user gave them: what the blind baselines read
     chat = use_chat_template(target.tokenizer, TextSet(members.records + nonmembers.records), config.chat_template)
     if chat:  # both sets alike, so that the template itself never tells them apart
@@ -296,6 +320,7 @@ def run_mia(
     with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
         scores, forwards, examples = _score(ctx, specs, params, both, len(members))
+        prior = _reference_prior(ctx, specs, params, both) if config.reference_prior else {}
 
     blind, blind_p, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings)
                                if config.blind else ({}, {}, "blind = False"))
@@ -303,8 +328,13 @@ def run_mia(
     metrics = {}
     # one set of stratified resamples for every attack and blind baseline: AUC and TPR intervals, and paired
     # differences to the best attack and to the best blind baseline
-    summary = summarize_attacks(labels, {**{s.name: scores[s.name] for s in specs}, **blind},
-                                n_resamples=config.n_bootstrap, seed=config.seed, model_free=tuple(blind))
+    summary = summarize_attacks(labels, {**{s.name: scores[s.name] for s in specs}, **blind,
+                                         **{PRIOR + n: v for n, v in prior.items()}},
+                                n_resamples=config.n_bootstrap, seed=config.seed, model_free=tuple(blind),
+                                priors={n: PRIOR + n for n in prior})
+    check = set_check(summary, blind_p, skipped)
+    if prior:
+        check["reference"] = prior_check(summary, prior, labels, [s.name for s in specs if s.needs_reference])
     for spec in specs:
         metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
                               **summary[spec.name]}
@@ -327,8 +357,9 @@ def run_mia(
         long_texts=long_texts,
         overlap=overlap,
         chat_template=chat,
-        set_check=set_check(summary, blind_p, skipped),
+        set_check=check,
         blind_scores=blind,
+        prior_scores=prior,
     )
 
 

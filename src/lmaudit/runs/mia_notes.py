@@ -12,6 +12,7 @@ from rich.table import Table
 from lmaudit.data.loaders import TextSet
 from lmaudit.metrics import (
     BLIND_NOTE,
+    PRIOR_NOTE,
     READING_NOTE,
     TPR_POINTS,
     ci_text,
@@ -19,10 +20,11 @@ from lmaudit.metrics import (
     tpr_text,
     vs_best_text,
     vs_blind_text,
+    vs_prior_text,
 )
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import tokenize_records
-from lmaudit.report.summary import mia_summary
+from lmaudit.report.summary import mia_summary, reference_differs, sets_differ
 
 
 def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
@@ -78,19 +80,24 @@ def results_table(result) -> Table:
     kind = result.target.get("kind", "ar").upper()
     table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
     blind = (result.set_check or {}).get("baselines") or {}
+    prior = ((result.set_check or {}).get("reference") or {}).get("attacks") or {}
     cols = ("attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(("Δ vs blind [95% CI]",) if blind else ()),
-            "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR")
+            *(("Δ vs prior [95% CI]",) if prior else ()), "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR")
     for col in cols:
         table.add_column(col, justify="left" if col == "attack" else "right")
     for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
         table.add_row(name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
-                      *((vs_blind_text(m),) if blind else ()),
+                      *((vs_blind_text(m),) if blind else ()), *((vs_prior_text(m),) if prior else ()),
                       *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
+    dashes = ("-",) * (1 + bool(blind) + bool(prior))
     for name, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # model-free rows, below the attacks
-        table.add_row(f"{name} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), "-", "-",
+        table.add_row(f"{name} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
                       *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
+    for name, m in sorted(prior.items(), key=lambda kv: -kv[1]["auc"]):  # the reference's own, AUC only
+        table.add_row(f"{name} (reference's own)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
+                      *("-" for _ in TPR_POINTS))
     unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
-    caption = [READING_NOTE] + ([BLIND_NOTE] if blind else [])
+    caption = [READING_NOTE] + ([BLIND_NOTE] if blind else []) + ([PRIOR_NOTE] if prior else [])
     if unresolved:  # said once under the table, not in every cell
         caption.insert(0, "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) +
                        f", {result.n_nonmembers:,} here.")
@@ -102,5 +109,6 @@ def verdict_text(result) -> str:
     """The report's verdict in one line for the terminal: the exposure level and the strongest attack's sentence."""
     summary = mia_summary([("", {"attacks": result.attacks, "n_members": result.n_members,
                                  "n_nonmembers": result.n_nonmembers, "set_check": result.set_check})])
-    opening = (result.set_check or {}).get("differ")  # the sets' own difference comes first, then the attack
-    return f"{summary.headline}. " + " ".join(summary.points[: 2 if opening else 1])
+    res = {"set_check": result.set_check}  # the sets' own differences come first, then the attack
+    openings = int(sets_differ(res)) + int(reference_differs(res))
+    return f"{summary.headline}. " + " ".join(summary.points[: 1 + openings])

@@ -14,6 +14,7 @@ import time
 import warnings
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 from lmaudit.audit.blind import BASELINES, fold_count, scores_and_p
 from lmaudit.data.loaders import TextSet
@@ -55,3 +56,29 @@ def set_check(summary: dict[str, dict], p_values: dict[str, float], skipped: str
     adjusted = min(1.0, len(entries) * min(p_values.values()))
     return {"baselines": entries, "best": best, "auc": entries[best]["auc"], "auc_ci95": entries[best].get("auc_ci95"),
             "p_adjusted": adjusted, "alpha": ALPHA, "differ": bool(adjusted <= ALPHA), "skipped": None}
+
+
+PRIOR = "reference:"  # prefix of a reference's own scores among a run's summarised scores
+
+
+def prior_check(summary: dict[str, dict], prior_scores: dict[str, np.ndarray], labels: np.ndarray,
+                calibrated: list[str]) -> dict:
+    """``set_check``'s ``reference`` block: the reference model's own reference-free scores on the same sets.
+
+    The reference never saw the members (that is what makes it a reference), so each of its AUCs should be near
+    0.5; far from it, the sets differ in a way a model that never saw them already sees. Per attack: the
+    reference's AUC and interval (from the run's shared resamples) and a two-sided Mann–Whitney p-value (the
+    reference's scores are not fitted to the labels, so the test is exact); ``differ`` when the smallest p-value,
+    multiplied by the number of attacks (Bonferroni), is at most :data:`ALPHA`. ``calibrated`` names the attacks
+    that read the reference (their scores already subtract what it sees).
+    """
+    y = np.asarray(labels)
+    entries = {}
+    for name, s in prior_scores.items():
+        m = summary[PRIOR + name]
+        p = float(mannwhitneyu(s[y == 1], s[y == 0], alternative="two-sided").pvalue)
+        entries[name] = {"auc": m["auc"], "auc_ci95": m.get("auc_ci95"), "p": p}
+    best = max(entries, key=lambda n: abs(entries[n]["auc"] - 0.5))
+    adjusted = min(1.0, len(entries) * min(e["p"] for e in entries.values()))
+    return {"attacks": entries, "best": best, "auc": entries[best]["auc"], "auc_ci95": entries[best]["auc_ci95"],
+            "p_adjusted": adjusted, "alpha": ALPHA, "differ": bool(adjusted <= ALPHA), "calibrated": calibrated}
