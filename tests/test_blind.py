@@ -69,9 +69,10 @@ def test_mia_reads_the_blind_baseline_into_its_verdict_and_strict_sets_refuses(t
 def test_the_verdict_judges_exposure_on_what_attacks_add_beyond_the_blind_baseline():
     from lmaudit.report.summary import mia_summary
 
-    def attack(value, beyond):
+    def attack(value, beyond, diff=0.0):
         return {"auc": value, "auc_ci95": [value - 0.05, value + 0.05], "tpr@1%fpr": None,
-                "vs_blind": {"blind": "blind_ngrams", "diff": 0.0, "ci95": [-0.1, 0.1], "beyond": beyond}}
+                "vs_blind": {"blind": "blind_ngrams", "diff": diff, "ci95": [diff - 0.1, diff + 0.1],
+                             "beyond": beyond}}
 
     check = {"baselines": {}, "best": "blind_ngrams", "auc": 0.84, "auc_ci95": [0.80, 0.88], "differ": True}
     res = {"attacks": {"loss": attack(0.93, False)}, "n_members": 200, "n_nonmembers": 200, "set_check": check}
@@ -79,9 +80,14 @@ def test_the_verdict_judges_exposure_on_what_attacks_add_beyond_the_blind_baseli
     assert summary.headline == "Exposure: not shown beyond the sets' differences" and summary.level is None
     assert summary.points[0].startswith("Members and non-members differ without the model: the blind baseline "
                                         "blind_ngrams tells them apart with AUC 0.840 (95% interval 0.800–0.880)")
-    res["attacks"]["min_k"] = attack(0.95, True)
+    # the level is read from what an attack adds beyond the baseline: 0.5 + 0.11 is 0.61, moderate; its raw AUC of
+    # 0.95 would say severe
+    res["attacks"]["min_k"] = attack(0.95, True, diff=0.11)
     summary = mia_summary([("", res)])
-    assert summary.headline.startswith("Exposure: severe (beyond a blind baseline") and "min_k" in summary.points[1]
+    assert summary.headline.startswith("Exposure: moderate (beyond a blind baseline")
+    assert "min_k adds +0.110 AUC (95% interval +0.010 to +0.210) beyond the blind baseline" in summary.points[1]
+    res["attacks"]["min_k"] = attack(0.95, True, diff=0.41)
+    assert mia_summary([("", res)]).headline.startswith("Exposure: severe (beyond a blind baseline")
     assert mia_summary([("", {**res, "set_check": {**check, "differ": False}})]).headline == "Exposure: severe"
 
 

@@ -419,4 +419,4 @@ def test_mini_set_validity_experiment_scores_both_splits_on_both_models(tmp_path
         assert set(cell["evidence"]) <= {"loss", "zlib", "reference"} and cell["headline"].startswith("Exposure")
         assert 0 < cell["dataset_inference"]["p"] <= 1 and cell["ngrams_13"]["scored"] <= 12
     rows = res["tables"][0]["rows"]
-    assert [r[0] for r in rows] == list(res["cells"]) and rows[1][6] == "-"
+    assert [r[0] for r in rows] == list(res["cells"]) and rows[1][6] == "-" and len(rows[0]) == 11

@@ -24,8 +24,9 @@ MIA_RULE = ("How the level is set: from the best TPR at 1% FPR over the attacks 
             "TPR at 1% FPR is measured. When a blind baseline (a classifier of the texts alone, no model) tells "
             "the sets apart (a held-out test at 0.05), only the attacks whose AUC exceeds it (the paired "
             "interval of the difference lies above 0) set the level; when the reference, scored as a target, "
-            "tells them apart, only the attacks calibrated by it or whose AUC exceeds the same attack's on it; with "
-            "none, exposure is not shown.")
+            "tells them apart, only the attacks calibrated by it or whose AUC exceeds the same attack's on it. On "
+            "such sets the level is read on the AUC scale from 0.5 plus what the best of them adds (a raw AUC or "
+            "TPR there measures the sets' difference, not the model's memory); with none, exposure is not shown.")
 SHARE_RULE = ("How the level is set: from the share of records exposed. Low: under 1%; moderate: under 5%; high: "
               "under 20%; severe: 20% or more.")
 MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping, deduplicating the training data, "
@@ -34,6 +35,9 @@ MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping
 MIA_LOW = ("No attack here tells members from non-members much better than chance at 1% false positives. This is a "
            "finding about these attacks on these sets, not a guarantee: other attacks (a reference model, shadow "
            "models) or more samples may do better.")
+MIA_DIFFER_LOW = ("Beyond the sets' own differences, no attack adds much here. Sets that differ this much leave little "
+                  "room to show memorisation: to measure it, draw members and non-members alike (the same source, "
+                  "era and format), or hold out a random part of the training data as the members' twin.")
 EXTRACT_LOWER = ("What usually lowers extraction: deduplicating repeated records (repeated text is reproduced far more "
                  "often), fewer epochs, differentially private fine-tuning, and scrubbing secrets before training. "
                  "These are common findings, not guarantees: audit the changed model again.")
@@ -74,6 +78,52 @@ def evidence(res: dict) -> dict[str, dict]:
         calibrated = set(res["set_check"]["reference"].get("calibrated") or ())
         attacks = {n: m for n, m in attacks.items() if n in calibrated or (m.get("vs_prior") or {}).get("beyond")}
     return attacks
+
+
+def gain(res: dict, name: str) -> tuple[float, list | None] | None:
+    """What attack ``name`` adds beyond the sets' own differences: (AUC gain, its paired 95% interval), the
+    smaller of its gain over the best blind baseline (when the sets differ without the model) and over the same
+    attack on the reference (when the reference tells them apart; an attack calibrated by the reference has
+    none). None when neither check applies to it."""
+    m = res["attacks"][name]
+    calibrated = set((((res.get("set_check") or {}).get("reference") or {}).get("calibrated")) or ())
+    found = [vs for vs, on in ((m.get("vs_blind"), sets_differ(res)),
+                               (m.get("vs_prior"), reference_differs(res) and name not in calibrated)) if on and vs]
+    if not found:
+        return None
+    smallest = min(found, key=lambda vs: vs["diff"])
+    return smallest["diff"], smallest.get("ci95")
+
+
+def adjusted_auc(res: dict, name: str) -> float:
+    """0.5 plus what ``name`` adds beyond the sets' differences (:func:`gain`), or its AUC when nothing is
+    subtracted from it: the AUC-scale reading a level is set from when the sets differ."""
+    found = gain(res, name)
+    return res["attacks"][name]["auc"] if found is None else 0.5 + found[0]
+
+
+def part_level(res: dict) -> str | None:
+    """The level of one membership run (:data:`MIA_RULE`): from every attack's TPR and AUC on sets drawn alike;
+    when the sets differ (without the model, or to the reference), from the attacks that add beyond that only
+    (:func:`evidence`), on the AUC scale, as 0.5 plus what they add (:func:`adjusted_auc`): a raw AUC or TPR of
+    sets that differ says how different they are, not how much the model remembers. None with no such attack."""
+    shown = evidence(res)
+    if not shown:
+        return None
+    if not (sets_differ(res) or reference_differs(res)):
+        return mia_level(shown)
+    return LEVELS[level_index(max(adjusted_auc(res, n) for n in shown), AUC_BOUNDS)]
+
+
+def gain_sentence(res: dict, name: str) -> str:
+    """"gap_k adds +0.005 AUC (95% interval +0.002 to +0.010) beyond the blind baseline (its AUC 1.000)"."""
+    found = gain(res, name)
+    auc = res["attacks"][name]["auc"]
+    if found is None:
+        return f"{name}, calibrated by the reference, reaches AUC {auc:.3f}"
+    diff, ci = found
+    interval = f" (95% interval {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
+    return f"{name} adds {diff:+.3f} AUC{interval} beyond {_beyond(res)} (its AUC {auc:.3f})"
 
 
 def prior_sentence(check: dict | None) -> str | None:
@@ -227,7 +277,7 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     the attacks that add beyond the blind baseline only (:func:`evidence`); with none, its
     exposure is "not shown".
     """
-    levels = {label: (mia_level(evidence(res)) if evidence(res) else None) for label, res in parts}
+    levels = {label: part_level(res) for label, res in parts}
     shown = [v for v in levels.values() if v is not None]
     worst = max(shown, key=LEVELS.index) if shown else None
     points = []
@@ -236,16 +286,20 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         for opening in (set_check_sentence(res.get("set_check")), prior_sentence(res.get("set_check"))):
             if opening:
                 points.append(lead + opening)
-        name = strongest_attack(evidence(res) or res["attacks"])
+        shown = evidence(res)
+        name = strongest_attack(shown or res["attacks"])
         level = levels[label] or "not shown beyond the sets' differences"
         lead = f"{label} (exposure {level}): strongest" if len(parts) > 1 else "Strongest"
-        if _beyond(res):
-            lead += f" attack beyond {_beyond(res)}" if evidence(res) else f" attack, none beyond {_beyond(res)}"
+        if _beyond(res) and shown:
+            name = max(shown, key=lambda n: adjusted_auc(res, n))
+            text = f"{lead} attack beyond {_beyond(res)}: {gain_sentence(res, name)}"
+        elif _beyond(res):
+            lead += f" attack, none beyond {_beyond(res)}"
             text = f"{lead}: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
         else:
             text = f"{lead} attack: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
         text += f"; {res['n_members']:,} members vs {res['n_nonmembers']:,} non-members."
-        if exposed and label in exposed:
+        if exposed and label in exposed and not _beyond(res):  # on sets that differ it counts the difference
             text += (f" {exposed[label]:,} of the {res['n_members']:,} members score above every non-member "
                      "(listed under Most exposed records).")
         notes = res["attacks"][name].get("notes")
@@ -255,7 +309,8 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         for note in (overlap_note(res.get("overlap")), near_copy_note(res.get("overlap"))):
             if note:
                 points.append((f"{label}: " if len(parts) > 1 else "") + note)
-    points.append(MIA_LOW if worst in ("low", None) else MIA_LOWER)
+    differ = any(_beyond(res) for _, res in parts)
+    points.append((MIA_DIFFER_LOW if differ else MIA_LOW) if worst in ("low", None) else MIA_LOWER)
     overlapping = any(overlap_note(res.get("overlap")) for _, res in parts)
     headline = (f"Exposure: {worst}" if worst else "Exposure: not shown beyond the sets' differences")
     if worst and any(sets_differ(res) for _, res in parts):

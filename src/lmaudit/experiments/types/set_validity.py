@@ -22,7 +22,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.report.summary import evidence, mia_summary
+from lmaudit.report.summary import adjusted_auc, evidence, gain, mia_summary
 
 SPLITS = ("iid", "shifted")
 MODELS = ("fine-tuned", "untouched")
@@ -48,9 +48,21 @@ def _cell(result, di: dict) -> dict:
             "prior": None if not prior else {"attack": prior["best"], "auc": prior["auc"], "ci95": prior["auc_ci95"],
                                              "p": prior["p_adjusted"], "differ": prior["differ"]},
             "evidence": sorted(evidence(res)), "headline": mia_summary([("", res)]).headline,
+            "beyond": _beyond(res),
             "dataset_inference": {"p": di["test"]["p_combined"], "control_p": di["control"]["p_combined"],
                                   "spread": di["test"]["p_spread"]},
             "ngrams_13": res["overlap"]["ngrams"]["13"]}
+
+
+def _beyond(res: dict) -> dict | None:
+    """The attack that adds most beyond the sets' differences (the verdict's), what it adds and its interval."""
+    shown = evidence(res)
+    if not shown:
+        return None
+    name = max(shown, key=lambda n: adjusted_auc(res, n))
+    found = gain(res, name)
+    return {"attack": name, "gain": None if found is None else found[0], "ci95": None if found is None else found[1],
+            "auc": res["attacks"][name]["auc"]}
 
 
 def run_set_validity(ws: Workspace, cfg: SetValidityConfig) -> dict:
@@ -86,6 +98,14 @@ def _p(p) -> str:
     return "-" if p is None else (f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}")
 
 
+def _gain(beyond: dict | None) -> str:
+    if not beyond:
+        return "none"
+    if beyond["gain"] is None:  # nothing subtracted: sets drawn alike, or a reference-calibrated attack
+        return f"{beyond['attack']} (AUC {beyond['auc']:.3f})"
+    return f"{beyond['attack']} {beyond['gain']:+.3f} {_ci(beyond['ci95'])}"
+
+
 def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """One row per (split, model, seed): the blind baseline, the best attack and what it adds beyond it, the
     reference's own AUC, the verdict's headline and dataset inference's p-value with its control."""
@@ -99,16 +119,19 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                          _p(c["blind"]["p"]), f"{c['best']['attack']} {c['best']['auc']:.3f} {_ci(c['best']['ci95'])}",
                          f"{vs['diff']:+.3f} {_ci(vs.get('ci95'))}" if vs else "-",
                          f"{prior['auc']:.3f} (p {_p(prior['p'])})" if prior else "-",
-                         c["headline"].replace("Exposure: ", ""), _p(c["dataset_inference"]["p"]),
+                         _gain(c.get("beyond")), c["headline"].replace("Exposure: ", ""),
+                         _p(c["dataset_inference"]["p"]),
                          _p(c["dataset_inference"]["control_p"])])
     caption = ("Blind: the best model-free baseline's AUC [95% interval] and its held-out p-value (both baselines, "
                "Bonferroni). Best attack: the highest AUC of the run; Δ blind: its paired AUC difference to the blind "
                "baseline. Reference's own: the base model scoring the sets as a target (fine-tuned rows only; "
-               "two-sided Mann–Whitney, Bonferroni over attacks). Verdict: the report's exposure headline. DI p: "
+               "two-sided Mann–Whitney, Bonferroni over attacks). Evidence: the attack the verdict reads, and what it adds "
+               "beyond the sets' differences when they differ (its paired interval). Verdict: the report's exposure "
+               "headline. DI p: "
                "dataset inference (members as the suspect set, non-members as validation; twice the median split "
                "p-value) and its control on two halves of the non-members.")
     header = ["split / model", "seed", "blind AUC", "blind p", "best attack", "Δ blind", "reference's own",
-              "verdict", "DI p", "control p"]
+              "evidence", "verdict", "DI p", "control p"]
     return [(caption, header, rows)]
 
 
