@@ -38,6 +38,7 @@ SUITE = [
     ("bench_smi.py", [], ["--n", "300", "--d", "32", "--bootstrap", "20", "--repeats", "1"]),
     ("bench_scale.py", [], ["--small", "200", "--large", "2000", "--ray-texts", "64"]),
     ("bench_fixed_cost.py", [], ["--n", "400", "--repeats", "1"]),
+    ("bench_ray_overhead.py", [], ["--texts", "8", "--shard-size", "4", "--chars", "200"]),
 ]
 
 

@@ -80,13 +80,13 @@ def test_the_verdict_judges_exposure_on_what_attacks_add_beyond_the_blind_baseli
     assert summary.headline == "Exposure: not shown beyond the sets' differences" and summary.level is None
     assert summary.points[0].startswith("Members and non-members differ without the model: the blind baseline "
                                         "blind_ngrams tells them apart with AUC 0.840 (95% interval 0.800–0.880)")
-    # the level is read from what an attack adds beyond the baseline: 0.5 + 0.11 is 0.61, moderate; its raw AUC of
-    # 0.95 would say severe
-    res["attacks"]["min_k"] = attack(0.95, True, diff=0.11)
+    # the level is read from what an attack adds beyond the baseline, at the lower end of its interval: 0.5 + 0.11
+    # is 0.61, moderate; its raw AUC of 0.95 would say severe
+    res["attacks"]["min_k"] = attack(0.95, True, diff=0.21)
     summary = mia_summary([("", res)])
     assert summary.headline.startswith("Exposure: moderate (beyond a blind baseline")
-    assert "min_k adds +0.110 AUC (95% interval +0.010 to +0.210) beyond the blind baseline" in summary.points[1]
-    res["attacks"]["min_k"] = attack(0.95, True, diff=0.41)
+    assert "min_k adds +0.210 AUC (95% interval +0.110 to +0.310) beyond the blind baseline" in summary.points[1]
+    res["attacks"]["min_k"] = attack(0.96, True, diff=0.51)
     assert mia_summary([("", res)]).headline.startswith("Exposure: severe (beyond a blind baseline")
     assert mia_summary([("", {**res, "set_check": {**check, "differ": False}})]).headline == "Exposure: severe"
 

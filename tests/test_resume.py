@@ -94,8 +94,10 @@ def test_killed_mia_run_resumes_to_identical_results(fault, tmp_path, tiny_model
     assert _attacks(tmp_path / "out") == uninterrupted[0]
 
 
+@pytest.mark.slow
 def test_kill_at_arbitrary_moments_then_resume(tmp_path, tiny_model_dir, uninterrupted):
-    """SIGKILL from outside at moments spread over the probe; each restart continues; the last one finishes."""
+    """SIGKILL from outside at moments spread over the probe; each restart continues; the last one finishes (slow:
+    the kills at named points, test_killed_mia_run_resumes_to_identical_results, run by default)."""
     _write_sets(tmp_path)
     probe_s = uninterrupted[1]
     manifests = tmp_path / "cache" / "probes" / "manifests"

@@ -83,5 +83,16 @@ def test_with_no_attack_beyond_the_reference_exposure_is_not_shown():
     assert "none beyond the reference's own scores" in summary.points[1]
     res["attacks"]["reference"] = {"auc": 0.9, "auc_ci95": [0.85, 0.95], "tpr@1%fpr": None}
     summary = mia_summary([("", res)])
-    assert summary.headline.startswith("Exposure: severe (beyond the reference's own scores")
+    assert summary.headline.startswith("Exposure: high (beyond the reference's own scores")  # its AUC's lower end: 0.85
     assert "attack beyond the reference's own scores: reference" in summary.points[1]
+
+
+def test_the_level_is_read_from_the_lower_ends_of_the_intervals():
+    """Chance alone on 200 non-members: a TPR at 1% FPR of 3% (interval 0.5–8%) and an AUC of 0.56 (0.50–0.62) are
+    'low'; the same values with intervals that exclude chance set the level."""
+    from lmaudit.report.summary import mia_level
+
+    noisy = {"auc": 0.56, "auc_ci95": [0.50, 0.62], "tpr@1%fpr": 0.03, "tpr@1%fpr_ci95": [0.005, 0.08]}
+    assert mia_level({"min_k": noisy}) == "low"
+    assert mia_level({"min_k": {**noisy, "auc_ci95": None, "tpr@1%fpr_ci95": None}}) == "moderate"  # no interval
+    assert mia_level({"min_k": {**noisy, "tpr@1%fpr_ci95": [0.11, 0.2]}}) == "high"

@@ -29,16 +29,22 @@ def attack(auc, tpr, **extra):
     return m
 
 
+def at(auc, tpr):
+    """An attack whose AUC interval starts at its value: the level reads the lower end, so the bounds are tested
+    at the value."""
+    return {**attack(auc, tpr), "auc_ci95": [auc, auc + 0.05]}
+
+
 @pytest.mark.parametrize("attacks, level", [
-    ({"a": attack(0.55, 0.015)}, "low"),  # both readings under the first bounds
-    ({"a": attack(0.55, 0.02)}, "moderate"),  # TPR reaches 2%
-    ({"a": attack(0.74, 0.05), "b": attack(0.58, 0.09)}, "moderate"),
-    ({"a": attack(0.80, 0.05)}, "high"),  # AUC reaches 0.75
-    ({"a": attack(0.70, 0.12)}, "high"),  # TPR reaches 10%
-    ({"a": attack(0.80, 0.35)}, "severe"),  # TPR reaches 30%
-    ({"a": attack(0.92, 0.05)}, "severe"),  # AUC reaches 0.90
-    ({"a": attack(0.92, None)}, "severe"),  # an unmeasured TPR is left out; AUC alone
-    ({"a": attack(0.65, None)}, "moderate"),
+    ({"a": at(0.55, 0.015)}, "low"),  # both readings under the first bounds
+    ({"a": at(0.55, 0.02)}, "moderate"),  # TPR reaches 2%
+    ({"a": at(0.74, 0.05), "b": at(0.58, 0.09)}, "moderate"),
+    ({"a": at(0.80, 0.05)}, "high"),  # AUC reaches 0.75
+    ({"a": at(0.70, 0.12)}, "high"),  # TPR reaches 10%
+    ({"a": at(0.80, 0.35)}, "severe"),  # TPR reaches 30%
+    ({"a": at(0.92, 0.05)}, "severe"),  # AUC reaches 0.90
+    ({"a": at(0.92, None)}, "severe"),  # an unmeasured TPR is left out; AUC alone
+    ({"a": at(0.65, None)}, "moderate"),
 ])
 def test_exposure_level_follows_the_stated_rule(attacks, level):
     assert mia_level(attacks) == level

@@ -147,6 +147,11 @@ class ARStats(NpzRecord):
         """These statistics with a reference model's and shadow models' statistics of the same samples attached."""
         return replace(self, reference=reference, shadows=shadows)
 
+    def as_reference(self) -> "ARStats | None":
+        """The reference's statistics as a target's (what a reference-free attack reads of the reference); None
+        without a reference."""
+        return self.reference
+
     @property
     def n_samples(self) -> int:
         return len(self.offsets) - 1
@@ -233,6 +238,15 @@ class MaskedStats(NpzRecord):
     @property
     def segment_ids(self) -> np.ndarray:
         return np.repeat(np.arange(self.n_samples), np.diff(self.offsets))
+
+    def as_reference(self) -> "MaskedStats | None":
+        """The reference's statistics as a target's, on the same masks (what a reference-free attack reads of the
+        reference); None without a reference."""
+        if not self.has_reference:
+            return None
+        empty = self.ref_logp[:0]
+        return replace(self, logp=self.ref_logp, top1_logp=self.ref_top1_logp, mu=self.ref_mu, sigma=self.ref_sigma,
+                       ref_logp=empty, ref_top1_logp=empty, ref_mu=empty, ref_sigma=empty)
 
     def take(self, indices) -> "MaskedStats":
         indices = np.asarray(indices, dtype=np.int64)

@@ -205,44 +205,55 @@ def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has
     return specs
 
 
-def _score_shards(specs, params, n: int, shards, *, whole) -> dict[str, np.ndarray]:
-    """Scores of every attack: per-sample attacks one shard at a time, the others on the whole set.
+def _score_shards(specs, params, n: int, shards, *, whole, prior=()) -> tuple[dict, dict]:
+    """Scores of every attack: per-sample attacks one shard at a time, the others on the whole set; and of every
+    attack of ``prior`` on the reference's own statistics (the records' :meth:`as_reference`).
 
     ``shards`` yields ``((start, stop), records)``; ``whole()`` returns the records of
     the whole set and is called only when an attack needs it. Peak memory thus
     follows the shard size, not the set size.
     """
     scores = {s.name: np.empty(n, dtype=np.float64) for s in specs}
+    own = {s.name: np.empty(n, dtype=np.float64) for s in prior}
     per_sample = [s for s in specs if s.per_sample]
-    if per_sample:
+    if per_sample or any(s.per_sample for s in prior):
         for (a, b), records in shards:
             for spec in per_sample:
                 scores[spec.name][a:b] = spec(records, **params[spec.name])
+            for spec in (s for s in prior if s.per_sample):
+                own[spec.name][a:b] = spec(records.as_reference(), **params[spec.name])
     rest = [s for s in specs if not s.per_sample]
-    if rest:
+    if rest or any(not s.per_sample for s in prior):
         records = whole()
         for spec in rest:
             scores[spec.name] = spec(records, **params[spec.name])
-    return scores
+        for spec in (s for s in prior if not s.per_sample):
+            own[spec.name] = spec(records.as_reference(), **params[spec.name])
+    return scores, own
 
 
 def _score(ctx: Probing, specs, params, textset: TextSet, n_members: int):
-    """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request."""
+    """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request, and
+    with ``ctx.prior`` the reference's own scores under every reference-free attack (from the same pass: the
+    reference is probed beside the target, an AR reference with its own tokenisation, a DLM one on the same
+    masks)."""
     groups = group_attacks(specs, params, ctx.config.budget)
     check_requests(ctx, groups)
-    scores, forwards, examples = {}, {}, {}
+    scores, forwards, examples, own = {}, {}, {}, {}
     for request, group in groups.items():
         t0 = time.perf_counter()
         shards, whole, fwd, probe = probe_group(ctx, request, group, textset)
-        group_scores = _score_shards(group, params, len(textset), shards, whole=whole)
+        prior = [s for s in group if not s.needs_reference and not s.needs_shadows] if ctx.prior else []
+        group_scores, group_own = _score_shards(group, params, len(textset), shards, whole=whole, prior=prior)
         ctx.timings["score"] = ctx.timings.get("score", 0.0) + time.perf_counter() - t0
         scores.update(group_scores)
+        own.update(group_own)
         forwards.update(fwd())
         for spec in group:
             if spec.example is not None and probe is not None and (not spec.needs_reference or ctx.reference) \
                     and 0 < n_members < len(textset):
                 examples[spec.name] = _typical_examples(spec, textset, scores[spec.name], n_members, probe)
-    return scores, forwards, examples
+    return scores, forwards, examples, own
 
 
 def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, probe) -> dict:
@@ -262,22 +273,6 @@ def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, pr
         out[f"{name}_score"] = float(score[i])
     out["values"] = (spec.example.__doc__ or "values").strip().split("\n")[0].rstrip(".")
     return out
-
-
-def _reference_prior(ctx: Probing, specs, params, both: TextSet) -> dict[str, np.ndarray]:
-    """The reference's own scores under every reference-free attack of the run ({} without a reference).
-
-    An AR reference's probe is the one its calibrated attacks read (a cache hit when caching is on); a DLM
-    reference is probed as a target under each attack's masks, which costs its budget again.
-    """
-    free = [s for s in specs if not s.needs_reference and not s.needs_shadows]
-    if ctx.reference is None or not free:
-        return {}
-    t0 = time.perf_counter()
-    as_target = Probing(ctx.reference, None, None, ctx.config, ctx.cache, {})
-    scores, _, _ = _score(as_target, free, params, both, 0)
-    ctx.timings["reference_prior"] = time.perf_counter() - t0
-    return scores
 
 
 def run_mia(
@@ -316,11 +311,11 @@ def run_mia(
     labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
     timings: dict[str, float] = {}
     long_texts = long_text_counts(target, {"members": members, "nonmembers": nonmembers}, config)
-    ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings)
+    ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings,
+                  prior=reference is not None and config.reference_prior)
     with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
-        scores, forwards, examples = _score(ctx, specs, params, both, len(members))
-        prior = _reference_prior(ctx, specs, params, both) if config.reference_prior else {}
+        scores, forwards, examples, prior = _score(ctx, specs, params, both, len(members))
 
     blind, blind_p, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings)
                                if config.blind else ({}, {}, "blind = False"))
@@ -373,5 +368,5 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
-    scores, _, _ = _score(ctx, specs, params, textset, 0)
+    scores, _, _, _ = _score(ctx, specs, params, textset, 0)
     return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}

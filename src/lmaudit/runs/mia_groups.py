@@ -38,6 +38,7 @@ class Probing:
     config: object  # the run's RunConfig (batch size, token limit, long texts, seed)
     cache: Path | None
     timings: dict[str, float]
+    prior: bool = False  # also probe the reference for every group: its own scores under reference-free attacks
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
                           model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
     ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
     ref = None
-    if ctx.reference is not None and any(s.needs_reference for s in group):
+    if ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group)):
         t0 = time.perf_counter()
         ref = probe_ar_shards(ctx.reference.model, ctx.reference.tokenizer, textset, probe_cfg,
                               model_fingerprint=ctx.reference.fingerprint, cache_dir=ctx.cache,
@@ -116,7 +117,7 @@ def masked_group(ctx: Probing, plan: MaskPlan, group, textset: TextSet):
 
     Forwards per sample are the mean number of mask patterns, known once the shards were read.
     """
-    use_ref = ctx.reference is not None and any(s.needs_reference for s in group)
+    use_ref = ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group))
     fps = (ctx.target.fingerprint, None if ctx.reference is None else ctx.reference.fingerprint)
 
     def probe(ts: TextSet):
