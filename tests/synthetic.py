@@ -52,3 +52,20 @@ def synthetic_shadows(reference, k: int = 8, *, seed: int = 0):
     is_in[0], is_in[1] = False, True  # every sample has OUT and IN shadows
     phi = phi_ref[None, :] + rng.normal(0, 0.1, (k, len(phi_ref))) + 0.8 * is_in
     return ShadowStats(phi, is_in)
+
+
+# parameters an attack needs before it can say which probe it reads (ReCaLL: prefix texts)
+SYNTHETIC_PARAMS = {"recall": {"prefix_texts": ["a text known not to be a member"]}}
+
+
+def records_for(spec, target, reference=None, shadows=None):
+    """The records ``spec`` reads, built from synthetic ARStats: the target with the companions it needs, and for
+    an attack that reads a prefixed pass (ReCaLL) the reference's statistics standing in for that pass."""
+    from lmaudit.probes.records import PrefixedStats
+    from lmaudit.probes.requests import PrefixRequest
+
+    plain = target.with_companions(reference=reference if spec.needs_reference else None,
+                                   shadows=shadows if spec.needs_shadows else None)
+    if isinstance(spec.probe({**spec.params, **SYNTHETIC_PARAMS.get(spec.name, {})}, 16), PrefixRequest):
+        return PrefixedStats(plain, reference, 1)
+    return plain

@@ -34,6 +34,7 @@ from lmaudit.probes.segments import (
     segment_ranks,
     segment_std,
 )
+from synthetic import records_for
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOME = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -276,8 +277,7 @@ AR_ATTACKS = list_attacks("ar")
 def test_every_ar_attack_is_finite_on_hostile_stats(inputs):
     target, reference, shadows = inputs
     for spec in AR_ATTACKS:
-        scores = spec(target.with_companions(reference=reference if spec.needs_reference else None,
-                                             shadows=shadows if spec.needs_shadows else None))
+        scores = spec(records_for(spec, target, reference, shadows))
         assert scores.shape == (target.n_samples,) and scores.dtype == np.float64, spec.name
         assert np.isfinite(scores).all(), spec.name
 

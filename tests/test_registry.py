@@ -10,7 +10,7 @@ import pytest
 from lmaudit.attacks import get_attack, list_attacks, register_attack
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import auc
-from synthetic import synthetic_shadows, synthetic_stats
+from synthetic import SYNTHETIC_PARAMS, records_for, synthetic_shadows, synthetic_stats
 
 TARGET, REFERENCE, LABELS = synthetic_stats(seed=0)
 SHADOWS = synthetic_shadows(REFERENCE)
@@ -19,8 +19,7 @@ AR_ATTACKS = [s.name for s in list_attacks("ar")]
 
 def run(name, target=TARGET, reference=REFERENCE, shadows=SHADOWS):
     spec = get_attack(name, "ar")
-    return spec(target.with_companions(reference=reference if spec.needs_reference else None,
-                                       shadows=shadows if spec.needs_shadows else None))
+    return spec(records_for(spec, target, reference, shadows))
 
 
 @pytest.mark.parametrize("spec", list_attacks(), ids=lambda s: f"{s.kind}:{s.name}")
@@ -32,7 +31,8 @@ def test_every_attack_keeps_the_contract(spec):
     json.dumps(spec.describe())  # parameters and metadata are JSON-serialisable
     params = list(inspect.signature(spec.fn).parameters.values())
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
-    assert spec.probe(spec.params, 16) is not None  # every attack says which probe it reads
+    # every attack says which probe it reads (given what it needs to know it: ReCaLL its prefix texts)
+    assert spec.probe({**spec.params, **SYNTHETIC_PARAMS.get(spec.name, {})}, 16) is not None
 
 
 def test_attack_modules_are_found_without_a_list():
@@ -90,7 +90,14 @@ def test_lira_pools_its_variance_over_the_set():
     assert not np.allclose(alone, run("lira")[part], rtol=1e-6)  # so it is scored on the whole set
 
 
-@pytest.mark.parametrize("name", AR_ATTACKS)
+# attacks whose score is 0 for every text unless its tail is reproduced token for token: the synthetic members
+# (top-3 tokens 60% of the time) never are; tests/test_memorization.py checks their direction on members that are
+# and ReCaLL, whose signal is the change a non-member prefix makes (synthetic statistics have none): checked there on
+# a fine-tuned model
+SPARSE = {"extraction_strength", "recall"}
+
+
+@pytest.mark.parametrize("name", [n for n in AR_ATTACKS if n not in SPARSE])
 def test_direction_higher_means_member(name):
     assert auc(LABELS, run(name)) > 0.75
 

@@ -40,6 +40,7 @@ from lmaudit.runs.dataset_inference import InferenceConfig, run_dataset_inferenc
 from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
+from lmaudit.runs.privleak import privleak_against
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
 from lmaudit.runs.training import TrainedModel, check_training_out
 
@@ -63,7 +64,7 @@ def _texts(data: TextSet | str | Path, text_field: str = "text", split: str | No
 
 def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | None = None, text_field: str = "text",
         split: str | None = None, reference=None, shadows=None, config: RunConfig | None = None,
-        **load_options) -> MIAResult:
+        retrained=None, **load_options) -> MIAResult:
     """Membership inference: every attack that can run (or ``config.attacks``), AUC and TPR@FPR per attack.
 
     ``model``/``reference``: folders or loaded models; ``members``/``nonmembers``:
@@ -71,7 +72,8 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     ``data`` whose ``label_field`` is 1 for members and 0 for non-members (as WikiMIA and
     MIMIR ship); ``text_field`` and ``split`` as the command's options; ``shadows``: a
     folder from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`. The data
-    is read before any model is loaded.
+    is read before any model is loaded. ``retrained``: the folder (or result) of the same run on a model
+    retrained without the members; the result then holds MUSE's PrivLeak per attack (``result.privleak``).
 
     Examples
     --------
@@ -86,8 +88,12 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
                                 split=split)
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    other = retrained if retrained is None or isinstance(retrained, MIAResult) else MIAResult.load(retrained)
     target, ref = _models(model, reference, load_options)
-    return run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
+    result = run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
+    if other is not None:
+        result.privleak = privleak_against(result, other, str(retrained) if other is not retrained else "retrained")
+    return result
 
 
 def probe(model, texts, *, reference=None, shadows=None, config: RunConfig | None = None,

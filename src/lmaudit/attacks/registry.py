@@ -47,6 +47,8 @@ class AttackSpec:
     example: Callable[[Any], np.ndarray] | None = None
     # the values a parameter may take, for those annotated Literal[...] (e.g. a ``variant``)
     choices: dict[str, tuple] = field(default_factory=dict)
+    # run only when named or given parameters (it changes the run: ReCaLL holds out non-members for its prefix)
+    opt_in: str = ""  # why, said when every attack runs and it is left out
 
     def check(self, params: dict) -> None:
         """Reject unknown parameter names and values outside a parameter's choices (before any probe runs)."""
@@ -120,7 +122,7 @@ def _choices(name: str, fn: Callable) -> dict[str, tuple]:
 
 
 def register_attack(name: str, *, kind: str, needs_reference: bool = False, probe=None, needs_shadows: bool = False,
-                    per_sample: bool = True, example=None):
+                    per_sample: bool = True, example=None, opt_in: str = ""):
     """Decorator registering ``fn(records, *, ...)`` as attack ``name`` for models of ``kind``.
 
     Default parameters are read from the function's keyword-only arguments (any
@@ -132,7 +134,8 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
     variance pooled over the set): such an attack is scored on the whole set, never
     shard by shard. ``example(records of one sample)`` returns the per-token values
     a report shows for a typical member and non-member (its docstring's first line
-    names them).
+    names them). ``opt_in`` (the reason) makes an attack run only when named or given
+    parameters, never as one of "every attack".
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be 'ar' or 'dlm', got {kind!r}")
@@ -146,7 +149,8 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
         _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary,
                                              probe=probe or ar_probe, needs_shadows=needs_shadows,
-                                             per_sample=per_sample, example=example, choices=_choices(name, fn))
+                                             per_sample=per_sample, example=example, choices=_choices(name, fn),
+                                             opt_in=opt_in)
         return fn
 
     return wrap

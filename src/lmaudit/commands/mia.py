@@ -70,6 +70,8 @@ def mia(
         True, "--reference-prior/--no-reference-prior",
         help="With --reference: also score the sets with the reference as the target (it never saw the members, so "
              "its AUC should be near 0.5; AR: no extra forward with the cache on)."),
+    retrained: Optional[Path] = typer.Option(None, help="A mia run folder of a model retrained without the members, "
+                                                         "on the same texts: adds MUSE's PrivLeak per attack."),
     strict_sets: bool = typer.Option(False, "--strict-sets",
                                      help="Exit non-zero (after writing the results) when a blind baseline, or the "
                                           "reference on its own, tells members from non-members."),
@@ -81,14 +83,14 @@ def mia(
     c.check_out(out, kind="mia", inputs={**c.model_inputs("--model", model, model_options),
                                          **c.model_inputs("--reference", reference, model_options),
                                          "--members": members, "--nonmembers": nonmembers, "--data": data,
-                                         "--shadows": shadows})
+                                         "--shadows": shadows, "--retrained": retrained})
     cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
                     max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
                     allow_overlap=allow_overlap, chat_template=chat_template, blind=blind,
                     reference_prior=reference_prior)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         result = api.mia(model, members, nonmembers, data=data, label_field=label_field, text_field=text_field,
-                         split=split, reference=reference, shadows=shadows, config=cfg,
+                         split=split, reference=reference, shadows=shadows, config=cfg, retrained=retrained,
                          **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
     stdout_console.print(results_table(result))

@@ -269,3 +269,23 @@ class MaskedStats(NpzRecord):
         offsets = np.concatenate([[0]] + [p.offsets[1:] + b for p, b in zip(parts, base)]).astype(np.int64)
         return cls(offsets=offsets, **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
                                        for f in _saved(cls) if f.name != "offsets"})
+
+
+@dataclass
+class PrefixedStats:
+    """The AR statistics of the same texts without (``plain``) and with (``prefixed``) a prefix before them, and
+    how many of the prefix's shots were kept (``shots``)."""
+
+    plain: ARStats
+    prefixed: ARStats
+    shots: int
+
+    @property
+    def n_samples(self) -> int:
+        return self.plain.n_samples
+
+    def as_reference(self) -> "PrefixedStats | None":
+        """Both passes of the reference, as a target's; None without a reference."""
+        if self.plain.reference is None or self.prefixed.reference is None:
+            return None
+        return PrefixedStats(self.plain.reference, self.prefixed.reference, self.shots)

@@ -4,6 +4,8 @@ An attack declares a probe request; ``runs.mia`` groups attacks by equal request
 so attacks that read the same records share one probe pass.
 
 - :class:`ARRequest` — one causal forward pass per text (:class:`~lmaudit.probes.records.ARStats`).
+- :class:`PrefixRequest` — the AR pass of every text, and again with a prefix of other texts before it
+  (:class:`~lmaudit.probes.records.PrefixedStats`; ReCaLL).
 - :class:`~lmaudit.probes.masks.MaskPlan` — masked forwards under a mask plan
   (:class:`~lmaudit.probes.records.MaskedStats`).
 """
@@ -26,3 +28,12 @@ AR_PROBE = ARRequest()
 def ar_probe(params: dict, budget: int) -> ARRequest:
     """The probe of every AR attack: the same single forward pass, whatever the parameters."""
     return AR_PROBE
+
+
+@dataclass(frozen=True)
+class PrefixRequest:
+    """Each text's AR pass, plain and with ``shots`` (texts known not to be members) joined before it; the prefix
+    keeps as many of the last shots as fit in the context beside the longest text."""
+
+    shots: tuple[str, ...]
+    kind: str = "ar-prefixed"

@@ -138,6 +138,8 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
         Section(f"{prefix}Score distributions",
                 figures=[Figure(f"{tag}hist", "Member vs non-member scores", plots.score_histograms(labels, by_attack))]),
     ]
+    if res.get("privleak"):
+        sections.insert(1, privleak_section(res["privleak"], prefix))
     if caveats:  # right under the table they qualify
         sections.insert(1, Section(f"{prefix}Caveats", table=(["attack", "what makes its figures unreliable"], caveats)))
     examples = run / "examples.json"
@@ -152,6 +154,20 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
                                                           member_score=ex["member_score"],
                                                           nonmember_score=ex["nonmember_score"]))]))
     return sections
+
+
+def privleak_section(found: dict, prefix: str = "") -> Section:
+    """MUSE's PrivLeak of every attack against the retrained model's run, with its paired interval."""
+    rows = [[n, f"{m['auc_unlearned']:.3f}", f"{m['auc_retrained']:.3f}",
+             f"{100 * m['privleak']:+.1f}%" + (f" [{100 * m['ci95'][0]:+.1f}, {100 * m['ci95'][1]:+.1f}]"
+                                               if m.get("ci95") else "")]
+            for n, m in sorted(found["attacks"].items(), key=lambda kv: -abs(kv[1]["privleak"]))]
+    return Section(f"{prefix}PrivLeak against the retrained model",
+                   f"Against {found['retrained']}: PrivLeak = (AUC − AUC retrained) / AUC retrained on the same texts "
+                   "(MUSE), with a paired 95% interval. Near 0: as private as retraining; positive: the model still "
+                   "tells the forget set apart (under-unlearning); negative: it treats it as more foreign than a "
+                   "model that never saw it (over-unlearning).",
+                   table=(["attack", "AUC", "AUC retrained", "PrivLeak [95% CI]"], rows))
 
 
 def _precision(model: dict) -> str:

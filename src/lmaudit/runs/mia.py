@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.attacks import get_attack, list_attacks
+from lmaudit.attacks.recall import hold_out_prefix
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.overlap import check_sets, ngram_overlap
 from lmaudit.errors import LmauditError
@@ -102,6 +103,8 @@ class MIAResult:
     set_check: dict = field(default_factory=dict)  # the blind baselines: do the sets differ without the model?
     blind_scores: dict[str, np.ndarray] = field(default_factory=dict)  # their out-of-fold scores, per record
     prior_scores: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's own scores, per attack
+    privleak: dict = field(default_factory=dict)  # against a retrained model's run (lmaudit.runs.privleak)
+    held_out: dict | None = None  # non-members an attack took for itself (ReCaLL's prefix), scored by none
 
     @property
     def type(self) -> str:
@@ -122,8 +125,10 @@ class MIAResult:
             "exposure_attack": strongest_attack(self.attacks) if self.attacks else None,
             "long_texts": self.long_texts,
             "overlap": self.overlap,
+            **({"held_out": self.held_out} if self.held_out else {}),
             "chat_template": self.chat_template,
             "set_check": self.set_check,
+            **({"privleak": self.privleak} if self.privleak else {}),
             "timings_s": self.timings_s,
         }
 
@@ -160,6 +165,7 @@ class MIAResult:
                    examples=read_results(examples) if examples.is_file() else {},
                    long_texts=res.get("long_texts", {}), overlap=res.get("overlap", {}),
                    chat_template=bool(res.get("chat_template", False)), set_check=res.get("set_check") or {},
+                   privleak=res.get("privleak") or {}, held_out=res.get("held_out"),
                    blind_scores={n: scores[n].to_numpy() for n in (res.get("set_check") or {}).get("baselines", {})
                                  if n in scores.columns},
                    prior_scores={n: scores[PRIOR + n].to_numpy()
@@ -184,10 +190,16 @@ class MIAResult:
                              files=files, report=report)
 
 
-def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False):
+def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False,
+                    params: dict | None = None):
     if names is None:
+        given = set(params or {})
         specs = [s for s in list_attacks(kind)
-                 if (has_reference or not s.needs_reference) and (has_shadows or not s.needs_shadows)]
+                 if (has_reference or not s.needs_reference) and (has_shadows or not s.needs_shadows)
+                 and (not s.opt_in or s.name in given)]
+        for s in list_attacks(kind):
+            if s.opt_in and s.name not in given:
+                info(f"[dim]skipping {s.name} (opt-in: {s.opt_in}; name it in the attacks to run it)[/dim]")
         for what, skipped in (("--reference", [s.name for s in list_attacks(kind) if s.needs_reference and not has_reference]),
                               ("--shadows", [s.name for s in list_attacks(kind) if s.needs_shadows and not has_shadows])):
             if skipped:
@@ -291,11 +303,16 @@ def run_mia(
     spending ``config.budget`` forwards per model per sample.
     """
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
     unknown = set(config.params) - {s.name for s in specs}
     if unknown:
         raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    held_out = None
+    if "recall" in params:  # its prefix: texts known not to be members, held out of every attack's scoring
+        nonmembers, held_out = hold_out_prefix(params["recall"], nonmembers, config.seed)
+        if held_out:
+            info(f"recall: {held_out['n']} non-members held out as its prefix (not scored by any attack)")
     overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")],
                          allow_overlap=config.allow_overlap)
     overlap["ngrams"] = ngram_overlap(members, nonmembers)  # near-copies: shared runs of words, not whole texts
@@ -355,6 +372,7 @@ def run_mia(
         set_check=check,
         blind_scores=blind,
         prior_scores=prior,
+        held_out=held_out,
     )
 
 
@@ -365,7 +383,7 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     The probes are the ones :func:`run_mia` uses (and share its cache).
     """
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     scores, _, _, _ = _score(ctx, specs, params, textset, 0)

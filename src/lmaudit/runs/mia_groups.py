@@ -9,22 +9,23 @@ group function registered with :func:`register_probe`, and its test.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.data.loaders import Record, TextSet
+from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
 from lmaudit.probes.masked import probe_masked_shards
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ARStats, MaskedStats
-from lmaudit.probes.requests import ARRequest
+from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats
+from lmaudit.probes.requests import AR_PROBE, ARRequest, PrefixRequest
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
 
 
@@ -104,6 +105,53 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
             reference=None if ref is None else ARStats.concat(ref.all()), shadows=shadow)
 
     forwards = {s.name: 1 + (len(ctx.shadows.paths) if s.needs_shadows else 0) for s in group}
+    return shards(), whole, lambda: forwards, None
+
+
+SHOT_SEPARATOR = "\n\n"
+
+
+def fit_shots(tokenizer, shots: tuple[str, ...], textset: TextSet, limit: int) -> tuple[str, int]:
+    """(prefix, shots kept): the last shots whose tokens fit in ``limit`` beside the longest text of ``textset``
+    (as ReCaLL's authors drop shots that do not fit). None fitting is an error."""
+    longest = max(len(tokenizer(r.context + r.target)["input_ids"]) for r in textset.records)
+    sizes = [len(tokenizer(shot + SHOT_SEPARATOR, add_special_tokens=False)["input_ids"]) for shot in shots]
+    kept, used = 0, longest
+    for size in reversed(sizes):
+        if used + size > limit:
+            break
+        kept, used = kept + 1, used + size
+    if not kept:
+        raise DataError(f"no ReCaLL shot fits in the context of {limit} tokens beside the longest text "
+                        f"({longest} tokens; the shortest shot has {min(sizes)})",
+                        hint="give shorter prefix texts, or --max-tokens to cut the texts")
+    return "".join(shot + SHOT_SEPARATOR for shot in shots[-kept:]), kept
+
+
+@register_probe(PrefixRequest)
+def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet):
+    """(shard iterator, whole-set function, forwards per sample, None) of the plain and the prefixed AR passes.
+
+    The prefix goes before each record's own context (a pair's prompt); the prefixed pass scores the same tokens.
+    """
+    limit = ctx.config.max_length or ctx.target.adapter.context_length
+    prefix, kept = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
+    if kept < len(request.shots):
+        warnings.warn(f"recall: {kept} of {len(request.shots)} prefix shots fit in the context of {limit} tokens "
+                      "beside the longest text; the earlier ones were dropped", stacklevel=2)
+    prefixed = TextSet([Record(r.id, r.target, prefix + r.context) for r in textset.records],
+                       source=f"{textset.source} after {kept} shot(s)")
+    plain_shards, plain_whole, _, _ = ar_group(ctx, AR_PROBE, group, textset)
+    pre_shards, pre_whole, _, _ = ar_group(ctx, AR_PROBE, group, prefixed)
+
+    def shards():
+        for ((a, b), plain), (_, pre) in zip(plain_shards, pre_shards):
+            yield (a, b), PrefixedStats(plain, pre, kept)
+
+    def whole():
+        return PrefixedStats(plain_whole(), pre_whole(), kept)
+
+    forwards = {s.name: 2 for s in group}
     return shards(), whole, lambda: forwards, None
 
 

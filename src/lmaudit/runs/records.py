@@ -54,7 +54,7 @@ def probe_records(target: ModelHandle, textset: TextSet, *, reference: ModelHand
     """Probe ``textset`` for ``config.attacks`` (None: every attack of the target's kind that can run) and keep the
     statistics; see the module docstring."""
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None)
+    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     groups = group_attacks(specs, params, config.budget)

@@ -1,0 +1,72 @@
+"""ReCaLL (Xie et al., 2024, "ReCaLL: Membership Inference via Relative Conditional Log-Likelihoods").
+
+score(x) = LL(x | P) / LL(x), with LL the mean token log-likelihood of x (negative) and P a prefix of texts known
+not to be members ("shots"). Conditioning on non-member text lowers a member's log-likelihood more than a
+non-member's, so the ratio of two negative numbers is larger for members: higher = member.
+
+The shots come from a file (``--param recall.prefix_file=FILE``, its first ``shots`` texts), from Python
+(``params={"recall": {"prefix_texts": [...]}}``), or by default from the run's own non-members: ``shots`` of them,
+drawn with the run's seed, are held out of every attack's scoring (the run says how many). ReCaLL is therefore
+opt-in: it runs when named in the attacks or given a parameter. The prefix keeps the last shots that fit in the
+context beside the longest text (the earlier ones are dropped, and the run says how many were kept). Cost: a
+second forward pass per text, with the prefix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmaudit.attacks.registry import register_attack
+from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.errors import DataError
+from lmaudit.probes.records import PrefixedStats
+from lmaudit.probes.requests import PrefixRequest
+from lmaudit.probes.segments import segment_mean
+
+DEFAULT_SHOTS = 5
+
+
+def shot_texts(params: dict) -> tuple[str, ...]:
+    """The prefix texts the parameters name: ``prefix_texts``, else the first ``shots`` texts of ``prefix_file``."""
+    texts = [t for t in params.get("prefix_texts") or () if isinstance(t, str) and t.strip()]
+    if not texts and params.get("prefix_file"):
+        found = load_texts(params["prefix_file"])
+        texts = [t for t in found.texts if t.strip()][: params.get("shots", DEFAULT_SHOTS)]
+        if not texts:
+            raise DataError(f"{params['prefix_file']}: no usable text for a ReCaLL prefix (every text is empty)")
+    if not texts:
+        raise DataError("recall needs prefix texts: give --param recall.prefix_file=FILE (texts known not to be "
+                        "members) or run it on a set with non-members to hold out")
+    return tuple(texts)
+
+
+def _probe(params: dict, budget: int) -> PrefixRequest:
+    return PrefixRequest(shots=shot_texts(params))
+
+
+def hold_out_prefix(params: dict, nonmembers: TextSet, seed: int) -> tuple[TextSet, dict | None]:
+    """(non-members left to score, what was held out) when ReCaLL has no prefix of its own: ``shots`` non-members
+    drawn with ``seed`` become its prefix (``params["prefix_texts"]``, set here) and leave the scored set."""
+    if params.get("prefix_texts") or params.get("prefix_file"):
+        return nonmembers, None
+    k = int(params.get("shots", DEFAULT_SHOTS))
+    if len(nonmembers) < k + 2:
+        raise DataError(f"recall holds out {k} non-members for its prefix; {nonmembers.source} has {len(nonmembers)}",
+                        hint="give --param recall.prefix_file=FILE, or fewer --param recall.shots")
+    pick = set(np.random.default_rng(seed).permutation(len(nonmembers))[:k].tolist())
+    held = [r for i, r in enumerate(nonmembers.records) if i in pick]
+    params["prefix_texts"] = [r.context + r.target for r in held]
+    kept = TextSet([r for i, r in enumerate(nonmembers.records) if i not in pick], source=nonmembers.source)
+    return kept, {"attack": "recall", "n": k, "ids": [r.id for r in held]}
+
+
+@register_attack("recall", kind="ar", probe=_probe,
+                 opt_in="it holds out non-members for its prefix unless given --param recall.prefix_file")
+def recall(stats: PrefixedStats, *, prefix_file: str = "", prefix_texts: list | None = None,
+           shots: int = DEFAULT_SHOTS) -> np.ndarray:
+    """ReCaLL: LL(x | non-member prefix) / LL(x), mean token log-likelihoods.
+
+    Shape (S,); higher = member."""
+    plain = segment_mean(stats.plain.logp, stats.plain.offsets)
+    conditioned = segment_mean(stats.prefixed.logp, stats.prefixed.offsets)
+    return conditioned / np.minimum(plain, -1e-12)

@@ -1,0 +1,116 @@
+"""Exact memorisation and extraction strength: equal to the definitions computed from a plain forward pass, and
+higher for texts a model was trained on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import make_texts
+from lmaudit.attacks import get_attack
+from lmaudit.data.loaders import TextSet
+from lmaudit.metrics import auc
+from lmaudit.probes.ar import probe_ar
+from lmaudit.probes.records import ARStats
+
+TEXTS = make_texts(12, seed=91, min_words=4, max_words=25)
+
+
+def plain(model, tokenizer, text: str) -> tuple[float, float]:
+    """(exact match, extraction strength) of one text from ``model(ids).logits``: row t predicts token t + 1; the
+    greedy continuation of x_≤k reproduces the rest when every later argmax is the text's token."""
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    with torch.no_grad():
+        logits = model(ids).logits[0, :-1]
+    hits = (logits.argmax(dim=-1) == ids[0, 1:]).numpy()
+    n = len(hits)
+    k = min((j for j in range(n + 1) if hits[j:].all()), default=n)  # the shortest prefix of scored tokens
+    return float(hits.mean()), 1.0 - k / n
+
+
+@pytest.mark.parametrize("name, column", [("exact_match", 0), ("extraction_strength", 1)])
+def test_equal_to_the_definition_on_a_plain_forward(tiny_model, tokenizer, name, column):
+    stats = probe_ar(tiny_model, tokenizer, TextSet.from_texts(TEXTS))
+    want = np.array([plain(tiny_model, tokenizer, t)[column] for t in TEXTS])
+    np.testing.assert_allclose(get_attack(name, "ar")(stats), want, rtol=0, atol=1e-12)
+
+
+def _stats(hits: list[list[bool]]) -> ARStats:
+    """ARStats whose top-1 hits are ``hits`` (a hit: logp equal to top1_logp; a miss: 1 nat below)."""
+    flat = np.concatenate([np.asarray(h, dtype=bool) for h in hits])
+    top1 = np.full(len(flat), -0.5, dtype=np.float32)
+    offsets = np.r_[0, np.cumsum([len(h) for h in hits])].astype(np.int64)
+    return ARStats(logp=np.where(flat, top1, top1 - 1).astype(np.float32), top1_logp=top1, mu=top1 - 2,
+                   sigma=np.ones_like(top1), entropy=2 - top1, offsets=offsets,
+                   zlib_len=np.full(len(hits), 50), sample_keys=np.arange(len(hits), dtype=np.uint64))
+
+
+def test_extraction_strength_reads_the_last_miss():
+    got = get_attack("extraction_strength", "ar")(_stats([[True] * 4, [False, True, True, True], [True, True, False],
+                                                          [False] * 5, [True, False, True, True, True, True]]))
+    np.testing.assert_allclose(got, [1.0, 1 - 1 / 4, 0.0, 0.0, 1 - 2 / 6])
+
+
+def test_direction_on_members_whose_tails_are_reproduced():
+    rng = np.random.default_rng(4)
+    members = [list(rng.random(20) < 0.5) + [True] * int(rng.integers(1, 10)) for _ in range(30)]
+    others = [list(rng.random(20) < 0.3) + [bool(rng.random() < 0.3)] for _ in range(30)]
+    labels = np.r_[np.ones(30), np.zeros(30)].astype(int)
+    for name in ("exact_match", "extraction_strength"):
+        assert auc(labels, get_attack(name, "ar")(_stats(members + others))) > 0.75
+
+
+def plain_recall(model, tokenizer, text: str, prefix: str) -> float:
+    """LL(x | P) / LL(x) from two plain forwards: mean log-probability of x's tokens after x's first token, and of
+    the same tokens after the prefix (the prefix's ids, then x's without its special tokens)."""
+    def mean_ll(ids: list[int], start: int) -> float:
+        t = torch.tensor([ids])
+        with torch.no_grad():
+            lp = torch.log_softmax(model(t).logits[0, :-1].double(), dim=-1)
+        rows = torch.arange(len(ids) - 1)
+        return float(lp[rows, t[0, 1:]][start - 1:].mean())
+
+    alone = tokenizer(text)["input_ids"]
+    head = tokenizer(prefix)["input_ids"]
+    after = head + tokenizer(text, add_special_tokens=False)["input_ids"]
+    return mean_ll(after, len(head)) / mean_ll(alone, 1)
+
+
+def test_recall_equals_the_ratio_of_two_plain_forwards(tmp_path, tiny_model_dir, tiny_model, tokenizer):
+    from lmaudit.models.loading import load_model
+    from lmaudit.runs.mia import RunConfig, score_set
+
+    shots = make_texts(3, seed=92, min_words=5, max_words=9)
+    prefix = "".join(s + "\n\n" for s in shots)
+    got = score_set(load_model(tiny_model_dir), TextSet.from_texts(TEXTS),
+                    config=RunConfig(attacks=["recall"], params={"recall": {"prefix_texts": shots}}))["recall"]
+    want = [plain_recall(tiny_model, tokenizer, t, prefix) for t in TEXTS]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_recall_holds_out_non_members_and_reads_members_higher(tmp_path, tiny_model_dir):
+    """A tiny model fine-tuned on its members: the default prefix is 5 held-out non-members, scored by no attack,
+    and the members' ratio is higher."""
+    import json
+
+    from helpers import lmaudit, write_jsonl
+    from lmaudit.data.loaders import load_texts
+    from lmaudit.models.build import finetune
+
+    members = write_jsonl(tmp_path / "m.jsonl", make_texts(40, seed=93, min_words=4, max_words=9))
+    nonmembers = write_jsonl(tmp_path / "n.jsonl", make_texts(45, seed=94, min_words=4, max_words=9))
+    target = finetune(tiny_model_dir, load_texts(members), tmp_path / "ft", mode="dft", epochs=20, lr=3e-3,
+                      block=32, batch_size=8)
+    res = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--attacks",
+                  "loss,recall", "--bootstrap", 200, "--out", tmp_path / "run", "--no-report", "--no-blind")
+    assert res.exit_code == 0, res.output
+    got = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert got["held_out"]["n"] == 5 and got["n_nonmembers"] == 40 and len(got["held_out"]["ids"]) == 5
+    assert got["attacks"]["recall"]["forwards_per_sample"] == 2
+    print(f"recall AUC {got['attacks']['recall']['auc']:.3f}, loss {got['attacks']['loss']['auc']:.3f}")
+    assert got["attacks"]["recall"]["auc"] > 0.6
+    every = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--bootstrap", 0,
+                    "--out", tmp_path / "all", "--no-report", "--no-blind")
+    assert every.exit_code == 0 and "skipping recall (opt-in" in " ".join(every.output.split())
+    assert "recall" not in json.loads((tmp_path / "all" / "results.json").read_text())["attacks"]  # opt-in
