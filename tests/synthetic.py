@@ -62,10 +62,25 @@ def records_for(spec, target, reference=None, shadows=None):
     """The records ``spec`` reads, built from synthetic ARStats: the target with the companions it needs, and for
     an attack that reads a prefixed pass (ReCaLL) the reference's statistics standing in for that pass."""
     from lmaudit.probes.records import PrefixedStats
-    from lmaudit.probes.requests import PrefixRequest
+    from lmaudit.probes.requests import FrequencyRequest, PrefixRequest
 
     plain = target.with_companions(reference=reference if spec.needs_reference else None,
                                    shadows=shadows if spec.needs_shadows else None)
-    if isinstance(spec.probe({**spec.params, **SYNTHETIC_PARAMS.get(spec.name, {})}, 16), PrefixRequest):
+    request = spec.probe({**spec.params, **SYNTHETIC_PARAMS.get(spec.name, {})}, 16)
+    if isinstance(request, PrefixRequest):
         return PrefixedStats(plain, reference, 1)
+    if isinstance(request, FrequencyRequest):
+        return token_records(plain, reference)
     return plain
+
+
+def token_records(target, reference=None, *, vocab: int = 50, seed: int = 0):
+    """TokenStats over synthetic ARStats: random token ids and corpus frequencies (DC-PDD's records)."""
+    from lmaudit.probes.records import TokenStats
+
+    freq = np.random.default_rng(seed + 7).dirichlet(np.ones(vocab))
+
+    def wrap(stats):  # a token's id follows from its own statistics, so reordering the samples moves it along
+        return TokenStats(stats, (np.abs(stats.logp.astype(np.float64)) * 1e4).astype(np.int64) % vocab, freq)
+
+    return TokenStats(target, wrap(target).token_ids, freq, None if reference is None else wrap(reference))

@@ -132,6 +132,7 @@ def test_report_command_on_a_mia_run(tmp_path, tiny_model_dir):
     assert html.read_text() == first  # the report is a function of the results folder
 
 
+@pytest.mark.slow  # heavy (a subprocess or a Ray DLM pass): make test-slow runs it
 def test_finetune_with_stderr_in_a_file_prints_progress_lines(tmp_path, tiny_model_dir):
     """Without a terminal, training prints one-line progress reports (done, rate, ETA), a last line with the
     total time, and no blank line or terminal control code."""

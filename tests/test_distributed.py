@@ -88,6 +88,7 @@ def test_hidden_features_and_extraction_identical_on_ray(ray_backend, dlm_handle
     assert len(local["records"]["id"]) == len(TEXTS)
 
 
+@pytest.mark.slow  # heavy (a subprocess or a Ray DLM pass): make test-slow runs it
 def test_dlm_probe_with_reference_identical_on_ray(ray_backend, dlm_handle, tokenizer, tmp_path):
     from lmaudit.models.dlm import build_dlm_model
     from lmaudit.models.presets import Preset

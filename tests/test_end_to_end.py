@@ -39,10 +39,11 @@ def test_loss_attack_separates_members(finetuned, tiny_model_dir):
     assert {"tpr@10%fpr", "tpr@1%fpr", "tpr@0.1%fpr"} <= set(m)
     scores = pd.read_parquet(root / "run" / "scores.parquet")
     assert len(scores) == 128 and scores["label"].sum() == 64
-    runnable = {s.name for s in list_attacks("ar") if not s.needs_shadows}  # a reference is given, shadows are not
+    # a reference is given, shadows are not; opt-in attacks (ReCaLL, DC-PDD) run only when named
+    runnable = {s.name for s in list_attacks("ar") if not s.needs_shadows and not s.opt_in}
     # p_value, rank: the most exposed records; the blind baselines' out-of-fold scores beside the attacks'
     # and the reference's own scores under every reference-free attack (reference:NAME)
-    free = {s.name for s in list_attacks("ar") if not s.needs_shadows and not s.needs_reference}
+    free = {s.name for s in list_attacks("ar") if not s.needs_shadows and not s.needs_reference and not s.opt_in}
     assert set(scores.columns) == ({"id", "label", "p_value", "rank", "blind_ngrams", "blind_features"} | runnable
                                    | {f"reference:{n}" for n in free})
     assert data["set_check"]["reference"]["differ"] is False  # the base never saw either draw

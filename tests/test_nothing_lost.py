@@ -258,6 +258,7 @@ def test_a_symlinked_out_is_written_through_the_link(tmp_path, tiny_model_dir, d
     verify_folder(real)
 
 
+@pytest.mark.slow  # heavy (a subprocess or a Ray DLM pass): make test-slow runs it
 def test_a_full_cache_is_one_line_naming_the_path(tmp_path, tiny_model_dir, data):
     env = {**os.environ, "LMAUDIT_PROGRESS": "0", "LMAUDIT_CACHE": str(cache_dir()),
            "LMAUDIT_FAULT": "shard-unrenamed:1:enospc"}

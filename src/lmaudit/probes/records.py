@@ -289,3 +289,22 @@ class PrefixedStats:
         if self.plain.reference is None or self.prefixed.reference is None:
             return None
         return PrefixedStats(self.plain.reference, self.prefixed.reference, self.shots)
+
+
+@dataclass
+class TokenStats:
+    """AR statistics with each scored token's id (``token_ids``, aligned with ``stats.logp``) and the smoothed
+    corpus frequency of every id of the vocabulary (``frequencies``); ``reference``: the same of the reference
+    model, under its own tokenizer."""
+
+    stats: ARStats
+    token_ids: np.ndarray
+    frequencies: np.ndarray
+    reference: "TokenStats | None" = None
+
+    @property
+    def n_samples(self) -> int:
+        return self.stats.n_samples
+
+    def as_reference(self) -> "TokenStats | None":
+        return self.reference

@@ -6,6 +6,8 @@ so attacks that read the same records share one probe pass.
 - :class:`ARRequest` — one causal forward pass per text (:class:`~lmaudit.probes.records.ARStats`).
 - :class:`PrefixRequest` — the AR pass of every text, and again with a prefix of other texts before it
   (:class:`~lmaudit.probes.records.PrefixedStats`; ReCaLL).
+- :class:`FrequencyRequest` — the AR pass with each scored token's id and its frequency in a reference corpus
+  (:class:`~lmaudit.probes.records.TokenStats`; DC-PDD).
 - :class:`~lmaudit.probes.masks.MaskPlan` — masked forwards under a mask plan
   (:class:`~lmaudit.probes.records.MaskedStats`).
 """
@@ -37,3 +39,12 @@ class PrefixRequest:
 
     shots: tuple[str, ...]
     kind: str = "ar-prefixed"
+
+
+@dataclass(frozen=True)
+class FrequencyRequest:
+    """The AR pass of every text, with each scored token's id and its smoothed frequency in ``corpus`` (a file, or
+    "" for the embedded corpus) under the model's tokenizer."""
+
+    corpus: str = ""
+    kind: str = "ar-frequencies"

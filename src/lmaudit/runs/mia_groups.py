@@ -22,11 +22,13 @@ from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
+from lmaudit.probes.frequencies import smoothed, token_counts
 from lmaudit.probes.masked import probe_masked_shards
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats
-from lmaudit.probes.requests import AR_PROBE, ARRequest, PrefixRequest
+from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats, TokenStats
+from lmaudit.probes.requests import AR_PROBE, ARRequest, FrequencyRequest, PrefixRequest
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
+from lmaudit.probes.tokenize import tokenize_records
 
 
 @dataclass
@@ -153,6 +155,43 @@ def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet
 
     forwards = {s.name: 2 for s in group}
     return shards(), whole, lambda: forwards, None
+
+
+def scored_ids(tokenizer, textset: TextSet, limit: int) -> list[np.ndarray]:
+    """Each text's scored token ids, in the order the AR probe scores them (the same tokenisation and limit)."""
+    tok = tokenize_records(tokenizer, textset, max_length=limit)
+    return [ids[scored] for ids, scored in zip(tok.ids, tok.scored)]
+
+
+def _check_frequencies(ctx: Probing) -> None:
+    if ctx.config.long_texts == "window":
+        raise LmauditError("dc_pdd reads each scored token's id as the AR probe truncates the text: it does not "
+                           "run with long_texts = window", hint="drop dc_pdd or use long_texts = truncate")
+
+
+@register_probe(FrequencyRequest, check=_check_frequencies)
+def frequency_group(ctx: Probing, request: FrequencyRequest, group, textset: TextSet):
+    """(shard iterator, whole-set function, forwards per sample, None) of the AR pass with token ids and corpus
+    frequencies (the reference's under its own tokenizer, when it is probed)."""
+    shards, whole, forwards, _ = ar_group(ctx, AR_PROBE, group, textset)
+    models = {"target": ctx.target} | ({"reference": ctx.reference} if ctx.reference is not None and ctx.prior else {})
+    ids, freq = {}, {}
+    for role, handle in models.items():
+        ids[role] = scored_ids(handle.tokenizer, textset, ctx.config.max_length or handle.adapter.context_length)
+        freq[role] = smoothed(token_counts(handle.tokenizer, request.corpus))
+
+    def wrap(stats: ARStats, a: int, b: int) -> TokenStats:
+        found = {role: np.concatenate(ids[role][a:b]) for role in models}
+        ref = None
+        if "reference" in models and stats.reference is not None:
+            ref = TokenStats(stats.reference, found["reference"], freq["reference"])
+        return TokenStats(stats, found["target"], freq["target"], ref)
+
+    def tokens_shards():
+        for (a, b), stats in shards:
+            yield (a, b), wrap(stats, a, b)
+
+    return tokens_shards(), lambda: wrap(whole(), 0, len(textset)), forwards, None
 
 
 def _check_masked(ctx: Probing) -> None:

@@ -1,5 +1,5 @@
-"""Exact memorisation and extraction strength: equal to the definitions computed from a plain forward pass, and
-higher for texts a model was trained on."""
+"""The peer attacks (exact memorisation, extraction strength, ReCaLL, DC-PDD): each equals its definition computed
+from a plain forward pass here, and scores texts a model was trained on higher."""
 
 from __future__ import annotations
 
@@ -110,7 +110,72 @@ def test_recall_holds_out_non_members_and_reads_members_higher(tmp_path, tiny_mo
     assert got["attacks"]["recall"]["forwards_per_sample"] == 2
     print(f"recall AUC {got['attacks']['recall']['auc']:.3f}, loss {got['attacks']['loss']['auc']:.3f}")
     assert got["attacks"]["recall"]["auc"] > 0.6
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", make_texts(200, seed=96))
+    res = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--attacks", "dc_pdd",
+                  "--param", f"dc_pdd.corpus={corpus}", "--bootstrap", 0, "--out", tmp_path / "dc", "--no-report",
+                  "--no-blind")
+    assert res.exit_code == 0, res.output
+    found = json.loads((tmp_path / "dc" / "results.json").read_text())["attacks"]["dc_pdd"]["auc"]
+    print(f"dc_pdd AUC {found:.3f}")
+    assert found > 0.6
     every = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--bootstrap", 0,
                     "--out", tmp_path / "all", "--no-report", "--no-blind")
     assert every.exit_code == 0 and "skipping recall (opt-in" in " ".join(every.output.split())
     assert "recall" not in json.loads((tmp_path / "all" / "results.json").read_text())["attacks"]  # opt-in
+
+
+def plain_dc_pdd(model, tokenizer, text: str, counts: np.ndarray, a: float = 0.01) -> float:
+    """Mean over the text's distinct scored tokens (first occurrences) of min(p · log(1/f), a), f the
+    Laplace-smoothed corpus frequency, p from a plain forward."""
+    ids = tokenizer(text)["input_ids"]
+    with torch.no_grad():
+        probs = torch.softmax(model(torch.tensor([ids])).logits[0, :-1].double(), dim=-1)
+    freq = (1 + counts) / (counts.sum() + len(counts))
+    seen, alphas = set(), []
+    for t, token in enumerate(ids[1:]):
+        if token in seen:
+            continue
+        seen.add(token)
+        alphas.append(min(float(probs[t, token]) * np.log(1 / freq[token]), a))
+    return float(np.mean(alphas))
+
+
+def test_dc_pdd_equals_the_definition_with_counts_of_a_corpus_file(tmp_path, tiny_model_dir, tiny_model, tokenizer):
+    from helpers import write_jsonl
+    from lmaudit.models.loading import load_model
+    from lmaudit.runs.mia import RunConfig, score_set
+
+    corpus = make_texts(200, seed=95)
+    path = write_jsonl(tmp_path / "corpus.jsonl", corpus)
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    for text in corpus:
+        np.add.at(counts, tokenizer(text, truncation=True, max_length=1024)["input_ids"], 1)
+    got = score_set(load_model(tiny_model_dir), TextSet.from_texts(TEXTS),
+                    config=RunConfig(attacks=["dc_pdd"], params={"dc_pdd": {"corpus": str(path)}}))["dc_pdd"]
+    np.testing.assert_allclose(got, [plain_dc_pdd(tiny_model, tokenizer, t, counts) for t in TEXTS], rtol=1e-5)
+    np.save(tmp_path / "counts.npy", counts[:-1])
+    with pytest.raises(Exception, match="counts for a vocabulary of .* this tokenizer has"):
+        score_set(load_model(tiny_model_dir), TextSet.from_texts(TEXTS),
+                  config=RunConfig(attacks=["dc_pdd"], params={"dc_pdd": {"corpus": str(tmp_path / "counts.npy")}}))
+
+
+def test_recall_and_dc_pdd_refuse_what_they_cannot_use(tmp_path, tiny_model_dir):
+    from helpers import write_jsonl
+    from lmaudit.errors import DataError
+    from lmaudit.models.loading import load_model
+    from lmaudit.runs.mia import RunConfig, score_set
+
+    model, texts = load_model(tiny_model_dir), TextSet.from_texts(TEXTS)
+
+    def run(attack, **params):
+        return score_set(model, texts, config=RunConfig(attacks=[attack], params={attack: params}))
+
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"text": " "}\n{"text": "\\t"}\n')
+    with pytest.raises(DataError, match="blank.jsonl: line 1: field 'text' is empty"):  # the loader names it
+        run("recall", prefix_file=str(blank))
+    long = write_jsonl(tmp_path / "long.jsonl", [" ".join(["word"] * 400)])
+    with pytest.raises(DataError, match="no ReCaLL shot fits in the context of 128 tokens"):
+        run("recall", prefix_file=str(long))
+    with pytest.raises(DataError, match="blank.jsonl: line 1: field 'text' is empty"):
+        run("dc_pdd", corpus=str(blank))
