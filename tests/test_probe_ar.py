@@ -112,3 +112,19 @@ def test_fused_output_layer_equals_full_logits(tiny_model, tokenizer):
     full = probe_ar(tiny_model, tokenizer, texts, ARProbeConfig(fused_head=False))
     for name in ("logp", "top1_logp", "mu", "sigma"):
         np.testing.assert_allclose(getattr(fused, name), getattr(full, name), atol=1e-5)
+
+
+def test_the_fused_head_reduces_cache_sized_chunks_to_the_same_bits():
+    """On a CPU the output layer's 256-row chunks are reduced in rows of about 2 MiB of logits; every row is
+    reduced on its own, so the statistics equal those of the whole logits at once, bit for bit."""
+    import torch
+
+    from lmaudit.probes.stats import head_stats, reduction_rows, token_stats
+
+    torch.manual_seed(3)
+    head = torch.nn.Linear(16, 9000, bias=False)
+    hidden, targets = torch.randn(700, 16), torch.randint(0, 9000, (700,))
+    assert reduction_rows(9000, hidden.device) == 58  # 2^19 values ÷ 9,000: 256-row chunks split unevenly
+    with torch.no_grad():
+        whole = token_stats(head(hidden), targets, row_chunk=700)
+        assert torch.equal(head_stats(hidden, head, targets), whole)
