@@ -4,7 +4,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
 from lmaudit.errors import LmauditError
-from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr, tpr_text
+from lmaudit.metrics import auc, auc_bootstrap_ci, roc_curve, summarize, tpr_at_fpr
+from lmaudit.report.cells import tpr_text
 
 
 def test_auc_and_roc_match_scikit_learn_with_ties():

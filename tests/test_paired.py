@@ -10,7 +10,6 @@ from sklearn.metrics import roc_auc_score
 
 from lmaudit.folders import write_manifest
 from lmaudit.metrics import (
-    READING_NOTE,
     TPR_POINTS,
     auc,
     auc_bootstrap_ci,
@@ -22,9 +21,9 @@ from lmaudit.metrics import (
     summarize_attacks,
     tie_note,
     tpr_at_fpr,
-    vs_best_text,
 )
 from lmaudit.report import plots
+from lmaudit.report.cells import READING_NOTE, vs_best_text
 
 # 4 members, 10 non-members; a block of 5 tied scores (3 members, 2 non-members) at 2.
 # ROC vertices: (0, 0), (0, 1/4) at threshold 5, (2/10, 4/4) at 2, then (3/10, 1), ..., (1, 1).

@@ -160,10 +160,8 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
 
 def dataset_inference(model, suspect, validation, *, members=None, reference=None, text_field: str = "text",
                       split: str | None = None, config: InferenceConfig | None = None, **load_options) -> RunResult:
-    """Dataset inference: a p-value for "``model`` was trained on ``suspect``", against ``validation`` (texts drawn
-    like the suspect set and known never to have been trained on). With ``members`` (texts known to be trained
-    on), SMI's ρ of the suspect set is estimated beside it from the same scores. Data files or text sets; the
-    data is read before any model is loaded.
+    """A p-value for "``model`` was trained on ``suspect``" against ``validation`` (texts drawn alike, never trained
+    on); with ``members`` (known training texts), SMI's ρ beside it. Data files or text sets, read before the model.
 
     Examples
     --------
@@ -172,10 +170,9 @@ def dataset_inference(model, suspect, validation, *, members=None, reference=Non
     >>> found.type, sorted(found["decision"])
     ('dataset-inference', ['0.01', '0.05'])
     """
-    sets = [_texts(ts, text_field, split) for ts in (suspect, validation)]
-    known = None if members is None else _texts(members, text_field, split)
+    sets = [None if ts is None else _texts(ts, text_field, split) for ts in (suspect, validation, members)]
     target, ref = _models(model, reference, load_options)
-    payload, scores = run_dataset_inference(target, *sets, reference=ref, members=known,
+    payload, scores = run_dataset_inference(target, *sets[:2], reference=ref, members=sets[2],
                                             config=config or InferenceConfig())
     return RunResult(payload, lambda p, out, report=False: write_inference(p, out, scores=scores, report=report))
 

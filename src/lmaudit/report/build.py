@@ -12,19 +12,18 @@ import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
-from lmaudit.metrics import (
+from lmaudit.metrics import TPR_POINTS, auc
+from lmaudit.report import plots
+from lmaudit.report.cells import (
     BLIND_NOTE,
     PRIOR_NOTE,
     READING_NOTE,
-    TPR_POINTS,
-    auc,
     ci_text,
     tpr_text,
     vs_best_text,
     vs_blind_text,
     vs_prior_text,
 )
-from lmaudit.report import plots
 from lmaudit.report.dataset_inference import inference_report
 from lmaudit.report.document import Figure, Report, Section, write
 from lmaudit.report.extraction import extraction_report
@@ -35,11 +34,11 @@ from lmaudit.report.summary import (
     audit_summary,
     experiment_summary,
     mia_summary,
-    ngram_sentence,
     pii_summary,
     strongest_attack,
 )
 from lmaudit.report.tables import asr_rows, audit_rows, facts_common
+from lmaudit.report.validity import ngram_sentence
 
 
 def read_scores(path: Path, res: dict) -> pd.DataFrame:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from lmaudit.report import plots
 from lmaudit.report.document import Figure, Report, Section, Summary
-from lmaudit.report.summary import near_copy_note, overlap_note
+from lmaudit.report.summary import overlap_note
+from lmaudit.report.validity import near_copy_note
 
 
 def _p(x: float) -> str:

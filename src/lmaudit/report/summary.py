@@ -10,6 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.report.document import Summary
+from lmaudit.report.validity import (
+    adjusted_auc,
+    beyond_what,
+    evidence,
+    gain,
+    gain_sentence,
+    near_copy_note,
+    prior_sentence,
+    reference_differs,
+    set_check_sentence,
+    sets_differ,
+)
 
 LEVELS = ("low", "moderate", "high", "severe")
 # lower bounds of moderate, high and severe for each reading
@@ -58,53 +70,6 @@ def level_index(value: float | None, bounds: tuple[float, float, float]) -> int:
     return int(sum(value >= b for b in bounds))
 
 
-def sets_differ(res: dict) -> bool:
-    """Whether a run's blind baseline tells its members from its non-members without the model (``set_check``)."""
-    return bool((res.get("set_check") or {}).get("differ"))
-
-
-def reference_differs(res: dict) -> bool:
-    """Whether the reference model, which never saw the members, tells them from the non-members by itself
-    (``set_check``'s ``reference`` block)."""
-    return bool(((res.get("set_check") or {}).get("reference") or {}).get("differ"))
-
-
-def evidence(res: dict) -> dict[str, dict]:
-    """The attacks a run's level is read from: all of them, less those the sets' own differences explain. When
-    the sets differ without the model, only attacks whose AUC exceeds the best blind baseline's (paired interval
-    above 0); when the reference already tells them apart, only attacks calibrated by the reference or whose AUC
-    exceeds the same attack's on the reference (``vs_prior``)."""
-    attacks = res["attacks"]
-    if sets_differ(res):
-        attacks = {n: m for n, m in attacks.items() if (m.get("vs_blind") or {}).get("beyond")}
-    if reference_differs(res):
-        calibrated = set(res["set_check"]["reference"].get("calibrated") or ())
-        attacks = {n: m for n, m in attacks.items() if n in calibrated or (m.get("vs_prior") or {}).get("beyond")}
-    return attacks
-
-
-def gain(res: dict, name: str) -> tuple[float, list | None] | None:
-    """What attack ``name`` adds beyond the sets' own differences: (AUC gain, its paired 95% interval), the
-    smaller of its gain over the best blind baseline (when the sets differ without the model) and over the same
-    attack on the reference (when the reference tells them apart; an attack calibrated by the reference has
-    none). None when neither check applies to it."""
-    m = res["attacks"][name]
-    calibrated = set((((res.get("set_check") or {}).get("reference") or {}).get("calibrated")) or ())
-    found = [vs for vs, on in ((m.get("vs_blind"), sets_differ(res)),
-                               (m.get("vs_prior"), reference_differs(res) and name not in calibrated)) if on and vs]
-    if not found:
-        return None
-    smallest = min(found, key=lambda vs: vs["diff"])
-    return smallest["diff"], smallest.get("ci95")
-
-
-def adjusted_auc(res: dict, name: str) -> float:
-    """0.5 plus what ``name`` adds beyond the sets' differences (:func:`gain`), or its AUC when nothing is
-    subtracted from it: the AUC-scale reading a level is set from when the sets differ."""
-    found = gain(res, name)
-    return res["attacks"][name]["auc"] if found is None else 0.5 + found[0]
-
-
 def part_level(res: dict) -> str | None:
     """The level of one membership run (:data:`MIA_RULE`): from every attack's TPR and AUC on sets drawn alike;
     when the sets differ (without the model, or to the reference), from the attacks that add beyond that only
@@ -127,48 +92,6 @@ def _adjusted_lower(res: dict, name: str) -> float:
         return lower_end(res["attacks"][name], "auc")
     diff, ci = found
     return 0.5 + (ci[0] if ci else diff)
-
-
-def gain_sentence(res: dict, name: str) -> str:
-    """"gap_k adds +0.005 AUC (95% interval +0.002 to +0.010) beyond the blind baseline (its AUC 1.000)"."""
-    found = gain(res, name)
-    auc = res["attacks"][name]["auc"]
-    if found is None:
-        return f"{name}, calibrated by the reference, reaches AUC {auc:.3f}"
-    diff, ci = found
-    interval = f" (95% interval {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
-    return f"{name} adds {diff:+.3f} AUC{interval} beyond {_beyond(res)} (its AUC {auc:.3f})"
-
-
-def prior_sentence(check: dict | None) -> str | None:
-    """The verdict's sentence when the reference already tells the sets apart, else None."""
-    prior = (check or {}).get("reference") or {}
-    if not prior.get("differ"):
-        return None
-    lo, hi = prior["auc_ci95"] or (float("nan"), float("nan"))
-    return (f"The reference model, which never saw the members, already tells them apart: its own {prior['best']} "
-            f"gives AUC {prior['auc']:.3f} (95% interval {lo:.3f}–{hi:.3f}; Mann–Whitney p = "
-            f"{prior['p_adjusted']:.2g} over its {len(prior['attacks'])} attacks). The sets differ in a way a model "
-            "that never saw them sees; only the reference-calibrated attacks and what an attack adds beyond the "
-            "reference's own score are evidence of memorisation.")
-
-
-def _beyond(res: dict) -> str:
-    """"the blind baseline", "the reference's own scores" or both: what a run's evidence is read beyond."""
-    return " and ".join(what for what, on in (("the blind baseline", sets_differ(res)),
-                                              ("the reference's own scores", reference_differs(res))) if on)
-
-
-def set_check_sentence(check: dict | None) -> str | None:
-    """The verdict's opening sentence when the sets differ without the model, else None."""
-    if not check or not check.get("differ"):
-        return None
-    lo, hi = check["auc_ci95"]
-    test = (f"; held-out test p = {check['p_adjusted']:.2g} over both baselines"
-            if check.get("p_adjusted") is not None else "")
-    return (f"Members and non-members differ without the model: the blind baseline {check['best']} tells them apart "
-            f"with AUC {check['auc']:.3f} (95% interval {lo:.3f}–{hi:.3f}{test}) from their text alone; only what an "
-            "attack adds beyond it is evidence of memorisation.")
 
 
 def lower_end(m: dict, key: str) -> float | None:
@@ -252,31 +175,6 @@ def member_exposure(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray,
     return p_value, rank
 
 
-def ngram_sentence(overlap: dict | None) -> str | None:
-    """"Non-members' 13-word runs found in the members: mean 0.4%, largest 3.1%; none is a near-copy." (None
-    without the figures)."""
-    found = ((overlap or {}).get("ngrams") or {})
-    if not found:
-        return None
-    n = max(found, key=int)
-    f = found[n]
-    if f["mean"] is None:
-        return f"No non-member has {n} words, so no {n}-word run is compared with the members."
-    copies = (f"{f['near_copies']:,} of {f['scored']:,} share half or more of them with the members (near-copies: "
-              "members in all but name)" if f["near_copies"] else "none is a near-copy")
-    return (f"Non-members' {n}-word runs found in the members: mean {_pct(f['mean'])}, largest {_pct(f['max'])}; "
-            f"{copies}.")
-
-
-def near_copy_note(overlap: dict | None) -> str | None:
-    """A caveat when some non-members are near-copies of members (most of their longest n-grams shared)."""
-    found = (overlap or {}).get("ngrams") or {}
-    if not found or not found[max(found, key=int)]["near_copies"]:
-        return None
-    return ("Caveat: " + ngram_sentence(overlap) + " An attack that scores a near-copy like a member is right about "
-            "its text and wrong about its label.")
-
-
 def overlap_note(overlap: dict | None) -> str | None:
     """One sentence for a verdict when the run's sets share texts (None when they share none)."""
     if not overlap:
@@ -314,16 +212,16 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         name = strongest_attack(shown or res["attacks"])
         level = levels[label] or "not shown beyond the sets' differences"
         lead = f"{label} (exposure {level}): strongest" if len(parts) > 1 else "Strongest"
-        if _beyond(res) and shown:
+        if beyond_what(res) and shown:
             name = max(shown, key=lambda n: adjusted_auc(res, n))
-            text = f"{lead} attack beyond {_beyond(res)}: {gain_sentence(res, name)}"
-        elif _beyond(res):
-            lead += f" attack, none beyond {_beyond(res)}"
+            text = f"{lead} attack beyond {beyond_what(res)}: {gain_sentence(res, name)}"
+        elif beyond_what(res):
+            lead += f" attack, none beyond {beyond_what(res)}"
             text = f"{lead}: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
         else:
             text = f"{lead} attack: {attack_sentence(name, res['attacks'][name], res['n_nonmembers'])}"
         text += f"; {res['n_members']:,} members vs {res['n_nonmembers']:,} non-members."
-        if exposed and label in exposed and not _beyond(res):  # on sets that differ it counts the difference
+        if exposed and label in exposed and not beyond_what(res):  # on sets that differ it counts the difference
             text += (f" {exposed[label]:,} of the {res['n_members']:,} members score above every non-member "
                      "(listed under Most exposed records).")
         notes = res["attacks"][name].get("notes")
@@ -333,7 +231,7 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
         for note in (overlap_note(res.get("overlap")), near_copy_note(res.get("overlap"))):
             if note:
                 points.append((f"{label}: " if len(parts) > 1 else "") + note)
-    differ = any(_beyond(res) for _, res in parts)
+    differ = any(beyond_what(res) for _, res in parts)
     points.append((MIA_DIFFER_LOW if differ else MIA_LOW) if worst in ("low", None) else MIA_LOWER)
     overlapping = any(overlap_note(res.get("overlap")) for _, res in parts)
     headline = (f"Exposure: {worst}" if worst else "Exposure: not shown beyond the sets' differences")

@@ -10,21 +10,21 @@ import numpy as np
 from rich.table import Table
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.metrics import (
+from lmaudit.metrics import TPR_POINTS, tie_note
+from lmaudit.models.handle import ModelHandle
+from lmaudit.probes.tokenize import tokenize_records
+from lmaudit.report.cells import (
     BLIND_NOTE,
     PRIOR_NOTE,
     READING_NOTE,
-    TPR_POINTS,
     ci_text,
-    tie_note,
     tpr_text,
     vs_best_text,
     vs_blind_text,
     vs_prior_text,
 )
-from lmaudit.models.handle import ModelHandle
-from lmaudit.probes.tokenize import tokenize_records
-from lmaudit.report.summary import mia_summary, reference_differs, sets_differ
+from lmaudit.report.summary import mia_summary
+from lmaudit.report.validity import reference_differs, sets_differ
 
 
 def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:

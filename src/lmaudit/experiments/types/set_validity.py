@@ -22,7 +22,8 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.report.summary import adjusted_auc, evidence, gain, mia_summary
+from lmaudit.report.summary import mia_summary
+from lmaudit.report.validity import adjusted_auc, evidence, gain
 
 SPLITS = ("iid", "shifted")
 MODELS = ("fine-tuned", "untouched")
