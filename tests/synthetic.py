@@ -59,8 +59,9 @@ SYNTHETIC_PARAMS = {"recall": {"prefix_texts": ["a text known not to be a member
 
 
 def records_for(spec, target, reference=None, shadows=None):
-    """The records ``spec`` reads, built from synthetic ARStats: the target with the companions it needs, and for
-    an attack that reads a prefixed pass (ReCaLL) the reference's statistics standing in for that pass."""
+    """The records ``spec`` reads, built from synthetic ARStats: the target with the companions it needs; for an
+    attack that reads a prefixed pass (ReCaLL) the target's own statistics stand in for that pass (the same tokens
+    scored, as the probe guarantees)."""
     from lmaudit.probes.records import PrefixedStats
     from lmaudit.probes.requests import FrequencyRequest, PrefixRequest
 
@@ -68,7 +69,7 @@ def records_for(spec, target, reference=None, shadows=None):
                                    shadows=shadows if spec.needs_shadows else None)
     request = spec.probe({**spec.params, **SYNTHETIC_PARAMS.get(spec.name, {})}, 16)
     if isinstance(request, PrefixRequest):
-        return PrefixedStats(plain, reference, 1)
+        return PrefixedStats(plain, target, 1)
     if isinstance(request, FrequencyRequest):
         return token_records(plain, reference)
     return plain

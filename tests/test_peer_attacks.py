@@ -179,3 +179,18 @@ def test_recall_and_dc_pdd_refuse_what_they_cannot_use(tmp_path, tiny_model_dir)
         run("recall", prefix_file=str(long))
     with pytest.raises(DataError, match="blank.jsonl: line 1: field 'text' is empty"):
         run("dc_pdd", corpus=str(blank))
+
+
+def test_recall_reads_the_same_tokens_of_both_passes():
+    """A tokenizer without a start token scores one more token after a prefix: the prefixed pass's extra first
+    token is left out; a prefixed text that lost tokens is refused."""
+    from lmaudit.attacks.recall import same_tokens_mean
+    from lmaudit.errors import DataError
+    from lmaudit.probes.records import PrefixedStats
+
+    plain = _stats([[True, False], [True, True, True]])
+    prefixed = _stats([[False, True, False], [True, False, True, True]])  # one extra first token each
+    prefixed.logp[:] = np.arange(7, dtype=np.float32)
+    np.testing.assert_allclose(same_tokens_mean(PrefixedStats(plain, prefixed, 1)), [(1 + 2) / 2, (4 + 5 + 6) / 3])
+    with pytest.raises(DataError, match="text 2 has 2 scored tokens after the prefix, 3 without it"):
+        same_tokens_mean(PrefixedStats(plain, _stats([[True, True], [True, True]]), 1))

@@ -96,3 +96,17 @@ def test_the_level_is_read_from_the_lower_ends_of_the_intervals():
     assert mia_level({"min_k": noisy}) == "low"
     assert mia_level({"min_k": {**noisy, "auc_ci95": None, "tpr@1%fpr_ci95": None}}) == "moderate"  # no interval
     assert mia_level({"min_k": {**noisy, "tpr@1%fpr_ci95": [0.11, 0.2]}}) == "high"
+
+
+def test_with_both_checks_the_level_reads_the_weaker_lower_end():
+    """The blind gain's interval starts at 0.26, the prior gain's at 0.05: the level reads 0.5 + 0.05 (low), not
+    the interval of whichever gain has the smaller point value (0.5 + 0.26, high)."""
+    from lmaudit.report.summary import part_level
+
+    prior = {"attacks": {}, "differ": True, "calibrated": [], "best": "loss", "auc": 0.8, "auc_ci95": [0.7, 0.9],
+             "p_adjusted": 1e-6}
+    res = {"attacks": {"loss": {"auc": 0.95, "auc_ci95": [0.9, 1.0], "tpr@1%fpr": None,
+                                "vs_blind": {"diff": 0.30, "ci95": [0.26, 0.34], "beyond": True},
+                                "vs_prior": {"diff": 0.32, "ci95": [0.05, 0.59], "beyond": True}}},
+           "set_check": {"differ": True, "reference": prior}}
+    assert part_level(res) == "low"

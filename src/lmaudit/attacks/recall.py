@@ -68,5 +68,19 @@ def recall(stats: PrefixedStats, *, prefix_file: str = "", prefix_texts: list | 
 
     Shape (S,); higher = member."""
     plain = segment_mean(stats.plain.logp, stats.plain.offsets)
-    conditioned = segment_mean(stats.prefixed.logp, stats.prefixed.offsets)
-    return conditioned / np.minimum(plain, -1e-12)
+    return same_tokens_mean(stats) / np.minimum(plain, -1e-12)
+
+
+def same_tokens_mean(stats: PrefixedStats) -> np.ndarray:
+    """The prefixed pass's mean log-probability over the tokens the plain pass scores: each text's last L of them,
+    L the plain pass's count (a tokenizer without a start token leaves the first token unscored in the plain pass
+    only). Fewer prefixed than plain tokens would mean a truncated prefixed text: refused."""
+    lp, lq = np.diff(stats.plain.offsets), np.diff(stats.prefixed.offsets)
+    if np.any(lq < lp):
+        i = int(np.argmax(lq < lp))
+        raise DataError(f"recall: text {i + 1} has {lq[i]} scored tokens after the prefix, {lp[i]} without it: the "
+                        "prefixed text lost tokens", hint="give shorter prefix texts")
+    ends = stats.prefixed.offsets[1:]
+    keep = np.zeros(len(stats.prefixed.logp), dtype=bool)
+    keep[np.repeat(ends, lp) - np.concatenate([np.arange(n, 0, -1) for n in lp])] = True
+    return segment_mean(stats.prefixed.logp[keep], stats.plain.offsets)

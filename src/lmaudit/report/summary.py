@@ -14,7 +14,7 @@ from lmaudit.report.validity import (
     adjusted_auc,
     beyond_what,
     evidence,
-    gain,
+    gain_lower_end,
     gain_sentence,
     near_copy_note,
     prior_sentence,
@@ -85,13 +85,11 @@ def part_level(res: dict) -> str | None:
 
 
 def _adjusted_lower(res: dict, name: str) -> float:
-    """:func:`adjusted_auc` at the lower end of its interval: 0.5 plus the lower end of the gain's interval, or the
-    lower end of the AUC's when nothing is subtracted."""
-    found = gain(res, name)
-    if found is None:
-        return lower_end(res["attacks"][name], "auc")
-    diff, ci = found
-    return 0.5 + (ci[0] if ci else diff)
+    """:func:`adjusted_auc` at the lower end of its interval: 0.5 plus the smallest lower end of what the attack
+    adds over each check that applies (:func:`~lmaudit.report.validity.gain_lower_end`), or the lower end of its
+    AUC's interval when nothing is subtracted."""
+    low = gain_lower_end(res, name)
+    return lower_end(res["attacks"][name], "auc") if low is None else 0.5 + low
 
 
 def lower_end(m: dict, key: str) -> float | None:

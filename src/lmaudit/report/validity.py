@@ -35,19 +35,31 @@ def evidence(res: dict) -> dict[str, dict]:
     return attacks
 
 
-def gain(res: dict, name: str) -> tuple[float, list | None] | None:
-    """What attack ``name`` adds beyond the sets' own differences: (AUC gain, its paired 95% interval), the
-    smaller of its gain over the best blind baseline (when the sets differ without the model) and over the same
-    attack on the reference (when the reference tells them apart; an attack calibrated by the reference has
-    none). None when neither check applies to it."""
+def gains(res: dict, name: str) -> list[dict]:
+    """The checks attack ``name``'s AUC is compared with: its ``vs_blind`` when the sets differ without the model,
+    its ``vs_prior`` when the reference tells them apart (an attack calibrated by the reference or by shadow models
+    has none); each ``{"diff", "ci95", ...}``."""
     m = res["attacks"][name]
     calibrated = set((((res.get("set_check") or {}).get("reference") or {}).get("calibrated")) or ())
-    found = [vs for vs, on in ((m.get("vs_blind"), sets_differ(res)),
-                               (m.get("vs_prior"), reference_differs(res) and name not in calibrated)) if on and vs]
+    return [vs for vs, on in ((m.get("vs_blind"), sets_differ(res)),
+                              (m.get("vs_prior"), reference_differs(res) and name not in calibrated)) if on and vs]
+
+
+def gain(res: dict, name: str) -> tuple[float, list | None] | None:
+    """What attack ``name`` adds beyond the sets' own differences: (AUC gain, its paired 95% interval), the
+    smaller of its gains (:func:`gains`). None when no check applies to it."""
+    found = gains(res, name)
     if not found:
         return None
     smallest = min(found, key=lambda vs: vs["diff"])
     return smallest["diff"], smallest.get("ci95")
+
+
+def gain_lower_end(res: dict, name: str) -> float | None:
+    """The smallest lower end, over :func:`gains`, of what attack ``name`` adds (a gain's value when it has no
+    interval); None when no check applies to it."""
+    found = gains(res, name)
+    return min((vs["ci95"][0] if vs.get("ci95") else vs["diff"]) for vs in found) if found else None
 
 
 def adjusted_auc(res: dict, name: str) -> float:
@@ -62,7 +74,7 @@ def gain_sentence(res: dict, name: str) -> str:
     found = gain(res, name)
     auc = res["attacks"][name]["auc"]
     if found is None:
-        return f"{name}, calibrated by the reference, reaches AUC {auc:.3f}"
+        return f"{name}, calibrated by models that never saw the members, reaches AUC {auc:.3f}"
     diff, ci = found
     interval = f" (95% interval {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
     return f"{name} adds {diff:+.3f} AUC{interval} beyond {beyond_what(res)} (its AUC {auc:.3f})"

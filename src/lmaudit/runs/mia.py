@@ -346,7 +346,9 @@ def run_mia(
                                 priors={n: PRIOR + n for n in prior})
     check = set_check(summary, blind_p, skipped)
     if prior:
-        check["reference"] = prior_check(summary, prior, labels, [s.name for s in specs if s.needs_reference])
+        # attacks calibrated per text by models that never saw it (the reference, OUT shadows)
+        check["reference"] = prior_check(summary, prior, labels,
+                                         [s.name for s in specs if s.needs_reference or s.needs_shadows])
     for spec in specs:
         metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
                               **summary[spec.name]}

@@ -8,6 +8,7 @@ group function registered with :func:`register_probe`, and its test.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -113,36 +114,37 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
 SHOT_SEPARATOR = "\n\n"
 
 
-def fit_shots(tokenizer, shots: tuple[str, ...], textset: TextSet, limit: int) -> tuple[str, int]:
-    """(prefix, shots kept): the last shots whose tokens fit in ``limit`` beside the longest text of ``textset``
-    (as ReCaLL's authors drop shots that do not fit). None fitting is an error."""
-    longest = max(len(tokenizer(r.context + r.target)["input_ids"]) for r in textset.records)
-    sizes = [len(tokenizer(shot + SHOT_SEPARATOR, add_special_tokens=False)["input_ids"]) for shot in shots]
-    kept, used = 0, longest
-    for size in reversed(sizes):
-        if used + size > limit:
-            break
-        kept, used = kept + 1, used + size
-    if not kept:
-        raise DataError(f"no ReCaLL shot fits in the context of {limit} tokens beside the longest text "
-                        f"({longest} tokens; the shortest shot has {min(sizes)})",
-                        hint="give shorter prefix texts, or --max-tokens to cut the texts")
-    return "".join(shot + SHOT_SEPARATOR for shot in shots[-kept:]), kept
+def fit_shots(tokenizer, shots: tuple[str, ...], textset: TextSet, limit: int) -> tuple[TextSet, int]:
+    """(the records with the prefix before them, shots kept): the most of the last shots with which every prefixed
+    record, tokenised as the AR probe tokenises it, fits in ``limit`` tokens (as ReCaLL's authors drop the shots
+    that do not fit). None fitting is an error."""
+    longest = 0
+    for kept in range(len(shots), 0, -1):
+        prefix = "".join(shot + SHOT_SEPARATOR for shot in shots[-kept:])
+        prefixed = TextSet([Record(r.id, r.target, prefix + r.context) for r in textset.records],
+                           source=f"{textset.source} after {kept} shot(s)")
+        longest = max(len(ids) for ids in tokenize_records(tokenizer, prefixed, max_length=sys.maxsize).ids)
+        if longest <= limit:
+            return prefixed, kept
+    alone = max(len(ids) for ids in tokenize_records(tokenizer, textset, max_length=sys.maxsize).ids)
+    raise DataError(f"no ReCaLL shot fits in the context of {limit} tokens: with the last shot alone the longest "
+                    f"record has {longest} tokens ({alone} without it)",
+                    hint="give shorter prefix texts (--param recall.prefix_file), or score texts that leave room")
 
 
 @register_probe(PrefixRequest)
 def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet):
     """(shard iterator, whole-set function, forwards per sample, None) of the plain and the prefixed AR passes.
 
-    The prefix goes before each record's own context (a pair's prompt); the prefixed pass scores the same tokens.
+    The prefix goes before each record's own context (a pair's prompt). The prefixed pass scores the record's tokens
+    after the prefix; with a tokenizer that adds no start token it also scores the first one, which the plain pass
+    cannot (ReCaLL reads the same tokens of both: :func:`~lmaudit.attacks.recall.recall`).
     """
     limit = ctx.config.max_length or ctx.target.adapter.context_length
-    prefix, kept = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
+    prefixed, kept = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
     if kept < len(request.shots):
         warnings.warn(f"recall: {kept} of {len(request.shots)} prefix shots fit in the context of {limit} tokens "
                       "beside the longest text; the earlier ones were dropped", stacklevel=2)
-    prefixed = TextSet([Record(r.id, r.target, prefix + r.context) for r in textset.records],
-                       source=f"{textset.source} after {kept} shot(s)")
     plain_shards, plain_whole, _, _ = ar_group(ctx, AR_PROBE, group, textset)
     pre_shards, pre_whole, _, _ = ar_group(ctx, AR_PROBE, group, prefixed)
 

@@ -8,6 +8,10 @@ unlearned model is as private as retraining; positive: it still remembers (under
 treats the forget set as more foreign than a model that never saw it (over-unlearning, itself a tell). The two
 runs score the same texts, so the interval is paired: every bootstrap resample draws the same members and
 non-members for both models (:func:`~lmaudit.metrics.stratified_bootstrap`).
+
+Sign: lmaudit's AUCs read "higher score = member", so a model that still remembers gives a positive PrivLeak.
+Published MUSE tables report models that did not unlearn with large negative values, an AUC read the other way
+round: negate these figures before comparing them with MUSE's.
 """
 
 from __future__ import annotations

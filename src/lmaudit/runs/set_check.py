@@ -70,7 +70,8 @@ def prior_check(summary: dict[str, dict], prior_scores: dict[str, np.ndarray], l
     reference's AUC and interval (from the run's shared resamples) and a two-sided Mann–Whitney p-value (the
     reference's scores are not fitted to the labels, so the test is exact); ``differ`` when the smallest p-value,
     multiplied by the number of attacks (Bonferroni), is at most :data:`ALPHA`. ``calibrated`` names the attacks
-    that read the reference (their scores already subtract what it sees).
+    calibrated per text by models that never saw it (the reference, or shadow models): their scores already
+    subtract what such a model sees.
     """
     y = np.asarray(labels)
     entries = {}
