@@ -12,17 +12,13 @@ import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
-from lmaudit.metrics import TPR_POINTS, auc
+from lmaudit.metrics import auc
 from lmaudit.report import plots
 from lmaudit.report.cells import (
     BLIND_NOTE,
     PRIOR_NOTE,
     READING_NOTE,
-    ci_text,
-    tpr_text,
-    vs_best_text,
-    vs_blind_text,
-    vs_prior_text,
+    metric_rows,
 )
 from lmaudit.report.dataset_inference import inference_report
 from lmaudit.report.document import Figure, Report, Section, write
@@ -102,22 +98,7 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     by_attack = {n: scores[n].to_numpy() for n in names}
     blind = (res.get("set_check") or {}).get("baselines") or {}
     prior = ((res.get("set_check") or {}).get("reference") or {}).get("attacks") or {}
-    header = ["attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(["Δ vs blind [95% CI]"] if blind else []),
-              *(["Δ vs prior [95% CI]"] if prior else []), "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR", "forwards",
-              "parameters"]
-    rows = []
-    for n, m in sorted(res["attacks"].items(), key=lambda kv: -kv[1]["auc"]):
-        params = ", ".join(f"{k}={v}" for k, v in m["params"].items()) or "-"
-        rows.append([n, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(n, m),
-                     *([vs_blind_text(m)] if blind else []), *([vs_prior_text(m)] if prior else []),
-                     *(tpr_text(m, key, ci=True) for key in TPR_POINTS), f"{m.get('forwards_per_sample', 1):g}", params])
-    dashes = ["-"] * (1 + bool(blind) + bool(prior))
-    for n, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # the model-free rows, below the attacks
-        rows.append([f"{n} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
-                     *(tpr_text(m, key, ci=True) for key in TPR_POINTS), "0", "out of fold"])
-    for n, m in sorted(prior.items(), key=lambda kv: -kv[1]["auc"]):  # the reference's own scores
-        rows.append([f"{n} (reference's own)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
-                     *("-" for _ in TPR_POINTS), "-", f"Mann–Whitney p = {m['p']:.2g}"])
+    header, rows = metric_rows(res["attacks"], res.get("set_check"), details=True)
     n_boot = res.get("config", {}).get("n_bootstrap", 1000)
     kind = res["target"].get("kind", "ar").upper()
     tag = prefix.lower().replace(" ", "_")

@@ -3,6 +3,8 @@ printed under the tables of the terminal and the report."""
 
 from __future__ import annotations
 
+from lmaudit.metrics import TPR_POINTS
+
 READING_NOTE = ("Δ vs best = AUC(best) − AUC(attack) with a paired 95% interval on the same bootstrap resamples; "
                 "'≈ best' marks an attack whose interval contains 0, which the data cannot tell from the best: "
                 "claims that one attack beats another are read from these intervals, not from the AUCs alone. "
@@ -64,3 +66,34 @@ def _vs_text(vs: dict | None) -> str:
         return "-"
     text = f"{vs['diff']:+.3f}" + ("" if vs["ci95"] is None else f" [{vs['ci95'][0]:+.3f}, {vs['ci95'][1]:+.3f}]")
     return text + (" beyond" if vs.get("beyond") else "")
+
+
+def metric_rows(attacks: dict[str, dict], set_check: dict | None, *,
+                details: bool = False) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a membership run's table, best AUC first: every attack with its paired differences to the
+    best, the best blind baseline and its own score on the reference (columns only when the run has them), then
+    the blind baselines' rows and the reference's own rows. ``details`` (the report) adds the forwards and
+    parameters of each row and writes why an unmeasured TPR is missing; the terminal says "n/a"."""
+    blind = (set_check or {}).get("baselines") or {}
+    prior = ((set_check or {}).get("reference") or {}).get("attacks") or {}
+    header = ["attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(["Δ vs blind [95% CI]"] if blind else []),
+              *(["Δ vs prior [95% CI]"] if prior else []), "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR",
+              *(["forwards", "parameters"] if details else [])]
+
+    def tprs(m: dict) -> list[str]:
+        return [tpr_text(m, key, ci=True) if details or m.get(key) is not None else "n/a" for key in TPR_POINTS]
+
+    rows = []
+    for name, m in sorted(attacks.items(), key=lambda kv: -kv[1]["auc"]):
+        rows.append([name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
+                     *([vs_blind_text(m)] if blind else []), *([vs_prior_text(m)] if prior else []), *tprs(m),
+                     *([f"{m.get('forwards_per_sample', 1):g}",
+                        ", ".join(f"{k}={v}" for k, v in m["params"].items()) or "-"] if details else [])])
+    dashes = ["-"] * (1 + bool(blind) + bool(prior))
+    for name, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # model-free rows, below the attacks
+        rows.append([f"{name} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes, *tprs(m),
+                     *(["0", "out of fold"] if details else [])])
+    for name, m in sorted(prior.items(), key=lambda kv: -kv[1]["auc"]):  # the reference's own scores, AUC only
+        rows.append([f"{name} (reference's own)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
+                     *("-" for _ in TPR_POINTS), *(["-", f"Mann–Whitney p = {m['p']:.2g}"] if details else [])])
+    return header, rows

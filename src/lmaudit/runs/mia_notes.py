@@ -10,18 +10,14 @@ import numpy as np
 from rich.table import Table
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.metrics import TPR_POINTS, tie_note
+from lmaudit.metrics import tie_note
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.report.cells import (
     BLIND_NOTE,
     PRIOR_NOTE,
     READING_NOTE,
-    ci_text,
-    tpr_text,
-    vs_best_text,
-    vs_blind_text,
-    vs_prior_text,
+    metric_rows,
 )
 from lmaudit.report.summary import mia_summary
 from lmaudit.report.validity import reference_differs, sets_differ
@@ -81,21 +77,11 @@ def results_table(result) -> Table:
     table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
     blind = (result.set_check or {}).get("baselines") or {}
     prior = ((result.set_check or {}).get("reference") or {}).get("attacks") or {}
-    cols = ("attack", "AUC", "95% CI", "Δ vs best [95% CI]", *(("Δ vs blind [95% CI]",) if blind else ()),
-            *(("Δ vs prior [95% CI]",) if prior else ()), "TPR@10%FPR", "TPR@1%FPR", "TPR@0.1%FPR")
-    for col in cols:
+    header, rows = metric_rows(result.attacks, result.set_check)
+    for col in header:
         table.add_column(col, justify="left" if col == "attack" else "right")
-    for name, m in sorted(result.attacks.items(), key=lambda kv: -kv[1]["auc"]):
-        table.add_row(name, f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), vs_best_text(name, m),
-                      *((vs_blind_text(m),) if blind else ()), *((vs_prior_text(m),) if prior else ()),
-                      *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
-    dashes = ("-",) * (1 + bool(blind) + bool(prior))
-    for name, m in sorted(blind.items(), key=lambda kv: -kv[1]["auc"]):  # model-free rows, below the attacks
-        table.add_row(f"{name} (no model)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
-                      *("n/a" if m[key] is None else tpr_text(m, key, ci=True) for key in TPR_POINTS))
-    for name, m in sorted(prior.items(), key=lambda kv: -kv[1]["auc"]):  # the reference's own, AUC only
-        table.add_row(f"{name} (reference's own)", f"{m['auc']:.3f}", ci_text(m["auc_ci95"]), *dashes,
-                      *("-" for _ in TPR_POINTS))
+    for row in rows:
+        table.add_row(*row)
     unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
     caption = [READING_NOTE] + ([BLIND_NOTE] if blind else []) + ([PRIOR_NOTE] if prior else [])
     if unresolved:  # said once under the table, not in every cell
