@@ -63,7 +63,7 @@ def records_for(spec, target, reference=None, shadows=None):
     attack that reads a prefixed pass (ReCaLL) the target's own statistics stand in for that pass (the same tokens
     scored, as the probe guarantees)."""
     from lmaudit.probes.records import PrefixedStats
-    from lmaudit.probes.requests import FrequencyRequest, PrefixRequest
+    from lmaudit.probes.requests import FrequencyRequest, GradientRequest, PrefixRequest
 
     plain = target.with_companions(reference=reference if spec.needs_reference else None,
                                    shadows=shadows if spec.needs_shadows else None)
@@ -72,6 +72,8 @@ def records_for(spec, target, reference=None, shadows=None):
         return PrefixedStats(plain, target, 1)
     if isinstance(request, FrequencyRequest):
         return token_records(plain, reference)
+    if isinstance(request, GradientRequest):
+        return gradient_records(plain, reference)
     return plain
 
 
@@ -85,3 +87,16 @@ def token_records(target, reference=None, *, vocab: int = 50, seed: int = 0):
         return TokenStats(stats, (np.abs(stats.logp.astype(np.float64)) * 1e4).astype(np.int64) % vocab, freq)
 
     return TokenStats(target, wrap(target).token_ids, freq, None if reference is None else wrap(reference))
+
+
+def gradient_records(target, reference=None):
+    """GradientStats over synthetic ARStats: every norm grows with the text's mean loss (a member's gradient is
+    smaller where its loss is lower)."""
+    from lmaudit.probes.records import GradientStats
+    from lmaudit.probes.segments import segment_mean
+
+    def norms(stats):
+        loss = -segment_mean(stats.logp.astype(np.float64), stats.offsets)
+        return np.stack([loss, 2 * loss, 3 * loss, loss / 2], axis=1)
+
+    return GradientStats(norms(target), None if reference is None else GradientStats(norms(reference)))

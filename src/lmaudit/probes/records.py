@@ -308,3 +308,23 @@ class TokenStats:
 
     def as_reference(self) -> "TokenStats | None":
         return self.reference
+
+
+@dataclass
+class GradientStats:
+    """Per text, the norms of its loss gradient (``norms``, (S, 4) in the order of
+    :data:`lmaudit.probes.gradients.NORMS`); ``reference``: the same of the reference model."""
+
+    norms: np.ndarray
+    reference: "GradientStats | None" = None
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.norms)
+
+    @property
+    def has_reference(self) -> bool:
+        return self.reference is not None
+
+    def as_reference(self) -> "GradientStats | None":
+        return self.reference

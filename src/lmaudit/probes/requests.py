@@ -8,6 +8,8 @@ so attacks that read the same records share one probe pass.
   (:class:`~lmaudit.probes.records.PrefixedStats`; ReCaLL).
 - :class:`FrequencyRequest` — the AR pass with each scored token's id and its frequency in a reference corpus
   (:class:`~lmaudit.probes.records.TokenStats`; DC-PDD).
+- :class:`GradientRequest` — a forward and a backward pass per text: norms of its loss gradient
+  (:class:`~lmaudit.probes.records.GradientStats`; GradNorm).
 - :class:`~lmaudit.probes.masks.MaskPlan` — masked forwards under a mask plan
   (:class:`~lmaudit.probes.records.MaskedStats`).
 """
@@ -48,3 +50,12 @@ class FrequencyRequest:
 
     corpus: str = ""
     kind: str = "ar-frequencies"
+
+
+@dataclass(frozen=True)
+class GradientRequest:
+    """Each text's loss gradient with respect to the ``subset`` of the model's parameters (``all``, ``embeddings``,
+    ``adapter`` or ``last:N``), as norms (:mod:`lmaudit.probes.gradients`)."""
+
+    subset: str = "all"
+    kind: str = "ar-gradients"

@@ -34,6 +34,7 @@ from lmaudit.report.records import stored_columns
 from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
+from lmaudit.runs import peer_groups  # noqa: F401  (registers the gradient and neighbour probes)
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
 from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, setting
@@ -352,7 +353,8 @@ def run_mia(
     for spec in specs:
         metrics[spec.name] = {"params": params[spec.name], "forwards_per_sample": forwards[spec.name],
                               **summary[spec.name]}
-        notes = degenerate_notes(spec.name, scores[spec.name], len(members), len(nonmembers))
+        notes = ctx.notes.get(spec.name, []) + degenerate_notes(spec.name, scores[spec.name], len(members),
+                                                                 len(nonmembers))
         if notes:
             metrics[spec.name]["notes"] = notes
     timings["metrics"] = time.perf_counter() - t0

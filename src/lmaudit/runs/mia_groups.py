@@ -12,7 +12,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ class Probing:
     cache: Path | None
     timings: dict[str, float]
     prior: bool = False  # also probe the reference for every group: its own scores under reference-free attacks
+    notes: dict[str, list[str]] = field(default_factory=dict)  # what a probe says of an attack's scores
 
 
 @dataclass(frozen=True)
@@ -165,13 +166,16 @@ def scored_ids(tokenizer, textset: TextSet, limit: int) -> list[np.ndarray]:
     return [ids[scored] for ids, scored in zip(tok.ids, tok.scored)]
 
 
-def _check_frequencies(ctx: Probing) -> None:
-    if ctx.config.long_texts == "window":
-        raise LmauditError("dc_pdd reads each scored token's id as the AR probe truncates the text: it does not "
-                           "run with long_texts = window", hint="drop dc_pdd or use long_texts = truncate")
+def truncated_only(attack: str, reads: str) -> Callable[[Probing], None]:
+    """A probe check refusing long_texts = window for an attack that reads each text as the AR probe truncates it."""
+    def check(ctx: Probing) -> None:
+        if ctx.config.long_texts == "window":
+            raise LmauditError(f"{attack} reads {reads} as the AR probe truncates the text: it does not run with "
+                               "long_texts = window", hint=f"drop {attack} or use long_texts = truncate")
+    return check
 
 
-@register_probe(FrequencyRequest, check=_check_frequencies)
+@register_probe(FrequencyRequest, check=truncated_only("dc_pdd", "each scored token's id"))
 def frequency_group(ctx: Probing, request: FrequencyRequest, group, textset: TextSet):
     """(shard iterator, whole-set function, forwards per sample, None) of the AR pass with token ids and corpus
     frequencies (the reference's under its own tokenizer, when it is probed)."""
