@@ -32,9 +32,9 @@ from lmaudit.progress import info
 from lmaudit.report.build import read_results, read_scores
 from lmaudit.report.records import stored_columns
 from lmaudit.report.summary import strongest_attack
+from lmaudit.runs import peer_groups  # noqa: F401  (registers the gradient and neighbour probes)
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
-from lmaudit.runs import peer_groups  # noqa: F401  (registers the gradient and neighbour probes)
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
 from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, setting

@@ -9,10 +9,10 @@ import time
 import numpy as np
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.progress import info
 from lmaudit.probes.gradients import describe_subset, probe_gradients
 from lmaudit.probes.records import GradientStats
 from lmaudit.probes.requests import GradientRequest
+from lmaudit.progress import info
 from lmaudit.runs.mia_groups import Probing, register_probe, truncated_only
 
 
