@@ -63,7 +63,7 @@ def records_for(spec, target, reference=None, shadows=None):
     attack that reads a prefixed pass (ReCaLL) the target's own statistics stand in for that pass (the same tokens
     scored, as the probe guarantees)."""
     from lmaudit.probes.records import PrefixedStats
-    from lmaudit.probes.requests import FrequencyRequest, GradientRequest, PrefixRequest
+    from lmaudit.probes.requests import FrequencyRequest, GradientRequest, NeighbourRequest, PrefixRequest
 
     plain = target.with_companions(reference=reference if spec.needs_reference else None,
                                    shadows=shadows if spec.needs_shadows else None)
@@ -74,6 +74,8 @@ def records_for(spec, target, reference=None, shadows=None):
         return token_records(plain, reference)
     if isinstance(request, GradientRequest):
         return gradient_records(plain, reference)
+    if isinstance(request, NeighbourRequest):
+        return neighbour_records(plain, reference)
     return plain
 
 
@@ -100,3 +102,20 @@ def gradient_records(target, reference=None):
         return np.stack([loss, 2 * loss, 3 * loss, loss / 2], axis=1)
 
     return GradientStats(norms(target), None if reference is None else GradientStats(norms(reference)))
+
+
+def neighbour_records(target, reference=None, *, per_text: int = 2, loss: float = 3.0):
+    """NeighbourStats over synthetic ARStats: ``per_text`` neighbours of every text, each a copy of it whose tokens
+    all have log-probability −``loss`` (texts like it, which the model did not see)."""
+    from dataclasses import replace
+
+    from lmaudit.probes.records import NeighbourStats
+
+    def wrap(stats):
+        owner = np.repeat(np.arange(stats.n_samples), per_text)
+        copies = stats.take(owner)
+        return NeighbourStats(stats, replace(copies, logp=np.full_like(copies.logp, -loss)), owner)
+
+    found = wrap(target)
+    found.reference = None if reference is None else wrap(reference)
+    return found

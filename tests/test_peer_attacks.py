@@ -89,7 +89,7 @@ def test_recall_equals_the_ratio_of_two_plain_forwards(tmp_path, tiny_model_dir,
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-def test_recall_holds_out_non_members_and_reads_members_higher(tmp_path, tiny_model_dir):
+def test_recall_holds_out_non_members_and_reads_members_higher(tmp_path, tiny_model_dir, tiny_dlm_dir):
     """A tiny model fine-tuned on its members: the default prefix is 5 held-out non-members, scored by no attack,
     and the members' ratio is higher."""
     import json
@@ -118,10 +118,22 @@ def test_recall_holds_out_non_members_and_reads_members_higher(tmp_path, tiny_mo
     found = json.loads((tmp_path / "dc" / "results.json").read_text())["attacks"]["dc_pdd"]["auc"]
     print(f"dc_pdd AUC {found:.3f}")
     assert found > 0.6
+    res = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--reference",
+                  tiny_model_dir, "--attacks", "gradnorm,neighbourhood", "--param",
+                  f"neighbourhood.model={tiny_dlm_dir}", "--param", "neighbourhood.n=8", "--bootstrap", 0, "--out",
+                  tmp_path / "peers", "--no-report", "--no-blind")
+    assert res.exit_code == 0, res.output
+    peers = json.loads((tmp_path / "peers" / "results.json").read_text())
+    for name in ("gradnorm", "neighbourhood"):
+        print(f"{name} AUC {peers['attacks'][name]['auc']:.3f}")
+        assert peers["attacks"][name]["auc"] > 0.6
+    assert peers["attacks"]["neighbourhood"]["forwards_per_sample"] == 9
+    assert any("GradNorm differentiates every parameter of the target: " in n for n in peers["attacks"]["gradnorm"]["notes"])
+    assert {"gradnorm", "neighbourhood"} <= set(peers["set_check"]["reference"]["attacks"])  # the reference as target
     every = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--bootstrap", 0,
                     "--out", tmp_path / "all", "--no-report", "--no-blind")
     assert every.exit_code == 0 and "skipping recall (opt-in" in " ".join(every.output.split())
-    assert "recall" not in json.loads((tmp_path / "all" / "results.json").read_text())["attacks"]  # opt-in
+    assert not {"recall", "gradnorm", "neighbourhood"} & set(json.loads((tmp_path / "all" / "results.json").read_text())["attacks"])  # opt-in
 
 
 def plain_dc_pdd(model, tokenizer, text: str, counts: np.ndarray, a: float = 0.01) -> float:

@@ -19,9 +19,8 @@ from typing import Literal
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
-from lmaudit.probes.gradients import NORMS
 from lmaudit.probes.records import GradientStats
-from lmaudit.probes.requests import GradientRequest
+from lmaudit.probes.requests import GRADIENT_NORMS, GradientRequest
 
 
 def _probe(params: dict, budget: int) -> GradientRequest:
@@ -36,4 +35,4 @@ def gradnorm(stats: GradientStats, *, parameters: str = "all", variant: Literal[
 
     Shape (S,); higher = member."""
     column = "l2" if variant == "l2" else f"tensor_{'inf' if p == 'inf' else f'l{p}'}"
-    return -stats.norms[:, NORMS.index(column)]
+    return -stats.norms[:, GRADIENT_NORMS.index(column)]

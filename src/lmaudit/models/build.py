@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoTokenizer
 
-from lmaudit.data.corpus import Corpus
+from lmaudit.data.corpus import Corpus, build_corpus
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError, spell
+from lmaudit.errors import DataError, LmauditError, spell
 from lmaudit.folders import cached_build, output_folder
 from lmaudit.models.adapters import KIND_SPELLINGS, adapter_for, context_length, resolve_pad_id
 from lmaudit.models.chat import formatted
@@ -134,6 +134,31 @@ def pretrain(
                          "repeats": repeats}} if include is not None else {}),
     })
     return Path(out)
+
+
+# the quick demo's diffusion LM: the embedded masked model (neighbourhood attack) unless a folder is named
+EMBEDDED_DLM = {"preset": "tiny", "ar_tokens": 300_000, "dlm_tokens": 100_000, "seed": 0}
+
+
+def embedded_dlm() -> Path:
+    """The folder of the embedded diffusion LM (the quick demo's base DLM), trained on first use and cached."""
+    corpus = build_corpus()
+    tokenizer = corpus_tokenizer(corpus)
+    cfg = EMBEDDED_DLM
+    base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg["preset"], tokens=cfg["ar_tokens"], seed=cfg["seed"])
+    return cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg["preset"], tokens=cfg["dlm_tokens"],
+                           seed=cfg["seed"], init_from=base)
+
+
+def masked_model(path: str = ""):
+    """The masked model that makes neighbours: the folder named, which must load as a diffusion LM, or the embedded
+    one (trained on first use and cached)."""
+    handle = load_model(path or embedded_dlm())
+    if handle.kind != "dlm":
+        raise DataError(f"neighbourhood: '{path}' loads as an {handle.kind.upper()} model; its neighbours need a masked "
+                        "model", hint="name a diffusion LM folder (--param neighbourhood.model=DIR), or leave it out "
+                                      "for the embedded one")
+    return handle
 
 
 def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str = "tiny", tokens: int,

@@ -25,12 +25,13 @@ from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.records import ArrayRecord
+from lmaudit.probes.requests import GRADIENT_NORMS
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import progress
 
 GRADIENT_VERSION = 1
-NORMS = ("l2", "tensor_l1", "tensor_l2", "tensor_inf")  # ‖g‖₂ of the whole subset; means of per-tensor p-norms
+NORMS = GRADIENT_NORMS
 SUBSETS = "all, embeddings, adapter, or last:N (the last N transformer blocks)"
 
 

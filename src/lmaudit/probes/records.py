@@ -328,3 +328,21 @@ class GradientStats:
 
     def as_reference(self) -> "GradientStats | None":
         return self.reference
+
+
+@dataclass
+class NeighbourStats:
+    """The AR statistics of the texts (``plain``) and of their neighbours (``neighbours``, each owned by the text
+    ``owner`` indexes); ``reference``: the same under the reference model."""
+
+    plain: ARStats
+    neighbours: ARStats
+    owner: np.ndarray
+    reference: "NeighbourStats | None" = None
+
+    @property
+    def n_samples(self) -> int:
+        return self.plain.n_samples
+
+    def as_reference(self) -> "NeighbourStats | None":
+        return self.reference

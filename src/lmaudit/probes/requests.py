@@ -10,6 +10,8 @@ so attacks that read the same records share one probe pass.
   (:class:`~lmaudit.probes.records.TokenStats`; DC-PDD).
 - :class:`GradientRequest` — a forward and a backward pass per text: norms of its loss gradient
   (:class:`~lmaudit.probes.records.GradientStats`; GradNorm).
+- :class:`NeighbourRequest` — the AR pass of every text and of its neighbours, made by a masked model
+  (:class:`~lmaudit.probes.records.NeighbourStats`; the neighbourhood attack).
 - :class:`~lmaudit.probes.masks.MaskPlan` — masked forwards under a mask plan
   (:class:`~lmaudit.probes.records.MaskedStats`).
 """
@@ -52,6 +54,9 @@ class FrequencyRequest:
     kind: str = "ar-frequencies"
 
 
+GRADIENT_NORMS = ("l2", "tensor_l1", "tensor_l2", "tensor_inf")  # ‖g‖₂ of the whole subset; means of per-tensor p-norms
+
+
 @dataclass(frozen=True)
 class GradientRequest:
     """Each text's loss gradient with respect to the ``subset`` of the model's parameters (``all``, ``embeddings``,
@@ -59,3 +64,16 @@ class GradientRequest:
 
     subset: str = "all"
     kind: str = "ar-gradients"
+
+
+@dataclass(frozen=True)
+class NeighbourRequest:
+    """The AR pass of every text and of ``n`` neighbours of it, each replacing a ``fraction`` of its tokens (at
+    least one) with one of a masked model's ``top`` likeliest alternatives; ``model``: the masked model's folder
+    ("" for the embedded diffusion LM)."""
+
+    model: str = ""
+    n: int = 25
+    fraction: float = 0.0
+    top: int = 5
+    kind: str = "ar-neighbours"

@@ -18,7 +18,7 @@ from pathlib import Path
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.folders import cached_build
-from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.build import EMBEDDED_DLM, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
@@ -41,8 +41,8 @@ class DemoConfig:
 
 
 FULL = DemoConfig()
-QUICK = DemoConfig(pretrain_tokens=300_000, n_members=300, n_nonmembers=300, finetune_epochs=4,
-                   dlm_adapt_tokens=100_000, dlm_samples=100)
+QUICK = DemoConfig(pretrain_tokens=EMBEDDED_DLM["ar_tokens"], n_members=300, n_nonmembers=300, finetune_epochs=4,
+                   dlm_adapt_tokens=EMBEDDED_DLM["dlm_tokens"], dlm_samples=100)  # its base DLM is the embedded one
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,16 @@ import time
 import numpy as np
 
 from lmaudit.data.loaders import TextSet
+from lmaudit.models.build import masked_model
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.gradients import describe_subset, probe_gradients
-from lmaudit.probes.records import GradientStats
-from lmaudit.probes.requests import GradientRequest
+from lmaudit.probes.neighbours import NeighbourSettings, make_neighbours, neighbour_set
+from lmaudit.probes.records import GradientStats, NeighbourStats
+from lmaudit.probes.requests import AR_PROBE, GradientRequest, NeighbourRequest
 from lmaudit.progress import info
-from lmaudit.runs.mia_groups import Probing, register_probe, truncated_only
+from lmaudit.runs.mia_groups import Probing, ar_group, register_probe, truncated_only
+
+SUBSET_WORDS = {"all": "every parameter", "embeddings": "the input embedding", "adapter": "the adapter (LoRA) weights"}
 
 
 @register_probe(GradientRequest, check=truncated_only("gradnorm", "each text's loss"))
@@ -24,12 +29,12 @@ def gradient_group(ctx: Probing, request: GradientRequest, group, textset: TextS
     sharded = {}
     for role, handle in models.items():
         what = describe_subset(handle.model, request.subset)
-        said = (f"differentiates the {role}'s {what['parameters']} parameters: {what['tensors']} tensors, "
-                f"{what['values']:,} values ({what['frozen_in_model']} of the tensors frozen in the model, "
-                "differentiated anyway and left as they were)")
-        info(f"gradnorm {said}")
+        said = (f"GradNorm differentiates {SUBSET_WORDS.get(what['parameters'], what['parameters'])} of the {role}: "
+                f"{what['tensors']} tensors, {what['values']:,} values ({what['frozen_in_model']} of the tensors "
+                "frozen in the model, differentiated anyway and left as they were).")
+        info(said)
         for spec in group:
-            ctx.notes.setdefault(spec.name, []).append(said[0].upper() + said[1:] + ".")
+            ctx.notes.setdefault(spec.name, []).append(said)
         t0 = time.perf_counter()
         sharded[role] = probe_gradients(handle, textset, request.subset, max_length=ctx.config.max_length,
                                         cache_dir=ctx.cache, description=f"gradients ({role})")
@@ -47,3 +52,37 @@ def gradient_group(ctx: Probing, request: GradientRequest, group, textset: TextS
 
     forwards = {s.name: 1 for s in group}  # one forward and one backward pass per text
     return shards(), lambda: stats(None), lambda: forwards, None
+
+
+@register_probe(NeighbourRequest, check=truncated_only("neighbourhood", "each text and its neighbours"))
+def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: TextSet):
+    """(whole set as one shard, whole-set function, forwards per sample, None): the AR pass of the texts and of
+    their neighbours (target's, and the reference's when it is probed). The neighbours and the masked forwards
+    they cost go into the run's notes."""
+    mask = masked_model(request.model)
+    t0 = time.perf_counter()
+    sharded = make_neighbours(mask, textset, NeighbourSettings(request.n, request.fraction, request.top),
+                              cache_dir=ctx.cache)
+    neighbours, owner, masked = neighbour_set(textset, sharded)
+    ctx.timings["neighbours"] = time.perf_counter() - t0
+    _, plain, _, _ = ar_group(ctx, AR_PROBE, group, textset)
+    _, other, _, _ = ar_group(ctx, AR_PROBE, group, neighbours)
+    counts = np.bincount(owner, minlength=len(textset))
+    same = tokenizer_fingerprint(mask.tokenizer) == tokenizer_fingerprint(ctx.target.tokenizer)
+    said = (f"Neighbours from {mask.path} ({'the' if same else 'another'} tokenizer {'as' if same else 'than'} the "
+            f"target's; they are scored as text): {counts.mean():.1f} per text, made with {masked.mean():.1f} masked "
+            "forwards of it per text.")
+    info(said)
+    for spec in group:
+        ctx.notes.setdefault(spec.name, []).append(said)
+
+    def whole() -> NeighbourStats:
+        p, q = plain(), other()
+        ref = None if p.reference is None else NeighbourStats(p.reference, q.reference, owner)
+        return NeighbourStats(p, q, owner, ref)
+
+    def shards():
+        yield (0, len(textset)), whole()
+
+    forwards = {s.name: 1 + float(counts.mean()) for s in group}
+    return shards(), whole, lambda: forwards, None

@@ -1,0 +1,48 @@
+"""The neighbourhood attack (Mattern et al., 2023, "Membership Inference Attacks against Language Models via
+Neighbourhood Comparison").
+
+score(x) = mean_j L(x̃_j) − L(x): the mean token loss of a text's neighbours minus its own, under the audited model.
+A neighbour is the text with a few tokens replaced by a masked model's likeliest alternatives
+(:mod:`lmaudit.probes.neighbours`), so it reads as fluently as the text to a model that never saw either; a model
+trained on the text finds the text itself easier than its neighbours: higher = member. The comparison calibrates
+each text by texts like it, without a reference model.
+
+Parameters: ``n`` neighbours per text (25), ``fraction`` of the text's tokens a neighbour replaces (0: one token,
+the authors' setting), ``top`` candidates per position (5), ``model``: a diffusion LM folder that makes them (the
+embedded diffusion LM by default; its tokenizer may differ from the audited model's, as the neighbours are texts).
+Cost: 1 + n forwards of the audited model per text, and one masked forward of the masked model per scored token;
+opt-in for that reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmaudit.attacks.registry import register_attack
+from lmaudit.errors import DataError
+from lmaudit.probes.records import NeighbourStats
+from lmaudit.probes.requests import NeighbourRequest
+from lmaudit.probes.segments import segment_mean
+
+
+def _probe(params: dict, budget: int) -> NeighbourRequest:
+    n, fraction, top = int(params.get("n", 25)), float(params.get("fraction", 0.0)), int(params.get("top", 5))
+    if n < 1 or top < 1 or not 0.0 <= fraction <= 1.0:
+        raise DataError(f"neighbourhood: n = {n} and top = {top} must be at least 1, fraction = {fraction} within "
+                        "[0, 1]")
+    return NeighbourRequest(model=str(params.get("model") or ""), n=n, fraction=fraction, top=top)
+
+
+@register_attack("neighbourhood", kind="ar", probe=_probe,
+                 opt_in="it scores n neighbours of every text, made by a masked model (1 + n forwards per text)")
+def neighbourhood(stats: NeighbourStats, *, n: int = 25, fraction: float = 0.0, top: int = 5,
+                  model: str = "") -> np.ndarray:
+    """Neighbourhood: mean loss of the text's neighbours minus its own loss.
+
+    Shape (S,); higher = member."""
+    own = -segment_mean(stats.plain.logp, stats.plain.offsets)
+    theirs = -segment_mean(stats.neighbours.logp, stats.neighbours.offsets)
+    count = np.bincount(stats.owner, minlength=stats.n_samples)
+    if np.any(count == 0):
+        raise DataError(f"neighbourhood: {int((count == 0).sum())} text(s) have no neighbour (no token to replace)")
+    return np.bincount(stats.owner, weights=theirs, minlength=stats.n_samples) / count - own
