@@ -219,6 +219,15 @@ def test_compare_pairs_every_row_against_one_with_intervals(tmp_path):
             in (folder / "table.md").read_text())
 
 
+def test_recall_runs_alone_so_the_paired_rows_keep_every_non_member(tmp_path):
+    folder = run_experiment(mini(tmp_path, name="peers", type="mia", kind="ar", n_nonmembers=9, passage_chars=150, attacks=[
+        "loss", "gap_k", "recall", "neighbourhood"], params={"recall": {"shots": 2}, "neighbourhood": {"n": 2}},
+        compare="gap_k"), out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert set(res["rows"]) == {"loss", "gap_k", "recall", "neighbourhood"}
+    assert set(res["paired"]["vs"]) == {"loss", "neighbourhood"}  # recall scored 7 non-members, the others 9
+
+
 @pytest.mark.parametrize("kw", [dict(type="mia", attacks=["loss"], compare="q_skew"),
                                 dict(type="ablation", variants={"full": {"attack": "q_skew"}}, compare="Full"),
                                 dict(type="misaligned-ref", attacks=["q_skew"], compare="golden / sama")])

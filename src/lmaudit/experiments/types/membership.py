@@ -28,7 +28,8 @@ N_PAIRED = 1000  # paired bootstrap resamples
 @dataclass
 class MIAConfig(BaseConfig):
     budget: int = 16  # masked forwards per model per sample (DLM attacks)
-    attacks: list[str] | None = None  # None: every attack of the model's kind
+    attacks: list[str] | None = None  # None: every attack of the model's kind that is not opt-in
+    params: dict[str, dict] = field(default_factory=dict)  # attack -> its parameters ([params.neighbourhood] n = 10)
     compare: str | None = None  # a row label: AUC(compare) − AUC(each other row), paired, per seed
 
 
@@ -70,7 +71,7 @@ class _Collector:
         """Record one seed: ``entries`` maps a row label to (its metrics, its scores)."""
         for label, (m, _) in entries.items():
             self.rows.setdefault(label, []).append(m)
-        if self.compare is None:
+        if self.compare is None or self.compare not in entries:
             return
         for label, (_, scores) in entries.items():
             if label != self.compare:
@@ -89,11 +90,25 @@ def run_mia_table(ws: Workspace, cfg: MIAConfig) -> dict:
     """Every attack (or ``attacks``) on the target fine-tuned on the members, reference = its base."""
     _check_compare(cfg.compare, cfg.attacks or _runnable(cfg.kind))
     out = _Collector(cfg.compare)
+    alone = holding_out(cfg.attacks, cfg.params)
     for seed in cfg.seeds:
         members, nonmembers, base, target = ws.fine_tuned_run(seed)
-        result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=cfg.attacks)
+        rest = None if cfg.attacks is None else [a for a in cfg.attacks if a not in alone]
+        result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=rest,
+                        params={k: v for k, v in cfg.params.items() if k not in alone})
         out.seed(seed, result.labels, {name: (metrics(result, name), result.scores[name]) for name in result.attacks})
+        for name in alone:  # on fewer non-members: a row without a paired difference
+            result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=[name],
+                            params={name: cfg.params[name]} if name in cfg.params else None)
+            out.seed(seed, result.labels, {name: (metrics(result, name), result.scores[name])})
     return out.payload()
+
+
+def holding_out(attacks: list[str] | None, params: dict[str, dict]) -> list[str]:
+    """The attacks that hold out some of the non-members (ReCaLL without a prefix of its own): each is run alone,
+    so that every other attack scores the whole sets."""
+    own_prefix = {"prefix_file", "prefix_texts"} & set(params.get("recall", {}))
+    return ["recall"] if "recall" in (attacks or []) and not own_prefix else []
 
 
 def run_ablation(ws: Workspace, cfg: AblationConfig) -> dict:
