@@ -206,3 +206,21 @@ def test_recall_reads_the_same_tokens_of_both_passes():
     np.testing.assert_allclose(same_tokens_mean(PrefixedStats(plain, prefixed, 1)), [(1 + 2) / 2, (4 + 5 + 6) / 3])
     with pytest.raises(DataError, match="text 2 has 2 scored tokens after the prefix, 3 without it"):
         same_tokens_mean(PrefixedStats(plain, _stats([[True, True], [True, True]]), 1))
+
+
+def test_dc_pdd_counts_the_embedded_corpus_by_default(monkeypatch, tokenizer):
+    """With no corpus named, the counts are those of the embedded corpus' pretraining pool under the tokenizer."""
+    from pathlib import Path
+
+    import scipy
+
+    from lmaudit.data.corpus import build_corpus
+    from lmaudit.probes import frequencies
+
+    small = build_corpus([str(Path(scipy.__file__).parent / "optimize")])
+    monkeypatch.setattr(frequencies, "build_corpus", lambda *args, **kwargs: small)
+    want = np.zeros(len(tokenizer), dtype=np.int64)
+    for doc in small.pool("pretrain"):
+        np.add.at(want, tokenizer(doc.text, truncation=True, max_length=1024)["input_ids"], 1)
+    np.testing.assert_array_equal(frequencies.token_counts(tokenizer), want)
+    assert want.sum() > 1000

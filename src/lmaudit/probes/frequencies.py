@@ -30,7 +30,7 @@ def _texts(corpus: str) -> tuple[list[str], str]:
     """(texts, a key of their content)."""
     if corpus == EMBEDDED:
         built = build_corpus(DEFAULT_PACKAGES)
-        return [d.text for d in built.pool("pretrain")], f"embedded:{built.fingerprint()}"
+        return [d.text for d in built.pool("pretrain")], f"embedded:{built.fingerprint}"
     found = load_texts(corpus)
     return found.texts, f"file:{sha256_file(Path(corpus)) if Path(corpus).is_file() else found.fingerprint()}"
 
