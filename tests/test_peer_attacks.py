@@ -3,6 +3,8 @@ from a plain forward pass here, and scores texts a model was trained on higher."
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -186,9 +188,16 @@ def test_recall_and_dc_pdd_refuse_what_they_cannot_use(tmp_path, tiny_model_dir)
     blank.write_text('{"text": " "}\n{"text": "\\t"}\n')
     with pytest.raises(DataError, match="blank.jsonl: line 1: field 'text' is empty"):  # the loader names it
         run("recall", prefix_file=str(blank))
-    long = write_jsonl(tmp_path / "long.jsonl", [" ".join(["word"] * 400)])
-    with pytest.raises(DataError, match="no ReCaLL shot fits in the context of 128 tokens"):
-        run("recall", prefix_file=str(long))
+    long = write_jsonl(tmp_path / "long.jsonl", [" ".join(f"word{i}" for i in range(400))])
+    with pytest.warns(UserWarning, match=r"no whole prefix shot fits .* the prefix is the last (\d+) tokens") as said:
+        cut = run("recall", prefix_file=str(long))["recall"]
+    room = int(re.search(r"last (\d+) tokens", str(said[-1].message)).group(1))
+    longest = max(len(model.tokenizer(t)["input_ids"]) for t in TEXTS)
+    assert 16 <= room <= 128 - longest and np.isfinite(cut).all()  # the shot's end, cut to the room left
+    nearly_full = TextSet.from_texts([" ".join(["word"] * 120)])
+    with pytest.raises(DataError, match="which leaves fewer than 16 for a prefix"):
+        score_set(model, nearly_full, config=RunConfig(attacks=["recall"], params={"recall": {
+            "prefix_file": str(long)}}))
     with pytest.raises(DataError, match="blank.jsonl: line 1: field 'text' is empty"):
         run("dc_pdd", corpus=str(blank))
 

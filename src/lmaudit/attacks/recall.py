@@ -8,8 +8,9 @@ The shots come from a file (``--param recall.prefix_file=FILE``, its first ``sho
 (``params={"recall": {"prefix_texts": [...]}}``), or by default from the run's own non-members: ``shots`` of them,
 drawn with the run's seed, are held out of every attack's scoring (the run says how many). ReCaLL is therefore
 opt-in: it runs when named in the attacks or given a parameter. The prefix keeps the last shots that fit in the
-context beside the longest text (the earlier ones are dropped, and the run says how many were kept). Cost: a
-second forward pass per text, with the prefix.
+context beside the longest text (the earlier ones are dropped, and the run says how many were kept); when not
+even the last one fits, its end is cut to the room the longest text leaves (at least 16 tokens; the run says how
+many). Cost: a second forward pass per text, with the prefix.
 """
 
 from __future__ import annotations

@@ -168,10 +168,11 @@ class Workspace:
         return self._loaded[str(path)]
 
     def mia(self, target: Path, reference: Path | None, members, nonmembers, seed: int, *, budget: int,
-            attacks=None, params=None):
-        """Membership inference of ``attacks`` (None: every attack of the target's kind) with 200 bootstraps."""
+            attacks=None, params=None, reference_prior: bool = True):
+        """Membership inference of ``attacks`` (None: every attack of the target's kind) with 200 bootstraps;
+        ``reference_prior=False`` leaves out the reference's own scores (a second pass of every costly probe)."""
         cfg = RunConfig(attacks=attacks, params=params or {}, seed=seed, budget=budget, n_bootstrap=200,
-                        batch_size=self.cfg.probe_batch_size)
+                        batch_size=self.cfg.probe_batch_size, reference_prior=reference_prior)
         return run_mia(self.load(target), members, nonmembers,
                        reference=self.load(reference) if reference else None, config=cfg)
 

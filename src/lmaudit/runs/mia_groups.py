@@ -115,22 +115,38 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
 SHOT_SEPARATOR = "\n\n"
 
 
-def fit_shots(tokenizer, shots: tuple[str, ...], textset: TextSet, limit: int) -> tuple[TextSet, int]:
-    """(the records with the prefix before them, shots kept): the most of the last shots with which every prefixed
-    record, tokenised as the AR probe tokenises it, fits in ``limit`` tokens (as ReCaLL's authors drop the shots
-    that do not fit). None fitting is an error."""
-    longest = 0
+MIN_PREFIX_TOKENS = 16  # the shortest cut of a shot that still conditions the text on something
+
+
+def _prefixed(textset: TextSet, prefix: str, what: str) -> TextSet:
+    return TextSet([Record(r.id, r.target, prefix + r.context) for r in textset.records],
+                   source=f"{textset.source} after {what}")
+
+
+def _longest(tokenizer, textset: TextSet) -> int:
+    return max(len(ids) for ids in tokenize_records(tokenizer, textset, max_length=sys.maxsize).ids)
+
+
+def fit_shots(tokenizer, shots: tuple[str, ...], textset: TextSet, limit: int) -> tuple[TextSet, int, int | None]:
+    """(the records with the prefix before them, shots kept, tokens the last shot was cut to or None): the most of
+    the last shots with which every prefixed record, tokenised as the AR probe tokenises it, fits in ``limit``
+    tokens (as ReCaLL's authors drop the shots that do not fit); when not even the last one fits, its end, cut to
+    the room the longest record leaves. Less room than :data:`MIN_PREFIX_TOKENS` is an error."""
     for kept in range(len(shots), 0, -1):
-        prefix = "".join(shot + SHOT_SEPARATOR for shot in shots[-kept:])
-        prefixed = TextSet([Record(r.id, r.target, prefix + r.context) for r in textset.records],
-                           source=f"{textset.source} after {kept} shot(s)")
-        longest = max(len(ids) for ids in tokenize_records(tokenizer, prefixed, max_length=sys.maxsize).ids)
-        if longest <= limit:
-            return prefixed, kept
-    alone = max(len(ids) for ids in tokenize_records(tokenizer, textset, max_length=sys.maxsize).ids)
-    raise DataError(f"no ReCaLL shot fits in the context of {limit} tokens: with the last shot alone the longest "
-                    f"record has {longest} tokens ({alone} without it)",
-                    hint="give shorter prefix texts (--param recall.prefix_file), or score texts that leave room")
+        prefixed = _prefixed(textset, "".join(shot + SHOT_SEPARATOR for shot in shots[-kept:]), f"{kept} shot(s)")
+        if _longest(tokenizer, prefixed) <= limit:
+            return prefixed, kept, None
+    alone = _longest(tokenizer, textset)
+    ids = tokenizer(shots[-1], add_special_tokens=False)["input_ids"]
+    room = limit - alone - len(tokenizer(SHOT_SEPARATOR, add_special_tokens=False)["input_ids"])
+    while room >= MIN_PREFIX_TOKENS:
+        prefixed = _prefixed(textset, tokenizer.decode(ids[-room:]) + SHOT_SEPARATOR, f"the last {room} tokens of a shot")
+        if _longest(tokenizer, prefixed) <= limit:
+            return prefixed, 1, room
+        room -= 1  # a cut that tokenises longer once joined: one token less
+    raise DataError(f"no ReCaLL prefix fits in the context of {limit} tokens: the longest record has {alone} tokens, "
+                    f"which leaves fewer than {MIN_PREFIX_TOKENS} for a prefix",
+                    hint="score shorter texts, or raise --max-tokens up to the model's context")
 
 
 @register_probe(PrefixRequest)
@@ -142,8 +158,11 @@ def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet
     cannot (ReCaLL reads the same tokens of both: :func:`~lmaudit.attacks.recall.recall`).
     """
     limit = ctx.config.max_length or ctx.target.adapter.context_length
-    prefixed, kept = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
-    if kept < len(request.shots):
+    prefixed, kept, cut = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
+    if cut is not None:
+        warnings.warn(f"recall: no whole prefix shot fits in the context of {limit} tokens beside the longest text; "
+                      f"the prefix is the last {cut} tokens of the last shot", stacklevel=2)
+    elif kept < len(request.shots):
         warnings.warn(f"recall: {kept} of {len(request.shots)} prefix shots fit in the context of {limit} tokens "
                       "beside the longest text; the earlier ones were dropped", stacklevel=2)
     plain_shards, plain_whole, _, _ = ar_group(ctx, AR_PROBE, group, textset)

@@ -30,6 +30,7 @@ class MIAConfig(BaseConfig):
     budget: int = 16  # masked forwards per model per sample (DLM attacks)
     attacks: list[str] | None = None  # None: every attack of the model's kind that is not opt-in
     params: dict[str, dict] = field(default_factory=dict)  # attack -> its parameters ([params.neighbourhood] n = 10)
+    reference_prior: bool = True  # also score the reference as a target (its own rows of the set check)
     compare: str | None = None  # a row label: AUC(compare) − AUC(each other row), paired, per seed
 
 
@@ -95,11 +96,13 @@ def run_mia_table(ws: Workspace, cfg: MIAConfig) -> dict:
         members, nonmembers, base, target = ws.fine_tuned_run(seed)
         rest = None if cfg.attacks is None else [a for a in cfg.attacks if a not in alone]
         result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=rest,
-                        params={k: v for k, v in cfg.params.items() if k not in alone})
+                        params={k: v for k, v in cfg.params.items() if k not in alone},
+                        reference_prior=cfg.reference_prior)
         out.seed(seed, result.labels, {name: (metrics(result, name), result.scores[name]) for name in result.attacks})
         for name in alone:  # on fewer non-members: a row without a paired difference
             result = ws.mia(target, base, members, nonmembers, seed, budget=cfg.budget, attacks=[name],
-                            params={name: cfg.params[name]} if name in cfg.params else None)
+                            params={name: cfg.params[name]} if name in cfg.params else None,
+                            reference_prior=cfg.reference_prior)
             out.seed(seed, result.labels, {name: (metrics(result, name), result.scores[name])})
     return out.payload()
 
