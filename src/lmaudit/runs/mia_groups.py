@@ -30,6 +30,7 @@ from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats, TokenSta
 from lmaudit.probes.requests import AR_PROBE, ARRequest, FrequencyRequest, PrefixRequest
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
 from lmaudit.probes.tokenize import tokenize_records
+from lmaudit.progress import info
 
 
 @dataclass
@@ -44,6 +45,12 @@ class Probing:
     timings: dict[str, float]
     prior: bool = False  # also probe the reference for every group: its own scores under reference-free attacks
     notes: dict[str, list[str]] = field(default_factory=dict)  # what a probe says of an attack's scores
+
+    def note(self, group, text: str) -> None:
+        """Say ``text`` now and keep it among the notes of every attack of ``group`` (its results' notes)."""
+        info(text)
+        for spec in group:
+            self.notes.setdefault(spec.name, []).append(text)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from lmaudit.probes.gradients import describe_subset, probe_gradients
 from lmaudit.probes.neighbours import NeighbourSettings, make_neighbours, neighbour_set
 from lmaudit.probes.records import GradientStats, NeighbourStats
 from lmaudit.probes.requests import AR_PROBE, GradientRequest, NeighbourRequest
-from lmaudit.progress import info
 from lmaudit.runs.mia_groups import Probing, ar_group, register_probe, truncated_only
 
 SUBSET_WORDS = {"all": "every parameter", "embeddings": "the input embedding", "adapter": "the adapter (LoRA) weights"}
@@ -32,9 +31,7 @@ def gradient_group(ctx: Probing, request: GradientRequest, group, textset: TextS
         said = (f"GradNorm differentiates {SUBSET_WORDS.get(what['parameters'], what['parameters'])} of the {role}: "
                 f"{what['tensors']} tensors, {what['values']:,} values ({what['frozen_in_model']} of the tensors "
                 "frozen in the model, differentiated anyway and left as they were).")
-        info(said)
-        for spec in group:
-            ctx.notes.setdefault(spec.name, []).append(said)
+        ctx.note(group, said)
         t0 = time.perf_counter()
         sharded[role] = probe_gradients(handle, textset, request.subset, max_length=ctx.config.max_length,
                                         cache_dir=ctx.cache, description=f"gradients ({role})")
@@ -69,12 +66,9 @@ def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: Tex
     _, other, _, _ = ar_group(ctx, AR_PROBE, group, neighbours)
     counts = np.bincount(owner, minlength=len(textset))
     same = tokenizer_fingerprint(mask.tokenizer) == tokenizer_fingerprint(ctx.target.tokenizer)
-    said = (f"Neighbours from {mask.path} ({'the' if same else 'another'} tokenizer {'as' if same else 'than'} the "
-            f"target's; they are scored as text): {counts.mean():.1f} per text, made with {masked.mean():.1f} masked "
-            "forwards of it per text.")
-    info(said)
-    for spec in group:
-        ctx.notes.setdefault(spec.name, []).append(said)
+    ctx.note(group, f"Neighbours from {mask.path} ({'the' if same else 'another'} tokenizer {'as' if same else 'than'} "
+                    f"the target's; they are scored as text): {counts.mean():.1f} per text, made with "
+                    f"{masked.mean():.1f} masked forwards of it per text.")
 
     def whole() -> NeighbourStats:
         p, q = plain(), other()
