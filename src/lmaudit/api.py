@@ -331,10 +331,12 @@ def unlearn(model, forget, retain, out, *, method: str, base=None, epochs: float
 
 
 def pretrain(out, *, kind: str = "ar", preset: str = "tiny", tokens: int | None = None, seed: int = 0,
-             init_from=None, packages=DEFAULT_PACKAGES) -> TrainedModel:
-    """Pretrain a ``preset`` model of ``kind`` on the embedded corpus' pretraining pool (a DLM ``init_from`` an AR
-    folder is adapted from it) and write it to ``out``. ``packages``: whose docstrings make the corpus (names or
-    folders; the embedded default's unless given).
+             init_from=None, packages=DEFAULT_PACKAGES, block: int | None = None, batch_size: int | None = None,
+             lr: float | None = None) -> TrainedModel:
+    """Pretrain a ``preset`` model of ``kind`` on the embedded corpus' pretraining pool (a DLM ``init_from`` any
+    Llama-family AR folder is adapted from it, with its own tokenizer, given a mask token if it has none) and write
+    it to ``out``. ``packages``: whose docstrings make the corpus (names or folders; the embedded default's unless
+    given); ``block``, ``batch_size``, ``lr``: the preset's unless given.
 
     Examples
     --------
@@ -345,7 +347,7 @@ def pretrain(out, *, kind: str = "ar", preset: str = "tiny", tokens: int | None 
     check_training_out(out, "model", {"init_from": init_from})
     corpus = build_corpus(tuple(packages))
     build.pretrain(corpus, build.corpus_tokenizer(corpus), out, kind=kind, preset=preset, tokens=tokens, seed=seed,
-                   init_from=init_from)
+                   init_from=init_from, block=block, batch_size=batch_size, lr=lr)
     return TrainedModel.read(out)
 
 

@@ -149,11 +149,18 @@ def pretrain(
     preset: str = typer.Option("tiny", help="Model size: tiny or small."),
     tokens: Optional[int] = typer.Option(None, help="Training tokens (default: the preset's)."),
     seed: int = typer.Option(0),
-    init_from: Optional[Path] = typer.Option(None, help="DLM: adapt this AR model folder instead of starting from scratch."),
+    init_from: Optional[Path] = typer.Option(None, help="DLM: adapt this AR model folder (Llama family, its own "
+                                             "tokenizer; a mask token is added if it has none) instead of starting "
+                                             "from scratch."),
+    lr: Optional[float] = typer.Option(None, help="Learning rate (default: the preset's; adapting a pretrained "
+                                                  "model wants a smaller one, e.g. 1e-4)."),
+    block: Optional[int] = typer.Option(None, help="Training block length in tokens (default: the preset's)."),
+    batch_size: Optional[int] = typer.Option(None, help="Blocks per step (default: the preset's)."),
 ) -> None:
-    """Pretrain a tiny model on the embedded corpus' pretraining pool."""
+    """Pretrain a tiny model on the embedded corpus' pretraining pool, or adapt an AR model into a diffusion LM."""
     c.check_out(out, kind="model", inputs=c.model_inputs("--init-from", init_from))
-    api.pretrain(out, kind=kind, preset=preset, tokens=tokens, seed=seed, init_from=init_from)
+    api.pretrain(out, kind=kind, preset=preset, tokens=tokens, seed=seed, init_from=init_from, lr=lr, block=block,
+                 batch_size=batch_size)
     info(f"saved to {out}")
 
 

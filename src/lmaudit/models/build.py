@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +19,15 @@ from transformers import AutoTokenizer
 
 from lmaudit.data.corpus import Corpus, build_corpus
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError, LmauditError, spell
+from lmaudit.errors import DataError, LmauditError, SettingError, spell
 from lmaudit.folders import cached_build, output_folder
 from lmaudit.models.adapters import KIND_SPELLINGS, adapter_for, context_length, resolve_pad_id
 from lmaudit.models.chat import formatted
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, trainable
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers
-from lmaudit.models.loading import load_model
+from lmaudit.models.loading import detect_kind, load_model
 from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.tokenizer import train_tokenizer
@@ -91,6 +93,9 @@ def pretrain(
     init_from: str | Path | None = None,
     include: TextSet | None = None,
     repeats: int = 1,
+    block: int | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
 ) -> Path:
     """Pretrain a model of ``preset`` size on the corpus' pretraining pool; save to ``out``.
 
@@ -102,9 +107,32 @@ def pretrain(
     ``include``: texts put into the pretraining stream, each seen exactly ``repeats``
     times (the stream then holds ``tokens`` tokens in all, pool blocks drawn at random
     without repetition for the rest, one pass): pretraining-data detection's members.
+
+    An AR folder ``init_from`` brings its own tokenizer (the corpus is tokenised with it; one without a mask token
+    gets one, :func:`~lmaudit.models.dlm.dlm_from_ar`); ``block``, ``batch_size`` and ``lr`` replace the preset's
+    (a 135M-parameter model wants a smaller learning rate than the tiny preset's). A folder that is already a
+    diffusion LM, or a budget under one block, is refused.
     """
     p = get_preset(preset) if isinstance(preset, str) else preset
+    p = replace(p, block=block or p.block, batch=batch_size or p.batch, lr=lr or p.lr)
     tokens = tokens or p.pretrain_tokens
+    if tokens < p.block:
+        raise SettingError("tokens", f"a budget of {tokens} tokens ({{name}}) is less than one training block: the "
+                           f"minimum is {p.block} tokens", hint="raise it, or lower the block length")
+    model = None
+    if init_from is not None:
+        if kind != "dlm":
+            raise LmauditError("{init_from} adapts an AR model into a DLM", hint="use it with {dlm}",
+                               options={"init_from": spell("init_from"), "dlm": spell("kind", "dlm")})
+        init_from = local_model(init_from)  # a named model (smollm2-135m) or a GGUF file: its imported folder
+        if detect_kind(init_from) == "dlm":
+            raise LmauditError(f"'{init_from}' is already a diffusion LM: {{init_from}} adapts an AR model",
+                               hint="fine-tune it instead, or name its AR base", options={"init_from": spell("init_from")})
+        source = load_model(init_from, kind="ar")
+        if tokenizer_fingerprint(source.tokenizer) != tokenizer_fingerprint(tokenizer):
+            tokenizer = source.tokenizer  # the model's own vocabulary; the corpus is tokenised with it
+        model = dlm_from_ar(full_model(source.model), tokenizer)
+        model.train()
     docs = TextSet.from_texts([d.text for d in corpus.pool("pretrain")], source="corpus:pretrain")
     examples = dft_examples(tokenizer, docs, block=p.block)
     n_blocks = max(1, tokens // p.block)
@@ -115,13 +143,7 @@ def pretrain(
         keep = np.random.default_rng(stable_seed("pretrain-stream", seed)).choice(len(examples), rest, replace=False)
         examples = [examples[i] for i in np.sort(keep)] + inserted  # the training loop shuffles them
         n_blocks, epochs = len(examples), 1.0
-    if init_from is not None:
-        if kind != "dlm":
-            raise LmauditError("{init_from} adapts an AR model into a DLM", hint="use it with {dlm}",
-                               options={"init_from": spell("init_from"), "dlm": spell("kind", "dlm")})
-        model = dlm_from_ar(full_model(load_model(init_from, kind="ar").model), tokenizer)
-        model.train()
-    else:
+    if model is None:
         model = _build(kind, p, tokenizer, seed)
     steps = max(1, round(epochs * len(examples) / p.batch))
     cfg = TrainConfig(epochs=epochs, batch_size=p.batch, lr=p.lr, warmup_steps=max(1, min(100, steps // 10)), seed=seed)

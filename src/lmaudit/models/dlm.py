@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from lmaudit.errors import SettingError
+from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.presets import build_ar_model, get_preset
 
 
@@ -28,12 +28,34 @@ def mark_as_dlm(model, tokenizer, *, shift_logits: bool, bidirectional: bool) ->
     cfg.lmaudit_bidirectional = bidirectional
 
 
+# causal architectures whose attention takes the full 4-D mask the DLM adapter passes (bidirectional when it hides
+# padding only), as Dream runs Qwen2 with full attention
+BIDIRECTIONAL = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+MASK_TOKEN = "<|mdm_mask|>"  # the token added to a vocabulary that has no mask token
+
+
 def dlm_from_ar(ar_model, tokenizer):
     """Turn a causal LM into a Dream-style DLM in place: full attention, shifted logits.
 
-    The weights are kept, so the AR model's next-token head still predicts token i
-    from position i−1; diffusion training then adapts it to masked inputs.
+    The weights are kept, so the AR model's next-token head still predicts token i from position i−1; diffusion
+    training then adapts it to masked inputs. A tokenizer without a mask token gets one, in place (:data:`MASK_TOKEN`), and
+    the embeddings a row for it, initialised to the mean of the others (Dream's way of adding its mask token to
+    Qwen's vocabulary). An architecture outside :data:`BIDIRECTIONAL` is refused, naming it.
     """
+    arch = type(ar_model).__name__
+    if arch not in BIDIRECTIONAL:
+        raise LmauditError(f"cannot adapt a {arch} into a diffusion LM: its attention is not known to take the full "
+                           "attention mask that makes it bidirectional", hint=f"supported: {', '.join(BIDIRECTIONAL)}")
+    if tokenizer.mask_token_id is None:
+        tokenizer.add_special_tokens({"mask_token": MASK_TOKEN})
+        embeddings = ar_model.get_input_embeddings().weight
+        mean = embeddings.detach().mean(dim=0)
+        ar_model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        with torch.no_grad():
+            ar_model.get_input_embeddings().weight[tokenizer.mask_token_id] = mean
+            head = ar_model.get_output_embeddings()
+            if head is not None and head.weight is not ar_model.get_input_embeddings().weight:
+                head.weight[tokenizer.mask_token_id] = head.weight[: tokenizer.mask_token_id].mean(dim=0)
     mark_as_dlm(ar_model, tokenizer, shift_logits=True, bidirectional=True)
     ar_model.config.lmaudit_init = "ar"
     return ar_model

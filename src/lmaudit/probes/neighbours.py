@@ -56,7 +56,9 @@ def swap_candidates(adapter, ids: np.ndarray, positions: np.ndarray, top: int, b
         where = torch.from_numpy(pos).to(device)
         arange = torch.arange(len(pos), device=device)
         batch[arange, where] = adapter.mask_token_id
-        logits = adapter(batch, torch.ones_like(batch))[arange, where].float()  # row i predicts token i
+        picked, head = adapter.output_rows(batch, torch.ones_like(batch),
+                                           lambda out, a=arange, w=where: out[a, w])  # row i predicts token i
+        logits = (picked if head is None else head(picked)).float()  # the masked position's logits only
         q = torch.softmax(logits, dim=-1)
         original = q[arange, torch.from_numpy(ids[pos]).to(device)]
         q[:, torch.from_numpy(banned).to(device)] = -1.0
