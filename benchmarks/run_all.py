@@ -39,6 +39,7 @@ SUITE = [
     ("bench_scale.py", [], ["--small", "200", "--large", "2000", "--ray-texts", "64"]),
     ("bench_fixed_cost.py", [], ["--n", "400", "--repeats", "1"]),
     ("bench_ray_overhead.py", [], ["--texts", "8", "--shard-size", "4", "--chars", "200"]),
+    ("bench_peer_attacks.py", [], ["--texts", "4", "--chars", "200"]),
 ]
 
 
