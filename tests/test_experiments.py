@@ -219,6 +219,18 @@ def test_compare_pairs_every_row_against_one_with_intervals(tmp_path):
             in (folder / "table.md").read_text())
 
 
+def test_mini_dlm_adaptation_measures_mask_filling_before_and_after(tmp_path):
+    folder = run_experiment(mini(tmp_path, name="adapt", type="dlm-adaptation", beside_embedded=False,
+                                 ratios=[0.25, 0.75]), out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    (row,) = res["rows"].values()
+    assert set(row["before"]) == set(row["after"]) == {"0.25", "0.75"} and row["training"]["tokens"] > 0
+    for stage in ("before", "after"):
+        assert all(0 <= row[stage][r]["accuracy"] <= 1 and row[stage][r]["nll"] > 0 for r in ("0.25", "0.75"))
+    assert row["after"]["0.25"]["nll"] < row["before"]["0.25"]["nll"]  # diffusion training taught it something
+    assert f"{100 * row['after']['0.75']['accuracy']:.1f}%" in (folder / "table.md").read_text()
+
+
 def test_recall_runs_alone_so_the_paired_rows_keep_every_non_member(tmp_path):
     folder = run_experiment(mini(tmp_path, name="peers", type="mia", kind="ar", n_nonmembers=9, passage_chars=150, attacks=[
         "loss", "gap_k", "recall", "neighbourhood"], params={"recall": {"shots": 2}, "neighbourhood": {"n": 2}},

@@ -67,7 +67,9 @@ def test_several_swaps_another_tokenizer_and_refusals(tmp_path, tiny_model_dir, 
 
     texts = TextSet.from_texts(LONGER)
     dlm = load_model(tiny_dlm_dir)
-    made, owner, forwards = neighbour_set(texts, make_neighbours(dlm, texts, NeighbourSettings(n=3, fraction=0.3)))
+    made, owner, forwards, windowed = neighbour_set(texts, make_neighbours(dlm, texts, NeighbourSettings(n=3,
+                                                                                                    fraction=0.3)))
+    assert windowed == 0
     assert np.array_equal(np.bincount(owner), [3] * len(texts))
     tok = dlm.tokenizer
     for rec, i in zip(made.records, owner):
@@ -91,7 +93,9 @@ def test_several_swaps_another_tokenizer_and_refusals(tmp_path, tiny_model_dir, 
         run(model=str(tiny_model_dir))
     with pytest.raises(DataError, match="n = 0 and top = 5 must be at least 1"):
         run(model=str(tiny_dlm_dir), n=0)
-    long = TextSet.from_texts([" ".join(["word"] * 300)])
-    with pytest.raises(DataError, match="longer than the masked model's 128 tokens"):
-        score_set(load_model(tiny_model_dir), long, config=RunConfig(
-            attacks=["neighbourhood"], max_length=64, params={"neighbourhood": {"model": str(tiny_dlm_dir)}}))
+    long = TextSet.from_texts([" ".join(make_texts(40, seed=9))])  # beyond the masked model's 128 tokens
+    assert len(dlm.tokenizer(long.texts[0])["input_ids"]) > 200
+    made, _, forwards, windowed = neighbour_set(long, make_neighbours(dlm, long, NeighbourSettings(n=4)))
+    assert windowed == 1 and forwards[0] < 128 and len(made) == 4
+    tail = long.texts[0][-200:]
+    assert all(rec.target.endswith(tail) and rec.target != long.texts[0] for rec in made.records)  # swaps up front

@@ -47,6 +47,10 @@ class BaseConfig:
     # set lr, block and batch_size for it (the defaults above are the tiny presets')
     base: str = ""
     probe_batch_size: int = 32  # texts per probe batch (a 49k vocabulary runs fastest at about 4)
+    # the DLM adaptation of a pretrained ``base`` (kind = "dlm"): its learning rate, block and batch (0: the preset's)
+    adapt_lr: float = 0.0
+    adapt_block: int = 0
+    adapt_batch_size: int = 0
 
 
 def _matches(value: Any, want: Any) -> bool:

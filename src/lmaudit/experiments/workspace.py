@@ -24,7 +24,6 @@ from lmaudit.runs.mia import RunConfig, run_mia
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
 ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
-REAL_BASE_KINDS = ("ar",)  # the kinds a pretrained ``base`` may be (a real DLM is not built by experiments yet)
 
 
 class Workspace:
@@ -73,16 +72,18 @@ class Workspace:
         """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective.
 
         With ``base`` set, that pretrained AR model (imported once when it is a GGUF file or a name), whatever
-        the seed: a real model is not pretrained again.
+        the seed: a real model is not pretrained again; for a DLM, that model adapted once (``adapt_tokens``,
+        ``adapt_lr``, ``adapt_block``, ``adapt_batch_size``; its own tokenizer with a mask token added).
         """
         c = self.cfg
         kind = kind or c.kind
         if c.base:
-            if kind not in REAL_BASE_KINDS:
-                raise LmauditError(f"base = '{c.base}' is an AR model; this experiment asks for kind "
-                                   f"'{kind}'", hint="set kind = \"ar\" (a DLM adapted from a real model "
-                                                     "is not built by experiments yet)")
-            return local_model(c.base)
+            if kind == "ar":
+                return local_model(c.base)
+            # a diffusion LM adapted from the pretrained model (Dream-style), with its own tokenizer
+            return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.adapt_tokens,
+                                   seed=0, init_from=local_model(c.base), lr=c.adapt_lr or None,
+                                   block=c.adapt_block or None, batch_size=c.adapt_batch_size or None)
         source = ADAPTED_FROM.get(kind)
         if source is None:  # pretrained from scratch on the corpus
             return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.pretrain_tokens,

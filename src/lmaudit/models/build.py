@@ -162,14 +162,20 @@ def pretrain(
 EMBEDDED_DLM = {"preset": "tiny", "ar_tokens": 300_000, "dlm_tokens": 100_000, "seed": 0}
 
 
-def embedded_dlm() -> Path:
-    """The folder of the embedded diffusion LM (the quick demo's base DLM), trained on first use and cached."""
+def embedded_models() -> tuple[Path, Path]:
+    """(the embedded AR model, the embedded diffusion LM adapted from it): the quick demo's bases, trained on first
+    use and cached."""
     corpus = build_corpus()
     tokenizer = corpus_tokenizer(corpus)
     cfg = EMBEDDED_DLM
     base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg["preset"], tokens=cfg["ar_tokens"], seed=cfg["seed"])
-    return cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg["preset"], tokens=cfg["dlm_tokens"],
-                           seed=cfg["seed"], init_from=base)
+    return base, cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg["preset"], tokens=cfg["dlm_tokens"],
+                                 seed=cfg["seed"], init_from=base)
+
+
+def embedded_dlm() -> Path:
+    """The folder of the embedded diffusion LM (the quick demo's base DLM), trained on first use and cached."""
+    return embedded_models()[1]
 
 
 def masked_model(path: str = ""):
@@ -185,16 +191,20 @@ def masked_model(path: str = ""):
 
 def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str = "tiny", tokens: int,
                     seed: int = 0, init_from: Path | None = None, include: TextSet | None = None,
-                    repeats: int = 1) -> Path:
+                    repeats: int = 1, block: int | None = None, batch_size: int | None = None,
+                    lr: float | None = None) -> Path:
     """:func:`pretrain` through the model cache: the same arguments reuse the same folder."""
     key = ("pretrain", kind, preset, corpus.fingerprint, len(tokenizer), tokens, seed)
     if init_from is not None:
         key += ("init_from", str(init_from))
     if include is not None:
         key += ("include", include.fingerprint(), repeats)
+    if (block, batch_size, lr) != (None, None, None):  # the preset's when not given: earlier keys unchanged
+        key += ("training", block, batch_size, lr)
     return cached_build("models", key, lambda tmp: pretrain(corpus, tokenizer, tmp, kind=kind, preset=preset,
                                                              tokens=tokens, seed=seed, init_from=init_from,
-                                                             include=include, repeats=repeats))
+                                                             include=include, repeats=repeats, block=block,
+                                                             batch_size=batch_size, lr=lr))
 
 
 def finetune(

@@ -13,7 +13,9 @@ embedding (a BERT trick); a masked diffusion model has a mask token, which is us
 A neighbour is a text: the swapped tokens decoded, so the audited model reads it with its own tokenizer, which
 may differ from the masked model's. A text whose tokens do not decode back to it under the masked model's
 tokenizer (a normalising tokenizer, e.g. one that lower-cases) would differ from its neighbours in more than the
-swaps: refused, naming it. Cost: L masked forwards of the masked model per text, batched; cached per shard.
+swaps: refused, naming it. A text longer than the masked model's context is perturbed within its first tokens
+(as many as the context holds; the rest is kept as it is, and the run says how many texts). Cost: one masked
+forward of the masked model per token it can perturb, batched; cached per shard.
 """
 
 from __future__ import annotations
@@ -90,15 +92,10 @@ def _neighbours(handle: ModelHandle, textset: TextSet, settings: NeighbourSettin
     adapter, tokenizer = handle.adapter, handle.tokenizer
     limit = max_length or adapter.context_length
     tok = tokenize_records(tokenizer, textset, max_length=sys.maxsize, first_scorable=0)
-    too_long = [i for i, ids in enumerate(tok.ids) if len(ids) > limit]
-    if too_long:
-        raise DataError(f"neighbourhood: {len(too_long)} record(s) of {textset.source} (the first: "
-                        f"{textset.records[too_long[0]].id!r}) are longer than the masked model's {limit} tokens",
-                        hint="name a masked model with a longer context (--param neighbourhood.model=DIR), or "
-                             "shorter texts")
     banned = np.array(sorted(set(tokenizer.all_special_ids) | {adapter.mask_token_id}), dtype=np.int64)
     batch_tokens = adapter.batch_tokens()
     texts, owner, forwards = [], [], np.zeros(len(textset), dtype=np.int64)
+    windowed = np.zeros(len(textset), dtype=bool)
     with progress(description, total=len(textset)) as bar:
         for i, (rec, ids, scored, key) in enumerate(zip(textset.records, tok.ids, tok.scored, tok.sample_keys)):
             positions = np.flatnonzero(scored)
@@ -108,16 +105,20 @@ def _neighbours(handle: ModelHandle, textset: TextSet, settings: NeighbourSettin
                                 f"text under the masked model's tokenizer ({target[:40]!r}… for {rec.target[:40]!r}…)",
                                 hint="use a masked model whose tokenizer keeps the text as it is "
                                      "(--param neighbourhood.model=DIR)")
-            cands, scores = swap_candidates(adapter, ids, positions, settings.top, batch_tokens, banned)
-            forwards[i] = len(positions)
-            for swaps in choose_swaps(cands, scores, settings, np.random.default_rng(int(key))):
-                new = ids.copy()
-                for at, token in swaps:
-                    new[positions[at]] = token
-                texts.append(tokenizer.decode(new[positions]))
-                owner.append(i)
+            usable = positions[positions < limit]  # a longer text is perturbed within the masked model's context
+            windowed[i] = len(ids) > limit
+            forwards[i] = len(usable)
+            if len(usable):
+                cands, scores = swap_candidates(adapter, ids[:limit], usable, settings.top, batch_tokens, banned)
+                for swaps in choose_swaps(cands, scores, settings, np.random.default_rng(int(key))):
+                    new = ids.copy()
+                    for at, token in swaps:
+                        new[usable[at]] = token
+                    texts.append(tokenizer.decode(new[positions]))
+                    owner.append(i)
             bar.advance(1)
-    return ArrayDict(texts=np.array(texts, dtype=str), owner=np.array(owner, dtype=np.int64), forwards=forwards)
+    return ArrayDict(texts=np.array(texts, dtype=str), owner=np.array(owner, dtype=np.int64), forwards=forwards,
+                     windowed=windowed)
 
 
 @dataclass(frozen=True)
@@ -144,16 +145,18 @@ def make_neighbours(mask_model: ModelHandle, textset: TextSet, settings: Neighbo
                        description=f"neighbours ({mask_model.path or 'masked model'})")
 
 
-def neighbour_set(textset: TextSet, sharded: Sharded) -> tuple[TextSet, np.ndarray, np.ndarray]:
-    """(the neighbours as records, each one's owner index in ``textset``, masked forwards per text): a neighbour
-    keeps its text's prompt and replaces its target."""
-    records, owners, forwards = [], [], []
+def neighbour_set(textset: TextSet, sharded: Sharded) -> tuple[TextSet, np.ndarray, np.ndarray, int]:
+    """(the neighbours as records, each one's owner index in ``textset``, masked forwards per text, how many texts
+    were longer than the masked model's context and perturbed within it): a neighbour keeps its text's prompt and
+    replaces its target."""
+    records, owners, forwards, windowed = [], [], [], 0
     for (a, _), part in zip(sharded.bounds, sharded.all()):
         for j, (text, own) in enumerate(zip(part["texts"].tolist(), part["owner"].tolist())):
             rec = textset.records[a + own]
             records.append(Record(f"{rec.id}~{j}", text, rec.context))
             owners.append(a + own)
         forwards.append(part["forwards"])
+        windowed += int(part["windowed"].sum()) if "windowed" in part else 0
     return (TextSet(records, source=f"neighbours of {textset.source}"), np.array(owners, dtype=np.int64),
-            np.concatenate(forwards))
+            np.concatenate(forwards), windowed)
 

@@ -60,7 +60,7 @@ def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: Tex
     t0 = time.perf_counter()
     sharded = make_neighbours(mask, textset, NeighbourSettings(request.n, request.fraction, request.top),
                               cache_dir=ctx.cache)
-    neighbours, owner, masked = neighbour_set(textset, sharded)
+    neighbours, owner, masked, windowed = neighbour_set(textset, sharded)
     ctx.timings["neighbours"] = time.perf_counter() - t0
     _, plain, _, _ = ar_group(ctx, AR_PROBE, group, textset)
     _, other, _, _ = ar_group(ctx, AR_PROBE, group, neighbours)
@@ -68,7 +68,9 @@ def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: Tex
     same = tokenizer_fingerprint(mask.tokenizer) == tokenizer_fingerprint(ctx.target.tokenizer)
     ctx.note(group, f"Neighbours from {mask.path} ({'the' if same else 'another'} tokenizer {'as' if same else 'than'} "
                     f"the target's; they are scored as text): {counts.mean():.1f} per text, made with "
-                    f"{masked.mean():.1f} masked forwards of it per text.")
+                    f"{masked.mean():.1f} masked forwards of it per text"
+                    + (f"; {windowed} text(s) longer than its context were perturbed within their first "
+                       f"{mask.adapter.context_length} tokens." if windowed else "."))
 
     def whole() -> NeighbourStats:
         p, q = plain(), other()

@@ -1,0 +1,45 @@
+"""How well a diffusion LM fills masks: masked-token accuracy and NLL at fixed mask ratios on held-out text.
+
+Per text and ratio r, round(r × L) of its L scorable tokens (at least one) are drawn without replacement (seeded by
+the text's content, the ratio and the seed) and replaced by the mask token; one forward reads the model's
+distribution at each masked position. Accuracy: the share of masked tokens whose most likely token is the text's;
+NLL: their mean negative log-likelihood (nats), both over every masked token of the set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.probes.tokenize import tokenize_records
+from lmaudit.progress import progress
+
+RATIOS = (0.25, 0.5, 0.75)
+
+
+@torch.inference_mode()
+def mask_filling(adapter, tokenizer, textset: TextSet, ratios=RATIOS, *, seed: int = 0,
+                 max_length: int | None = None, description: str | None = None) -> dict[str, dict]:
+    """{ratio as written ("0.25"): {accuracy, nll, tokens}} of the DLM ``adapter`` on ``textset``."""
+    tok = tokenize_records(tokenizer, textset, max_length=max_length or adapter.context_length, first_scorable=0)
+    out = {}
+    with progress(description, total=len(ratios) * len(textset)) as bar:
+        for ratio in ratios:
+            correct, nll, count = 0, 0.0, 0
+            for ids, scored, key in zip(tok.ids, tok.scored, tok.sample_keys):
+                positions = np.flatnonzero(scored)
+                rng = np.random.default_rng([int(key), int(round(ratio * 1000)), seed])
+                chosen = np.sort(rng.choice(positions, size=max(1, round(ratio * len(positions))), replace=False))
+                noisy = torch.from_numpy(ids.copy())[None].to(adapter.device)
+                where = torch.from_numpy(chosen).to(adapter.device)
+                noisy[0, where] = adapter.mask_token_id
+                picked, head = adapter.output_rows(noisy, torch.ones_like(noisy), lambda x, w=where: x[0, w])
+                logp = torch.log_softmax((picked if head is None else head(picked)).float(), dim=-1)
+                truth = torch.from_numpy(ids[chosen]).to(adapter.device)
+                correct += int((logp.argmax(dim=-1) == truth).sum())
+                nll -= float(logp.gather(1, truth[:, None]).sum())
+                count += len(chosen)
+                bar.advance(1)
+            out[f"{ratio:g}"] = {"accuracy": correct / count, "nll": nll / count, "tokens": count}
+    return out
