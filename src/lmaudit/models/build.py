@@ -148,7 +148,8 @@ def pretrain(
     steps = max(1, round(epochs * len(examples) / p.batch))
     cfg = TrainConfig(epochs=epochs, batch_size=p.batch, lr=p.lr, warmup_steps=max(1, min(100, steps // 10)), seed=seed)
     losses = train(model, examples, cfg, objective=objective_for(kind, tokenizer), pad_id=resolve_pad_id(tokenizer),
-                   description=f"pretrain {kind}/{p.name}")
+                   description=f"adapt {Path(init_from).name} into a DLM" if init_from is not None
+                   else f"pretrain {kind}/{p.name}")
     save_model(model, tokenizer, Path(out), {
         "stage": "pretrain", "kind": kind, "preset": p.name, "init_from": None if init_from is None else str(init_from), "tokens": n_blocks * p.block, "block": p.block,
         "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **loss_summary(losses),

@@ -78,4 +78,13 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
              "passages: before adaptation (the AR weights read as a DLM) and after.", headers, cells)]
 
 
-register_experiment("dlm-adaptation", config=AdaptationConfig, run=run, tables=tables)
+def setting(exp: dict) -> str:
+    """The line of ``table.md`` that says how the adapted model was made (no fine-tuning here)."""
+    what = f"`{exp['base']}` (pretrained)" if exp.get("base") else f"the tiny `{exp['preset']}` AR model"
+    how = ", ".join(f"{name} {exp[key]:g}" for name, key in (("lr", "adapt_lr"), ("block", "adapt_block"),
+                                                             ("batch", "adapt_batch_size")) if exp.get(key))
+    return (f"{what} adapted into a DLM on {exp['adapt_tokens']:,} tokens of the pretraining pool"
+            + (f" ({how})" if how else " (the preset's training settings)") + "; no fine-tuning.")
+
+
+register_experiment("dlm-adaptation", config=AdaptationConfig, run=run, tables=tables, setting=setting)
