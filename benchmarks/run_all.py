@@ -40,6 +40,7 @@ SUITE = [
     ("bench_fixed_cost.py", [], ["--n", "400", "--repeats", "1"]),
     ("bench_ray_overhead.py", [], ["--texts", "8", "--shard-size", "4", "--chars", "200"]),
     ("bench_peer_attacks.py", [], ["--texts", "4", "--chars", "200"]),
+    ("bench_dlm_memory.py", [], ["--texts", "4", "--batch-size", "4"]),
 ]
 
 
