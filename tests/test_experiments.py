@@ -233,11 +233,11 @@ def test_mini_dlm_adaptation_measures_mask_filling_before_and_after(tmp_path):
 
 def test_recall_runs_alone_so_the_paired_rows_keep_every_non_member(tmp_path):
     folder = run_experiment(mini(tmp_path, name="peers", type="mia", kind="ar", n_nonmembers=9, passage_chars=150, attacks=[
-        "loss", "gap_k", "recall", "neighbourhood"], params={"recall": {"shots": 2}, "neighbourhood": {"n": 2}},
+        "loss", "gap_k", "recall", "gradnorm"], params={"recall": {"shots": 2}, "gradnorm": {"parameters": "last:1"}},
         compare="gap_k"), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
-    assert set(res["rows"]) == {"loss", "gap_k", "recall", "neighbourhood"}
-    assert set(res["paired"]["vs"]) == {"loss", "neighbourhood"}  # recall scored 7 non-members, the others 9
+    assert set(res["rows"]) == {"loss", "gap_k", "recall", "gradnorm"}
+    assert set(res["paired"]["vs"]) == {"loss", "gradnorm"}  # recall scored 7 non-members, the others 9
 
 
 @pytest.mark.parametrize("kw", [dict(type="mia", attacks=["loss"], compare="q_skew"),

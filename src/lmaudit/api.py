@@ -333,10 +333,8 @@ def unlearn(model, forget, retain, out, *, method: str, base=None, epochs: float
 def pretrain(out, *, kind: str = "ar", preset: str = "tiny", tokens: int | None = None, seed: int = 0,
              init_from=None, packages=DEFAULT_PACKAGES, block: int | None = None, batch_size: int | None = None,
              lr: float | None = None) -> TrainedModel:
-    """Pretrain a ``preset`` model of ``kind`` on the embedded corpus' pretraining pool (a DLM ``init_from`` any
-    Llama-family AR folder is adapted from it, with its own tokenizer, given a mask token if it has none) and write
-    it to ``out``. ``packages``: whose docstrings make the corpus (names or folders; the embedded default's unless
-    given); ``block``, ``batch_size``, ``lr``: the preset's unless given.
+    """Pretrain a ``preset`` model of ``kind`` on the corpus of ``packages``, or adapt a Llama-family AR folder
+    ``init_from`` into a DLM (:func:`lmaudit.models.build.pretrain`: block, batch_size, lr); write it to ``out``.
 
     Examples
     --------
