@@ -73,3 +73,16 @@ def test_a_llama_with_its_own_tokenizer_adapts_into_a_dlm(tmp_path):
     with pytest.raises(LmauditError, match="less than one training block: the minimum is 32 tokens"):
         lmaudit.pretrain(tmp_path / "small", kind="dlm", init_from=ar, tokens=20, packages=PACKAGES, block=32)
     assert not any((tmp_path / name).exists() for name in ("again", "g", "small"))  # nothing written
+
+
+def test_mask_filling_is_the_same_batched_or_one_text_at_a_time(tiny_dlm_dir):
+    from lmaudit.probes.fill_quality import mask_filling
+
+    dlm = load_model(tiny_dlm_dir)
+    texts = TextSet.from_texts(make_texts(9, seed=5, min_words=3, max_words=30))  # ragged: padding in batches
+    one = mask_filling(dlm.adapter, dlm.tokenizer, texts, (0.25, 0.75), batch_size=1)
+    many = mask_filling(dlm.adapter, dlm.tokenizer, texts, (0.25, 0.75), batch_size=4)
+    for r in ("0.25", "0.75"):
+        assert one[r]["tokens"] == many[r]["tokens"] > 0
+        assert one[r]["accuracy"] == pytest.approx(many[r]["accuracy"], abs=1e-12)
+        assert one[r]["nll"] == pytest.approx(many[r]["nll"], rel=1e-5)

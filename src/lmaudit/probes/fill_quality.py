@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.probes.tokenize import tokenize_records
+from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 
 RATIOS = (0.25, 0.5, 0.75)
@@ -20,26 +20,34 @@ RATIOS = (0.25, 0.5, 0.75)
 
 @torch.inference_mode()
 def mask_filling(adapter, tokenizer, textset: TextSet, ratios=RATIOS, *, seed: int = 0,
-                 max_length: int | None = None, description: str | None = None) -> dict[str, dict]:
-    """{ratio as written ("0.25"): {accuracy, nll, tokens}} of the DLM ``adapter`` on ``textset``."""
+                 max_length: int | None = None, batch_size: int | None = None,
+                 description: str | None = None) -> dict[str, dict]:
+    """{ratio as written ("0.25"): {accuracy, nll, tokens}} of the DLM ``adapter`` on ``textset``; texts are batched
+    by length (``batch_size``, else the model's token budget), padding hidden from attention."""
     tok = tokenize_records(tokenizer, textset, max_length=max_length or adapter.context_length, first_scorable=0)
+    lengths = np.array([len(ids) for ids in tok.ids])
     out = {}
     with progress(description, total=len(ratios) * len(textset)) as bar:
         for ratio in ratios:
-            correct, nll, count = 0, 0.0, 0
+            masked = []
             for ids, scored, key in zip(tok.ids, tok.scored, tok.sample_keys):
                 positions = np.flatnonzero(scored)
                 rng = np.random.default_rng([int(key), int(round(ratio * 1000)), seed])
-                chosen = np.sort(rng.choice(positions, size=max(1, round(ratio * len(positions))), replace=False))
-                noisy = torch.from_numpy(ids.copy())[None].to(adapter.device)
-                where = torch.from_numpy(chosen).to(adapter.device)
-                noisy[0, where] = adapter.mask_token_id
-                picked, head = adapter.output_rows(noisy, torch.ones_like(noisy), lambda x, w=where: x[0, w])
+                chosen = rng.choice(positions, size=max(1, round(ratio * len(positions))), replace=False)
+                masked.append(np.isin(np.arange(len(ids)), chosen))
+            correct, nll, count = 0, 0.0, 0
+            for index in model_batches(lengths, adapter, batch_size):
+                ids, attn, sel = adapter.pad([tok.ids[i] for i in index], [masked[i] for i in index])
+                clean = torch.from_numpy(ids).to(adapter.device)
+                sel_t = torch.from_numpy(sel).to(adapter.device)
+                noisy = clean.masked_fill(sel_t, adapter.mask_token_id)
+                picked, head = adapter.output_rows(noisy, torch.from_numpy(attn).to(adapter.device),
+                                                   lambda x, s=sel_t: x[s])  # the masked rows, row-major
                 logp = torch.log_softmax((picked if head is None else head(picked)).float(), dim=-1)
-                truth = torch.from_numpy(ids[chosen]).to(adapter.device)
+                truth = clean[sel_t]
                 correct += int((logp.argmax(dim=-1) == truth).sum())
-                nll -= float(logp.gather(1, truth[:, None]).sum())
-                count += len(chosen)
-                bar.advance(1)
+                nll -= float(logp.gather(1, truth[:, None]).double().sum())
+                count += len(truth)
+                bar.advance(len(index))
             out[f"{ratio:g}"] = {"accuracy": correct / count, "nll": nll / count, "tokens": count}
     return out

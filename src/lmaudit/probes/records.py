@@ -313,7 +313,7 @@ class TokenStats:
 @dataclass
 class GradientStats:
     """Per text, the norms of its loss gradient (``norms``, (S, 4) in the order of
-    :data:`lmaudit.probes.gradients.NORMS`); ``reference``: the same of the reference model."""
+    :data:`lmaudit.probes.requests.GRADIENT_NORMS`); ``reference``: the same of the reference model."""
 
     norms: np.ndarray
     reference: "GradientStats | None" = None
