@@ -67,8 +67,7 @@ def test_every_attack_spends_the_budget(tiny_dlm_dir, tmp_path):
     assert m.kind == "dlm"
     res = run_mia(m, texts(6, seed=1), texts(6, seed=2), reference=m, config=RunConfig(n_bootstrap=20, budget=16))
     forwards = {k: v["forwards_per_sample"] for k, v in res.attacks.items()}
-    assert forwards.pop("q_skew") == 15  # R = ⌊16 / ⌈1/0.35⌉⌋ = 5 rounds of 3 chunks
-    assert set(forwards.values()) == {16}
+    assert set(forwards.values()) == {16}  # Q-Skew too: 5 rounds of ⌈1/0.35⌉ = 3 chunks and one chunk of a sixth
 
 
 def test_vocabulary_mismatch_and_bad_mask_id(tiny_dlm, tokenizer):

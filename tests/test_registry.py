@@ -176,4 +176,4 @@ def test_a_new_plan_kind_is_one_registered_function():
         assert plan.n_patterns == 1 and plan.masks and pats[0].tolist() == [0, 1, 2, 3, 4] and ratios.tolist() == [0.5]
     finally:
         del PLAN_KINDS["first-half"]
-    assert MaskPlan("cyclic", budget=7, rho=0.35).n_patterns == 6  # rounds of ⌈1/0.35⌉ = 3 chunks: 2 whole rounds
+    assert MaskPlan("cyclic", budget=7, rho=0.35).n_patterns == 7  # 2 whole rounds of ⌈1/0.35⌉ = 3 chunks, and one chunk

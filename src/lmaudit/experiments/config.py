@@ -19,6 +19,8 @@ from typing import Any
 
 from lmaudit.errors import LmauditError
 
+ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
+
 
 @dataclass
 class BaseConfig:

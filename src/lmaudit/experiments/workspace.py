@@ -13,7 +13,7 @@ from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.pii import pii_corpus
 from lmaudit.errors import LmauditError
-from lmaudit.experiments.config import BaseConfig
+from lmaudit.experiments.config import ADAPTED_FROM, BaseConfig
 from lmaudit.folders import cached_build
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.gguf import local_model
@@ -23,7 +23,6 @@ from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig, run_mia
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
-ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
 
 
 class Workspace:
