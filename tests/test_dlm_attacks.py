@@ -161,3 +161,12 @@ def test_sama_score_of_a_sample_does_not_depend_on_the_others():
     alone = spec(stats.take([0]))[0]
     assert spec(stats)[0] == alone
     assert spec(stats.take([0, 5, 17]))[0] == alone
+
+
+def test_cyclic_extra_chunk_extends_the_whole_rounds():
+    # a budget of whole rounds draws what it drew before the partial round existed; 16 adds one chunk to 15's draws
+    whole = MaskPlan("cyclic", budget=15, rho=0.35).draw(20, seed=5)[0]
+    more = MaskPlan("cyclic", budget=16, rho=0.35).draw(20, seed=5)[0]
+    assert [p.tolist() for p in more[:15]] == [p.tolist() for p in whole] and len(more) == 16
+    assert MaskPlan("cyclic", budget=16).cache_key()["version"] == 2  # probes cached from 15 forwards are not read
+    assert "version" not in MaskPlan("elbo").cache_key()  # other kinds keep their cached probes

@@ -234,7 +234,7 @@ def probe_masked_shards(
         _check_vocab(target, reference)
     max_length = max_length or target.context_length
     task = MaskedSideTask(plan, seed, batch_size, max_length, max_batch_tokens)
-    data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.key(), seed)
+    data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.cache_key(), seed)
 
     def side(adapter, fingerprint, label):
         key = None

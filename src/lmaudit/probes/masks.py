@@ -158,8 +158,13 @@ class MaskPlan:
         return PLAN_KINDS[self.kind].masks
 
     def key(self) -> dict:
+        """The plan's settings (they seed its draws)."""
+        return asdict(self)
+
+    def cache_key(self) -> dict:
+        """:meth:`key` and, once a kind's draws have changed, its version: cached probes of old draws are not read."""
         version = PLAN_KINDS[self.kind].version
-        return asdict(self) | ({"version": version} if version > 1 else {})
+        return self.key() | ({"version": version} if version > 1 else {})
 
     def patterns(self, L: int, seed: int) -> list[np.ndarray]:
         """The plan's patterns for a sample with ``L`` scorable positions."""

@@ -195,7 +195,7 @@ def window_logp(loaded, rec: PIIRecord, values: list[str], task: WindowTask, *, 
     key = None
     if use_cache and loaded.fingerprint:
         key = ("pii-window", WINDOW_VERSION, loaded.fingerprint, tokenizer_fingerprint(loaded.tokenizer),
-               task.plan.key(), task.where, task.width, task.seed)
+               task.plan.cache_key(), task.where, task.width, task.seed)
     shards = run_sharded(cands, task=task, handle=loaded, key=key, load=ArrayDict.load,
                          cache_dir=cache_dir() if key else None, description=description, fingerprint=_window_shard_key)
     parts = shards.all()
