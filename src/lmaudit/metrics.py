@@ -14,6 +14,12 @@ from scipy.stats import rankdata
 from lmaudit.errors import LmauditError
 
 
+def seed_std(values) -> float:
+    """The sample standard deviation (ddof = 1) of per-seed values; 0 for one seed."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.std(ddof=1)) if values.size > 1 else 0.0
+
+
 def check_labels_scores(y_true, y_score) -> tuple[np.ndarray, np.ndarray]:
     """Labels (0 non-member, 1 member) and finite scores of equal 1-D shape, as int64 and float64; else a
     one-line error."""

@@ -18,6 +18,7 @@ from lmaudit.folders import cached_build
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
+from lmaudit.metrics import seed_std
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig, run_mia
@@ -184,8 +185,8 @@ def metrics(result, name: str) -> dict[str, float]:
 
 
 def aggregate(per_seed: list[dict[str, float]]) -> dict[str, list[float]]:
-    """{metric: [mean, std]} over seeds (population std; 0 for one seed)."""
-    return {m: [float(np.mean([r[m] for r in per_seed])), float(np.std([r[m] for r in per_seed]))] for m in METRICS}
+    """{metric: [mean, std]} over seeds (sample std, ddof = 1; 0 for one seed)."""
+    return {m: [float(np.mean([r[m] for r in per_seed])), seed_std([r[m] for r in per_seed])] for m in METRICS}
 
 
 def extract_config(raw: dict, seed: int, **overrides) -> ExtractConfig:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit.metrics import seed_std
+
 REPRODUCED, PARTLY, NOT_REPRODUCED, UNTESTABLE, NOT_RUN = (
     "reproduced", "partly reproduced", "not reproduced", "not testable here", "not run")
 
@@ -55,17 +57,30 @@ def count_text(ahead: int, tied: int, behind: int) -> str:
     return ", ".join(parts)
 
 
+def seed_intervals(per_seed: list[dict]) -> str:
+    """Each seed's paired difference and its own 95% interval: '−4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3]' (intervals of
+    different seeds are not averaged into one: that would be an interval of nothing)."""
+    return ", ".join(f"{pts(p['diff'])} {ci(*p['ci95'])}" for p in per_seed)
+
+
 def paired_lines(rec: dict) -> tuple[list[str], dict[str, tuple[int, int, int]]]:
-    """Per compared row: 'row −3.9 [−5.1, −2.6] (behind 3/3)', the mean difference and mean bounds over seeds."""
+    """Per compared row: 'row −4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3] (behind 2/2)', each seed with its interval."""
     lines, counts = [], {}
     for other, per_seed in rec["paired"]["vs"].items():
         counts[other] = seeds_verdict(per_seed)
-        d = np.mean([p["diff"] for p in per_seed])
-        lo, hi = np.mean([p["ci95"][0] for p in per_seed]), np.mean([p["ci95"][1] for p in per_seed])
-        lines.append(f"{other} {pts(d)} {ci(lo, hi)} ({count_text(*counts[other])})")
+        lines.append(f"{other} {seed_intervals(per_seed)} ({count_text(*counts[other])})")
     return lines, counts
 
 
+def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
+    """(mean, sample std with ddof = 1) of a row's metric over seeds, from its per-seed values where stored."""
+    entry = rec["rows"][row]
+    if "per_seed" in entry:
+        values = [s[metric] for s in entry["per_seed"]]
+        return float(np.mean(values)), seed_std(values)
+    return tuple(entry[metric])
+
+
 def auc_text(rec: dict, row: str) -> str:
-    m, s = rec["rows"][row]["auc"]
+    m, s = row_stat(rec, row)
     return f"{pct(m)} ± {pct(s)}"

@@ -17,6 +17,7 @@ import numpy as np
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
+from lmaudit.metrics import seed_std
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.runs.extract import run_extraction
 
@@ -27,7 +28,7 @@ class StepsConfig(BaseConfig):
 
 
 def _mean_std(values: list[float]) -> list[float]:
-    return [float(np.mean(values)), float(np.std(values))]
+    return [float(np.mean(values)), seed_std(values)]
 
 
 def run(ws: Workspace, cfg: StepsConfig) -> dict:

@@ -30,6 +30,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.extraction.reconstruct import paired_signals, redact, redacted_records, wilson_interval
+from lmaudit.metrics import seed_std
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
 
 
@@ -138,7 +139,7 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
 
 
 def _pm(values) -> str:
-    return f"{np.mean(values):.1f} ± {np.std(values):.1f}"
+    return f"{np.mean(values):.1f} ± {seed_std(values):.1f}"
 
 
 def _pooled(percents, n: int) -> str:
