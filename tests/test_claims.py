@@ -94,13 +94,22 @@ def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mi
 def test_interval_coverage_claim_counts_intervals_that_hold_the_known_rho():
     from lmaudit.report.claims_others import smi_coverage
 
-    hold = {"0.05 / none / smi-m": [[0.0, 0.1]] * 3, "0.05 / retrain / smi-m": [[0.8, 1.0]] * 3,
-            "0.05 / npo / smi-m": [[0.2, 0.3]] * 3}  # npo's true ρ is unknown: not counted
+    hold = {"0.05 / none / smi-m": [[0.0, 0.1]] * 15, "0.05 / retrain / smi-m": [[0.8, 1.0]] * 15,
+            "0.05 / npo / smi-m": [[0.2, 0.3]] * 15}  # npo's true ρ is unknown: not counted
     f = smi_coverage({"unlearning-audit": {"intervals": hold}})
-    assert f.verdict == REPRODUCED and "smi-m 6/6" in f.ours
-    miss = {**hold, "0.05 / retrain / smi-m": [[0.5, 0.7]] * 3, "0.05 / none / smi-m": [[0.1, 0.2]] * 3}
+    assert f.verdict == REPRODUCED and "smi-m 30/30" in f.ours  # Wilson lower bound 88.6% ≥ 80%
+    miss = {**hold, "0.05 / retrain / smi-m": [[0.5, 0.7]] * 15, "0.05 / none / smi-m": [[0.1, 0.2]] * 15}
     f = smi_coverage({"unlearning-audit": {"intervals": miss}})
-    assert f.verdict == NOT_REPRODUCED and "smi-m 0/6" in f.ours
+    assert f.verdict == NOT_REPRODUCED and "smi-m 0/30" in f.ours
+    # 9 of 12 is consistent with 90% (Wilson upper 91%) but does not show even 80%: too few to call reliable
+    nine = {"0.05 / none / smi-m": [[0.0, 0.1]] * 5 + [[0.2, 0.3]], "0.05 / retrain / smi-m": [[0.8, 1.0]] * 4
+            + [[0.5, 0.7]] * 2}
+    f = smi_coverage({"unlearning-audit": {"intervals": nine}})
+    assert f.verdict == UNTESTABLE and "smi-m 9/12" in f.ours
+    # clipped ([0, 0], [1, 1]) and whole-range intervals hold the truth whatever the audit does: never counted
+    degenerate = {"0.05 / none / smi-m": [[0.0, 0.0]] * 20, "0.05 / retrain / smi-m": [[0.0, 1.0]] * 20}
+    f = smi_coverage({"unlearning-audit": {"intervals": degenerate}})
+    assert f.verdict == UNTESTABLE and "20 clipped to a point, 20 the whole [0, 1]" in f.ours
 
 
 def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):

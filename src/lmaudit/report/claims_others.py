@@ -14,6 +14,7 @@ from lmaudit.report.claims_base import (
     UNTESTABLE,
     Finding,
     auc_text,
+    row_stat,
     ci,
     count_text,
     pct,
@@ -82,7 +83,7 @@ def real_gap(pretraining: str, finetuned: tuple[str, ...], regime: str):
 
 
 def _setting_rows(rec: dict, setting: str, labels: list[str]) -> dict[str, tuple[float, float]]:
-    return {lab: tuple(rec["rows"][f"{setting}: {lab}"]["auc"]) for lab in labels if f"{setting}: {lab}" in rec["rows"]}
+    return {lab: row_stat(rec, f"{setting}: {lab}") for lab in labels if f"{setting}: {lab}" in rec["rows"]}
 
 
 def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
@@ -191,22 +192,36 @@ def smi_cost(recs: dict[str, dict]) -> Finding:
                    "(seconds on this 2-core CPU, tiny models).")
 
 
+COVERAGE_FLOOR = 0.8  # 'reliable' needs the data to show coverage of at least this (nominal 90%)
+
+
 def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regime: str | None = None) -> Finding:
+    """Reliable: the Wilson 95% interval of the coverage of informative intervals holds 90% and lies above 80%;
+    unreliable: it lies below 90%; else too few intervals to tell (9 of 12 is not enough to pass)."""
     rec = recs[name]
     cov = coverage(rec["intervals"])
     parts, verdicts = [], []
     for audit, c in cov.items():
+        degenerate = f"; {c['clipped']} clipped to a point, {c['vacuous']} the whole [0, 1], not counted"
         if not c["n"]:
+            parts.append(f"{audit}: no informative interval{degenerate}")
             continue
         lo, hi = wilson_interval(c["covered"], c["n"])
-        verdicts.append(hi >= 0.9)  # consistent with (or above) the nominal 90%
-        parts.append(f"{audit} {c['covered']}/{c['n']} (Wilson 95% {pct(lo)}–{pct(hi)}%)")
-    verdict = REPRODUCED if verdicts and all(verdicts) else PARTLY if any(verdicts) else NOT_REPRODUCED
+        verdicts.append(REPRODUCED if lo >= COVERAGE_FLOOR and hi >= 0.9 else NOT_REPRODUCED if hi < 0.9
+                        else UNTESTABLE)
+        parts.append(f"{audit} {c['covered']}/{c['n']} (Wilson 95% {pct(lo)}–{pct(hi)}%, median width "
+                     f"{float(np.median(c['widths'])):.2f}){degenerate}")
+    verdict = (UNTESTABLE if not verdicts or all(v == UNTESTABLE for v in verdicts) else
+               REPRODUCED if all(v == REPRODUCED for v in verdicts) else
+               NOT_REPRODUCED if NOT_REPRODUCED in verdicts and REPRODUCED not in verdicts else PARTLY)
     return Finding("90% intervals of ρ that hold the known value ('none': 0, 'retrain': 1), over forget fractions "
                    "and seeds: " + "; ".join(parts), verdict,
-                   regime or ("'Reliable' is read as coverage consistent with the nominal 90%: the upper Wilson bound at or "
-                   "above 90%. The bootstrap resamples the forget set only, so it cannot cover the variation that "
-                   "comes from the reference sets and from training."))
+                   regime or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% (the Wilson 95% lower "
+                   "bound) and consistent with the nominal 90% (its upper bound); below 90% with confidence is "
+                   "unreliable; in between, too few intervals to tell. Intervals of an estimate clipped to 0 or 1 "
+                   "on every resample, and intervals spanning all of [0, 1], hold the truth whatever the audit does "
+                   "and are not counted. The bootstrap resamples the forget set only, so it cannot cover the "
+                   "variation that comes from the reference sets and from training."))
 
 
 def steps_monotone(recs: dict[str, dict]) -> Finding:
@@ -215,11 +230,22 @@ def steps_monotone(recs: dict[str, dict]) -> Finding:
     med = [rec["steps"][s]["median_delta_log_p"][0] for s in steps]
     mono = all(a <= b for a, b in zip(med, med[1:]))
     frac = rec["monotone_fraction"][0]
+    cols = {s: np.asarray(v, dtype=np.float64) for s, v in rec["log_p_columns"].items()}
+    n_rec = len(next(iter(cols.values())))
     ours = ("median Δ log p̂ = log(p̂_N / p̂_1) (nats) at N = " + ", ".join(f"{s}: {m:+.2f}" for s, m in zip(steps, med))
-            + f"; per record, log p̂ never fell as N grew on {pct(frac)}% of masks (one seed, 200 masks)")
+            + f"; per record, log p̂ never fell as N grew on {pct(frac)}% of masks (first seed, {n_rec} masks)")
+    nested, other = [], []
+    for a, b in zip(steps, steps[1:]):  # the same orders at every N: N' refines N when N divides N' (or N' = |M|)
+        fell = float(np.mean(cols[b] < cols[a]))
+        (nested if b == "max" or int(b) % int(a) == 0 else other).append(f"{a} → {b}: {pct(fell)}%")
     return Finding(ours, REPRODUCED if mono else NOT_REPRODUCED,
-                   "The theorem holds for refinements of one partition; random orders at each N are not nested, so "
-                   "single records can fall while the median rises.")
+                   "Every N unmasks along the same random orders, so a step count that divides a larger one (and |M| "
+                   "steps, one token each) refines its partition, where Theorem 4.3 says p̂ cannot fall. Records whose "
+                   "p̂ fell on a refinement: " + ", ".join(nested) + (f"; on a step that is not one: {', '.join(other)}"
+                   if other else "") + ". With the orders shared, a fall on a refinement is not noise of the sampled orders: "
+                   "for that record the model's coarser (more tokens at once) prediction gave the value more "
+                   "probability than its finer one, which the theorem's idealised model (conditionals of one joint "
+                   "distribution) excludes; they are evidence on how far a trained DLM is from it.")
 
 
 def _wilson(k: int, n: int) -> str:
@@ -265,11 +291,31 @@ def one_vs_max_step(recs: dict[str, dict]) -> Finding:
                    "Counts at n = 10,000, p = 0.5.")
 
 
+MIN_INFORMATIVE_EPS = 5  # tolerances at which a model's empirical rate is neither ≈ 0 nor ≈ 1, needed to judge a fit
+
+
 def gaussian_fit(recs: dict[str, dict]) -> Finding:
-    rec = recs["extraction-relaxed"]["relaxed"]
-    d, a = rec["DLM"]["mean_abs_error"], rec["AR"]["mean_abs_error"]
-    return Finding(f"mean |Gaussian − empirical| of Pr(Hamming ≤ ε) over ε: DLM {d:.3f}, AR {a:.3f} (128 "
-                   "generations per record, 30 records, one seed; points)", REPRODUCED if d < a else NOT_REPRODUCED,
+    full = recs["extraction-relaxed"]
+    rec, exp = full["relaxed"], full["experiment"]
+    err, informative, parts = {}, {}, []
+    for model in ("DLM", "AR"):
+        e, p = np.asarray(rec[model]["empirical"]), np.asarray(rec[model]["predicted"])
+        keep = (e >= 0.01) & (e <= 0.99)  # where the empirical rate says something (not zeros against zeros)
+        informative[model] = int(keep.sum())
+        err[model] = float(np.abs(e - p)[keep].mean()) if keep.any() else float("nan")
+        zero = int(np.asarray(rec[model]["eps"])[e > 0][0]) if (e > 0).any() else None
+        parts.append(f"{model} {err[model]:.3f} over its {informative[model]} informative ε (all-ε mean "
+                     f"{rec[model]['mean_abs_error']:.3f}; empirical rate 0 below ε = {zero})")
+    ours = (f"mean |Gaussian − empirical| of Pr(Hamming ≤ ε) where the empirical rate is in [1%, 99%]: "
+            + "; ".join(parts) + f" ({exp['extract']['samples']} generations per record, {exp['n_relaxed']} records, "
+            f"{exp['extract']['relaxed']} masked tokens, one seed; points)")
+    if min(informative.values()) < MIN_INFORMATIVE_EPS:
+        thin = [m for m, n in informative.items() if n < MIN_INFORMATIVE_EPS]
+        return Finding(ours, UNTESTABLE,
+                       f"{' and '.join(thin)}: fewer than {MIN_INFORMATIVE_EPS} tolerances where its empirical rate "
+                       "is neither 0 nor 1: the model gets almost every masked token wrong, so over most ε a near-zero "
+                       "prediction is compared with a zero rate and the fit's error says nothing about its shape.")
+    return Finding(ours, REPRODUCED if err["DLM"] < err["AR"] else NOT_REPRODUCED,
                    "Possible reason (the paper's): an AR model's errors cascade (one wrong token derails the rest), "
                    "which a sum of near-independent errors does not describe.")
 

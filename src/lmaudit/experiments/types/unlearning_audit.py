@@ -216,9 +216,12 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     if record.get("intervals"):
         cov = coverage(record["intervals"])
         out.append(("How often each set-level audit's bootstrap 90% interval holds the value ρ must take ('none': 0, "
-                    "'retrain': 1), over forget fractions and seeds; nominal 90%.", ["audit", "covered", "share"],
-                    [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a"]
-                     for a, c in cov.items()]))
+                    "'retrain': 1), over forget fractions and seeds; nominal 90%. Degenerate intervals (an estimate clipped to 0 or 1 "
+                    "on every resample, or all of [0, 1]) hold the truth whatever the audit does and are counted apart.",
+                    ["audit", "covered", "share", "median width", "clipped to a point", "all of [0, 1]"],
+                    [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a",
+                      f"{float(np.median(c['widths'])):.2f}" if c["widths"] else "n/a", str(c["clipped"]),
+                      str(c["vacuous"])] for a, c in cov.items()]))
     lira_note = ("; shadow training from the model cache is near 0 on a re-run — the first run's figure is in the "
                  "note" if cost["lira_shadow_training"] is not None else "")
     out.append((f"Cost per audit in seconds (mean over runs{lira_note}).", ["audit", "seconds"], cost_rows))
