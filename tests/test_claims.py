@@ -7,7 +7,7 @@ import pytest
 
 from helpers import assert_ok, assert_user_error, lmaudit
 from lmaudit.report.claims import CLAIMS, build_claims, judge_all
-from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED
+from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE
 from lmaudit.report.claims_qskew import misaligned, pii_combined, q_skew_beats_baselines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,22 +32,30 @@ AHEAD, TIED, BEHIND = (0.05, 0.02, 0.08), (0.01, -0.02, 0.04), (-0.05, -0.08, -0
 def test_q_skew_verdict_is_read_from_the_paired_intervals(intervals, verdict):
     f = q_skew_beats_baselines("dlm-dft")({"dlm-dft": mia_record(intervals)})
     assert f.verdict == verdict
-    assert "loss +5.0 [+2.0, +8.0] (ahead 3/3)" in f.ours
+    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (ahead 3/3)" in f.ours  # each seed, own interval
     if verdict == NOT_REPRODUCED:
         assert "Ahead of Q-Skew on every seed: calibration" in f.ours and "calibration -5.0" in f.ours
 
 
 def test_pii_claim_pairs_the_same_records():
     ranks = {"ce": {"email": [[1, 2, 2, 3, None]]}, "combined": {"email": [[1, 1, 1, 1, None]]}}
-    rec = {"fields": {"email": {"coverage": [80.0]}}, "asr": {"ce": {"email": [20.0]}, "combined": {"email": [80.0]}},
-           "ranks": ranks}
+    rec = {"fields": {"email": {"coverage": [80.0], "alpha": [0.0]}}, "asr": {"ce": {"email": [20.0]},
+           "combined": {"email": [80.0]}}, "ranks": ranks, "experiment": {"epochs": 150, "n_members": 30},
+           "n_targets": 25, "n_calibration": 5}
     f = pii_combined("combined", "ce", better=True)({"pii-reconstruction": rec})
     # 3 of 5 records won by combined, none lost: +60 points; fewer than 2 wins in a resample has probability 8.7%,
     # so the 2.5% bound is one win of five (+20), above 0
     assert "inference email: combined 80.0% vs ce 20.0%, difference +60.0 [+20.0, +100.0]" in f.ours
     assert f.verdict == REPRODUCED
-    rec["ranks"]["combined"] = ranks["ce"]
-    assert pii_combined("combined", "ce", better=True)({"pii-reconstruction": rec}).verdict == NOT_REPRODUCED
+    assert "fine-tuned 150 epochs on 30 messages" in f.regime and "fitted on 5 known messages: 0" in f.regime
+    # a fitted α of 0 makes combined CE itself (a tie that cannot fail): the claim is judged at the paper's α = 0.1
+    rec["ranks"] = {**ranks, "combined_paper": ranks["combined"], "combined": ranks["ce"]}
+    rec["asr"] = {**rec["asr"], "combined_paper": {"email": [80.0]}, "combined": {"email": [20.0]}}
+    f = pii_combined("combined_paper", "ce", better=True, beside="combined")({"pii-reconstruction": rec})
+    assert f.verdict == REPRODUCED and "Beside it, combined (fitted α, not judged): inference email: combined 20.0% " \
+        "vs ce 20.0%, difference +0.0 [+0.0, +0.0]" in f.ours
+    rec["ranks"]["combined_paper"] = ranks["ce"]
+    assert pii_combined("combined_paper", "ce", better=True)({"pii-reconstruction": rec}).verdict == NOT_REPRODUCED
 
 
 def test_missing_and_older_experiments_are_not_run_naming_the_command():

@@ -351,7 +351,7 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
                                               "include_truth": True}), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert res["mode"] == "inference" and set(res["asr"]) == set(res["generation_asr"]) == {
-        "ce", "skew_pii", "skew_context", "combined", "AR ce"}
+        "ce", "skew_pii", "skew_context", "combined", "combined_paper", "AR ce"}
     (coverage,) = res["fields"]["email"]["coverage"]
     for signal, by_field in res["generation_asr"].items():  # a percentage of 3 records, never above the coverage
         (asr,) = by_field["email"]

@@ -139,7 +139,7 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
     res = lmaudit(*args, "--out", str(out))
     assert_ok(res)
     payload = json.loads((out / "results.json").read_text())
-    assert set(payload["asr"]) == {"ce", "skew_pii", "skew_context", "combined"} and payload["n_records"] == 3
+    assert set(payload["asr"]) == {"ce", "skew_pii", "skew_context", "combined", "combined_paper"} and payload["n_records"] == 3
     assert payload["mode"] == "inference" and set(payload["generation"]["asr"]) == set(payload["asr"])
     assert "inference mode" in res.stdout and "Wilson" in res.stdout and "combined ASR by α" in res.stdout
     assert len(payload["alpha_sweep"]["percent"]) == 11
@@ -192,9 +192,10 @@ def test_include_truth_adds_the_true_value_once_and_ranks_over_it(tmp_path, tiny
         for s in ("ce", "skew_pii", "skew_context"):
             assert len(c[s]) == len(c["values"])
             np.testing.assert_array_equal(c[s][: c["n_generated"]], g[s])  # scores are per candidate
-    for s in ("ce", "skew_pii", "skew_context", "combined"):
+    for s in ("ce", "skew_pii", "skew_context", "combined", "combined_paper"):
         for i, c in enumerate(inf["_cases"]):  # by hand: 1 + candidates scoring higher (+ ties listed before it)
-            score = combined(c["ce"], c["skew"], 0.5) if s == "combined" else c[s]
+            weight = {"combined": 0.5, "combined_paper": 0.1}  # this run's α, and the paper's fixed one
+            score = combined(c["ce"], c["skew"], weight[s]) if s in weight else c[s]
             t = c["values"].index(c["truth"])
             expect = 1 + int(np.sum(score > score[t])) + int(np.sum(score[:t] == score[t]))
             assert inf["records"][f"rank_{s}"][i] == expect, s

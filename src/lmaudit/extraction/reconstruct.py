@@ -23,7 +23,8 @@ from lmaudit.errors import DataError, LmauditError
 PLACEHOLDER = "[REDACTED]"
 PATTERNS = {"email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
             "phone": re.compile(r"\+?\d[\d\s().-]{6,}\d")}
-SIGNALS = ("ce", "skew_pii", "skew_context", "combined")
+PAPER_ALPHA = 0.1  # the Q-Skew paper's Combine-0.1: the fixed α its claim is made at
+SIGNALS = ("ce", "skew_pii", "skew_context", "combined", "combined_paper")  # combined_paper: combined at PAPER_ALPHA
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))  # the α sweep: 0, 0.1, …, 1
 
 

@@ -79,7 +79,7 @@ CLAIMS: tuple[Claim, ...] = (
           ("dlm-mask-ratio",), q.mask_ratio),
     Claim(QS, "PII reconstruction: Combine (CE + Q-Skew) beats CE ranking",
           "top-1 ASR on 50 records: phone 34% vs 30%, e-mail 24% vs 20% (Combine-0.1, Table 6)",
-          ("pii-reconstruction",), q.pii_combined("combined", "ce", better=True)),
+          ("pii-reconstruction",), q.pii_combined("combined_paper", "ce", better=True, beside="combined")),
     Claim(QS, "PII reconstruction: Q-Skew alone ranks worse than CE",
           "phone 22% (PII mask) / 10% (context mask) vs CE 30%; e-mail 16% / 8% vs 20% (Table 6)",
           ("pii-reconstruction",), q.pii_combined("skew_pii", "ce", better=False)),

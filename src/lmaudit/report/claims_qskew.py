@@ -62,8 +62,8 @@ def q_skew_beats_baselines(name: str) -> Callable[[dict], Finding]:
         beaten = [o for o, (a, t, b) in counts.items() if a == a + t + b]
         ahead_of_q = [o for o, (a, t, b) in counts.items() if b == a + t + b]
         verdict = (REPRODUCED if len(beaten) == len(counts) else NOT_REPRODUCED if ahead_of_q else PARTLY)
-        ours = (f"Q-Skew AUC {auc_text(rec, 'q_skew')}; AUC(q_skew) − AUC(baseline), mean over seeds with mean paired "
-                f"95% bounds: " + "; ".join(lines))
+        ours = (f"Q-Skew AUC {auc_text(rec, 'q_skew')}; AUC(q_skew) − AUC(baseline), each seed with its paired "
+                f"95% interval: " + "; ".join(lines))
         if ahead_of_q:
             ours += f". Ahead of Q-Skew on every seed: {', '.join(ahead_of_q)}"
         return Finding(ours, verdict, regimes_why(recs))
@@ -197,21 +197,27 @@ def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str]
     return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
 
 
-def pii_combined(a: str, b: str, better: bool) -> Callable[[dict], Finding]:
-    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes."""
+def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None) -> Callable[[dict], Finding]:
+    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes; ``beside``: a
+    signal shown next to it, not judged (the fitted-α combination beside the paper's fixed α)."""
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs["pii-reconstruction"]
+        exp = rec["experiment"]
         parts, verdict = pii_pairs(rec, a, b, better=better)
         cov = ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
         ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {cov})"
+        if beside:
+            ours += f". Beside it, {beside} (fitted α, not judged): " + "; ".join(pii_pairs(rec, beside, b, better=better)[0])
         alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
         sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
                                               for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
                           for f, sw in (rec.get("alpha_sweep") or {}).items())
-        return Finding(ours, verdict, "A tiny DLM fine-tuned 150 epochs on 30 messages (the paper: LLaDA-8B on "
+        return Finding(ours, verdict, f"A tiny DLM fine-tuned {exp['epochs']} epochs on {exp['n_members']} "
+                       "messages (the paper: LLaDA-8B on "
                        "TREC); read in inference mode (the true value among the candidates) and in generation mode "
                        "(generated candidates only, the paper's setting, where few true values are generated). α "
-                       f"fitted on 5 known messages: {', '.join(f'{a:g}' for a in alphas)}; the fixed-α sweep "
+                       f"fitted on {rec['n_calibration']} known messages: {', '.join(f'{a:g}' for a in alphas)} (ties "
+                       "go to the smallest α, so a fitted α = 0 makes combined CE itself); the fixed-α sweep "
                        f"(inference, points): {sweep}.")
     return judge
 

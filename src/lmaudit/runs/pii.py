@@ -10,7 +10,8 @@ candidate is filled back into the record and ranked (higher = more likely true):
 - ``skew_pii`` / ``skew_context``: Q-Skew of Δ = log p_target − log p_reference over a
   window of ``window`` tokens around the field, cyclic masks restricted to the field
   or to the context (DLM with a reference);
-- ``combined``: −(1−α)·Z(ce) + α·Z(skew) with z-scores over the candidate set
+- ``combined``: −(1−α)·Z(ce) + α·Z(skew) with z-scores over the candidate set (α fitted, or given);
+  ``combined_paper``: the same at the paper's fixed α = 0.1
   (Z(ce) of the cross-entropy, so lower loss ranks higher).
 
 Two modes. ``generation`` (the default) ranks the generated candidates only: a record
@@ -35,6 +36,7 @@ from lmaudit.attacks.q_skew import weighted_skew
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError, SettingError, check_int
 from lmaudit.extraction.reconstruct import (
+    PAPER_ALPHA,
     PIIRecord,
     alpha_sweep,
     asr,
@@ -292,14 +294,15 @@ def evaluate(cases: list[dict], calib: list[dict], alpha: float | str) -> dict:
     if has_skew and alpha == "auto":
         usable = [c for c in calib if "skew" in c]
         alpha, calib_hits = fit_alpha(usable) if usable else (0.5, None)
-    signals = ["ce"] + (["skew_pii", "skew_context", "combined"] if has_skew else [])
+    signals = ["ce"] + (["skew_pii", "skew_context", "combined", "combined_paper"] if has_skew else [])
+    weight = {"combined": float(alpha), "combined_paper": PAPER_ALPHA}  # fitted, and the paper's fixed α
     ranks: dict[str, list] = {s: [] for s in signals}
     for c in cases:
         for s in signals:
             if not c["values"]:
                 ranks[s].append(None)
                 continue
-            score = combined(c["ce"], c["skew"], float(alpha)) if s == "combined" else c[s]
+            score = combined(c["ce"], c["skew"], weight[s]) if s in weight else c[s]
             ranks[s].append(rank_of(score, c["values"], c["truth"]))
     n = len(cases)
     return {"asr": {s: asr(sum(r == 1 for r in ranks[s]), n) for s in signals}, "ranks": ranks,

@@ -156,7 +156,7 @@ def _asr_table(by_signal: dict, fields: list[str], n: int) -> tuple[list[str], l
     return header, rows
 
 
-PAIRS = (("combined", "ce"), ("skew_pii", "ce"), ("skew_context", "ce"), ("ce", "AR ce"))
+PAIRS = (("combined_paper", "ce"), ("combined", "ce"), ("skew_pii", "ce"), ("skew_context", "ce"), ("ce", "AR ce"))
 
 
 def paired_tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
