@@ -18,6 +18,7 @@ class Finding:
     ours: str  # what we measured, with intervals where stored
     verdict: str  # one of the five verdicts above
     regime: str  # what in our regime explains a difference (or confirms the setting)
+    points: bool = False  # the verdict rests on points (no interval of the compared quantity): said in its cell
 
 
 @dataclass

@@ -34,10 +34,18 @@ def pretraining_gap(recs: dict[str, dict], *, name: str = "ar-pretraining-detect
                      + f" ({count_text(a, t, b)})")
     verdict = REPRODUCED if any_ahead and not any_behind else NOT_REPRODUCED
     ours = "AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals: " + "; ".join(parts)
-    return Finding(ours, verdict, regime or ("A tiny AR model pretrained from scratch on 300k tokens with the members in the "
-                   "stream (the paper: Pythia/LLaMA on WikiMIA and MIMIR). Seen once, no attack separates members "
-                   "well (all AUCs 53–57) and the two are tied; seen 4×, Min-K%++ is ahead on every seed. Possible "
-                   "reason: a small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on."))
+    if regime:
+        return Finding(ours, verdict, regime)
+    attacks = rec["experiment"].get("attacks") or []
+    spans = []
+    for setting in rec["paired"]:
+        aucs = [row_stat(rec, f"{setting}: {a}")[0] for a in attacks if f"{setting}: {a}" in rec["rows"]]
+        if aucs:
+            spans.append(f"{setting}, every attack's AUC {pct(min(aucs))}–{pct(max(aucs))}")
+    return Finding(ours, verdict, (f"A tiny AR model pretrained from scratch on "
+                   f"{rec['experiment']['pretrain_tokens']:,} tokens with the members in the stream (the paper: "
+                   f"Pythia/LLaMA on WikiMIA and MIMIR); {'; '.join(spans)}. Possible reason where Min-K%++ leads: a "
+                   "small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on."))
 
 
 def finetuned_gap(*names: str):
@@ -101,9 +109,9 @@ def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", 
     verdict = REPRODUCED if orders and all(orders) else NOT_REPRODUCED if not any(orders) else PARTLY
     return Finding("AUC, mean ± std over seeds (points; the paired interval is stored for Gap-K% − Min-K%++ "
                    "only): " + "; ".join(parts), verdict,
-                   regime or ("Points over 3 seeds: with members seen 4×, no smoothing is ahead of both by more than the "
-                   "seeds' spread. Possible reason: the few tokens that separate members are isolated, and a "
-                   "window of 3 averages them with their neighbours."))
+                   regime or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, ddof = 1); the "
+                   "ordering is read from the means. Possible reason where no smoothing leads: the few tokens that "
+                   "separate members are isolated, and a smoothing window averages them with their neighbours."), points=True)
 
 
 def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
@@ -134,7 +142,7 @@ def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detectio
                not any(above_all) and not any(peak_ok) else PARTLY)
     return Finding("mean AUC over seeds (points): " + "; ".join(parts), verdict,
                    regime or ("The peak's place is read only where the k curve spans more than twice the seeds' "
-                              "spread; Gap-K% is compared with Min-K%++ point by point."))
+                              "spread; Gap-K% is compared with Min-K%++ point by point."), points=True)
 
 
 def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
@@ -151,7 +159,7 @@ def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
     return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
                    "(points): " + "; ".join(parts), verdict,
                    regime or ("Word swaps (15% of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
-                   "one (Min-K%++ ahead)."))
+                   "one (Min-K%++ ahead)."), points=True)
 
 
 def _separates(none: dict, retrain: dict) -> bool:
@@ -263,13 +271,17 @@ def _wilson(k: int, n: int) -> str:
     return f"{k}/{n} [{pct(lo)}%, {pct(hi)}%]"
 
 
-def ar_leaks_more(recs: dict[str, dict]) -> Finding:
+def _query_budget(rec: dict) -> str:
+    return f"{rec['experiment']['extract'].get('n', 10_000):,}"
+
+
+def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5) -> Finding:
     rec = recs["pii-extraction"]
     n = rec["n_train"]
     parts, ok, any_ar = [], [], False
     for f in ("email", "phone"):
-        ar = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / AR"])
-        dlm = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
+        ar = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / AR"])
+        dlm = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
         seeds = len(rec["pii_rows"][f"{f} / AR"])
         ar_lo = wilson_interval(ar, n * seeds)[0]
         dlm_hi = wilson_interval(dlm, n * seeds)[1]
@@ -277,9 +289,11 @@ def ar_leaks_more(recs: dict[str, dict]) -> Finding:
         any_ar |= ar > 0
         parts.append(f"{f}: AR {_wilson(ar, n * seeds)} vs DLM max-step {_wilson(dlm, n * seeds)}")
     verdict = REPRODUCED if all(ok) else PARTLY if any(ok) else (UNTESTABLE if not any_ar else NOT_REPRODUCED)
-    return Finding("(n, p)-discoverable at n = 10,000, p = 0.5, Wilson 95% intervals: " + "; ".join(parts), verdict,
+    return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
+                   + "; ".join(parts), verdict,
                    "Same lineage (the DLM adapted from the AR base), same data and epochs. 'Ahead' only when the "
-                   "intervals are disjoint; phone numbers are extractable from neither model at this scale.")
+                   "intervals are disjoint" + ("; a field discoverable from neither model cannot tell them apart."
+                                               if not all(ok) else "."))
 
 
 def one_vs_max_step(recs: dict[str, dict]) -> Finding:
@@ -298,7 +312,7 @@ def one_vs_max_step(recs: dict[str, dict]) -> Finding:
     return Finding("; ".join(parts), verdict,
                    "No PII value is discoverable from the tiny DLM at any step count, so the counts cannot differ; "
                    "the likelihoods move as the theorem says (max-step far above one-step)." if counts_zero else
-                   "Counts at n = 10,000, p = 0.5.")
+                   f"Counts at n = {_query_budget(rec)}, p = 0.5.")
 
 
 MIN_INFORMATIVE_EPS = 5  # tolerances at which a model's empirical rate is neither ≈ 0 nor ≈ 1, needed to judge a fit
@@ -327,7 +341,7 @@ def gaussian_fit(recs: dict[str, dict]) -> Finding:
                        "prediction is compared with a zero rate and the fit's error says nothing about its shape.")
     return Finding(ours, REPRODUCED if err["DLM"] < err["AR"] else NOT_REPRODUCED,
                    "Possible reason (the paper's): an AR model's errors cascade (one wrong token derails the rest), "
-                   "which a sum of near-independent errors does not describe.")
+                   "which a sum of near-independent errors does not describe.", points=True)
 
 
 def sublinear_budget(recs: dict[str, dict]) -> Finding:

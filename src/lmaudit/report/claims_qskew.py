@@ -124,7 +124,7 @@ def misaligned(recs: dict[str, dict]) -> Finding:
     return Finding(ours, verdict, "Misaligned references here: a base pretrained with another seed (the paper: the "
                    "Base/Instruct sibling) and the base fine-tuned on perturbed other passages (the paper's "
                    "para-modification). Q-Skew's mean AUC is below calibration's with the same reference for: "
-                   + (", ".join(below) or "none") + ".")
+                   + (", ".join(below) or "none") + ".", points=True)
 
 
 def over_epochs(recs: dict[str, dict]) -> Finding:
@@ -137,8 +137,10 @@ def over_epochs(recs: dict[str, dict]) -> Finding:
     ours = ("best AUC per epoch (one seed, points; no interval stored): "
             + ", ".join(f"{e}: {b} {pct(curves[b][e]['auc'][0])} (q_skew {pct(curves['q_skew'][e]['auc'][0])})"
                         for e, b in zip(epochs, best)))
-    return Finding(ours, verdict, "Calibration leads from the first epoch on, as in the DFT and IFT rows. One seed, "
-                   "points only: read with the paired rows above.")
+    leaders = {b: [e for e, x in zip(epochs, best) if x == b] for b in dict.fromkeys(best)}
+    return Finding(ours, verdict, "Best attack by epoch: " + "; ".join(f"{b} at epoch(s) {', '.join(es)}"
+                                                                     for b, es in leaders.items())
+                   + f". {len(rec['experiment']['seeds'])} seed(s), points only: read with the paired rows above.", points=True)
 
 
 def asymmetry(recs: dict[str, dict]) -> Finding:

@@ -1,0 +1,102 @@
+"""Every verdict rule of CLAIMS.md can fail: each judge given stored values that make each of its verdicts, and the
+"why" text follows the stored data (a planted value changes it)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lmaudit.report import claims_headline as h
+from lmaudit.report import claims_others as o
+from lmaudit.report.claims import build_claims
+from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rows(**per_seed):
+    """A membership record's rows: {attack: [(auc, tpr@1%), ...] per seed}."""
+    return {a: {"per_seed": [{"auc": x, "tpr@1%fpr": t} for x, t in v]} for a, v in per_seed.items()}
+
+
+def paired(**per_seed):
+    return {"vs": {b: [{"seed": i, "diff": d, "ci95": [lo, hi]} for i, (d, lo, hi) in enumerate(v)]
+                   for b, v in per_seed.items()}}
+
+
+@pytest.mark.parametrize("base, verdict", [((0.1, 0.05), REPRODUCED), ((0.9, 0.95), NOT_REPRODUCED),
+                                           ((0.1, 0.95), PARTLY)])
+def test_low_fpr_rule_gives_each_verdict(base, verdict):
+    rec = {"rows": rows(q_skew=[(0.9, 0.5), (0.9, 0.6)], sama=[(0.8, base[0]), (0.8, base[1])])}
+    assert h.tpr_at_1({"dlm-dft": rec}).verdict == verdict
+
+
+@pytest.mark.parametrize("diff, verdict", [((0.15, 0.12, 0.18), REPRODUCED), ((0.02, -0.01, 0.05), NOT_REPRODUCED),
+                                           ((0.11, 0.05, 0.17), PARTLY)])
+def test_average_gain_needs_the_lower_bound_above_ten_points(diff, verdict):
+    rec = {"paired": paired(loss=[(0.3, 0.25, 0.35)] * 2, sama=[diff] * 2)}  # sama: the strongest baseline
+    f = h.average_gain({"dlm-dft": rec})
+    assert f.verdict == verdict and f"{100 * diff[0]:+.1f}" in f.ours
+
+
+@pytest.mark.parametrize("ift, verdict", [(0.7, REPRODUCED), (0.95, NOT_REPRODUCED)])
+def test_ift_harder_and_min_k_rules(ift, verdict):
+    dft = {"rows": rows(q_skew=[(0.9, 0.1)] * 2, loss=[(0.8, 0.1)] * 2)}
+    f = h.ift_harder({"dlm-dft": dft, "dlm-ift": {"rows": rows(q_skew=[(ift, 0.1)] * 2, loss=[(ift, 0.1)] * 2)}})
+    assert f.verdict == verdict and f.points
+    broken = {"rows": rows(loss=[(0.8, 0)] * 2, min_k=[(ift, 0)] * 2, min_k_pp=[(ift, 0)] * 2)}
+    assert h.min_k_broken({"dlm-dft": broken}).verdict == (REPRODUCED if ift < 0.9 else NOT_REPRODUCED)
+
+
+def test_secmi_rule_reads_the_paired_intervals():
+    ahead = {"paired": paired(secmi_dlm=[(0.2, 0.1, 0.3)] * 3)}
+    assert h.secmi_weak({"dlm-dft": ahead}).verdict == REPRODUCED
+    tied = {"paired": paired(secmi_dlm=[(0.02, -0.01, 0.05)] * 3)}
+    assert h.secmi_weak({"dlm-dft": tied}).verdict == PARTLY
+
+
+def relaxed(dlm_empirical):
+    eps = list(range(10))
+    model = lambda e: {"eps": eps, "empirical": e, "predicted": [min(1.0, 0.1 * i) for i in eps],  # noqa: E731
+                       "mean_abs_error": 0.0}
+    return {"extraction-relaxed": {"relaxed": {"DLM": model(dlm_empirical), "AR": model([0.0] + [0.05] * 4 + [0.5] * 4 + [0.95])},
+                                   "experiment": {"extract": {"samples": 64, "relaxed": 9}, "n_relaxed": 7}}}
+
+
+def test_gaussian_fit_is_not_testable_on_zeros_and_judged_otherwise():
+    zeros = o.gaussian_fit(relaxed([0.0] * 9 + [1.0]))
+    assert zeros.verdict == UNTESTABLE and "64 generations per record, 7 records, 9 masked tokens" in zeros.ours
+    good = o.gaussian_fit(relaxed([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]))
+    assert good.verdict == REPRODUCED  # the DLM follows the prediction; the AR staircase does not
+    worse = o.gaussian_fit(relaxed([0.0, 0.02, 0.02, 0.02, 0.02, 0.9, 0.9, 0.9, 0.9, 0.98]))
+    assert worse.verdict == NOT_REPRODUCED
+
+
+def test_k_peak_within_noise_is_not_placed():
+    def rec(aucs, sd):
+        ks = {f"s: gap_k k={k}": {"per_seed": [{"auc": a - sd}, {"auc": a + sd}]} for k, a in aucs.items()}
+        return {"ar": {"paired": {"s": []}, "rows": {**ks, "s: min_k_pp": {"per_seed": [{"auc": 0.5}] * 2}}}}
+    sharp = o.k_sensitivity(rec({0.05: 0.6, 0.15: 0.7, 0.5: 0.6}, 0.01), name="ar")
+    assert sharp.verdict == REPRODUCED and "best k = 0.15" in sharp.ours
+    flat = o.k_sensitivity(rec({0.05: 0.6, 0.15: 0.61, 0.5: 0.6}, 0.02), name="ar")
+    assert flat.verdict == PARTLY and "within noise" in flat.ours  # above Min-K%++, but the peak is not placed
+    off = o.k_sensitivity(rec({0.05: 0.7, 0.15: 0.6, 0.5: 0.6}, 0.01), name="ar")
+    assert off.verdict == PARTLY and "best k = 0.05" in off.ours
+
+
+def test_a_planted_value_changes_the_why_text(tmp_path):
+    for name in ("pii-reconstruction", "extraction-steps", "extraction-relaxed", "ar-pretraining-detection"):
+        shutil.copytree(REPO / "results" / name, tmp_path / name)
+    before = build_claims(tmp_path)
+    f = tmp_path / "pii-reconstruction" / "results.json"
+    rec = json.loads(f.read_text())
+    rec["experiment"]["epochs"] = 77
+    f.write_text(json.dumps(rec))
+    f = tmp_path / "ar-pretraining-detection" / "results.json"
+    rec = json.loads(f.read_text())
+    rec["experiment"]["pretrain_tokens"] = 123_456
+    f.write_text(json.dumps(rec))
+    after = build_claims(tmp_path)
+    assert "fine-tuned 77 epochs" in after and "fine-tuned 77 epochs" not in before
+    assert "123,456 tokens" in after and "123,456 tokens" not in before
