@@ -32,7 +32,8 @@ from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUC
 QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
                      "DLM extraction")
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
-MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables  # membership on SmolLM2-135M fine-tunings
+MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
+REAL_DLM_MIA, REAL_DLM_REGIMES = "real-dlm-dft-lora", "real-dlm-regimes"  # SmolLM2-135M adapted into a DLM  # membership on SmolLM2-135M fine-tunings
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL = "SmolLM2-135M"
 # what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts)
@@ -58,14 +59,17 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Q-Skew beats every baseline in AUC, domain fine-tuning (DFT)",
           "LLaDA-8B-Base: 83.4 / 80.3 / 80.7 AUC on ArXiv / WikiText / XSUM vs the next best (SAMA) 70.2 / 70.3 / "
           "71.0; Dream-Base XSUM 63.4 vs 60.7 (Tables 1, 3)", ("dlm-dft", "dlm-regimes"),
-          q.q_skew_beats_baselines("dlm-dft")),
+          q.q_skew_beats_baselines("dlm-dft"),
+          real_experiments=(REAL_DLM_MIA, REAL_DLM_REGIMES),
+          real_judge=q.q_skew_beats_baselines(REAL_DLM_MIA, REAL_DLM_REGIMES)),
     Claim(QS, "Q-Skew beats every baseline in AUC, instruction fine-tuning (IFT)",
           "LLaDA-8B-Instruct: 72.8 / 81.4 / 67.2 on MedQA / Alpaca / Tulu-3 vs SAMA 65.1 / SAMA 69.1 / Calibration "
           "60.1; Dream-Instruct Tulu-3 59.1 vs 55.1 (Tables 2, 3)", ("dlm-ift", "dlm-regimes"),
           q.q_skew_beats_baselines("dlm-ift")),
     Claim(QS, "Q-Skew beats Calibration as the authors ran it (unmasked likelihood ratio)",
           "Calibration is the runner-up on Tulu-3 (60.1 vs 67.2) and below Q-Skew everywhere (Tables 1–3)",
-          ("dlm-regimes",), q.authors_calibration),
+          ("dlm-regimes",), q.authors_calibration,
+          real_experiments=(REAL_DLM_REGIMES,), real_judge=partial(q.authors_calibration, name=REAL_DLM_REGIMES)),
     Claim(QS, "Each component helps: cyclic sampling, skewness (not the mean), quantile weighting",
           "WikiText DFT AUC: full 80.3; random masks 78.5; mean instead of skew 77.6; unweighted 78.2 (Table 5)",
           ("dlm-ablation",), q.components_help),
@@ -75,20 +79,25 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "The advantage holds across fine-tuning epochs", "Q-Skew above every baseline at every epoch (Figure 2; "
           "points not given in text)", ("dlm-epochs",), q.over_epochs),
     Claim(QS, "Token-level memorisation asymmetry: members' Δ right-skewed, non-members' near symmetric",
-          "Theorem 3.2: Skew(G) > 0 for members, ≈ 0 for non-members", ("dlm-regimes",), q.asymmetry),
+          "Theorem 3.2: Skew(G) > 0 for members, ≈ 0 for non-members", ("dlm-regimes",), q.asymmetry,
+          real_experiments=(REAL_DLM_REGIMES,), real_judge=partial(q.asymmetry, name=REAL_DLM_REGIMES)),
     Claim(QS, "Per-token gain falls as the training mask ratio rises (Assumption 3.1)",
           "LLaDA, XSUM, 4 epochs at fixed ratios 0.25 / 0.5 / 0.75: higher mean gain at lower ratios (Figure 1)",
           ("dlm-mask-ratio",), q.mask_ratio),
     Claim(QS, "Q-Skew has the highest TPR at 1% FPR", "ArXiv DFT 50.6 (LLaDA-8B, Table 1); the exception: Dream XSUM, "
-          "SAMA 4.4 vs Q-Skew 4.2 (Table 3)", MIA_TABLES, h.tpr_at_1),
+          "SAMA 4.4 vs Q-Skew 4.2 (Table 3)", MIA_TABLES, h.tpr_at_1,
+          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.tpr_at_1, names=(REAL_DLM_MIA,))),
     Claim(QS, "Q-Skew's average AUC gain over the next best exceeds 10 points", "'more than 10 points on average' "
-          "(Section 4; not itemised in the text)", MIA_TABLES, h.average_gain),
+          "(Section 4; not itemised in the text)", MIA_TABLES, h.average_gain,
+          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.average_gain, names=(REAL_DLM_MIA,))),
     Claim(QS, "Evaluating on DFT alone overestimates: IFT is harder", "Q-Skew TPR@1%FPR 6.7 / 4.3 on MedQA / "
           "Tulu-3 IFT vs 50.6 on ArXiv DFT (Tables 1, 2)", MIA_TABLES, h.ift_harder),
     Claim(QS, "Random masking breaks Min-K% and Min-K%++ on DLMs", "(Section 2: lower-tail token scores are broken "
-          "by masking; no figure)", MIA_TABLES, h.min_k_broken),
+          "by masking; no figure)", MIA_TABLES, h.min_k_broken,
+          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.min_k_broken, names=(REAL_DLM_MIA,))),
     Claim(QS, "SecMI, built for continuous diffusion, degrades on DLMs", "SecMI-DLM below Q-Skew in every table "
-          "(Tables 1–3)", MIA_TABLES, h.secmi_weak),
+          "(Tables 1–3)", MIA_TABLES, h.secmi_weak,
+          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.secmi_weak, names=(REAL_DLM_MIA,))),
     Claim(QS, "ρ = 0.35 maximises the members / non-members gap", "(Section 3: the authors' choice; no sweep shown)",
           ("dlm-dft",), h.not_tested("No experiment sweeps ρ: `--param q_skew.rho=R` exists, and an ablation "
                                      "experiment with one variant per ρ would test it.")),

@@ -30,10 +30,10 @@ def _order(a: list[float], b: list[float]) -> str:
     return "above" if all(x > y for x, y in zip(a, b)) else "below" if all(x < y for x, y in zip(a, b)) else "mixed"
 
 
-def tpr_at_1(recs: dict[str, dict]) -> Finding:
+def tpr_at_1(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
     """Q-Skew's TPR at 1% FPR against every baseline's, seed by seed (points: no paired interval of TPRs is stored)."""
     parts, orders = [], []
-    for name in (n for n in MIA if n in recs):
+    for name in (n for n in names if n in recs):
         rec = recs[name]
         q = _per_seed(rec, "q_skew", "tpr@1%fpr")
         rows = [r for r in rec["rows"] if r != "q_skew"]
@@ -48,18 +48,18 @@ def tpr_at_1(recs: dict[str, dict]) -> Finding:
                    "handful of texts, so seeds disagree often.", points=True)
 
 
-def average_gain(recs: dict[str, dict], *, gain: float = 0.10) -> Finding:
+def average_gain(recs: dict[str, dict], *, gain: float = 0.10, names: tuple[str, ...] = MIA) -> Finding:
     """The '> 10 points' average AUC gain over the next best: per experiment and seed, Q-Skew − the strongest
     baseline with its paired interval; shown above 10 points only where the interval's lower bound is."""
     parts, above, below = [], 0, 0
-    for name in (n for n in MIA if n in recs):
+    for name in (n for n in names if n in recs):
         vs = recs[name]["paired"]["vs"]
         seeds = len(next(iter(vs.values())))
         strongest = [min((v[i] for v in vs.values()), key=lambda p: p["diff"]) for i in range(seeds)]
         above += sum(p["ci95"][0] > gain for p in strongest)
         below += sum(p["ci95"][1] < gain for p in strongest)
         parts.append(f"{name}: {seed_intervals(strongest)}")
-    n = sum(len(next(iter(recs[m]["paired"]["vs"].values()))) for m in MIA if m in recs)
+    n = sum(len(next(iter(recs[m]["paired"]["vs"].values()))) for m in names if m in recs)
     verdict = REPRODUCED if above == n else NOT_REPRODUCED if below == n else PARTLY
     return Finding(f"AUC(Q-Skew) − AUC(the strongest baseline of that seed), in points, with its paired 95% interval: "
                    + "; ".join(parts), verdict,
@@ -82,10 +82,10 @@ def ift_harder(recs: dict[str, dict]) -> Finding:
                    "instruction-formatted versions of the corpus' passages, of varying length.", points=True)
 
 
-def min_k_broken(recs: dict[str, dict]) -> Finding:
+def min_k_broken(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
     """Random masking breaks Min-K% / Min-K%++ on DLMs: read as 'no better than the DLM Loss baseline'."""
     parts, broken, fine = [], 0, 0
-    for name in (n for n in MIA if n in recs):
+    for name in (n for n in names if n in recs):
         rec = recs[name]
         loss = _per_seed(rec, "loss", "auc")
         for row in ("min_k", "min_k_pp"):
@@ -100,10 +100,10 @@ def min_k_broken(recs: dict[str, dict]) -> Finding:
                    "masking ratio); 'broken' would put them at or below the plain masked loss.", points=True)
 
 
-def secmi_weak(recs: dict[str, dict]) -> Finding:
+def secmi_weak(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
     """SecMI, built for continuous diffusion, degrades on DLMs: behind Q-Skew in the paired intervals."""
     parts, counts = [], []
-    for name in (n for n in MIA if n in recs):
+    for name in (n for n in names if n in recs):
         per_seed = recs[name]["paired"]["vs"]["secmi_dlm"]
         counts.append(seeds_verdict(per_seed))
         parts.append(f"{name}: Q-Skew − SecMI-DLM {seed_intervals(per_seed)} ({count_text(*counts[-1])})")

@@ -27,11 +27,11 @@ def regimes_cells(rec: dict, vs: str) -> tuple[int, int, int, list[str]]:
     return ahead, tied, behind, where
 
 
-def regimes_why(recs: dict[str, dict]) -> str:
-    """One sentence from dlm-regimes: where the ordering flips, and the Δ statistics that say why."""
-    rec = recs.get("dlm-regimes")
+def regimes_why(recs: dict[str, dict], name: str = "dlm-regimes") -> str:
+    """One sentence from a regimes experiment: where the ordering flips, and the Δ statistics that say why."""
+    rec = recs.get(name)
     if rec is None:
-        return "The regime study (`experiments/dlm-regimes.toml`) has not been run."
+        return f"The regime study (`experiments/{name}.toml`) has not been run."
     a, t, b, where = regimes_cells(rec, "calibration")
     n = a + t + b
     dm = np.array([[c["delta"]["members"][k] for k in ("mean", "skew")] for c in rec["cells"].values()])
@@ -45,7 +45,7 @@ def regimes_why(recs: dict[str, dict]) -> str:
                f"on average (range {dmean.min():.2f}–{dmean.max():.2f}), the per-text skewness by d = "
                f"{dskew.mean():.2f} ({dskew.min():.2f}–{dskew.max():.2f}); d(mean) > d(skew) in "
                f"{int((dmean > dskew).sum())}/{len(seps)} regimes.")
-    return (f"dlm-regimes ({n} fine-tuning regimes): Q-Skew − masked calibration is {flips}, tied in {t}, "
+    return (f"{name} ({n} fine-tuning regime{'s' * (n > 1)}): Q-Skew − masked calibration is {flips}, tied in {t}, "
             f"behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
             f"{dn[:, 0].mean():.2f} (a shift of location), while members' Δ skewness is {dm[:, 1].mean():+.2f} vs "
             f"non-members' {dn[:, 1].mean():+.2f}: a mean of loss gaps (calibration) reads the location shift, which a "
@@ -55,7 +55,7 @@ def regimes_why(recs: dict[str, dict]) -> str:
 
 # ---------------------------------------------------------------- judges
 
-def q_skew_beats_baselines(name: str) -> Callable[[dict], Finding]:
+def q_skew_beats_baselines(name: str, regimes: str = "dlm-regimes") -> Callable[[dict], Finding]:
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs[name]
         lines, counts = paired_lines(rec)
@@ -66,17 +66,18 @@ def q_skew_beats_baselines(name: str) -> Callable[[dict], Finding]:
                 f"95% interval: " + "; ".join(lines))
         if ahead_of_q:
             ours += f". Ahead of Q-Skew on every seed: {', '.join(ahead_of_q)}"
-        return Finding(ours, verdict, regimes_why(recs))
+        return Finding(ours, verdict, (real_dlm_setting(rec) + " " if rec.get("experiment", {}).get("base") else "")
+                       + regimes_why(recs, regimes))
     return judge
 
 
-def authors_calibration(recs: dict[str, dict]) -> Finding:
-    rec = recs["dlm-regimes"]
+def authors_calibration(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
+    rec = recs[name]
     a, t, b, where = regimes_cells(rec, "calibration unmasked_ratio")
     a2, t2, b2, _ = regimes_cells(rec, "calibration")
     n = a + t + b
     verdict = REPRODUCED if a == n else NOT_REPRODUCED if a == 0 else PARTLY
-    ours = (f"Over {n} regimes of dlm-regimes (one seed each, paired 95% intervals): Q-Skew ahead of the unmasked-ratio "
+    ours = (f"Over {n} regime(s) of {name} (one seed each, paired 95% intervals): Q-Skew ahead of the unmasked-ratio "
             f"calibration in {a}{' (' + ', '.join(where) + ')' if where else ''}, tied {t}, behind {b}; against the "
             f"masked-ELBO calibration: ahead {a2}, tied {t2}, behind {b2}.")
     cells = rec["cells"].values()
@@ -143,8 +144,17 @@ def over_epochs(recs: dict[str, dict]) -> Finding:
                    + f". {len(rec['experiment']['seeds'])} seed(s), points only: read with the paired rows above.", points=True)
 
 
-def asymmetry(recs: dict[str, dict]) -> Finding:
-    rec = recs["dlm-regimes"]
+def real_dlm_setting(rec: dict) -> str:
+    """What the real-weights DLM of an experiment is, from its stored settings."""
+    e = rec["experiment"]
+    how = f"LoRA rank {e['lora']}" if e.get("lora") else "every weight"
+    return (f"`{e['base']}` adapted into a DLM on {e['adapt_tokens']:,} tokens, then fine-tuned ({how}, lr "
+            f"{e['lr']:g}) {e['epochs']} epochs on {e['n_members']} passages; {e['n_members']} + "
+            f"{e['n_nonmembers']} texts, {e['budget']} masked forwards per mask plan, {len(e['seeds'])} seed(s).")
+
+
+def asymmetry(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
+    rec = recs[name]
     cells = rec["cells"]
     m = {k: c["delta"]["members"] for k, c in cells.items()}
     n = {k: c["delta"]["nonmembers"] for k, c in cells.items()}
