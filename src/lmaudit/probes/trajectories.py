@@ -58,10 +58,15 @@ class TrajectoryResult:
     @property
     def log_p_hat(self) -> float:
         """log of the mean of exp(logp), computed stably."""
-        m = float(np.max(self.logp))
+        return self.log_p_hat_of(len(self.logp))
+
+    def log_p_hat_of(self, r: int) -> float:
+        """:attr:`log_p_hat` of the first ``r`` trajectories (at least one): the estimate's path as R grows."""
+        logp = self.logp[: max(1, r)]
+        m = float(np.max(logp))
         if not np.isfinite(m):
             return m
-        return m + float(np.log(np.mean(np.exp(self.logp - m))))
+        return m + float(np.log(np.mean(np.exp(logp - m))))
 
     @property
     def std_error(self) -> float:

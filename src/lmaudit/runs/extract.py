@@ -154,13 +154,34 @@ def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
     return TABLES[loaded.kind][0](loaded, targets, cfg, description)
 
 
-COLUMNS = ("log_p_hat", "p_hat", "std_error", "forwards", "steps")
+COLUMNS = ("log_p_hat", "p_hat", "std_error", "forwards", "steps", "log_p_hat_quarter", "log_p_hat_half")
+UNCONVERGED_NATS = float(np.log(2))  # p̂ that still moves by more than 2× from R/2 to R trajectories has not settled
 
 
 def _columns(results, steps) -> dict[str, np.ndarray]:
     return {"log_p_hat": np.array([r.log_p_hat for r in results]), "p_hat": np.array([r.p_hat for r in results]),
             "std_error": np.array([r.std_error for r in results]), "forwards": np.array([r.forwards for r in results]),
-            "steps": np.asarray(steps)}
+            "steps": np.asarray(steps),
+            # the estimate from the first R/4 and R/2 trajectories: its convergence in R (equal to it for one)
+            "log_p_hat_quarter": np.array([r.log_p_hat_of(len(r.logp) // 4) for r in results]),
+            "log_p_hat_half": np.array([r.log_p_hat_of(len(r.logp) // 2) for r in results])}
+
+
+def convergence(col: dict[str, np.ndarray]) -> dict:
+    """How far each record's log p̂ still moves between R/4, R/2 and R trajectories: the median |change| (nats) of
+    each step, and the fraction of records whose p̂ changed by more than 2× from R/2 to R (not converged)."""
+    out = {}
+    for name, (a, b) in {"quarter_to_half": ("log_p_hat_quarter", "log_p_hat_half"),
+                         "half_to_full": ("log_p_hat_half", "log_p_hat")}.items():
+        with np.errstate(invalid="ignore"):
+            change = np.abs(col[b] - col[a])
+        finite = change[np.isfinite(change)]
+        out[f"median_abs_change_{name}"] = float(np.median(finite)) if len(finite) else float("nan")
+    with np.errstate(invalid="ignore"):
+        moved = np.abs(col["log_p_hat"] - col["log_p_hat_half"])
+    out["not_converged_fraction"] = float(np.mean(moved[np.isfinite(moved)] > UNCONVERGED_NATS)) if np.isfinite(
+        moved).any() else 0.0
+    return out
 
 
 def summarise(table: dict[str, dict[str, np.ndarray]], cfg: ExtractConfig) -> dict:
@@ -178,6 +199,8 @@ def summarise(table: dict[str, dict[str, np.ndarray]], cfg: ExtractConfig) -> di
             delta = col["log_p_hat"] - first
         finite = delta[np.isfinite(delta)]
         entry["median_delta_log_p"] = float(np.median(finite)) if len(finite) else float("nan")
+        if "log_p_hat_half" in col:  # tables written before the convergence columns have none
+            entry["convergence"] = convergence(col)
         summary[label] = entry
     if len(labels) > 1:
         stacked = np.stack([table[lb]["log_p_hat"] for lb in labels])  # (labels, records)
@@ -220,7 +243,7 @@ def relaxed_summary(rows: ArrayDict, cfg: ExtractConfig, steps_label: str) -> di
             "mu": rows["mu"].tolist(), "sigma": rows["sigma"].tolist()}
 
 
-EXTRACT_VERSION = 1
+EXTRACT_VERSION = 2  # 2: the estimate at R/4 and R/2 trajectories (convergence) is stored
 
 
 @dataclass(frozen=True)
