@@ -15,10 +15,10 @@ from lmaudit.data.pii import pii_corpus
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import ADAPTED_FROM, BaseConfig
 from lmaudit.folders import cached_build
+from lmaudit.metrics import seed_std
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
-from lmaudit.metrics import seed_std
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig, run_mia

@@ -55,6 +55,14 @@ REAL_PII_REGIME = ("SmolLM2-135M LoRA-fine-tuned for 10 epochs on 200 synthetic 
                    "p = 0.5 (145 of 200 training ones; the tiny AR model: 10 and 0): a discoverable count without "
                    "its unseen control overstates memorisation here.")
 
+
+
+def _dlm_mia_claim(claim: str, figure: str, judge) -> Claim:
+    """A Q-Skew claim read from the DLM membership tables: the tiny models' two, and the real-weights DLM's."""
+    return Claim(QS, claim, figure, MIA_TABLES, judge, real_experiments=(REAL_DLM_MIA,),
+                 real_judge=partial(judge, names=(REAL_DLM_MIA,)))
+
+
 CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Q-Skew beats every baseline in AUC, domain fine-tuning (DFT)",
           "LLaDA-8B-Base: 83.4 / 80.3 / 80.7 AUC on ArXiv / WikiText / XSUM vs the next best (SAMA) 70.2 / 70.3 / "
@@ -84,20 +92,16 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Per-token gain falls as the training mask ratio rises (Assumption 3.1)",
           "LLaDA, XSUM, 4 epochs at fixed ratios 0.25 / 0.5 / 0.75: higher mean gain at lower ratios (Figure 1)",
           ("dlm-mask-ratio",), q.mask_ratio),
-    Claim(QS, "Q-Skew has the highest TPR at 1% FPR", "ArXiv DFT 50.6 (LLaDA-8B, Table 1); the exception: Dream XSUM, "
-          "SAMA 4.4 vs Q-Skew 4.2 (Table 3)", MIA_TABLES, h.tpr_at_1,
-          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.tpr_at_1, names=(REAL_DLM_MIA,))),
-    Claim(QS, "Q-Skew's average AUC gain over the next best exceeds 10 points", "'more than 10 points on average' "
-          "(Section 4; not itemised in the text)", MIA_TABLES, h.average_gain,
-          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.average_gain, names=(REAL_DLM_MIA,))),
+    _dlm_mia_claim("Q-Skew has the highest TPR at 1% FPR", "ArXiv DFT 50.6 (LLaDA-8B, Table 1); the exception: Dream XSUM, "
+          "SAMA 4.4 vs Q-Skew 4.2 (Table 3)", h.tpr_at_1),
+    _dlm_mia_claim("Q-Skew's average AUC gain over the next best exceeds 10 points", "'more than 10 points on average' "
+          "(Section 4; not itemised in the text)", h.average_gain),
     Claim(QS, "Evaluating on DFT alone overestimates: IFT is harder", "Q-Skew TPR@1%FPR 6.7 / 4.3 on MedQA / "
           "Tulu-3 IFT vs 50.6 on ArXiv DFT (Tables 1, 2)", MIA_TABLES, h.ift_harder),
-    Claim(QS, "Random masking breaks Min-K% and Min-K%++ on DLMs", "(Section 2: lower-tail token scores are broken "
-          "by masking; no figure)", MIA_TABLES, h.min_k_broken,
-          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.min_k_broken, names=(REAL_DLM_MIA,))),
-    Claim(QS, "SecMI, built for continuous diffusion, degrades on DLMs", "SecMI-DLM below Q-Skew in every table "
-          "(Tables 1–3)", MIA_TABLES, h.secmi_weak,
-          real_experiments=(REAL_DLM_MIA,), real_judge=partial(h.secmi_weak, names=(REAL_DLM_MIA,))),
+    _dlm_mia_claim("Random masking breaks Min-K% and Min-K%++ on DLMs", "(Section 2: lower-tail token scores are broken "
+          "by masking; no figure)", h.min_k_broken),
+    _dlm_mia_claim("SecMI, built for continuous diffusion, degrades on DLMs", "SecMI-DLM below Q-Skew in every table "
+          "(Tables 1–3)", h.secmi_weak),
     Claim(QS, "ρ = 0.35 maximises the members / non-members gap", "(Section 3: the authors' choice; no sweep shown)",
           ("dlm-dft",), h.not_tested("No experiment sweeps ρ: `--param q_skew.rho=R` exists, and an ablation "
                                      "experiment with one variant per ρ would test it.")),

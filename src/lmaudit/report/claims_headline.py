@@ -61,7 +61,7 @@ def average_gain(recs: dict[str, dict], *, gain: float = 0.10, names: tuple[str,
         parts.append(f"{name}: {seed_intervals(strongest)}")
     n = sum(len(next(iter(recs[m]["paired"]["vs"].values()))) for m in names if m in recs)
     verdict = REPRODUCED if above == n else NOT_REPRODUCED if below == n else PARTLY
-    return Finding(f"AUC(Q-Skew) − AUC(the strongest baseline of that seed), in points, with its paired 95% interval: "
+    return Finding("AUC(Q-Skew) − AUC(the strongest baseline of that seed), in points, with its paired 95% interval: "
                    + "; ".join(parts), verdict,
                    f"Above +{100 * gain:.0f} only where the interval's lower bound is; below where its upper bound is "
                    f"({above} above, {below} below of {n} seed-experiments).")

@@ -14,11 +14,11 @@ from lmaudit.report.claims_base import (
     UNTESTABLE,
     Finding,
     auc_text,
-    row_stat,
     ci,
     count_text,
     pct,
     pts,
+    row_stat,
     seeds_verdict,
 )
 
@@ -331,7 +331,7 @@ def gaussian_fit(recs: dict[str, dict]) -> Finding:
         zero = int(np.asarray(rec[model]["eps"])[e > 0][0]) if (e > 0).any() else None
         parts.append(f"{model} {err[model]:.3f} over its {informative[model]} informative ε (all-ε mean "
                      f"{rec[model]['mean_abs_error']:.3f}; empirical rate 0 below ε = {zero})")
-    ours = (f"mean |Gaussian − empirical| of Pr(Hamming ≤ ε) where the empirical rate is in [1%, 99%]: "
+    ours = ("mean |Gaussian − empirical| of Pr(Hamming ≤ ε) where the empirical rate is in [1%, 99%]: "
             + "; ".join(parts) + f" ({exp['extract']['samples']} generations per record, {exp['n_relaxed']} records, "
             f"{exp['extract']['relaxed']} masked tokens, one seed; points)")
     if min(informative.values()) < MIN_INFORMATIVE_EPS:
