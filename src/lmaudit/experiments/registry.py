@@ -36,7 +36,7 @@ def fine_tuning_setting(exp: dict) -> str:
         return f"model `{exp['model']}`."
     if exp.get("base"):  # a pretrained model, not a tiny preset
         how = f"LoRA rank {exp['lora']}" if exp.get("lora") else "every weight"
-        made = (f"pretrained, adapted into a {exp['kind']} on {exp['adapt_tokens']:,} tokens"
+        made = (f"pretrained, adapted into a {exp['kind'].upper()} on {exp['adapt_tokens']:,} tokens"
                 if exp['kind'] in ADAPTED_FROM and exp.get("adapt_tokens") else "pretrained")
         return (f"{exp['kind']} `{exp['base']}` ({made}), {exp['mode']} fine-tuning ({how}, lr {exp['lr']:g}) "
                 f"for {exp['epochs']} epochs.")

@@ -207,8 +207,9 @@ def run(ws: Workspace, cfg: RegimesConfig) -> dict:
     return {"cells": cells}
 
 
-def _setting(s: dict) -> str:
-    return f"lr {s['lr']:g}, {s['epochs']} ep, {s['preset']}, {s['source']}, {s['mode']}"
+def _setting(s: dict, base: str = "") -> str:
+    """A cell's settings in a line; ``base``: the pretrained model in place of the tiny preset."""
+    return f"lr {s['lr']:g}, {s['epochs']} ep, {base or s['preset']}, {s['source']}, {s['mode']}"
 
 
 def _diff(d: list[float]) -> str:
@@ -220,7 +221,7 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     exp, cells = record["experiment"], record["cells"]
     seeds = len(exp["seeds"])
     over = "mean over seeds; differences: mean of the per-seed differences and bounds" if seeds > 1 else "one seed"
-    auc_rows = [[label, _setting(c["settings"])] + [f"{100 * c['auc'][row][0]:.1f}" for row in ROWS]
+    auc_rows = [[label, _setting(c["settings"], exp.get("base", ""))] + [f"{100 * c['auc'][row][0]:.1f}" for row in ROWS]
                 + [_diff(c["paired"][vs]) for vs in VERSUS] for label, c in cells.items()]
     auc_caption = (f"AUC (%) per regime cell ({exp['n_members']} members vs {exp['n_nonmembers']} non-members, "
                    f"{exp['budget']} forwards per model per sample, reference = the cell's base; {over}). The last "
