@@ -33,7 +33,8 @@ QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pret
                      "DLM extraction")
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
 MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
-REAL_DLM_MIA, REAL_DLM_REGIMES = "real-dlm-dft-lora", "real-dlm-regimes"  # SmolLM2-135M adapted into a DLM  # membership on SmolLM2-135M fine-tunings
+# SmolLM2-135M adapted into a DLM
+REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation"  # membership on SmolLM2-135M fine-tunings
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL = "SmolLM2-135M"
 # what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts)
@@ -80,7 +81,8 @@ CLAIMS: tuple[Claim, ...] = (
           real_experiments=(REAL_DLM_REGIMES,), real_judge=partial(q.authors_calibration, name=REAL_DLM_REGIMES)),
     Claim(QS, "Each component helps: cyclic sampling, skewness (not the mean), quantile weighting",
           "WikiText DFT AUC: full 80.3; random masks 78.5; mean instead of skew 77.6; unweighted 78.2 (Table 5)",
-          ("dlm-ablation",), q.components_help),
+          ("dlm-ablation",), q.components_help,
+          real_experiments=(REAL_DLM_ABLATION,), real_judge=partial(q.components_help, name=REAL_DLM_ABLATION)),
     Claim(QS, "A misaligned reference costs little; Q-Skew stays above the strongest baseline",
           "ArXiv: golden 83.4 → 78.4 (other reference) and 78.4 (para-modified), still above SAMA w/ ref 70.2 "
           "(Table 4)", ("dlm-misaligned-ref",), q.misaligned),

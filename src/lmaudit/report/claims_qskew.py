@@ -89,8 +89,8 @@ def authors_calibration(recs: dict[str, dict], name: str = "dlm-regimes") -> Fin
                    "and Q-Skew trails both.")
 
 
-def components_help(recs: dict[str, dict]) -> Finding:
-    rec = recs["dlm-ablation"]
+def components_help(recs: dict[str, dict], name: str = "dlm-ablation") -> Finding:
+    rec = recs[name]
     lines, counts = paired_lines(rec)
     helps = [o for o, (a, t, b) in counts.items() if a == a + t + b]
     hurts = [o for o, (a, t, b) in counts.items() if b == a + t + b]
@@ -101,7 +101,9 @@ def components_help(recs: dict[str, dict]) -> Finding:
         why += (f"The variant(s) {', '.join(hurts)} beat the full method: on these models membership shifts the "
                 "location of Δ (see the Q-Skew > baselines rows), which the mean reads and a skewness discards.")
     else:
-        why += "Possible reason for small gains: at 16 forwards and 200 texts, variance dominates."
+        e = rec.get("experiment", {})
+        why += (f"Possible reason for small gains: at {e.get('budget', 16)} forwards and {e.get('n_members', 200)} + "
+                f"{e.get('n_nonmembers', 200)} texts, variance dominates.")
     return Finding(ours, verdict, why)
 
 
