@@ -100,3 +100,9 @@ def test_a_planted_value_changes_the_why_text(tmp_path):
     after = build_claims(tmp_path)
     assert "fine-tuned 77 epochs" in after and "fine-tuned 77 epochs" not in before
     assert "123,456 tokens" in after and "123,456 tokens" not in before
+
+
+def test_low_fpr_rule_is_not_testable_where_the_rate_is_not_measured():
+    rec = {"rows": rows(q_skew=[(0.9, float("nan"))], sama=[(0.8, float("nan"))]), "experiment": {"n_nonmembers": 60}}
+    f = h.tpr_at_1({"dlm-dft": rec})
+    assert f.verdict == UNTESTABLE and "60 non-members" in f.regime

@@ -11,6 +11,7 @@ from lmaudit.report.claims_base import (
     NOT_RUN,
     PARTLY,
     REPRODUCED,
+    UNTESTABLE,
     Finding,
     count_text,
     pct,
@@ -36,6 +37,10 @@ def tpr_at_1(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
     for name in (n for n in names if n in recs):
         rec = recs[name]
         q = _per_seed(rec, "q_skew", "tpr@1%fpr")
+        if any(x is None or x != x for x in q):  # not measurable: fewer than 100 non-members
+            return Finding(f"{name}: TPR at 1% FPR not measured", UNTESTABLE,
+                           f"{rec['experiment']['n_nonmembers']} non-members cannot resolve a 1% false-positive rate "
+                           "(it needs at least 100).")
         rows = [r for r in rec["rows"] if r != "q_skew"]
         got = {r: _order(q, _per_seed(rec, r, "tpr@1%fpr")) for r in rows}
         orders += got.values()
