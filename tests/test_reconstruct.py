@@ -244,3 +244,12 @@ def test_paired_rate_difference_is_exact_where_it_must_be():
     assert d == pytest.approx(10 / 60) and 0 < lo < d < hi
     with pytest.raises(LmauditError, match="equal-length"):
         paired_rate_diff([1, 0], [1])
+
+
+def test_a_model_without_skew_ranks_by_ce_alone_with_alpha_auto():
+    # an AR model has no Q-Skew signal: α = "auto" is never fitted and neither combination is made
+    from lmaudit.runs.pii import evaluate
+
+    case = {"values": ["a", "b"], "truth": "b", "ce": np.array([1.0, 2.0]), "n_generated": 2}  # higher ranks first
+    out = evaluate([case], [], "auto")
+    assert set(out["asr"]) == {"ce"} and out["ranks"]["ce"] == [1] and out["alpha"] is None

@@ -295,7 +295,7 @@ def evaluate(cases: list[dict], calib: list[dict], alpha: float | str) -> dict:
         usable = [c for c in calib if "skew" in c]
         alpha, calib_hits = fit_alpha(usable) if usable else (0.5, None)
     signals = ["ce"] + (["skew_pii", "skew_context", "combined", "combined_paper"] if has_skew else [])
-    weight = {"combined": float(alpha), "combined_paper": PAPER_ALPHA}  # fitted, and the paper's fixed α
+    weight = {"combined": float(alpha), "combined_paper": PAPER_ALPHA} if has_skew else {}  # fitted, and the paper's
     ranks: dict[str, list] = {s: [] for s in signals}
     for c in cases:
         for s in signals:
