@@ -329,9 +329,14 @@ def test_mini_unlearning_audit_experiment(tmp_path):
     from lmaudit.audit.coverage import coverage
 
     cov = coverage(res["intervals"])
-    want = sum(lo is not None and lo - 1e-9 <= {"none": 0.0, "retrain": 1.0}[k.split(" / ")[1]] <= hi + 1e-9
-               for k, ((lo, hi),) in res["intervals"].items() if k.split(" / ")[1] in ("none", "retrain"))
+    known = [(k, lo, hi) for k, ((lo, hi),) in res["intervals"].items()
+             if k.split(" / ")[1] in ("none", "retrain") and lo is not None]
+    point = [(lo, hi) for _, lo, hi in known if hi - lo < 1e-9 and min(abs(lo), abs(lo - 1)) < 1e-9]
+    whole = [(lo, hi) for _, lo, hi in known if lo <= 1e-9 and hi >= 1 - 1e-9 and (lo, hi) not in point]
+    want = sum(lo - 1e-9 <= {"none": 0.0, "retrain": 1.0}[k.split(" / ")[1]] <= hi + 1e-9 for k, lo, hi in known
+               if (lo, hi) not in point and (lo, hi) not in whole)  # degenerate intervals are counted apart
     assert sum(c["covered"] for c in cov.values()) == want and all(c["n"] <= 2 for c in cov.values())
+    assert sum(c["clipped"] for c in cov.values()) == len(point) and sum(c["vacuous"] for c in cov.values()) == len(whole)
     assert f"| smi-m | {cov['smi-m']['covered']}/{cov['smi-m']['n']} |" in (folder / "table.md").read_text()
 
 
