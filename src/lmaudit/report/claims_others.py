@@ -138,8 +138,8 @@ def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detectio
                      + f") vs min_k_pp {pct(mkpp)}")
     peak_ok = [b for b, f in zip(best_near, flat) if not f]  # settings whose curve can place a peak
     halves = ([all(peak_ok)] if peak_ok else []) + [all(above_all)]
-    verdict = (REPRODUCED if len(halves) == 2 and all(halves) else NOT_REPRODUCED if not any(halves) and
-               not any(above_all) and not any(peak_ok) else PARTLY)
+    verdict = (REPRODUCED if len(halves) == 2 and all(halves) else
+               NOT_REPRODUCED if not any(above_all) and not any(peak_ok) else PARTLY)
     return Finding("mean AUC over seeds (points): " + "; ".join(parts), verdict,
                    regime or ("The peak's place is read only where the k curve spans more than twice the seeds' "
                               "spread; Gap-K% is compared with Min-K%++ point by point."), points=True)
