@@ -106,3 +106,34 @@ def test_low_fpr_rule_is_not_testable_where_the_rate_is_not_measured():
     rec = {"rows": rows(q_skew=[(0.9, float("nan"))], sama=[(0.8, float("nan"))]), "experiment": {"n_nonmembers": 60}}
     f = h.tpr_at_1({"dlm-dft": rec})
     assert f.verdict == UNTESTABLE and "60 non-members" in f.regime
+
+
+def _plant(root: Path, name: str, change) -> None:
+    f = root / name / "results.json"
+    rec = json.loads(f.read_text())
+    change(rec)
+    f.write_text(json.dumps(rec))
+
+
+def test_the_real_models_regime_text_follows_its_results(tmp_path):
+    for name in ("real-pretraining-detection", "real-unlearning", "real-dft-lora", "real-pii-extraction"):
+        shutil.copytree(REPO / "results" / name, tmp_path / name)
+    before = build_claims(tmp_path)
+
+    def tokens(rec):
+        rec["experiment"]["pretrain_tokens"] = 98_765
+        rec["rows"]["seen 4×: zlib"]["per_seed"][0]["auc"] = 0.912  # now the best attack seen 4×
+
+    def rho(rec):
+        rec["unlearning"]["0.1 / none / smi"]["mean"] = 0.07
+
+    def unseen(rec):
+        rec["pii_rows"]["email / AR"][0]["unseen_discoverable"]["discoverable@p=0.5"] = 42
+
+    for name, change in (("real-pretraining-detection", tokens), ("real-unlearning", rho),
+                         ("real-pii-extraction", unseen)):
+        _plant(tmp_path, name, change)
+    after = build_claims(tmp_path)
+    for planted in ("98,765 tokens", "the best attack is zlib at 91.2 AUC", "smi 0.07 vs 0.49",
+                    "42 of 200 unseen messages"):
+        assert planted in after and planted not in before

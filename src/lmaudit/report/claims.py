@@ -25,6 +25,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_others as o
 from lmaudit.report import claims_qskew as q
+from lmaudit.report import claims_regimes as rg
 from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE, Claim, Finding
 
 # ---------------------------------------------------------------- the claims
@@ -37,25 +38,11 @@ MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
 REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation"  # membership on SmolLM2-135M fine-tunings
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL = "SmolLM2-135M"
-# what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts)
-REAL_PT_REGIME = ("SmolLM2-135M continued-pretrained in every weight (lr 3e-5) for one pass over 60,000 tokens with "
-                  "the members in the stream; one seed (the paper: members met in pretraining of Pythia/LLaMA). Seen "
-                  "once, no attack reaches 56 AUC; seen 4×, Min-K%++ 66.8 and Gap-K% 64.0, their paired difference "
-                  "−2.8 [−5.9, +0.4]: tied, where on the tiny model Min-K%++ was ahead on every seed. The smoothing, k "
-                  "and perturbed rows differ by a few points at most and carry no interval (one seed).")
-REAL_UL_REGIME = ("SmolLM2-135M LoRA-fine-tuned on 200 passages, 10% forgotten by LoRA unlearning adapters; 2 seeds, "
-                  "no LiRA (its shadows did not fit the budget). Members are barely told from non-members after this "
-                  "fine-tuning (reference attack AUC 59.8, Min-K%++ 55.4), and every set-level audit reads the "
-                  "untouched model like the retrained one: SMI 0.48 vs 0.49, SMI-M 1.00 vs 1.00 (12 unclipped "
-                  "estimates between −3.1 and 4.0 flagged as anomalies, 4 not identifiable), on score features "
-                  "0.81 vs 0.95; only the thresholded reference attack separates them (0.35 ± 0.35 vs 1.00 ± 0.00). "
-                  "A ρ from sets this close says little either way.")
-REAL_PII_REGIME = ("SmolLM2-135M LoRA-fine-tuned for 10 epochs on 200 synthetic messages; the AR model alone (no DLM "
-                   "of its lineage exists here). The shift is small next to what the model infers: an address follows "
-                   "from the name before it, so 103 of 200 unseen e-mails are (n, p)-discoverable at n = 10,000, "
-                   "p = 0.5 (145 of 200 training ones; the tiny AR model: 10 and 0): a discoverable count without "
-                   "its unseen control overstates memorisation here.")
-
+# what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts),
+# each read from the results it describes
+REAL_PT_REGIME = partial(rg.pretraining, name=REAL_PT)
+REAL_UL_REGIME = partial(rg.unlearning, name=REAL_UL, targets=REAL_MIA[0])
+REAL_PII_REGIME = partial(rg.pii, name=REAL_PII)
 
 
 def _dlm_mia_claim(claim: str, figure: str, judge) -> Claim:

@@ -33,6 +33,12 @@ class Claim:
     real_judge: Callable[[dict[str, dict]], Finding] | None = None
 
 
+def regime_text(regime, recs: dict[str, dict]) -> str | None:
+    """A judge's ``regime`` argument as text: None, a fixed sentence, or a function of the results (whose figures
+    then follow the data)."""
+    return regime(recs) if callable(regime) else regime
+
+
 def pts(x: float) -> str:
     return f"{100 * x:+.1f}"
 

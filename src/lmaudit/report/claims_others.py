@@ -18,12 +18,13 @@ from lmaudit.report.claims_base import (
     count_text,
     pct,
     pts,
+    regime_text,
     row_stat,
     seeds_verdict,
 )
 
 
-def pretraining_gap(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+def pretraining_gap(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
     rec = recs[name]
     parts, any_ahead, any_behind = [], False, False
     for setting, per_seed in rec["paired"].items():
@@ -35,7 +36,7 @@ def pretraining_gap(recs: dict[str, dict], *, name: str = "ar-pretraining-detect
     verdict = REPRODUCED if any_ahead and not any_behind else NOT_REPRODUCED
     ours = "AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals: " + "; ".join(parts)
     if regime:
-        return Finding(ours, verdict, regime)
+        return Finding(ours, verdict, regime_text(regime, recs))
     attacks = rec["experiment"].get("attacks") or []
     spans = []
     for setting in rec["paired"]:
@@ -73,7 +74,7 @@ def finetuned_gap(*names: str):
     return judge
 
 
-def real_gap(pretraining: str, finetuned: tuple[str, ...], regime: str):
+def real_gap(pretraining: str, finetuned: tuple[str, ...], regime):
     """Gap-K% − Min-K%++ on the real model: judged in the paper's regime (``pretraining``: continued pretraining with
     the members in the stream), with the fine-tuned experiments (``finetuned``, not the paper's regime) beside it."""
 
@@ -94,7 +95,7 @@ def _setting_rows(rec: dict, setting: str, labels: list[str]) -> dict[str, tuple
     return {lab: row_stat(rec, f"{setting}: {lab}") for lab in labels if f"{setting}: {lab}" in rec["rows"]}
 
 
-def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
     rec = recs[name]
     parts, orders = [], []
     for setting in rec["paired"]:
@@ -109,12 +110,12 @@ def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", 
     verdict = REPRODUCED if orders and all(orders) else NOT_REPRODUCED if not any(orders) else PARTLY
     return Finding("AUC, mean ± std over seeds (points; the paired interval is stored for Gap-K% − Min-K%++ "
                    "only): " + "; ".join(parts), verdict,
-                   regime or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, ddof = 1); the "
+                   regime_text(regime, recs) or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, ddof = 1); the "
                    "ordering is read from the means. Possible reason where no smoothing leads: the few tokens that "
                    "separate members are isolated, and a smoothing window averages them with their neighbours."), points=True)
 
 
-def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
     """The peak's place is judged only where the k curve spans more than twice the seeds' spread (ddof = 1) of its
     points; a flatter curve (or one seed) cannot place a peak: that part is not testable."""
     rec = recs[name]
@@ -141,11 +142,11 @@ def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detectio
     verdict = (REPRODUCED if len(halves) == 2 and all(halves) else
                NOT_REPRODUCED if not any(above_all) and not any(peak_ok) else PARTLY)
     return Finding("mean AUC over seeds (points): " + "; ".join(parts), verdict,
-                   regime or ("The peak's place is read only where the k curve spans more than twice the seeds' "
+                   regime_text(regime, recs) or ("The peak's place is read only where the k curve spans more than twice the seeds' "
                               "spread; Gap-K% is compared with Min-K%++ point by point."), points=True)
 
 
-def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime: str | None = None) -> Finding:
+def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
     rec = recs[name]
     parts, ahead = [], []
     for setting in rec["paired"]:
@@ -158,7 +159,7 @@ def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
     verdict = REPRODUCED if ahead and all(ahead) else NOT_REPRODUCED
     return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
                    "(points): " + "; ".join(parts), verdict,
-                   regime or ("Word swaps (15% of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
+                   regime_text(regime, recs) or ("Word swaps (15% of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
                    "one (Min-K%++ ahead)."), points=True)
 
 
@@ -170,7 +171,7 @@ def _cell(v: dict) -> tuple[float, float] | None:
 
 
 def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m",
-                regime: str | None = None) -> Finding:
+                regime=None) -> Finding:
     """The paper's SMI-M (one named audit, no choosing the better variant after the fact) is closest to the truth on
     both models whose ρ is known: 'none' (ρ = 0) and 'retrain' (ρ = 1), within one seed std of the closest audit.
     A constant estimator is right on one of them and wrong on the other, so it cannot pass."""
@@ -193,7 +194,7 @@ def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
     verdict = REPRODUCED if all(closest_ok) else PARTLY if any(closest_ok) else NOT_REPRODUCED
     return Finding(f"ρ of the forget set, mean ± std over seeds (ddof = 1), of {audit} against the closest audit, "
                    "on the untouched model and on the retrained one: " + "; ".join(parts), verdict,
-                   regime or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' allows one seed "
+                   regime_text(regime, recs) or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' allows one seed "
                               "std of the closest audit (a noisy estimate does not pass on its own spread), and must "
                               "hold for 'none' and for 'retrain' both."))
 
@@ -214,7 +215,7 @@ def smi_cost(recs: dict[str, dict]) -> Finding:
 COVERAGE_FLOOR = 0.8  # 'reliable' needs the data to show coverage of at least this (nominal 90%)
 
 
-def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regime: str | None = None) -> Finding:
+def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regime=None) -> Finding:
     """Reliable: the Wilson 95% interval of the coverage of informative intervals holds 90% and lies above 80%;
     unreliable: it lies below 90%; else too few intervals to tell (9 of 12 is not enough to pass)."""
     rec = recs[name]
@@ -235,7 +236,7 @@ def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regim
                NOT_REPRODUCED if NOT_REPRODUCED in verdicts and REPRODUCED not in verdicts else PARTLY)
     return Finding("90% intervals of ρ that hold the known value ('none': 0, 'retrain': 1), over forget fractions "
                    "and seeds: " + "; ".join(parts), verdict,
-                   regime or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% (the Wilson 95% lower "
+                   regime_text(regime, recs) or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% (the Wilson 95% lower "
                    "bound) and consistent with the nominal 90% (its upper bound); below 90% with confidence is "
                    "unreliable; in between, too few intervals to tell. Intervals of an estimate clipped to 0 or 1 "
                    "on every resample, and intervals spanning all of [0, 1], hold the truth whatever the audit does "
@@ -369,7 +370,7 @@ def sublinear_budget(recs: dict[str, dict]) -> Finding:
                    "rising at the largest n)."))
 
 
-def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime: str | None = None) -> Finding:
+def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime=None) -> Finding:
     rec = recs[name]
     parts, up = [], []
     for key, lp in rec["likelihood_shift"].items():  # per-record log p̂ of the first seed
@@ -380,5 +381,5 @@ def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime: str | 
     return Finding(f"median log p̂ of the value, training − unseen messages ({rec['n_train']} and {rec['n_unseen']}; "
                    "nats, first seed) with a bootstrap 95% interval, higher only when it excludes 0: "
                    + "; ".join(parts), verdict,
-                   regime or ("Unseen messages come from the same generator (names, addresses, phones), so the shift "
+                   regime_text(regime, recs) or ("Unseen messages come from the same generator (names, addresses, phones), so the shift "
                               "measures memorisation, not format."))

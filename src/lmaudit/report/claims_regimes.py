@@ -1,0 +1,105 @@
+"""The regime column of the SmolLM2-135M verdicts: what the real model's experiments do differently from the tiny
+ones, with every figure read from the stored results (a figure here follows the data it names)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_intervals, seeds_verdict
+
+
+def _num(x: float) -> str:
+    """3e-05 as 3e-5."""
+    return f"{x:g}".replace("e-0", "e-")
+
+
+def _seeds(rec: dict) -> str:
+    n = len(rec["experiment"]["seeds"])
+    return f"{n} seed" + "s" * (n != 1)
+
+
+def pretraining(recs: dict[str, dict], *, name: str = "real-pretraining-detection",
+                tiny: str = "ar-pretraining-detection") -> str:
+    """Continued pretraining of the real model: its setting, each exposure's best attack, the head-to-head against
+    the tiny model's, and how far the Gap-K% variants (smoothing, k) stand apart."""
+    rec = recs[name]
+    e = rec["experiment"]
+    text = (f"SmolLM2-135M continued-pretrained in every weight (lr {_num(e['lr'])}) for one pass over "
+            f"{e['pretrain_tokens']:,} tokens with the members in the stream; {_seeds(rec)} (the paper: members met in "
+            "pretraining of Pythia/LLaMA).")
+    attacks = e.get("attacks") or []
+    for setting, per_seed in rec["paired"].items():
+        aucs = {a: row_stat(rec, f"{setting}: {a}")[0] for a in attacks if f"{setting}: {a}" in rec["rows"]}
+        best = max(aucs, key=aucs.get)
+        variants = [row_stat(rec, row)[0] for row in rec["rows"] if row.startswith(f"{setting}: gap_k ")]
+        text += (f" {setting[:1].upper()}{setting[1:]}: the best attack is {best} at {pct(aucs[best])} AUC; Gap-K% − Min-K%++ "
+                 f"{seed_intervals(per_seed)} "
+                 f"({count_text(*seeds_verdict(per_seed))})")
+        if tiny in recs and setting in recs[tiny]["paired"]:
+            text += f", on the tiny model {count_text(*seeds_verdict(recs[tiny]['paired'][setting]))}"
+        if variants:
+            text += (f"; the Gap-K% smoothing and k variants span {100 * (max(variants) - min(variants)):.1f} points"
+                     + (" with no interval (one seed)" if len(e["seeds"]) == 1 else ""))
+        text += "."
+    return text
+
+
+def unlearning(recs: dict[str, dict], *, name: str = "real-unlearning", targets: str = "real-dft-lora") -> str:
+    """Unlearning on the real model: its setting, how well its targets' members are told apart at all, and each
+    audit's ρ on the untouched model beside the retrained one (a ρ between sets this close says little)."""
+    rec = recs[name]
+    e = rec["experiment"]
+    fracs = ", ".join(f"{f:.0%}" for f in e["forget_fractions"])
+    text = (f"SmolLM2-135M LoRA-fine-tuned on {e['n_members']} passages, {fracs} forgotten by LoRA unlearning "
+            f"adapters; {_seeds(rec)}" + (", no LiRA (no shadow models were trained)" if not e.get("n_shadows")
+                                          else "") + ".")
+    if targets in recs:
+        t = recs[targets]
+        aucs = {a: row_stat(t, a)[0] for a in t["rows"]}
+        best = max(aucs, key=aucs.get)
+        text += (f" Members of its targets ({targets}) are told from non-members at AUC {auc_text(t, best)} at best "
+                 f"({best}), Min-K%++ {auc_text(t, 'min_k_pp')}.")
+    cells = []
+    for frac in e["forget_fractions"]:
+        for key, v in rec["unlearning"].items():
+            f, method, audit = key.split(" / ")
+            if method != "none" or float(f) != frac:
+                continue
+            gold = rec["unlearning"].get(f"{f} / retrain / {audit}")
+            if gold is None or np.isnan(v["mean"]) or np.isnan(gold["mean"]):
+                continue
+            undefined = v["n_undefined"] + gold["n_undefined"]
+            cells.append((abs(gold["mean"] - v["mean"]), f"{audit} {v['mean']:.2f} vs {gold['mean']:.2f}"
+                          + (f" ({undefined} undefined seed-runs left out)" if undefined else "")))
+    if cells:
+        widest = max(cells)[1].split(" ")[0]
+        text += (" ρ of the forget set, untouched model vs retrained (mean over seeds): "
+                 + "; ".join(c for _, c in cells) + f". The widest gap is {widest}'s.")
+    return text
+
+
+def pii(recs: dict[str, dict], *, name: str = "real-pii-extraction", tiny: str = "pii-extraction") -> str:
+    """PII extraction on the real model: its setting, and the unseen control of each field's discoverable count
+    (a value the model infers from its context is discoverable on messages it never saw)."""
+    rec = recs[name]
+    e = rec["experiment"]
+    kinds = "AR and DLM models of one lineage" if any("DLM" in k for k in rec["pii_rows"]) else "the AR model alone"
+    text = (f"SmolLM2-135M LoRA-fine-tuned for {e['epochs']} epochs on {rec['n_train']} synthetic messages; "
+            f"{kinds}.")
+    p = e["extract"].get("p", [0.5])[0]
+    n = e["extract"].get("n", 10_000)
+    at = f"discoverable@p={p:g}"
+    for key, entries in rec["pii_rows"].items():
+        train = float(np.mean([x[at] for x in entries]))
+        unseen = float(np.mean([x["unseen_discoverable"][at] for x in entries]))
+        if not unseen:
+            continue
+        text += (f" {key}: {unseen:g} of {rec['n_unseen']} unseen messages are (n, p)-discoverable at n = {n:,}, "
+                 f"p = {p:g} ({train:g} of {rec['n_train']} training ones")
+        if tiny in recs and key in recs[tiny]["pii_rows"]:
+            t = recs[tiny]["pii_rows"][key]
+            text += (f"; the tiny model: {np.mean([x[at] for x in t]):g} and "
+                     f"{np.mean([x['unseen_discoverable'][at] for x in t]):g}")
+        text += "): the model infers much of the value from its context, so a discoverable count without its unseen "
+        text += "control overstates memorisation here."
+    return text
