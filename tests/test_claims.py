@@ -145,10 +145,13 @@ def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run
     gap = next(c for c in CLAIMS if c.claim.startswith("Gap-K% beats Min-K%++"))
     tuned = mia_record({"min_k_pp": [TIED] * 3})
     tuned["rows"] = {"gap_k": {"auc": [0.6, 0.01]}, "min_k_pp": {"auc": [0.6, 0.02]}}
-    pretrained = {"paired": {"seen 4×": [{"seed": 0, "diff": 0.04, "ci95": [0.01, 0.07]}]}}
+    pretrained = {"paired": {"seen 4×": [{"seed": 0, "diff": 0.04, "ci95": [0.01, 0.07]}]},
+                  "experiment": {"lr": 3e-5, "pretrain_tokens": 60_000, "seeds": [0], "attacks": ["gap_k", "min_k_pp"]},
+                  "rows": {"seen 4×: gap_k": {"auc": [0.64, 0.0]}, "seen 4×: min_k_pp": {"auc": [0.6, 0.0]}}}
     both = gap.real_judge({"real-dft-lora": tuned, REAL_PT: pretrained})
     assert both.verdict == REPRODUCED and both.ours.startswith("continued pretraining: ")
     assert "After fine-tuning (not the paper's regime, not reproduced there)" in both.ours
+    assert "60,000 tokens" in both.regime and "the best attack is gap_k at 64.0 AUC" in both.regime
     assert gap.real_judge({"real-dft-lora": tuned}).verdict == NOT_REPRODUCED  # fine-tuning alone: its own verdict
 
 
