@@ -28,6 +28,16 @@ def test_padding_and_batching_do_not_change_statistics(tiny_dlm, tokenizer):
     np.testing.assert_allclose(a.logp, a.ref_logp, atol=1e-6)  # same model on identical masks
 
 
+def test_cached_masked_statistics_are_those_of_the_batch_size_asked_for(tiny_dlm, tokenizer, tmp_path):
+    plan, many = MaskPlan("cyclic", budget=6, rho=0.35), texts(24)
+    fresh = {b: probe_masked(tiny_dlm, tokenizer, many, plan, batch_size=b).logp for b in (1, 16)}
+    assert not np.array_equal(fresh[1], fresh[16])  # padding moves the last float32 bits
+    for b in (16, 1):
+        cached = probe_masked(tiny_dlm, tokenizer, many, plan, batch_size=b, fingerprints=("fp", None),
+                              cache_dir=tmp_path)
+        np.testing.assert_array_equal(cached.logp, fresh[b])
+
+
 @pytest.mark.parametrize("shift", [False, True])
 def test_logit_convention_matches_a_direct_forward(tokenizer, shift):
     model = build_dlm_model(Preset("conv", **TEST_PRESET_ARGS), tokenizer, seed=1, shift_logits=shift)

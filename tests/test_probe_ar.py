@@ -77,6 +77,17 @@ def test_cache_hit_does_no_forward_pass(tiny_model, tokenizer, tmp_path):
     assert len(list((tmp_path / "probes" / "shards").glob("*.npz"))) == 2  # new data, new key
 
 
+def test_a_cached_shard_is_read_back_only_at_the_batch_size_that_computed_it(tiny_model, tokenizer, tmp_path):
+    texts = TextSet.from_texts(make_texts(19, seed=5, min_words=2, max_words=40))
+    fresh = {b: probe_ar(tiny_model, tokenizer, texts, ARProbeConfig(batch_size=b)).logp for b in (1, 8)}
+    assert not np.array_equal(fresh[1], fresh[8])  # padding beside other texts moves the last float32 bits
+    for b in (8, 1, 8):  # the second batch size finds the first one's shard in the cache, and must not read it
+        cached = probe_ar(tiny_model, tokenizer, texts, ARProbeConfig(batch_size=b), model_fingerprint="fp",
+                          cache_dir=tmp_path)
+        np.testing.assert_array_equal(cached.logp, fresh[b])
+    assert len(list((tmp_path / "probes" / "shards").glob("*.npz"))) == 2
+
+
 def test_records_roundtrip_and_take(tmp_path, tiny_model, tokenizer):
     stats = probe_ar(tiny_model, tokenizer, TextSet.from_texts(make_texts(5, seed=4)))
     stats.save(tmp_path / "s.npz")

@@ -75,6 +75,9 @@ def default_batch_tokens(model, device: torch.device, *, fused: bool = True) -> 
     if device.type == "cuda":
         per_token = next(model.parameters()).element_size() * (4 * hidden + 2 * inner) + logits
         tokens = int(GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0] / per_token)
+        # a power of two: free memory moves between runs, and the budget sets the batches, whose padding moves a
+        # text's float32 statistics in their last bits
+        tokens = 1 << max(0, tokens.bit_length() - 1)
     else:
         tokens = CPU_BATCH_BYTES // (4 * (hidden + inner))
         if logits:

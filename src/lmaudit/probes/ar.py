@@ -118,10 +118,9 @@ def probe_ar_shards(
     """
     key = None
     if cache_dir is not None and model_fingerprint is not None:
-        key_cfg = asdict(config)
-        for name in ("batch_size", "max_batch_tokens", "row_chunk", "fused_head"):  # speed settings: the statistics do not depend on them
-            key_cfg.pop(name)
-        key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), key_cfg)
+        # every setting, the batching ones too: a text's float32 statistics change in the last bits with the texts
+        # padded beside it, so a shard cached at one batch size is not the value another batch size computes
+        key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), asdict(config))
     handle = ModelHandle(model, tokenizer, getattr(model, "name_or_path", ""), model_fingerprint or "", "ar",
                          ARAdapter(model, tokenizer))
     return run_sharded(textset, task=ARProbeTask(config), handle=handle, key=key, load=ARStats.load,

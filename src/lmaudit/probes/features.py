@@ -62,7 +62,7 @@ def hidden_features(loaded, textset: TextSet, *, batch_size: int | None = None, 
     if use_cache and loaded.fingerprint:
         bidirectional = bool(getattr(loaded.adapter, "bidirectional", False))  # the one setting of the key that varies
         key = ("hidden-mean", FEATURE_VERSION, loaded.fingerprint, tokenizer_fingerprint(loaded.tokenizer),
-               bidirectional)
+               bidirectional, batch_size)  # the batch size too: padded beside others, a text's last bits change
     shards = run_sharded(textset, task=HiddenFeatureTask(batch_size), handle=loaded, key=key, load=ArrayRecord.load,
                          cache_dir=cache_dir() if key else None, description=f"hidden features ({textset.source})",
                          suffix=".npy")

@@ -234,7 +234,8 @@ def probe_masked_shards(
         _check_vocab(target, reference)
     max_length = max_length or target.context_length
     task = MaskedSideTask(plan, seed, batch_size, max_length, max_batch_tokens)
-    data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.cache_key(), seed)
+    # the batching settings belong to the key: a job's float32 statistics change in the last bits with its batch
+    data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.cache_key(), seed, batch_size, max_batch_tokens)
 
     def side(adapter, fingerprint, label):
         key = None

@@ -6,8 +6,11 @@ settings, the shard's own content), written atomically: a run killed at any mome
 leaves whole shard files or none, and the same command started again computes only
 the shards that are missing. Because the key holds the shard's content and not the
 whole set's, changing one record invalidates one shard; probing a new model leaves
-every other model's shards valid; speed settings (batch size, backend) are not part
-of any key.
+every other model's shards valid. The batching settings (batch size, token budget)
+are part of the key: a text's float32 statistics change in their last bits with the
+texts padded beside it, so two batch sizes give two (equally valid) caches and a rerun
+of one command reads back exactly what it computed. The backend is not: each worker
+batches a shard as this process would.
 
 A manifest per (work, set) in ``CACHE/probes/manifests/`` lists the shards, their
 record ranges, files and whether each is done; it is rewritten (atomically) after

@@ -287,7 +287,9 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
         warnings.warn(f"an {loaded.kind.upper()} model reads left to right; --order is ignored", stacklevel=2)
     key = None
     if use_cache and loaded.fingerprint:
-        settings = {k: v for k, v in asdict(cfg).items() if k not in ("max_tokens", "n", "p")}  # not in the shards
+        # n and p are read from the shards afterwards; max_tokens (rows per forward) stays in: a trajectory's float32
+        # log p changes in the last bits with the rows batched beside it
+        settings = {k: v for k, v in asdict(cfg).items() if k not in ("n", "p")}
         key = ("extraction", EXTRACT_VERSION, loaded.fingerprint, loaded.kind,
                tokenizer_fingerprint(loaded.tokenizer), settings)
     def shard_fingerprint(shard: TextSet):

@@ -147,7 +147,8 @@ def q_skew_records(ws: Workspace, target, reference, members: TextSet, nonmember
     tar, ref = ws.load(target), ws.load(reference)
     both = TextSet(members.records + nonmembers.records, source=f"{members.source} + {nonmembers.source}")
     return probe_masked(tar.adapter, tar.tokenizer, both, spec.probe(spec.params, budget), reference=ref.adapter,
-                        seed=seed, fingerprints=(tar.fingerprint, ref.fingerprint), cache_dir=cache_dir())
+                        seed=seed, batch_size=ws.cfg.probe_batch_size, fingerprints=(tar.fingerprint, ref.fingerprint),
+                        cache_dir=cache_dir())
 
 
 def _passes() -> list[dict[str, tuple[str, dict]]]:
