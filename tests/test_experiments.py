@@ -337,7 +337,16 @@ def test_mini_unlearning_audit_experiment(tmp_path):
                if (lo, hi) not in point and (lo, hi) not in whole)  # degenerate intervals are counted apart
     assert sum(c["covered"] for c in cov.values()) == want and all(c["n"] <= 2 for c in cov.values())
     assert sum(c["clipped"] for c in cov.values()) == len(point) and sum(c["vacuous"] for c in cov.values()) == len(whole)
+    # the table judges coverage on the intervals of the unclipped estimates, stored beside the clipped ones
+    assert res["intervals_unclipped"].keys() == res["intervals"].keys() == res["rho_unclipped"].keys()
+    for key, ((lo, hi),) in res["intervals_unclipped"].items():
+        (rho_u,), rho = res["rho_unclipped"][key], res["unlearning"][key]["per_seed"][0]
+        assert (lo is None) == math.isnan(rho) == math.isnan(rho_u) and (lo is None or lo <= hi)
+        if "smi-m" in key and lo is not None:  # SMI-M clips its closed form
+            assert rho == pytest.approx(min(max(rho_u, 0.0), 1.0))
+    cov = coverage(res["intervals_unclipped"])
     assert f"| smi-m | {cov['smi-m']['covered']}/{cov['smi-m']['n']} |" in (folder / "table.md").read_text()
+    assert "90% interval (of the unclipped estimate)" in (folder / "table.md").read_text()
 
 
 def test_mini_pii_reconstruction_experiment(tmp_path):

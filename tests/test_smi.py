@@ -185,6 +185,7 @@ def test_smi_fast_bootstrap_matches_naive(nm, nn, nu, d, path):
     np.testing.assert_allclose(unclipped, naive[:, 1], atol=1e-8)
     est = smi(M, N, U, bootstrap=20, seed=5)  # the public call uses the same resamples
     np.testing.assert_allclose(est.ci90, np.percentile(naive[:, 0], [5, 95]), atol=1e-8)
+    np.testing.assert_allclose(est.ci90_unclipped, np.percentile(naive[:, 1], [5, 95]), atol=1e-8)
     assert est.rho_unclipped == pytest.approx(naive_smi(M, N, U)[1], abs=1e-8)
 
 
@@ -204,6 +205,7 @@ def test_smi_m_fast_bootstrap_matches_naive(kernel):
     est = smi_m(M, N, U, kernel=kernel, bandwidth_factor=1.5, bootstrap=25, seed=9)
     assert est.rho_unclipped == pytest.approx(naive_smi_m(M, N, U, kernel=kernel, h=h), abs=1e-8)
     np.testing.assert_allclose(est.ci90, np.percentile(np.clip(naive, 0, 1), [5, 95]), atol=1e-8)
+    np.testing.assert_allclose(est.ci90_unclipped, np.percentile(naive, [5, 95]), atol=1e-8)
 
 
 # ---- the float32 fast path agrees with float64 ------------------------------------------------

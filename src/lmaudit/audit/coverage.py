@@ -11,6 +11,14 @@ from __future__ import annotations
 TRUTH = {"none": 0.0, "retrain": 1.0}  # the ρ each of these methods must read: nothing forgotten, all of it
 
 
+def stored_intervals(record: dict) -> tuple[dict[str, list], str]:
+    """The intervals coverage is judged on, and what they are: those of the unclipped estimates where the results
+    hold them (their width says how well the data pin ρ down), else those of the clipped ones (older results)."""
+    if record.get("intervals_unclipped"):
+        return record["intervals_unclipped"], "unclipped estimate"
+    return record["intervals"], "estimate clipped to [0, 1]"
+
+
 def coverage(intervals: dict[str, list]) -> dict[str, dict]:
     """Per set-level audit: how many 90% intervals of ``none`` and ``retrain`` hold ρ = 0 and 1 (``covered``), of how
     many defined ones (``n``), over every forget fraction and seed; and apart from them the degenerate ones, which

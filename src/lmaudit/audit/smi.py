@@ -44,6 +44,9 @@ class SetEstimate:
     rho: float  # in [0, 1]
     rho_unclipped: float
     ci90: tuple[float, float]  # 5th and 95th bootstrap percentiles of the clipped estimate
+    # the same percentiles of the unclipped estimate: an interval whose width says how well the data pin ρ down,
+    # where the clipped one collapses onto 0 or 1
+    ci90_unclipped: tuple[float, float]
     n_suspect: int
     n_members: int
     n_nonmembers: int
@@ -54,7 +57,8 @@ class SetEstimate:
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (a NaN interval, from ``bootstrap=0``, becomes ``None``)."""
         out = asdict(self)
-        out["ci90"] = [None if math.isnan(x) else x for x in self.ci90]
+        for name in ("ci90", "ci90_unclipped"):
+            out[name] = [None if math.isnan(x) else x for x in getattr(self, name)]
         return out
 
 
@@ -298,11 +302,13 @@ def _estimate(method: str, sets: list[np.ndarray], fit: Callable[[], tuple[_Repl
     replicate, details = fit()
     (rho,), (rho_u,) = replicate(np.ones((1, len(U))))
     t1 = time.perf_counter()
-    boot = [replicate(_counts(idx, len(U)))[0] for idx in _bootstrap_batches(len(U), bootstrap, seed)]
-    lo, hi = np.percentile(np.concatenate(boot), [5, 95]) if boot else (math.nan, math.nan)
+    boot = [replicate(_counts(idx, len(U))) for idx in _bootstrap_batches(len(U), bootstrap, seed)]
+    lo, hi, lo_u, hi_u = ((*np.percentile(np.concatenate([b[0] for b in boot]), [5, 95]),
+                           *np.percentile(np.concatenate([b[1] for b in boot]), [5, 95])) if boot else (math.nan,) * 4)
     t2 = time.perf_counter()
     return SetEstimate(
         method=method, rho=float(rho), rho_unclipped=float(rho_u), ci90=(float(lo), float(hi)),
+        ci90_unclipped=(float(lo_u), float(hi_u)),
         n_suspect=len(U), n_members=len(M), n_nonmembers=len(N),
         anomaly=bool(rho_u < -anomaly_tol or rho_u > 1 + anomaly_tol),
         details={**details, "bootstrap": int(bootstrap), "seed": seed, "anomaly_tol": anomaly_tol},

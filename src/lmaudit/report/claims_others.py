@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.audit.coverage import coverage
+from lmaudit.audit.coverage import coverage, stored_intervals
 from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import median_shift, seed_std
 from lmaudit.report.claims_base import (
@@ -219,7 +219,8 @@ def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regim
     """Reliable: the Wilson 95% interval of the coverage of informative intervals holds 90% and lies above 80%;
     unreliable: it lies below 90%; else too few intervals to tell (9 of 12 is not enough to pass)."""
     rec = recs[name]
-    cov = coverage(rec["intervals"])
+    intervals, which = stored_intervals(rec)
+    cov = coverage(intervals)
     parts, verdicts = [], []
     for audit, c in cov.items():
         degenerate = f"; {c['clipped']} clipped to a point, {c['vacuous']} the whole [0, 1], not counted"
@@ -234,8 +235,8 @@ def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regim
     verdict = (UNTESTABLE if not verdicts or all(v == UNTESTABLE for v in verdicts) else
                REPRODUCED if all(v == REPRODUCED for v in verdicts) else
                NOT_REPRODUCED if NOT_REPRODUCED in verdicts and REPRODUCED not in verdicts else PARTLY)
-    return Finding("90% intervals of ρ that hold the known value ('none': 0, 'retrain': 1), over forget fractions "
-                   "and seeds: " + "; ".join(parts), verdict,
+    return Finding(f"90% intervals of ρ, of the {which}, that hold the known value ('none': 0, 'retrain': 1), over forget "
+                   "fractions and seeds: " + "; ".join(parts), verdict,
                    regime_text(regime, recs) or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% (the Wilson 95% lower "
                    "bound) and consistent with the nominal 90% (its upper bound); below 90% with confidence is "
                    "unreliable; in between, too few intervals to tell. Intervals of an estimate clipped to 0 or 1 "

@@ -22,8 +22,10 @@ never every weight of the real model.
 
 Payload: ``unlearning`` (per "fraction / method / audit": per-seed ρ, mean, std and the
 count of undefined estimates), ``intervals`` (the SMI / SMI-M audits' bootstrap 90%
-intervals, per "fraction / method / audit" and seed; :func:`coverage` counts how many
-hold the value ρ must take for ``none``, 0, and for ``retrain``, 1), ``cost_s`` (mean
+intervals, per "fraction / method / audit" and seed), ``intervals_unclipped`` (the same
+percentiles of the unclipped estimate; :func:`coverage` counts how many hold the value ρ
+must take for ``none``, 0, and for ``retrain``, 1), ``rho_unclipped`` (per key and seed),
+``cost_s`` (mean
 seconds of each audit step), ``n_train`` and ``n_nonmembers``.
 """
 
@@ -35,7 +37,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from lmaudit.audit.coverage import coverage
+from lmaudit.audit.coverage import coverage, stored_intervals
 from lmaudit.audit.per_sample import threshold_forgetting
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
@@ -111,6 +113,7 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
                            "complementary halves)")
     rows: dict[str, list[float]] = {}
     intervals: dict[str, list] = {}
+    unclipped: dict[str, dict[str, list]] = {"rho_unclipped": {}, "intervals_unclipped": {}}
     cost: dict[str, list[float]] = {"smi": [], "smi-m": [], "features": [], "lira_shadow_training": [],
                                     "lira_probes": []}
     base = ws.base()
@@ -133,21 +136,25 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
             ref_m = _sub(retain, range(min(len(retain), half)), "retain (reference)")
             for method in cfg.unlearn_methods:
                 model = ws.load(_unlearned(ws, cfg, method, target, base, forget, retain, seed))
-                audits, cis = _audits(cfg, model, ws.load(base), shadows, ref_m, ref_n, forget, cost)
+                audits, cis, raw = _audits(cfg, model, ws.load(base), shadows, ref_m, ref_n, forget, cost)
                 for audit, value in audits.items():
                     rows.setdefault(f"{frac:g} / {method} / {audit}", []).append(value)
                 for audit, ci in cis.items():
                     intervals.setdefault(f"{frac:g} / {method} / {audit}", []).append(ci)
+                for audit, (rho_u, ci_u) in raw.items():
+                    unclipped["rho_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(rho_u)
+                    unclipped["intervals_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(ci_u)
     table = {k: {"per_seed": v, "mean": _nan_stat(np.nanmean, v), "std": _nan_stat(np.nanstd, v),
                  "n_undefined": int(np.isnan(v).sum())} for k, v in rows.items()}
-    return {"unlearning": table, "intervals": intervals, "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
+    return {"unlearning": table, "intervals": intervals, **unclipped, "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
             "n_train": cfg.n_members, "n_nonmembers": cfg.n_nonmembers}
 
 
 def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: TextSet,
-            cost: dict) -> tuple[dict, dict]:
-    """ρ of every audit, and the bootstrap 90% interval of each set-level one ([None, None] when undefined)."""
-    out, cis = {}, {}
+            cost: dict) -> tuple[dict, dict, dict]:
+    """ρ of every audit, the bootstrap 90% interval of each set-level one ([None, None] when undefined), and each
+    set-level one's (unclipped estimate, its interval)."""
+    out, cis, raw = {}, {}, {}
     t0 = time.perf_counter()
     feats = [hidden_features(model, ts, batch_size=cfg.probe_batch_size) for ts in (ref_m, ref_n, forget)]
     cost["features"].append(time.perf_counter() - t0)
@@ -166,15 +173,16 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
         try:
             est = estimate_rho(*fs, AuditConfig(method=base_method, seed=0))[base_method]
             out[method], cis[method] = est["rho"], est["ci90"]
+            raw[method] = (est["rho_unclipped"], est["ci90_unclipped"])
         except LmauditError as exc:  # reference sets not separable: ρ is not identifiable, recorded as NaN
             info(f"[yellow]{method}: {exc.message}[/yellow]")
-            out[method], cis[method] = float("nan"), [None, None]
+            out[method], cis[method], raw[method] = float("nan"), [None, None], (float("nan"), [None, None])
         cost.setdefault(method, []).append(time.perf_counter() - t0)
     for attack in ("loss", "reference", *lira):
         s = scores[attack]
         out[f"threshold-{attack}"] = threshold_forgetting(s[:n_m], s[n_m : n_m + n_n], s[n_m + n_n :],
                                                           fpr=cfg.audit_fpr)["rho"]
-    return out, cis
+    return out, cis, raw
 
 
 def _split(key: str) -> tuple[str, str, str]:
@@ -214,10 +222,12 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                    if cost["lira_shadow_training"] is not None else
                    [["score probes: target + reference (per model audited; no LiRA)", f"{cost['lira_probes']:.2f}"]])]
     if record.get("intervals"):
-        cov = coverage(record["intervals"])
-        out.append(("How often each set-level audit's bootstrap 90% interval holds the value ρ must take ('none': 0, "
-                    "'retrain': 1), over forget fractions and seeds; nominal 90%. Degenerate intervals (an estimate clipped to 0 or 1 "
-                    "on every resample, or all of [0, 1]) hold the truth whatever the audit does and are counted apart.",
+        intervals, which = stored_intervals(record)
+        cov = coverage(intervals)
+        out.append((f"How often each set-level audit's bootstrap 90% interval (of the {which}) holds the value ρ must take "
+                    "('none': 0, 'retrain': 1), over forget fractions and seeds; nominal 90%. Degenerate intervals (an "
+                    "estimate clipped to 0 or 1 on every resample, or one holding all of [0, 1]) hold the truth whatever "
+                    "the audit does and are counted apart.",
                     ["audit", "covered", "share", "median width", "clipped to a point", "all of [0, 1]"],
                     [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a",
                       f"{float(np.median(c['widths'])):.2f}" if c["widths"] else "n/a", str(c["clipped"]),
