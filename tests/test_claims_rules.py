@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lmaudit.report import claims_headline as h
+from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
 from lmaudit.report.claims import build_claims
 from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
@@ -137,3 +138,45 @@ def test_the_real_models_regime_text_follows_its_results(tmp_path):
     for planted in ("98,765 tokens", "the best attack is zlib at 91.2 AUC", "smi 0.07 vs 0.49",
                     "42 of 200 unseen messages"):
         assert planted in after and planted not in before
+
+
+def pretraining(gap, other, *, attack="min_k", metric="auc"):
+    """A pretraining-detection record with one setting: per-seed values of gap_k and another row."""
+    rows = {f"s: {a}": {"per_seed": [{metric: x} for x in v]} for a, v in (("gap_k", gap), (attack, other))}
+    return {"pt": {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": list(range(len(gap)))}}}
+
+
+@pytest.mark.parametrize("gap, verdict", [([0.7, 0.7], REPRODUCED), ([0.5, 0.5], NOT_REPRODUCED),
+                                          ([0.7], UNTESTABLE)])
+def test_gap_k_against_min_k_needs_every_seed_and_more_than_one(gap, verdict):
+    f = m.gap_beats_min_k(pretraining(gap, [0.6] * len(gap)), name="pt")
+    assert f.verdict == verdict and f.points
+
+
+def test_gap_k_low_fpr_needs_both_bracketing_rates():
+    rec = pretraining([0.7, 0.7], [0.6, 0.6], attack="min_k_pp", metric="tpr@1%fpr")
+    for row, v in (("s: gap_k", 0.1), ("s: min_k_pp", 0.2)):  # ahead at 1% FPR, behind at 10%
+        for s in rec["pt"]["rows"][row]["per_seed"]:
+            s["tpr@10%fpr"] = v
+    assert m.gap_low_fpr(rec, name="pt").verdict == PARTLY
+
+
+def unlearning_record(rho_unclipped, threshold):
+    table = {"0.1 / gradient_ascent / smi-m": {"mean": 1.0, "std": 0.0, "n_undefined": 0},
+             "0.1 / gradient_ascent / threshold-loss": {"mean": threshold, "std": 0.0, "n_undefined": 0}}
+    return {"ul": {"unlearning": table, "rho_unclipped": {"0.1 / gradient_ascent / smi-m": rho_unclipped}}}
+
+
+@pytest.mark.parametrize("raw, threshold, verdict", [([3.0, 2.5], 1.0, REPRODUCED), ([3.0, 0.9], 1.0, NOT_REPRODUCED),
+                                                     ([3.0, 2.5], 0.5, UNTESTABLE)])
+def test_illusory_forgetting_is_judged_where_per_sample_audits_read_forgotten(raw, threshold, verdict):
+    assert m.smi_illusory(unlearning_record(raw, threshold), name="ul").verdict == verdict
+
+
+@pytest.mark.parametrize("moved, verdict", [(0.02, REPRODUCED), (0.4, NOT_REPRODUCED)])
+def test_p_hat_convergence_reads_the_stored_check(moved, verdict):
+    conv = {"not_converged_fraction": moved, "median_abs_change_half_to_full": 0.1}
+    rec = {"experiment": {"extract": {"trajectories": 8}},
+           "steps": {"2": {"per_seed": [{"convergence": conv}]}, "max": {"per_seed": [{"convergence": conv}]}}}
+    f = m.p_hat_converged({"st": rec}, name="st")
+    assert f.verdict == verdict and f"{100 * moved:.1f}% moved" in f.ours

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lmaudit.errors import LmauditError
 from lmaudit.report import claims_headline as h
+from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
 from lmaudit.report import claims_qskew as q
 from lmaudit.report import claims_regimes as rg
@@ -36,6 +37,7 @@ REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
 MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
 # SmolLM2-135M adapted into a DLM
 REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation"  # membership on SmolLM2-135M fine-tunings
+REAL_DLM_STEPS = "real-dlm-extraction-steps"
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL = "SmolLM2-135M"
 # what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts),
@@ -113,6 +115,15 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(GAP, "Gap-K% stays ahead under paraphrase", "WikiMIA paraphrased 74.3 vs 73.4 (length 32); DIPPER 66.6 vs "
           "65.5", ("ar-pretraining-detection",), o.paraphrase,
           real_experiments=(REAL_PT,), real_judge=partial(o.paraphrase, name=REAL_PT, regime=REAL_PT_REGIME)),
+    Claim(GAP, "Gap-K% beats Min-K%", "above Min-K% and Min-K%++ at every k in 5–50% (sensitivity analysis) and in "
+          "the main tables", ("ar-pretraining-detection",), m.gap_beats_min_k,
+          real_experiments=(REAL_PT,), real_judge=partial(m.gap_beats_min_k, name=REAL_PT)),
+    Claim(GAP, "Gap-K%'s gain over Min-K%++ is larger at low FPR", "TPR at 5% FPR +7.1 / +7.9 / +3.0 points over "
+          "Min-K%++ (WikiMIA original, lengths 32 / 64 / 128)", ("ar-pretraining-detection",), m.gap_low_fpr,
+          real_experiments=(REAL_PT,), real_judge=partial(m.gap_low_fpr, name=REAL_PT)),
+    Claim(GAP, "Both components help: the top-1 gap alone and smoothing alone are each below Gap-K%",
+          "AUC: top-1 only 72.3, smoothing only 73.8, full 74.8 (ablation)", ("ar-pretraining-detection",),
+          m.gap_components, real_experiments=(REAL_PT,), real_judge=partial(m.gap_components, name=REAL_PT)),
     Claim(SMI, "SMI-M's estimate for a retrained model is the closest to the gold standard",
           "ResNet18-CIFAR10, forget 5%: SMI-M 92.44%, SMI 88.89%, RULI 87.94%, LiRA 87.84%",
           ("unlearning-audit",), o.smi_closest,
@@ -122,9 +133,33 @@ CLAIMS: tuple[Claim, ...] = (
           real_experiments=(REAL_UL,), real_judge=partial(o.smi_coverage, name=REAL_UL, regime=REAL_UL_REGIME)),
     Claim(SMI, "No shadow models: an audit costs seconds", "SMI 0.93 s, SMI-M 4.3 s vs LiRA 1.46 s + 8–64 shadow "
           "models at ~41 min each", ("unlearning-audit",), o.smi_cost),
+    Claim(SMI, "MIA audits show illusory forgetting: negative gradients push forget samples past the non-members, "
+          "where a member / non-member classifier reads them as forgotten", "alignment bias bounded by a Rényi "
+          "divergence (PAC-Bayes, § theory)", ("unlearning-audit",), m.smi_illusory,
+          real_experiments=(REAL_UL,), real_judge=partial(m.smi_illusory, name=REAL_UL)),
+    Claim(SMI, "SMI-M ranks approximate unlearning methods by how much they forget", "Scrub 72–77%, FineTune "
+          "≈ 60%, Fisher < 45%", ("unlearning-audit",), m.smi_ranking,
+          real_experiments=(REAL_UL,), real_judge=partial(m.smi_ranking, name=REAL_UL)),
+    Claim(SMI, "Forged unlearning shows as an estimate far outside [0, 1]", "ρ* ≫ 10 under adversarially forged "
+          "unlearning", ("unlearning-audit",), h.not_tested(
+              "Forging needs adversarially perturbed forget sets, which no experiment here builds. The detector "
+              "exists: every SMI / SMI-M estimate carries its unclipped ρ and an `anomaly` flag outside [−0.1, 1.1].")),
+    Claim(SMI, "SMI-M is sensitive to a too-narrow bandwidth, less to the kernel", "RBF 1.0× 89.8%, 0.25× 24.4%, "
+          "0.5× 77.7%, 2.0× 86.9%; Laplacian 80.1%, linear 86.7% (CIFAR-100, forget 5%)", ("unlearning-audit",),
+          h.not_tested("SMI-M takes `kernel` (rbf, laplacian, linear) and `bandwidth_factor`, but no committed "
+                       "experiment sweeps them; an unlearning-audit with those audits added would.")),
+    Claim(SMI, "SMI needs about 20 samples per class", "about 20 per class; single-sample forgetting is noisy",
+          ("unlearning-audit",), h.not_tested(
+              "Every committed unlearning experiment forgets at least 20 texts (5% and 10% of 400, 10% of 200) with "
+              "100–200 reference texts per class, so none probes the small-set limit; a sweep of forget-set sizes "
+              "below 20 would.")),
     Claim(EXT, "Exact extraction probability rises monotonically with the number of sampling steps (Theorem 4.3)",
           "DLM-1.1B median Δ log p̂: +0.65 / +1.42 / +2.05 / +3.18 at 2 / 5 / 10 / max steps",
-          ("extraction-steps",), o.steps_monotone),
+          ("extraction-steps",), o.steps_monotone,
+          real_experiments=(REAL_DLM_STEPS,), real_judge=partial(o.steps_monotone, name=REAL_DLM_STEPS)),
+    Claim(EXT, "The Monte Carlo estimate p̂ has converged in the number of sampled orders R",
+          "p̂ averaged over sampled unmasking orders", ("extraction-steps",), m.p_hat_converged,
+          real_experiments=(REAL_DLM_STEPS,), real_judge=partial(m.p_hat_converged, name=REAL_DLM_STEPS)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data",
           "e-mails discoverable at p = 50%: AR-1.1B 213 vs DLM-1.1B max-step 16 (of 3,000)", ("pii-extraction",),
           o.ar_leaks_more),

@@ -88,6 +88,16 @@ def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
     return tuple(entry[metric])
 
 
+def per_seed(rec: dict, row: str, metric: str) -> list[float]:
+    """A row's metric on each seed."""
+    return [s[metric] for s in rec["rows"][row]["per_seed"]]
+
+
+def seed_order(a: list[float], b: list[float]) -> str:
+    """'above' / 'below' when every seed says so, else 'mixed' (points: no interval of the difference)."""
+    return "above" if all(x > y for x, y in zip(a, b)) else "below" if all(x < y for x, y in zip(a, b)) else "mixed"
+
+
 def auc_text(rec: dict, row: str) -> str:
     m, s = row_stat(rec, row)
     return f"{pct(m)} ± {pct(s)}"

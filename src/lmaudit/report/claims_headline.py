@@ -15,20 +15,13 @@ from lmaudit.report.claims_base import (
     Finding,
     count_text,
     pct,
+    per_seed,
     seed_intervals,
+    seed_order,
     seeds_verdict,
 )
 
 MIA = ("dlm-dft", "dlm-ift")  # the DLM membership tables the headline rows read
-
-
-def _per_seed(rec: dict, row: str, metric: str) -> list[float]:
-    return [s[metric] for s in rec["rows"][row]["per_seed"]]
-
-
-def _order(a: list[float], b: list[float]) -> str:
-    """'above' / 'below' when every seed says so, else 'mixed' (points: no interval of the difference)."""
-    return "above" if all(x > y for x, y in zip(a, b)) else "below" if all(x < y for x, y in zip(a, b)) else "mixed"
 
 
 def tpr_at_1(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
@@ -36,16 +29,16 @@ def tpr_at_1(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
     parts, orders = [], []
     for name in (n for n in names if n in recs):
         rec = recs[name]
-        q = _per_seed(rec, "q_skew", "tpr@1%fpr")
+        q = per_seed(rec, "q_skew", "tpr@1%fpr")
         if any(x is None or x != x for x in q):  # not measurable: fewer than 100 non-members
             return Finding(f"{name}: TPR at 1% FPR not measured", UNTESTABLE,
                            f"{rec['experiment']['n_nonmembers']} non-members cannot resolve a 1% false-positive rate "
                            "(it needs at least 100).")
         rows = [r for r in rec["rows"] if r != "q_skew"]
-        got = {r: _order(q, _per_seed(rec, r, "tpr@1%fpr")) for r in rows}
+        got = {r: seed_order(q, per_seed(rec, r, "tpr@1%fpr")) for r in rows}
         orders += got.values()
         parts.append(f"{name}: Q-Skew {', '.join(pct(x) for x in q)}%; " + ", ".join(
-            f"{r} {', '.join(pct(x) for x in _per_seed(rec, r, 'tpr@1%fpr'))}% ({got[r]})" for r in rows))
+            f"{r} {', '.join(pct(x) for x in per_seed(rec, r, 'tpr@1%fpr'))}% ({got[r]})" for r in rows))
     verdict = (REPRODUCED if all(o == "above" for o in orders) else NOT_REPRODUCED if "below" in orders
                and "above" not in orders else PARTLY)
     return Finding("TPR at 1% FPR per seed ('above' / 'below': Q-Skew's on every seed): " + "; ".join(parts), verdict,
@@ -76,11 +69,11 @@ def ift_harder(recs: dict[str, dict]) -> Finding:
     """IFT is harder than DFT (so a DFT-only evaluation overestimates): every attack's AUC lower after IFT."""
     dft, ift = recs["dlm-dft"], recs["dlm-ift"]
     rows = [r for r in dft["rows"] if r in ift["rows"]]
-    got = {r: _order(_per_seed(ift, r, "auc"), _per_seed(dft, r, "auc")) for r in rows}
+    got = {r: seed_order(per_seed(ift, r, "auc"), per_seed(dft, r, "auc")) for r in rows}
     lower = [r for r in rows if got[r] == "below"]
     verdict = REPRODUCED if len(lower) == len(rows) else NOT_REPRODUCED if not lower else PARTLY
     return Finding("AUC after IFT vs after DFT, per attack (seed by seed; different models, so no paired interval): "
-                   + ", ".join(f"{r} {pct(np.mean(_per_seed(dft, r, 'auc')))} → {pct(np.mean(_per_seed(ift, r, 'auc')))}"
+                   + ", ".join(f"{r} {pct(np.mean(per_seed(dft, r, 'auc')))} → {pct(np.mean(per_seed(ift, r, 'auc')))}"
                                f" ({'lower' if got[r] == 'below' else 'higher' if got[r] == 'above' else 'mixed'})"
                                for r in rows), verdict,
                    f"Lower on every seed for {len(lower)} of {len(rows)} attacks; the IFT members here are "
@@ -92,12 +85,12 @@ def min_k_broken(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Find
     parts, broken, fine = [], 0, 0
     for name in (n for n in names if n in recs):
         rec = recs[name]
-        loss = _per_seed(rec, "loss", "auc")
+        loss = per_seed(rec, "loss", "auc")
         for row in ("min_k", "min_k_pp"):
-            o = _order(_per_seed(rec, row, "auc"), loss)
+            o = seed_order(per_seed(rec, row, "auc"), loss)
             broken += o == "below"
             fine += o == "above"
-            parts.append(f"{name} {row} {pct(np.mean(_per_seed(rec, row, 'auc')))} vs loss {pct(np.mean(loss))} "
+            parts.append(f"{name} {row} {pct(np.mean(per_seed(rec, row, 'auc')))} vs loss {pct(np.mean(loss))} "
                          f"({o})")
     verdict = REPRODUCED if broken and not fine else NOT_REPRODUCED if fine and not broken else PARTLY
     return Finding("AUC, mean over seeds; 'above' / 'below' the masked Loss baseline on every seed: " + "; ".join(parts),

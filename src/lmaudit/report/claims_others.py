@@ -245,8 +245,8 @@ def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regim
                    "variation that comes from the reference sets and from training."))
 
 
-def steps_monotone(recs: dict[str, dict]) -> Finding:
-    rec = recs["extraction-steps"]
+def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> Finding:
+    rec = recs[name]
     steps = list(rec["steps"])
     med = [rec["steps"][s]["median_delta_log_p"][0] for s in steps]
     mono = all(a <= b for a, b in zip(med, med[1:]))
