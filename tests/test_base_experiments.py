@@ -108,6 +108,15 @@ def test_pii_extraction_on_an_ar_base_has_the_ar_rows_only(tmp_path, tiny_model_
     assert "left context only." in (folder / "table.md").read_text()
 
 
+def test_pii_extraction_on_a_dlm_adapted_from_an_ar_base_has_both_models_rows(tmp_path, tiny_model_dir):
+    folder = run_experiment(mini(tmp_path, name="pii-dlm", type="pii-extraction", kind="dlm", base=str(tiny_model_dir),
+                                 pii_fields=["email"], block=128, lr=1e-3, batch_size=8, adapt_tokens=4000,
+                                 extract={"trajectories": 2}), out_root=tmp_path)
+    res = json.loads((folder / "results.json").read_text())
+    assert set(res["pii_rows"]) == {"email / AR", "email / DLM one-step", "email / DLM max-step"}
+    assert "for both model kinds." in (folder / "table.md").read_text()
+
+
 def test_the_committed_real_model_files_name_the_real_base():
     from pathlib import Path
 

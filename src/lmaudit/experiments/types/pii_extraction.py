@@ -2,7 +2,8 @@
 
 AR and DLM models of one lineage (the DLM is the AR base adapted) are fine-tuned on the
 same synthetic PII messages with the same tokenizer, data and epochs; each e-mail or phone
-is extracted from its left context. On a pretrained ``base`` (an AR model) the AR rows only.
+is extracted from its left context. On a pretrained ``base`` (an AR model): with ``kind = "ar"`` the AR rows only,
+with ``kind = "dlm"`` that model and the DLM adapted from it (``adapt_*``), fine-tuned alike.
 Payload: ``pii_rows`` (per "field / setting", per
 seed: discoverable counts on training and unseen messages, median log p̂ of each),
 ``likelihood_shift`` (per-record log p̂ on training and unseen messages, first seed),
@@ -38,8 +39,9 @@ def run(ws: Workspace, cfg: PIIExtractionConfig) -> dict:
     """Extract every field of the training and unseen messages with each model and step setting."""
     rows: dict[str, list[dict]] = {}
     shift: dict[str, dict[str, list]] = {}
-    # a pretrained base is an AR model: its row alone (no DLM of its lineage is built)
-    settings = (("ar", ["1"]),) if cfg.base else (("ar", ["1"]), ("dlm", ["1", "max"]))
+    # an AR experiment has the AR rows alone; a DLM one both models of the lineage (on a pretrained base: that AR
+    # model and the DLM adapted from it)
+    settings = (("ar", ["1"]),) if cfg.kind == "ar" else (("ar", ["1"]), ("dlm", ["1", "max"]))
     for seed in cfg.seeds:
         train, unseen, models = ws.pii_models(seed, kinds=[kind for kind, _ in settings])
         for pii_field in cfg.pii_fields:
