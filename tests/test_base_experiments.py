@@ -14,6 +14,7 @@ from lmaudit.experiments.runner import run_experiment
 from lmaudit.experiments.types.pretraining import stream
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.models.sources import is_adapter_dir, read_adapter_config, resolve_source
+from lmaudit.report.build import experiment_report
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +107,7 @@ def test_pii_extraction_on_an_ar_base_has_the_ar_rows_only(tmp_path, tiny_model_
     res = json.loads((folder / "results.json").read_text())
     assert set(res["pii_rows"]) == {"email / AR"} and set(res["likelihood_shift"]) == {"email / AR"}
     assert "left context only." in (folder / "table.md").read_text()
+    assert experiment_report(folder, res).facts["model"] == f"ar {tiny_model_dir}"  # the base, not a preset
 
 
 def test_pii_extraction_on_a_dlm_adapted_from_an_ar_base_has_both_models_rows(tmp_path, tiny_model_dir):

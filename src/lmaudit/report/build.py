@@ -202,7 +202,7 @@ def experiment_report(run: Path, res: dict) -> Report:
     if figs and not tabs:
         sections.append(Section("Figures", figures=figs))
     facts = {"command": res.get("command", ""), "run time": f"{res['runtime_s'] / 60:.1f} min",
-             "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp['preset']}",
+             "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp.get('model') or exp.get('base') or exp['preset']}",
              "data": f"{exp['n_members']} / {exp['n_nonmembers']} records ({exp['mode']})",
              "configuration": json.dumps(exp), **facts_common(res)}
     return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections,
