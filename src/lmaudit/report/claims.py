@@ -37,7 +37,7 @@ REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
 MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
 # SmolLM2-135M adapted into a DLM
 REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation"  # membership on SmolLM2-135M fine-tunings
-REAL_DLM_STEPS = "real-dlm-extraction-steps"
+REAL_DLM_STEPS, REAL_DLM_IFT = "real-dlm-extraction-steps", "real-dlm-ift-lora"
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL = "SmolLM2-135M"
 # what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts),
@@ -49,8 +49,8 @@ REAL_PII_REGIME = partial(rg.pii, name=REAL_PII)
 
 def _dlm_mia_claim(claim: str, figure: str, judge) -> Claim:
     """A Q-Skew claim read from the DLM membership tables: the tiny models' two, and the real-weights DLM's."""
-    return Claim(QS, claim, figure, MIA_TABLES, judge, real_experiments=(REAL_DLM_MIA,),
-                 real_judge=partial(judge, names=(REAL_DLM_MIA,)))
+    return Claim(QS, claim, figure, MIA_TABLES, judge, real_experiments=(REAL_DLM_MIA, REAL_DLM_IFT),
+                 real_judge=partial(judge, names=(REAL_DLM_MIA, REAL_DLM_IFT)))
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -63,7 +63,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Q-Skew beats every baseline in AUC, instruction fine-tuning (IFT)",
           "LLaDA-8B-Instruct: 72.8 / 81.4 / 67.2 on MedQA / Alpaca / Tulu-3 vs SAMA 65.1 / SAMA 69.1 / Calibration "
           "60.1; Dream-Instruct Tulu-3 59.1 vs 55.1 (Tables 2, 3)", ("dlm-ift", "dlm-regimes"),
-          q.q_skew_beats_baselines("dlm-ift")),
+          q.q_skew_beats_baselines("dlm-ift"), real_experiments=(REAL_DLM_IFT, REAL_DLM_REGIMES),
+          real_judge=q.q_skew_beats_baselines(REAL_DLM_IFT, REAL_DLM_REGIMES)),
     Claim(QS, "Q-Skew beats Calibration as the authors ran it (unmasked likelihood ratio)",
           "Calibration is the runner-up on Tulu-3 (60.1 vs 67.2) and below Q-Skew everywhere (Tables 1–3)",
           ("dlm-regimes",), q.authors_calibration,
@@ -88,7 +89,8 @@ CLAIMS: tuple[Claim, ...] = (
     _dlm_mia_claim("Q-Skew's average AUC gain over the next best exceeds 10 points", "'more than 10 points on average' "
           "(Section 4; not itemised in the text)", h.average_gain),
     Claim(QS, "Evaluating on DFT alone overestimates: IFT is harder", "Q-Skew TPR@1%FPR 6.7 / 4.3 on MedQA / "
-          "Tulu-3 IFT vs 50.6 on ArXiv DFT (Tables 1, 2)", MIA_TABLES, h.ift_harder),
+          "Tulu-3 IFT vs 50.6 on ArXiv DFT (Tables 1, 2)", MIA_TABLES, h.ift_harder,
+          real_experiments=(REAL_DLM_IFT,), real_judge=partial(h.ift_harder, dft=REAL_DLM_MIA, ift=REAL_DLM_IFT)),
     _dlm_mia_claim("Random masking breaks Min-K% and Min-K%++ on DLMs", "(Section 2: lower-tail token scores are broken "
           "by masking; no figure)", h.min_k_broken),
     _dlm_mia_claim("SecMI, built for continuous diffusion, degrades on DLMs", "SecMI-DLM below Q-Skew in every table "

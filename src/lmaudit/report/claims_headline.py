@@ -65,9 +65,9 @@ def average_gain(recs: dict[str, dict], *, gain: float = 0.10, names: tuple[str,
                    f"({above} above, {below} below of {n} seed-experiments).")
 
 
-def ift_harder(recs: dict[str, dict]) -> Finding:
+def ift_harder(recs: dict[str, dict], *, dft: str = "dlm-dft", ift: str = "dlm-ift") -> Finding:
     """IFT is harder than DFT (so a DFT-only evaluation overestimates): every attack's AUC lower after IFT."""
-    dft, ift = recs["dlm-dft"], recs["dlm-ift"]
+    dft, ift = recs[dft], recs[ift]
     rows = [r for r in dft["rows"] if r in ift["rows"]]
     got = {r: seed_order(per_seed(ift, r, "auc"), per_seed(dft, r, "auc")) for r in rows}
     lower = [r for r in rows if got[r] == "below"]
