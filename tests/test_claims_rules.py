@@ -43,11 +43,16 @@ def test_average_gain_needs_the_lower_bound_above_ten_points(diff, verdict):
 
 @pytest.mark.parametrize("ift, verdict", [(0.7, REPRODUCED), (0.95, NOT_REPRODUCED)])
 def test_ift_harder_and_min_k_rules(ift, verdict):
-    dft = {"rows": rows(q_skew=[(0.9, 0.1)] * 2, loss=[(0.8, 0.1)] * 2)}
-    f = h.ift_harder({"dlm-dft": dft, "dlm-ift": {"rows": rows(q_skew=[(ift, 0.1)] * 2, loss=[(ift, 0.1)] * 2)}})
+    two = {"experiment": {"seeds": [0, 1]}}
+    dft = {"rows": rows(q_skew=[(0.9, 0.1)] * 2, loss=[(0.8, 0.1)] * 2), **two}
+    ift_rec = {"rows": rows(q_skew=[(ift, 0.1)] * 2, loss=[(ift, 0.1)] * 2), **two}
+    f = h.ift_harder({"dlm-dft": dft, "dlm-ift": ift_rec})
     assert f.verdict == verdict and f.points
-    broken = {"rows": rows(loss=[(0.8, 0)] * 2, min_k=[(ift, 0)] * 2, min_k_pp=[(ift, 0)] * 2)}
+    broken = {"rows": rows(loss=[(0.8, 0)] * 2, min_k=[(ift, 0)] * 2, min_k_pp=[(ift, 0)] * 2), **two}
     assert h.min_k_broken({"dlm-dft": broken}).verdict == (REPRODUCED if ift < 0.9 else NOT_REPRODUCED)
+    one = {"experiment": {"seeds": [0]}}  # a point difference on one seed cannot be read
+    assert h.ift_harder({"dlm-dft": {**dft, **one}, "dlm-ift": ift_rec}).verdict == UNTESTABLE
+    assert h.min_k_broken({"dlm-dft": {**broken, **one}}).verdict == UNTESTABLE
 
 
 def test_secmi_rule_reads_the_paired_intervals():

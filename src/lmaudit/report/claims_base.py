@@ -88,6 +88,14 @@ def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
     return tuple(entry[metric])
 
 
+ONE_SEED = " With one seed a point difference has nothing to measure its noise against: not testable here."
+
+
+def one_seed(*recs: dict) -> bool:
+    """Whether any of these experiments ran one seed (a verdict on points then cannot be read)."""
+    return any(len(r["experiment"]["seeds"]) < 2 for r in recs)
+
+
 def per_seed(rec: dict, row: str, metric: str) -> list[float]:
     """A row's metric on each seed."""
     return [s[metric] for s in rec["rows"][row]["per_seed"]]

@@ -9,11 +9,13 @@ import numpy as np
 from lmaudit.report.claims_base import (
     NOT_REPRODUCED,
     NOT_RUN,
+    ONE_SEED,
     PARTLY,
     REPRODUCED,
     UNTESTABLE,
     Finding,
     count_text,
+    one_seed,
     pct,
     per_seed,
     seed_intervals,
@@ -71,18 +73,21 @@ def ift_harder(recs: dict[str, dict], *, dft: str = "dlm-dft", ift: str = "dlm-i
     rows = [r for r in dft["rows"] if r in ift["rows"]]
     got = {r: seed_order(per_seed(ift, r, "auc"), per_seed(dft, r, "auc")) for r in rows}
     lower = [r for r in rows if got[r] == "below"]
-    verdict = REPRODUCED if len(lower) == len(rows) else NOT_REPRODUCED if not lower else PARTLY
+    verdict = (UNTESTABLE if one_seed(dft, ift) else REPRODUCED if len(lower) == len(rows) else
+               NOT_REPRODUCED if not lower else PARTLY)
     return Finding("AUC after IFT vs after DFT, per attack (seed by seed; different models, so no paired interval): "
                    + ", ".join(f"{r} {pct(np.mean(per_seed(dft, r, 'auc')))} → {pct(np.mean(per_seed(ift, r, 'auc')))}"
                                f" ({'lower' if got[r] == 'below' else 'higher' if got[r] == 'above' else 'mixed'})"
                                for r in rows), verdict,
                    f"Lower on every seed for {len(lower)} of {len(rows)} attacks; the IFT members here are "
-                   "instruction-formatted versions of the corpus' passages, of varying length.", points=True)
+                   "instruction-formatted versions of the corpus' passages, of varying length."
+                   + ONE_SEED * one_seed(dft, ift), points=True)
 
 
 def min_k_broken(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
     """Random masking breaks Min-K% / Min-K%++ on DLMs: read as 'no better than the DLM Loss baseline'."""
     parts, broken, fine = [], 0, 0
+    single = one_seed(*(recs[n] for n in names if n in recs))
     for name in (n for n in names if n in recs):
         rec = recs[name]
         loss = per_seed(rec, "loss", "auc")
@@ -92,10 +97,12 @@ def min_k_broken(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Find
             fine += o == "above"
             parts.append(f"{name} {row} {pct(np.mean(per_seed(rec, row, 'auc')))} vs loss {pct(np.mean(loss))} "
                          f"({o})")
-    verdict = REPRODUCED if broken and not fine else NOT_REPRODUCED if fine and not broken else PARTLY
+    verdict = (UNTESTABLE if single else REPRODUCED if broken and not fine else
+               NOT_REPRODUCED if fine and not broken else PARTLY)
     return Finding("AUC, mean over seeds; 'above' / 'below' the masked Loss baseline on every seed: " + "; ".join(parts),
                    verdict, "Min-K% / Min-K%++ read the masked tokens' log-probabilities under the ELBO plan (every "
-                   "masking ratio); 'broken' would put them at or below the plain masked loss.", points=True)
+                   "masking ratio); 'broken' would put them at or below the plain masked loss." + ONE_SEED * single,
+                   points=True)
 
 
 def secmi_weak(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:

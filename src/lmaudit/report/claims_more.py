@@ -9,10 +9,12 @@ import numpy as np
 from lmaudit.report.claims_base import (
     NOT_REPRODUCED,
     NOT_RUN,
+    ONE_SEED,
     PARTLY,
     REPRODUCED,
     UNTESTABLE,
     Finding,
+    one_seed,
     pct,
     per_seed,
     seed_order,
@@ -24,13 +26,11 @@ PRETRAINING = "ar-pretraining-detection"
 def _verdict(orders: list[str], rec: dict) -> str:
     """Reproduced when every cell is 'above' (on every seed), not reproduced when none is, else partly; one seed
     leaves a point difference with nothing to measure its noise against: not testable."""
-    if len(rec["experiment"]["seeds"]) < 2:
+    if one_seed(rec):
         return UNTESTABLE
     above = sum(o == "above" for o in orders)
     return REPRODUCED if orders and above == len(orders) else NOT_REPRODUCED if not above else PARTLY
 
-
-ONE_SEED = " With one seed a point difference has nothing to measure its noise against: not testable here."
 
 
 def gap_beats_min_k(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
@@ -45,7 +45,7 @@ def gap_beats_min_k(recs: dict[str, dict], *, name: str = PRETRAINING) -> Findin
                      f"({orders[-1]})")
     return Finding("AUC per seed: " + "; ".join(parts), _verdict(orders, rec),
                    "Read seed by seed from the AUCs ('above' on every seed): no paired interval of this difference is "
-                   "stored." + ONE_SEED * (len(rec["experiment"]["seeds"]) < 2), points=True)
+                   "stored." + ONE_SEED * one_seed(rec), points=True)
 
 
 def gap_low_fpr(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
@@ -62,7 +62,7 @@ def gap_low_fpr(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
     return Finding("per seed, % of members: " + "; ".join(parts), _verdict(orders, rec),
                    "TPR at 5% FPR is not stored; the stored 1% and 10% bracket it, and the verdict needs both. Read "
                    "seed by seed (no interval of a TPR difference is stored)."
-                   + ONE_SEED * (len(rec["experiment"]["seeds"]) < 2), points=True)
+                   + ONE_SEED * one_seed(rec), points=True)
 
 
 def gap_components(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
@@ -74,11 +74,11 @@ def gap_components(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding
         full, top1 = (per_seed(rec, f"{setting}: {row}", "auc") for row in ("gap_k", "gap_k smooth=none"))
         below.append(seed_order(top1, full) == "below")
         parts.append(f"{setting}: top-1 only {pct(np.mean(top1))} vs full {pct(np.mean(full))}")
-    verdict = UNTESTABLE if len(rec["experiment"]["seeds"]) < 2 else PARTLY if below and all(below) else NOT_REPRODUCED
+    verdict = UNTESTABLE if one_seed(rec) else PARTLY if below and all(below) else NOT_REPRODUCED
     return Finding("mean AUC over seeds: " + "; ".join(parts) + "; smoothing only: not measured", verdict,
                    "Partly at best: 'smoothing only' (Min-K%++ with sequential smoothing) is not an attack here, so "
                    "half of the ablation is untested; the other half holds only where top-1 only is below the full "
-                   "score on every seed." + ONE_SEED * (len(rec["experiment"]["seeds"]) < 2), points=True)
+                   "score on every seed." + ONE_SEED * one_seed(rec), points=True)
 
 
 THRESHOLD_FORGOTTEN = 0.9  # a per-sample audit reads the forget set as forgotten at this ρ
