@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.metrics import pool_paired
 from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
@@ -185,3 +186,9 @@ def test_p_hat_convergence_reads_the_stored_check(moved, verdict):
            "steps": {"2": {"per_seed": [{"convergence": conv}]}, "max": {"per_seed": [{"convergence": conv}]}}}
     f = m.p_hat_converged({"st": rec}, name="st")
     assert f.verdict == verdict and f"{100 * moved:.1f}% moved" in f.ours
+
+
+def test_pooled_paired_interval_is_of_the_mean_difference():
+    assert pool_paired([[0.1, 0.0, 0.3]]) == [0.1, 0.0, 0.3]  # one seed: its own (asymmetric) interval
+    diff, lo, hi = pool_paired([[0.1, 0.0, 0.2], [0.3, 0.2, 0.4]])  # two seeds, each ± 0.1 (se 0.1 / 1.96)
+    assert diff == pytest.approx(0.2) and hi - lo == pytest.approx(2 * 0.1 / 2 ** 0.5)  # narrower than averaged bounds

@@ -22,9 +22,9 @@ Payload: ``cells``: ``{label: {settings, per_seed, auc, paired, delta}}``; per s
 ``{seed, auc: {row: {auc, tpr@10%fpr, tpr@1%fpr}}, paired: {vs: [diff, lo, hi]}, delta:
 {members|nonmembers: {mean, std, skew}, separation: {d_mean, d_skew, auc_mean, auc_skew}},
 time_s: {finetune, mia}}`` (:func:`separation`); over seeds
-``auc: {row: [mean, std]}``, ``paired: {vs: [mean diff, mean lo, mean hi]}`` (with
-several seeds the mean of the per-seed bounds: wider than the interval of the mean
-difference, so conservative) and ``delta`` means.
+``auc: {row: [mean, std]}``, ``paired: {vs: [mean diff, lo, hi]}`` (one seed: its own
+interval; several: :func:`~lmaudit.metrics.pool_paired`, a normal-approximation interval
+of the mean difference) and ``delta`` means.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import auc as auc_of
-from lmaudit.metrics import paired_auc_diff
+from lmaudit.metrics import paired_auc_diff, pool_paired
 from lmaudit.models.presets import PRESETS
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.records import MaskedStats
@@ -199,7 +199,7 @@ def run(ws: Workspace, cfg: RegimesConfig) -> dict:
             "settings": s,
             "per_seed": per_seed,
             "auc": {row: aggregate([p["auc"][row] for p in per_seed])["auc"] for row in ROWS},
-            "paired": {vs: np.mean([p["paired"][vs] for p in per_seed], axis=0).tolist() for vs in VERSUS},
+            "paired": {vs: pool_paired([p["paired"][vs] for p in per_seed]) for vs in VERSUS},
             "delta": {**{part: {k: float(np.mean([p["delta"][part][k] for p in per_seed]))
                                 for k in ("mean", "std", "skew")} for part in ("members", "nonmembers")},
                       "separation": {k: float(np.mean([p["delta"]["separation"][k] for p in per_seed]))
