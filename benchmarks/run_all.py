@@ -41,6 +41,7 @@ SUITE = [
     ("bench_ray_overhead.py", [], ["--texts", "8", "--shard-size", "4", "--chars", "200"]),
     ("bench_peer_attacks.py", [], ["--texts", "4", "--chars", "200"]),
     ("bench_dlm_memory.py", [], ["--texts", "4", "--batch-size", "4"]),
+    ("bench_batch_layout.py", [], ["--texts", "20"]),
 ]
 
 
