@@ -22,6 +22,10 @@ from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.runs.extract import run_extraction
 
+# the models and step settings of each experiment kind: an AR experiment has the AR rows alone, a DLM one both models
+# of the lineage (on a pretrained base: that AR model and the DLM adapted from it)
+SETTINGS = {"ar": (("ar", ["1"]),), "dlm": (("ar", ["1"]), ("dlm", ["1", "max"]))}
+
 
 @dataclass
 class PIIExtractionConfig(BaseConfig):
@@ -39,9 +43,7 @@ def run(ws: Workspace, cfg: PIIExtractionConfig) -> dict:
     """Extract every field of the training and unseen messages with each model and step setting."""
     rows: dict[str, list[dict]] = {}
     shift: dict[str, dict[str, list]] = {}
-    # an AR experiment has the AR rows alone; a DLM one both models of the lineage (on a pretrained base: that AR
-    # model and the DLM adapted from it)
-    settings = (("ar", ["1"]),) if cfg.kind == "ar" else (("ar", ["1"]), ("dlm", ["1", "max"]))
+    settings = SETTINGS[cfg.kind]
     for seed in cfg.seeds:
         train, unseen, models = ws.pii_models(seed, kinds=[kind for kind, _ in settings])
         for pii_field in cfg.pii_fields:
