@@ -73,6 +73,7 @@ def test_worker_warnings_reach_the_driver(ray_backend, ar_handle):
     assert stats.lengths.max() == 63
 
 
+@pytest.mark.slow  # kept out of the default run: the suite must stay under 5 minutes
 def test_hidden_features_and_extraction_identical_on_ray(ray_backend, dlm_handle, monkeypatch):
     from lmaudit.probes.features import hidden_features
     from lmaudit.runs.extract import ExtractConfig, run_extraction
@@ -108,6 +109,7 @@ def test_dlm_probe_with_reference_identical_on_ray(ray_backend, dlm_handle, toke
     assert remote.has_reference and not np.array_equal(local.logp, local.ref_logp)  # two different models
 
 
+@pytest.mark.slow  # kept out of the default run: the suite must stay under 5 minutes
 def test_in_memory_model_is_shipped_to_the_workers(ray_backend, tiny_model, tokenizer):
     """A model that was never saved (no folder to load from) travels through Ray's object store."""
     from lmaudit.probes.ar import probe_ar

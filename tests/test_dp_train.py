@@ -268,6 +268,7 @@ def test_bad_dp_options_are_refused_before_any_work(args, message, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # kept out of the default run: the suite must stay under 5 minutes
 @OPACUS_ORDERS
 def test_shadows_train_with_dp_as_the_target_did(tmp_path, tiny_model_dir):
     pool = write_jsonl(tmp_path / "pool.jsonl", MEMBERS[:8] + NONMEMBERS[:8])

@@ -82,6 +82,7 @@ def test_reference_with_its_own_tokenizer(finetuned, tmp_path):
     assert result.attacks["reference"]["auc"] > 0.8  # the untrained reference does not mask the target's memorisation
 
 
+@pytest.mark.slow  # kept out of the default run: the suite must stay under 5 minutes
 def test_dlm_finetuned_members_are_detected(tmp_path, tiny_model, tokenizer):
     """A tiny Dream-style DLM (the causal fixture run with full attention and shifted logits)
     fine-tuned with the diffusion objective: every DLM attack runs, and the likelihood-based
