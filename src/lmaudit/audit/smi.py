@@ -44,9 +44,7 @@ class SetEstimate:
     rho: float  # in [0, 1]
     rho_unclipped: float
     ci90: tuple[float, float]  # 5th and 95th bootstrap percentiles of the clipped estimate
-    # the same percentiles of the unclipped estimate: an interval whose width says how well the data pin ρ down,
-    # where the clipped one collapses onto 0 or 1
-    ci90_unclipped: tuple[float, float]
+    ci90_unclipped: tuple[float, float]  # the same of the unclipped estimate (its width, where ci90 hits 0 or 1)
     n_suspect: int
     n_members: int
     n_nonmembers: int
