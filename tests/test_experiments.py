@@ -286,6 +286,11 @@ def test_mini_extraction_steps_and_pii_experiments(tmp_path):
     assert entry["discoverable@p=0.99"] <= entry["discoverable@p=0.5"]  # a stricter p never discovers more
     lp = res["likelihood_shift"]["email / AR"]
     assert len(lp["train"]) == 6 and entry["median_log_p_train"] == pytest.approx(float(np.median(lp["train"])))
+    # the DLM's p̂ carries its convergence in the number of orders; the AR p̂ is exact and carries none
+    assert "convergence" not in entry and 0 <= res["pii_rows"]["email / DLM max-step"][0]["convergence"][
+        "not_converged_fraction"] <= 1
+    table = (folder / "table.md").read_text()
+    assert "p̂ moved > 2× R/2 → R" in table and "| email / AR |" in table and "exact |" in table
 
 
 def test_mini_extraction_relaxed_experiment(tmp_path):

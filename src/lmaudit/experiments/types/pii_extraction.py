@@ -5,7 +5,8 @@ same synthetic PII messages with the same tokenizer, data and epochs; each e-mai
 is extracted from its left context. On a pretrained ``base`` (an AR model): with ``kind = "ar"`` the AR rows only,
 with ``kind = "dlm"`` that model and the DLM adapted from it (``adapt_*``), fine-tuned alike.
 Payload: ``pii_rows`` (per "field / setting", per
-seed: discoverable counts on training and unseen messages, median log p̂ of each),
+seed: discoverable counts on training and unseen messages, median log p̂ of each; DLM rows: the
+convergence of p̂ in the number of orders on the training messages),
 ``likelihood_shift`` (per-record log p̂ on training and unseen messages, first seed),
 ``n_train`` and ``n_unseen``.
 """
@@ -60,6 +61,8 @@ def run(ws: Workspace, cfg: PIIExtractionConfig) -> dict:
                                   "median_log_p_unseen": _finite_median(lp["unseen"]),
                                   "unseen_discoverable": {k: v for k, v in on["unseen"]["summary"][label].items()
                                                           if k.startswith("discoverable")}})
+                    if kind != "ar" and "convergence" in on["train"]["summary"][label]:  # AR p̂ is exact
+                        entry["convergence"] = on["train"]["summary"][label]["convergence"]
                     rows.setdefault(key, []).append(entry)
                     if seed == cfg.seeds[0]:
                         shift[key] = lp
@@ -72,16 +75,25 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     ps = [k.split("=")[1] for k in first if k.startswith("discoverable")]
     header = (["field / model"] + [f"train @p={p}" for p in ps] + [f"unseen @p={p}" for p in ps]
               + ["median log p̂ train", "median log p̂ unseen"])
+    converges = any("convergence" in e for entries in record["pii_rows"].values() for e in entries)
+    if converges:
+        header.append("p̂ moved > 2× R/2 → R")
     rows = []
     for key, entries in record["pii_rows"].items():
         train = [np.mean([e[f"discoverable@p={p}"] for e in entries]) for p in ps]
         unseen = [np.mean([e["unseen_discoverable"][f"discoverable@p={p}"] for e in entries]) for p in ps]
         medians = [np.mean([e[k] for e in entries]) for k in ("median_log_p_train", "median_log_p_unseen")]
         rows.append([key] + [f"{v:.1f}" for v in train + unseen] + [f"{v:.2f}" for v in medians])
+        if converges:
+            moved = [e["convergence"]["not_converged_fraction"] for e in entries if "convergence" in e]
+            rows[-1].append(f"{100 * max(moved):.1f}%" if moved else "exact")
     n = record["experiment"]["extract"].get("n", 10_000)
     caption = (f"(n, p)-discoverable records at n = {n:,} queries among {record['n_train']} training and "
                f"{record['n_unseen']} unseen messages (mean over seeds); each value is extracted from its left "
-               "context only" + (", for both model kinds." if any("DLM" in key for key in record["pii_rows"]) else "."))
+               "context only" + (", for both model kinds." if any("DLM" in key for key in record["pii_rows"]) else ".")
+               + (" The last column: the share of training records whose DLM p̂ changed by more than 2× between "
+                  "the first half of the sampled orders and all of them (the highest over seeds; the AR p̂ is "
+                  "exact)." if converges else ""))
     return [(caption, header, rows)]
 
 
