@@ -8,7 +8,8 @@ import pytest
 from helpers import assert_ok, assert_user_error, lmaudit
 from lmaudit.report.claims import CLAIMS, build_claims, judge_all
 from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE
-from lmaudit.report.claims_qskew import misaligned, pii_combined, q_skew_beats_baselines
+from lmaudit.report.claims_pii import pii_combined
+from lmaudit.report.claims_qskew import misaligned, q_skew_beats_baselines
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,6 +11,7 @@ from lmaudit.metrics import pool_paired
 from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
+from lmaudit.report import claims_pii as pii
 from lmaudit.report.claims import build_claims
 from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
 
@@ -192,3 +193,38 @@ def test_pooled_paired_interval_is_of_the_mean_difference():
     assert pool_paired([[0.1, 0.0, 0.3]]) == [0.1, 0.0, 0.3]  # one seed: its own (asymmetric) interval
     diff, lo, hi = pool_paired([[0.1, 0.0, 0.2], [0.3, 0.2, 0.4]])  # two seeds, each ± 0.1 (se 0.1 / 1.96)
     assert diff == pytest.approx(0.2) and hi - lo == pytest.approx(2 * 0.1 / 2 ** 0.5)  # narrower than averaged bounds
+
+
+def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = None, one: int = 0) -> dict:
+    """A pii-extraction record, one seed of 60 messages: discoverable e-mails and phones at p = 0.5 per model."""
+    conv = {} if moved is None else {"convergence": {"not_converged_fraction": moved}}
+    entry = lambda k, lp, extra={}: {"discoverable@p=0.5": k, "median_log_p_train": lp, **extra}  # noqa: E731
+    rows = {}
+    for i, f in enumerate(("email", "phone")):
+        rows[f"{f} / AR"] = [entry(ar[i], -5.0)]
+        rows[f"{f} / DLM one-step"] = [entry(one, -30.0)]
+        rows[f"{f} / DLM max-step"] = [entry(dlm[i], -20.0, conv)]
+    return {"pii_rows": rows, "n_train": 60, "experiment": {"extract": {"n": 10000}, "lr": 5e-4, "lora": 16,
+                                                             "epochs": 10, "n_members": 60, "base": "m", "adapt_tokens": 100}}
+
+
+@pytest.mark.parametrize("ar, dlm, moved, verdict", [
+    ((40, 30), (2, 1), 0.0, REPRODUCED),  # 40/60 against 2/60: Wilson intervals far apart in both fields
+    ((40, 30), (2, 1), 0.5, PARTLY),  # the DLM's p̂ still moving in the number of orders: the gap may be its bias
+    ((40, 3), (2, 1), None, PARTLY),  # phones 3/60 vs 1/60 overlap
+    ((2, 1), (3, 1), None, NOT_REPRODUCED),
+    ((0, 0), (0, 0), None, UNTESTABLE),
+])
+def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar, dlm, moved, verdict):
+    f = pii.ar_leaks_more({"x": pii_record(ar, dlm, moved)}, name="x")
+    assert f.verdict == verdict and f"email: AR {ar[0]}/60 [" in f.ours
+    assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs on the " \
+        "same 60 messages" in f.regime
+    assert ("moved > 2× from R/2 to R orders: 50.0%" in f.ours) == (moved == 0.5)
+
+
+@pytest.mark.parametrize("one, verdict", [(0, REPRODUCED), (5, NOT_REPRODUCED)])
+def test_max_step_leaks_more_where_its_counts_and_likelihoods_are_not_below_one_step(one, verdict):
+    # max-step's median log p̂ (-20) is above one-step's (-30) in both fields; its counts (2 and 1) against `one`
+    assert pii.one_vs_max_step({"x": pii_record((9, 9), (2, 1), one=one)}, name="x").verdict == verdict
+    assert pii.one_vs_max_step({"x": pii_record((9, 9), (0, 0))}, name="x").verdict == UNTESTABLE

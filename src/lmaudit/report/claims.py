@@ -11,8 +11,8 @@ the file.
 
 This module holds the list of claims and the Markdown; :mod:`lmaudit.report.claims_base`
 the findings, verdicts and formatting; :mod:`lmaudit.report.claims_qskew` the Q-Skew paper's
-judges (its PII reconstruction included); :mod:`lmaudit.report.claims_others` those of
-Gap-K%, SMI and DLM extraction.
+judges; :mod:`lmaudit.report.claims_pii` the PII extraction and reconstruction judges of two papers;
+:mod:`lmaudit.report.claims_others` and :mod:`lmaudit.report.claims_more` those of Gap-K%, SMI and DLM extraction.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
+from lmaudit.report import claims_pii as pii
 from lmaudit.report import claims_qskew as q
 from lmaudit.report import claims_regimes as rg
 from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE, Claim, Finding
@@ -39,6 +40,7 @@ MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
 REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation"  # membership on SmolLM2-135M fine-tunings
 REAL_DLM_STEPS, REAL_DLM_IFT = "real-dlm-extraction-steps", "real-dlm-ift-lora"
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
+REAL_DLM_PII, REAL_DLM_RECON = "real-dlm-pii-extraction", "real-dlm-pii-reconstruction"  # SmolLM2 and its DLM
 REAL = "SmolLM2-135M"
 # what the real model's experiments do differently from the tiny ones (the regime column of the SmolLM2 verdicts),
 # each read from the results it describes
@@ -100,10 +102,13 @@ CLAIMS: tuple[Claim, ...] = (
                                      "experiment with one variant per ρ would test it.")),
     Claim(QS, "PII reconstruction: Combine (CE + Q-Skew) beats CE ranking",
           "top-1 ASR on 50 records: phone 34% vs 30%, e-mail 24% vs 20% (Combine-0.1, Table 6)",
-          ("pii-reconstruction",), q.pii_combined("combined_paper", "ce", better=True, beside="combined")),
+          ("pii-reconstruction",), pii.pii_combined("combined_paper", "ce", better=True, beside="combined"),
+          real_experiments=(REAL_DLM_RECON,),
+          real_judge=pii.pii_combined("combined_paper", "ce", better=True, beside="combined", name=REAL_DLM_RECON)),
     Claim(QS, "PII reconstruction: Q-Skew alone ranks worse than CE",
           "phone 22% (PII mask) / 10% (context mask) vs CE 30%; e-mail 16% / 8% vs 20% (Table 6)",
-          ("pii-reconstruction",), q.pii_combined("skew_pii", "ce", better=False)),
+          ("pii-reconstruction",), pii.pii_combined("skew_pii", "ce", better=False),
+          real_experiments=(REAL_DLM_RECON,), real_judge=pii.pii_combined("skew_pii", "ce", better=False, name=REAL_DLM_RECON)),
     Claim(GAP, "Gap-K% beats Min-K%++ at detecting pretraining data",
           "WikiMIA AUC +2.1 / +2.6 / +2.6 (lengths 32 / 64 / 128); MIMIR Pythia-12B 57.3 vs 57.1",
           ("ar-pretraining-detection",), o.pretraining_gap,
@@ -164,15 +169,18 @@ CLAIMS: tuple[Claim, ...] = (
           real_experiments=(REAL_DLM_STEPS,), real_judge=partial(m.p_hat_converged, name=REAL_DLM_STEPS)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data",
           "e-mails discoverable at p = 50%: AR-1.1B 213 vs DLM-1.1B max-step 16 (of 3,000)", ("pii-extraction",),
-          o.ar_leaks_more),
+          pii.ar_leaks_more, real_experiments=(REAL_DLM_PII,), real_judge=partial(pii.ar_leaks_more, name=REAL_DLM_PII)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data: reconstruction of redacted values",
           "(the extraction paper's claim, tested with the Q-Skew paper's reconstruction attack)",
-          ("pii-reconstruction",), q.ar_reconstructs_more),
+          ("pii-reconstruction",), pii.ar_reconstructs_more,
+          real_experiments=(REAL_DLM_RECON,), real_judge=partial(pii.ar_reconstructs_more, name=REAL_DLM_RECON)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data, at p = 99%",
           "e-mails discoverable at p = 99%: AR-1.1B 139 vs DLM-1.1B max-step 7 (of 3,000); phones 3 vs 0", ("pii-extraction",),
-          partial(o.ar_leaks_more, p=0.99)),
+          partial(pii.ar_leaks_more, p=0.99),
+          real_experiments=(REAL_DLM_PII,), real_judge=partial(pii.ar_leaks_more, p=0.99, name=REAL_DLM_PII)),
     Claim(EXT, "Max-step sampling leaks more than one-step", "DLM-1.1B e-mails 16 vs 0; LLaDA-8B 179 vs 9",
-          ("pii-extraction",), o.one_vs_max_step),
+          ("pii-extraction",), pii.one_vs_max_step,
+          real_experiments=(REAL_DLM_PII,), real_judge=partial(pii.one_vs_max_step, name=REAL_DLM_PII)),
     Claim(EXT, "A Gaussian predicts relaxed (Hamming) extraction for DLMs, not for AR models",
           "DLM errors close to a Gaussian; AR errors cascade", ("extraction-relaxed",), o.gaussian_fit),
     Claim(EXT, "Extractable records grow sublinearly with the query budget and saturate early",

@@ -269,55 +269,6 @@ def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> 
                    "distribution) excludes; they are evidence on how far a trained DLM is from it.")
 
 
-def _wilson(k: int, n: int) -> str:
-    lo, hi = wilson_interval(k, n)
-    return f"{k}/{n} [{pct(lo)}%, {pct(hi)}%]"
-
-
-def _query_budget(rec: dict) -> str:
-    return f"{rec['experiment']['extract'].get('n', 10_000):,}"
-
-
-def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5) -> Finding:
-    rec = recs["pii-extraction"]
-    n = rec["n_train"]
-    parts, ok, any_ar = [], [], False
-    for f in ("email", "phone"):
-        ar = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / AR"])
-        dlm = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
-        seeds = len(rec["pii_rows"][f"{f} / AR"])
-        ar_lo = wilson_interval(ar, n * seeds)[0]
-        dlm_hi = wilson_interval(dlm, n * seeds)[1]
-        ok.append(ar_lo > dlm_hi)
-        any_ar |= ar > 0
-        parts.append(f"{f}: AR {_wilson(ar, n * seeds)} vs DLM max-step {_wilson(dlm, n * seeds)}")
-    verdict = REPRODUCED if all(ok) else PARTLY if any(ok) else (UNTESTABLE if not any_ar else NOT_REPRODUCED)
-    return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
-                   + "; ".join(parts), verdict,
-                   "Same lineage (the DLM adapted from the AR base), same data and epochs. 'Ahead' only when the "
-                   "intervals are disjoint" + ("; a field discoverable from neither model cannot tell them apart."
-                                               if not all(ok) else "."))
-
-
-def one_vs_max_step(recs: dict[str, dict]) -> Finding:
-    rec = recs["pii-extraction"]
-    parts, higher, counts = [], [], []
-    for f in ("email", "phone"):
-        one = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM one-step"]])
-        mx = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM max-step"]])
-        k1 = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM one-step"])
-        k2 = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
-        higher.append(mx > one)
-        counts += [k1, k2]
-        parts.append(f"{f}: discoverable one-step {k1}, max-step {k2}; median log p̂ {one:.1f} → {mx:.1f}")
-    counts_zero = not any(counts)
-    verdict = UNTESTABLE if counts_zero else (REPRODUCED if all(higher) else NOT_REPRODUCED)
-    return Finding("; ".join(parts), verdict,
-                   "No PII value is discoverable from the tiny DLM at any step count, so the counts cannot differ; "
-                   "the likelihoods move as the theorem says (max-step far above one-step)." if counts_zero else
-                   f"Counts at n = {_query_budget(rec)}, p = 0.5.")
-
-
 MIN_INFORMATIVE_EPS = 5  # tolerances at which a model's empirical rate is neither ≈ 0 nor ≈ 1, needed to judge a fit
 
 

@@ -1,4 +1,4 @@
-"""The Q-Skew paper's claims: membership inference on DLMs, the asymmetry, PII reconstruction."""
+"""The Q-Skew paper's claims: membership inference on DLMs and the asymmetry (its PII reconstruction: claims_pii)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import RANK_MODES, paired_signals
-from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, Finding, auc_text, ci, paired_lines, pct, pts
+from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, Finding, auc_text, paired_lines, pct
 
 # ---------------------------------------------------------------- the Q-Skew regime study, shared by several claims
 
@@ -192,56 +191,3 @@ def mask_ratio(recs: dict[str, dict]) -> Finding:
     return Finding(ours, verdict, "Per exposure = mean gain / (ratio × epochs): the gain per time a token is "
                    "masked and trained falls with the ratio (the assumption's per-step form), but a higher ratio "
                    "trains each token more often, so the mean gain per token need not fall.")
-
-
-def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str] | None = None
-              ) -> tuple[list[str], str]:
-    """ASR(a) − ASR(b) on the same records, in inference and generation mode, each field: the text of every pair
-    and the verdict ('a' ahead of, or with ``better=False`` behind, 'b' in every pair: reproduced)."""
-    if "ranks" not in rec:
-        raise KeyError("ranks")
-    na, nb = names or (a, b)
-    asr_key = {mode: key for mode, _, key in RANK_MODES}
-    parts, wins, n = [], 0, 0
-    for mode, f, d, lo, hi in paired_signals(rec, a, b):
-        n += 1
-        wins += (lo > 0) if better else (hi < 0)
-        parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key[mode]][a][f]):.1f}% vs {nb} "
-                     f"{np.mean(rec[asr_key[mode]][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}")
-    return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
-
-
-def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None) -> Callable[[dict], Finding]:
-    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes; ``beside``: a
-    signal shown next to it, not judged (the fitted-α combination beside the paper's fixed α)."""
-    def judge(recs: dict[str, dict]) -> Finding:
-        rec = recs["pii-reconstruction"]
-        exp = rec["experiment"]
-        parts, verdict = pii_pairs(rec, a, b, better=better)
-        cov = ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
-        ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {cov})"
-        if beside:
-            ours += f". Beside it, {beside} (fitted α, not judged): " + "; ".join(pii_pairs(rec, beside, b, better=better)[0])
-        alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
-        sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
-                                              for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
-                          for f, sw in (rec.get("alpha_sweep") or {}).items())
-        return Finding(ours, verdict, f"A tiny DLM fine-tuned {exp['epochs']} epochs on {exp['n_members']} "
-                       "messages (the paper: LLaDA-8B on "
-                       "TREC); read in inference mode (the true value among the candidates) and in generation mode "
-                       "(generated candidates only, the paper's setting, where few true values are generated). α "
-                       f"fitted on {rec['n_calibration']} known messages: {', '.join(f'{a:g}' for a in alphas)} (ties "
-                       "go to the smallest α, so a fitted α = 0 makes combined CE itself); the fixed-α sweep "
-                       f"(inference, points): {sweep}.")
-    return judge
-
-
-def ar_reconstructs_more(recs: dict[str, dict]) -> Finding:
-    rec = recs["pii-reconstruction"]
-    parts, verdict = pii_pairs(rec, "AR ce", "ce", better=True, names=("AR", "DLM"))
-    cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
-                    for f, v in rec["fields"].items() if "ar_coverage" in v)
-    return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
-                   + f" (paired over records; true value generated at all: {cov})", verdict,
-                   "The AR model and the DLM adapted from it, fine-tuned the same way on the same 30 messages; the AR "
-                   "model continues the left context, the DLM fills inserted masks with both contexts.")

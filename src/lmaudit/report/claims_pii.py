@@ -1,0 +1,147 @@
+"""The PII claims of two papers: (n, p)-discoverable extraction AR vs DLM (the DLM-extraction paper) and
+reconstruction of redacted values (the Q-Skew paper's Table 6, and AR vs DLM with its attack)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from lmaudit.extraction.reconstruct import RANK_MODES, paired_signals, wilson_interval
+from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE, Finding, ci, pct, pts
+
+UNCONVERGED_SHARE = 0.1  # a DLM p̂ with more of its records moving > 2× from R/2 to R orders has not converged
+
+
+def lineage(rec: dict, texts: str = "messages") -> str:
+    """The AR model and the DLM adapted from it of a PII experiment, from its stored settings."""
+    e = rec["experiment"]
+    how = f"LoRA rank {e['lora']}, lr {e['lr']:g}" if e.get("lora") else f"every weight, lr {e['lr']:g}"
+    ar = f"`{e['base']}`" if e.get("base") else "The tiny AR base"
+    adapted = f" on {e['adapt_tokens']:,} tokens" if e.get("adapt_tokens") else ""
+    return (f"{ar} and the DLM adapted from it{adapted}, both fine-tuned ({how}) {e['epochs']} epochs on the same "
+            f"{e['n_members']} {texts}")
+
+
+def _wilson(k: int, n: int) -> str:
+    lo, hi = wilson_interval(k, n)
+    return f"{k}/{n} [{pct(lo)}%, {pct(hi)}%]"
+
+
+def _query_budget(rec: dict) -> str:
+    return f"{rec['experiment']['extract'].get('n', 10_000):,}"
+
+
+def _unconverged(rec: dict, f: str) -> float | None:
+    """The highest share over seeds of training records whose DLM max-step p̂ moved > 2× from R/2 to R (None:
+    not stored)."""
+    moved = [r["convergence"]["not_converged_fraction"] for r in rec["pii_rows"][f"{f} / DLM max-step"]
+             if "convergence" in r]
+    return max(moved) if moved else None
+
+
+def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-extraction") -> Finding:
+    """The AR model has more (n, p)-discoverable training values than the DLM max-step, Wilson intervals disjoint
+    per field; where the DLM's p̂ has not converged in the number of orders, 'reproduced' becomes 'partly'."""
+    rec = recs[name]
+    n = rec["n_train"]
+    parts, ok, any_ar, moving = [], [], False, []
+    for f in ("email", "phone"):
+        ar = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / AR"])
+        dlm = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
+        seeds = len(rec["pii_rows"][f"{f} / AR"])
+        ok.append(wilson_interval(ar, n * seeds)[0] > wilson_interval(dlm, n * seeds)[1])
+        any_ar |= ar > 0
+        parts.append(f"{f}: AR {_wilson(ar, n * seeds)} vs DLM max-step {_wilson(dlm, n * seeds)}")
+        share = _unconverged(rec, f)
+        if share is not None:
+            parts[-1] += f" (DLM p̂ moved > 2× from R/2 to R orders: {pct(share)}% of records)"
+            moving.append(share > UNCONVERGED_SHARE)
+    verdict = REPRODUCED if all(ok) else PARTLY if any(ok) else (UNTESTABLE if not any_ar else NOT_REPRODUCED)
+    regime = (f"{lineage(rec)}. 'Ahead' only when the intervals are disjoint"
+              + ("; a field discoverable from neither model cannot tell them apart." if not all(ok) else "."))
+    if verdict in (REPRODUCED, PARTLY) and any(moving):
+        verdict = PARTLY
+        regime += (f" The DLM's p̂ has not converged in the number of orders (more than {pct(UNCONVERGED_SHARE)}% of "
+                   "records still move by more than 2×): a mean of a heavy-tailed probability over few orders is "
+                   "usually below its expectation, which favours this claim, so 'ahead' is read as partly.")
+    return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
+                   + "; ".join(parts), verdict, regime)
+
+
+def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction") -> Finding:
+    rec = recs[name]
+    parts, higher, counts = [], [], []
+    for f in ("email", "phone"):
+        one = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM one-step"]])
+        mx = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM max-step"]])
+        k1 = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM one-step"])
+        k2 = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
+        higher.append(mx > one and k2 >= k1)
+        counts += [k1, k2]
+        parts.append(f"{f}: discoverable one-step {k1}, max-step {k2}; median log p̂ {one:.1f} → {mx:.1f}")
+    counts_zero = not any(counts)
+    verdict = UNTESTABLE if counts_zero else (REPRODUCED if all(higher) else NOT_REPRODUCED)
+    moves = "max-step above one-step" if all(higher) else "not max-step above one-step in every field"
+    return Finding("; ".join(parts), verdict,
+                   f"No PII value is discoverable from this DLM at any step count, so the counts cannot differ; the "
+                   f"median likelihoods: {moves}." if counts_zero else
+                   f"Counts at n = {_query_budget(rec)}, p = 0.5 (training messages, every seed); max-step leaks more "
+                   "where its count is not below one-step's and its median log p̂ is above it in every field.")
+
+
+def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str] | None = None
+              ) -> tuple[list[str], str]:
+    """ASR(a) − ASR(b) on the same records, in inference and generation mode, each field: the text of every pair
+    and the verdict ('a' ahead of, or with ``better=False`` behind, 'b' in every pair: reproduced)."""
+    if "ranks" not in rec:
+        raise KeyError("ranks")
+    na, nb = names or (a, b)
+    asr_key = {mode: key for mode, _, key in RANK_MODES}
+    parts, wins, n = [], 0, 0
+    for mode, f, d, lo, hi in paired_signals(rec, a, b):
+        n += 1
+        wins += (lo > 0) if better else (hi < 0)
+        parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key[mode]][a][f]):.1f}% vs {nb} "
+                     f"{np.mean(rec[asr_key[mode]][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}")
+    return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
+
+
+def _coverage(rec: dict) -> str:
+    return ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
+
+
+def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, name: str = "pii-reconstruction"
+                 ) -> Callable[[dict], Finding]:
+    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes; ``beside``: a
+    signal shown next to it, not judged (the fitted-α combination beside the paper's fixed α)."""
+    def judge(recs: dict[str, dict]) -> Finding:
+        rec = recs[name]
+        parts, verdict = pii_pairs(rec, a, b, better=better)
+        ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {_coverage(rec)})"
+        if beside:
+            ours += f". Beside it, {beside} (fitted α, not judged): " + "; ".join(pii_pairs(rec, beside, b, better=better)[0])
+        alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
+        sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
+                                              for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
+                          for f, sw in (rec.get("alpha_sweep") or {}).items())
+        e = rec["experiment"]
+        model = (f"The `{e['base']}` DLM" if e.get("base") else "A tiny DLM") + f" fine-tuned {e['epochs']} epochs"
+        return Finding(ours, verdict, f"{model} on {e['n_members']} messages (the paper: LLaDA-8B on "
+                       "TREC); read in inference mode (the true value among the candidates) and in generation mode "
+                       "(generated candidates only, the paper's setting, where few true values are generated). α "
+                       f"fitted on {rec['n_calibration']} known messages: {', '.join(f'{a:g}' for a in alphas)} (ties "
+                       "go to the smallest α, so a fitted α = 0 makes combined CE itself); the fixed-α sweep "
+                       f"(inference, points): {sweep}.")
+    return judge
+
+
+def ar_reconstructs_more(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> Finding:
+    rec = recs[name]
+    parts, verdict = pii_pairs(rec, "AR ce", "ce", better=True, names=("AR", "DLM"))
+    cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
+                    for f, v in rec["fields"].items() if "ar_coverage" in v)
+    return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
+                   + f" (paired over records; true value generated at all: {cov})", verdict,
+                   f"{lineage(rec)}; {rec['n_targets']} redacted per field. The AR model continues the left context, "
+                   "the DLM fills inserted masks with both contexts.")
