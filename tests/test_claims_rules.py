@@ -94,7 +94,8 @@ def test_k_peak_within_noise_is_not_placed():
 
 
 def test_a_planted_value_changes_the_why_text(tmp_path):
-    for name in ("pii-reconstruction", "extraction-steps", "extraction-relaxed", "ar-pretraining-detection"):
+    for name in ("pii-reconstruction", "extraction-steps", "extraction-relaxed", "ar-pretraining-detection",
+                 "dlm-regimes"):
         shutil.copytree(REPO / "results" / name, tmp_path / name)
     before = build_claims(tmp_path)
     f = tmp_path / "pii-reconstruction" / "results.json"
@@ -105,7 +106,12 @@ def test_a_planted_value_changes_the_why_text(tmp_path):
     rec = json.loads(f.read_text())
     rec["experiment"]["pretrain_tokens"] = 123_456
     f.write_text(json.dumps(rec))
+    f = tmp_path / "dlm-regimes" / "results.json"
+    rec = json.loads(f.read_text())
+    rec["cells"]["centre"]["settings"]["mode"] = "ift"  # the regime study's modes are counted from its cells
+    f.write_text(json.dumps(rec))
     after = build_claims(tmp_path)
+    assert "13 fine-tuning regimes: 4 IFT, 9 DFT" in after and "10 DFT, 3 IFT" in before
     assert "fine-tuned 77 epochs" in after and "fine-tuned 77 epochs" not in before
     assert "123,456 tokens" in after and "123,456 tokens" not in before
 

@@ -44,7 +44,9 @@ def regimes_why(recs: dict[str, dict], name: str = "dlm-regimes") -> str:
                f"on average (range {dmean.min():.2f}–{dmean.max():.2f}), the per-text skewness by d = "
                f"{dskew.mean():.2f} ({dskew.min():.2f}–{dskew.max():.2f}); d(mean) > d(skew) in "
                f"{int((dmean > dskew).sum())}/{len(seps)} regimes.")
-    return (f"{name} ({n} fine-tuning regime{'s' * (n > 1)}): Q-Skew − masked calibration is {flips}, tied in {t}, "
+    modes = [c["settings"].get("mode", "dft") for c in rec["cells"].values()]
+    kinds = ", ".join(f"{modes.count(m)} {m.upper()}" for m in dict.fromkeys(modes))
+    return (f"{name} ({n} fine-tuning regime{'s' * (n > 1)}: {kinds}): Q-Skew − masked calibration is {flips}, tied in {t}, "
             f"behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
             f"{dn[:, 0].mean():.2f} (a shift of location), while members' Δ skewness is {dm[:, 1].mean():+.2f} vs "
             f"non-members' {dn[:, 1].mean():+.2f}: a mean of loss gaps (calibration) reads the location shift, which a "
