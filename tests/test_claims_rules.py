@@ -12,6 +12,7 @@ from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
 from lmaudit.report import claims_pii as pii
+from lmaudit.report import claims_qskew as q
 from lmaudit.report.claims import build_claims
 from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
 
@@ -94,8 +95,7 @@ def test_k_peak_within_noise_is_not_placed():
 
 
 def test_a_planted_value_changes_the_why_text(tmp_path):
-    for name in ("pii-reconstruction", "extraction-steps", "extraction-relaxed", "ar-pretraining-detection",
-                 "dlm-regimes"):
+    for name in ("pii-reconstruction", "extraction-steps", "extraction-relaxed", "ar-pretraining-detection"):
         shutil.copytree(REPO / "results" / name, tmp_path / name)
     before = build_claims(tmp_path)
     f = tmp_path / "pii-reconstruction" / "results.json"
@@ -106,14 +106,13 @@ def test_a_planted_value_changes_the_why_text(tmp_path):
     rec = json.loads(f.read_text())
     rec["experiment"]["pretrain_tokens"] = 123_456
     f.write_text(json.dumps(rec))
-    f = tmp_path / "dlm-regimes" / "results.json"
-    rec = json.loads(f.read_text())
-    rec["cells"]["centre"]["settings"]["mode"] = "ift"  # the regime study's modes are counted from its cells
-    f.write_text(json.dumps(rec))
     after = build_claims(tmp_path)
-    assert "13 fine-tuning regimes: 4 IFT, 9 DFT" in after and "10 DFT, 3 IFT" in before
     assert "fine-tuned 77 epochs" in after and "fine-tuned 77 epochs" not in before
     assert "123,456 tokens" in after and "123,456 tokens" not in before
+    rec = json.loads((REPO / "results" / "dlm-regimes" / "results.json").read_text())
+    assert "13 fine-tuning regimes: 10 DFT, 3 IFT" in q.regimes_why({"dlm-regimes": rec})
+    rec["cells"]["centre"]["settings"]["mode"] = "ift"  # the regime study's modes are counted from its cells
+    assert "13 fine-tuning regimes: 4 IFT, 9 DFT" in q.regimes_why({"dlm-regimes": rec})
 
 
 def test_low_fpr_rule_is_not_testable_where_the_rate_is_not_measured():
