@@ -35,7 +35,10 @@ def instruction_set(docs, n: int, *, seed: int = 0, prefix: str = "p", source: s
     return TextSet(records, source=source)
 
 
-def perturb_words(text: str, *, rate: float = 0.15, seed: int = 0) -> str:
+PERTURB_RATE = 0.15  # the share of words a perturbed text has swapped (the paraphrase stand-in)
+
+
+def perturb_words(text: str, *, rate: float = PERTURB_RATE, seed: int = 0) -> str:
     """Replace a fraction ``rate`` of the words by other words of the same text (seeded)."""
     words = text.split(" ")
     rng = np.random.default_rng(stable_seed("perturb", text, seed))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.audit.coverage import coverage, stored_intervals
+from lmaudit.data.instruct import PERTURB_RATE
 from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import median_shift, seed_std
 from lmaudit.report.claims_base import (
@@ -159,7 +160,7 @@ def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
     verdict = REPRODUCED if ahead and all(ahead) else NOT_REPRODUCED
     return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
                    "(points): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or ("Word swaps (15% of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
+                   regime_text(regime, recs) or (f"Word swaps ({PERTURB_RATE:.0%} of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
                    "one (Min-K%++ ahead)."), points=True)
 
 
