@@ -210,7 +210,7 @@ def smi_cost(recs: dict[str, dict]) -> Finding:
     cheap = max(c["smi"], c["smi-m"]) < c["lira_probes"]
     return Finding(ours, REPRODUCED if cheap else NOT_REPRODUCED,
                    "SMI needs no shadow model; its estimate costs milliseconds once features or scores exist "
-                   "(seconds on this 2-core CPU, tiny models).")
+                   "(seconds on a CPU with the tiny models).")
 
 
 COVERAGE_FLOOR = 0.8  # 'reliable' needs the data to show coverage of at least this (nominal 90%)

@@ -83,11 +83,12 @@ def authors_calibration(recs: dict[str, dict], name: str = "dlm-regimes") -> Fin
             f"masked-ELBO calibration: ahead {a2}, tied {t2}, behind {b2}.")
     cells = rec["cells"].values()
     higher = sum(c["auc"]["calibration unmasked_ratio"][0] > c["auc"]["calibration"][0] for c in cells)
+    weaker = ("neither variant is the weaker baseline everywhere" if 0 < higher < n else
+              f"the {'masked ELBO' if higher == n else 'unmasked ratio'} is the weaker baseline in every regime")
     return Finding(ours, verdict, "The authors' calibration reads the clean text with no mask (AR-shifted logits); "
                    "lmaudit's default is the masked ELBO of the published definition, with the authors' way as "
                    f"`calibration.variant=unmasked_ratio`. Its AUC is above the masked ELBO's in {higher}/{n} regimes "
-                   "(points): neither variant is the weaker baseline everywhere, "
-                   "and Q-Skew trails both.")
+                   f"(points): {weaker}.")
 
 
 def components_help(recs: dict[str, dict], name: str = "dlm-ablation") -> Finding:
@@ -177,7 +178,17 @@ def asymmetry(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
                    f"more than non-members' ({len(above)}/{len(cells)}, by {np.mean(ms - ns):+.2f} on average), and "
                    f"non-members' near symmetric (|g₁| < 0.1 in {len(symmetric)}/{len(cells)}; right-skewed, g₁ ≥ 0.1, "
                    f"in {right}). Non-members' Δ carries a skew of its own, so only the members-minus-non-members "
-                   "gap is evidence of membership, and it is small beside the location shift (the regimes' table).")
+                   "gap is evidence of membership" + _skew_beside_location(cells) + ".")
+
+
+def _skew_beside_location(cells: dict) -> str:
+    """How the skew gap's separation compares with the location shift's (Cohen's d over texts), where stored."""
+    seps = [c["delta"].get("separation") for c in cells.values()]
+    if not all(seps):
+        return ""
+    dm, ds = np.mean([x["d_mean"] for x in seps]), np.mean([x["d_skew"] for x in seps])
+    return (f"; it separates members by Cohen's d = {ds:.2f} on average, the location shift (per-text mean Δ) by "
+            f"d = {dm:.2f}")
 
 
 def mask_ratio(recs: dict[str, dict]) -> Finding:

@@ -1,0 +1,152 @@
+"""The judges of CLAIMS.md not covered in test_claims_rules: each given stored values that make each verdict it can
+give (a judge that can only say "not testable" says so whatever the values)."""
+
+import pytest
+
+from lmaudit.report import claims_more as m
+from lmaudit.report import claims_others as o
+from lmaudit.report import claims_pii as pii
+from lmaudit.report import claims_qskew as q
+from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
+
+AHEAD, TIED, BEHIND = (0.05, 0.02, 0.08), (0.01, -0.02, 0.04), (-0.05, -0.08, -0.02)
+
+
+def seeds(*triples):
+    return [{"seed": i, "diff": d, "ci95": [lo, hi]} for i, (d, lo, hi) in enumerate(triples)]
+
+
+def auc_rows(**per_seed):
+    return {row.replace("__", " ").replace("_eq_", "="): {"per_seed": [{"auc": x} for x in v]}
+            for row, v in per_seed.items()}
+
+
+@pytest.mark.parametrize("per_seed, verdict", [((AHEAD, AHEAD), REPRODUCED), ((AHEAD, TIED), NOT_REPRODUCED),
+                                               ((BEHIND, BEHIND), NOT_REPRODUCED)])
+def test_pretraining_gap_needs_every_seed_ahead_and_none_behind(per_seed, verdict):
+    rec = {"paired": {"seen once": seeds(*per_seed)}, "rows": {}, "experiment": {"attacks": [], "pretrain_tokens": 9}}
+    f = o.pretraining_gap({"pt": rec}, name="pt")
+    assert f.verdict == verdict and f"seen once: {100 * per_seed[0][0]:+.1f} [" in f.ours and "on 9 tokens" in f.regime
+
+
+def smoothing_record(seq, shu, non):
+    rows = {f"s: gap_k smooth={k}": {"per_seed": [{"auc": v}, {"auc": v}]} for k, v in
+            (("sequential", seq), ("shuffled", shu), ("none", non))}
+    return {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": [0, 1]}}
+
+
+@pytest.mark.parametrize("aucs, verdict", [((0.7, 0.6, 0.5), REPRODUCED), ((0.5, 0.6, 0.7), NOT_REPRODUCED)])
+def test_smoothing_order_is_read_from_the_means(aucs, verdict):
+    f = o.smoothing({"pt": smoothing_record(*aucs)}, name="pt")
+    assert f.verdict == verdict and f"sequential {100 * aucs[0]:.1f} ± 0.0" in f.ours and f.points
+
+
+@pytest.mark.parametrize("gap, verdict", [((0.70, 0.01), REPRODUCED), ((0.61, 0.01), NOT_REPRODUCED)])
+def test_paraphrase_needs_gap_k_ahead_beyond_both_stds(gap, verdict):
+    rows = {"s: perturbed gap_k": {"auc": list(gap)}, "s: perturbed min_k_pp": {"auc": [0.6, 0.01]}}
+    f = o.paraphrase({"pt": {"paired": {"s": []}, "rows": rows}}, name="pt")
+    assert f.verdict == verdict and "s: gap_k" in f.ours
+
+
+@pytest.mark.parametrize("smi, verdict", [(0.01, REPRODUCED), (5.0, NOT_REPRODUCED)])
+def test_smi_cost_is_below_the_lira_probes(smi, verdict):
+    cost = {"smi": smi, "smi-m": 0.02, "features": 1.0, "smi-scores": 0.01, "smi-m-scores": 0.01, "lira_probes": 2.0,
+            "lira_shadow_training": 30.0}
+    assert o.smi_cost({"unlearning-audit": {"cost_s": cost}}).verdict == verdict
+
+
+@pytest.mark.parametrize("medians, verdict", [((0.0, 0.5, 1.0), REPRODUCED), ((0.0, 1.0, 0.5), NOT_REPRODUCED)])
+def test_steps_monotone_reads_the_median_gains_and_counts_falls_on_refinements(medians, verdict):
+    rec = {"steps": {s: {"median_delta_log_p": [v]} for s, v in zip(("1", "2", "max"), medians)},
+           "monotone_fraction": [0.75], "log_p_columns": {"1": [-3, -3, -3, -3], "2": [-2, -2, -4, -2],
+                                                           "max": [-1, -1, -1, -3]}}
+    f = o.steps_monotone({"st": rec}, name="st")
+    assert f.verdict == verdict and "on 75.0% of masks (first seed, 4 masks)" in f.ours
+    assert "1 → 2: 25.0%, 2 → max: 25.0%" in f.regime  # one record of four fell on each refinement
+
+
+@pytest.mark.parametrize("fractions, verdict", [
+    ([0.1, 0.3, 0.45, 0.5], REPRODUCED),  # < 10× per decade, last decade's gain below the one before it
+    ([0.1, 0.2, 0.3, 0.5], PARTLY),  # sublinear, still rising at the largest n
+    ([0.001, 0.5, 0.6, 0.7], NOT_REPRODUCED),  # 500× in one decade
+    ([0.0, 0.0, 0.0, 0.0], UNTESTABLE),  # nothing extractable at any n
+])
+def test_sublinear_budget_rule(fractions, verdict):
+    budget = {"n": [1, 10, 100, 1000], "p": 0.5, "mask": "suffix:8", "fractions": {"DLM": fractions}}
+    assert o.sublinear_budget({"extraction-relaxed": {"budget": budget}}).verdict == verdict
+
+
+def regimes_record(unmasked: list[tuple], masked: list[tuple], skews=None) -> dict:
+    cells = {}
+    for i, (u, mk) in enumerate(zip(unmasked, masked)):
+        ms, ns = (skews or [(0.3, 0.05)] * len(unmasked))[i]
+        cells[f"c{i}"] = {"settings": {"mode": "dft"}, "paired": {"calibration unmasked_ratio": u, "calibration": mk},
+                          "auc": {"calibration unmasked_ratio": [0.6, 0.0], "calibration": [0.7, 0.0]},
+                          "delta": {"members": {"mean": 1.0, "std": 1.0, "skew": ms},
+                                    "nonmembers": {"mean": 0.0, "std": 1.0, "skew": ns},
+                                    "separation": {"d_mean": 1.5, "d_skew": 0.2}}}
+    return {"cells": cells}
+
+
+@pytest.mark.parametrize("unmasked, verdict", [([AHEAD, AHEAD], REPRODUCED), ([AHEAD, BEHIND], PARTLY),
+                                               ([TIED, BEHIND], NOT_REPRODUCED)])
+def test_authors_calibration_counts_the_regimes_where_q_skew_is_ahead(unmasked, verdict):
+    f = q.authors_calibration({"rg": regimes_record(unmasked, [BEHIND, BEHIND])}, name="rg")
+    assert f.verdict == verdict and "against the masked-ELBO calibration: ahead 0, tied 0, behind 2" in f.ours
+    assert "the unmasked ratio is the weaker baseline in every regime" in f.regime  # its AUC is below in 0/2
+
+
+@pytest.mark.parametrize("skews, verdict", [
+    ([(0.3, 0.05), (0.2, 0.0)], REPRODUCED),  # members right-skewed, above non-members, who are near symmetric
+    ([(0.3, 0.2), (0.2, 0.0)], PARTLY),  # one cell's non-members skewed (g₁ ≥ 0.1)
+    ([(-0.3, 0.0), (0.0, 0.1)], NOT_REPRODUCED),  # members' skew never above non-members'
+])
+def test_asymmetry_reads_three_parts(skews, verdict):
+    f = q.asymmetry({"rg": regimes_record([TIED] * 2, [TIED] * 2, skews)}, name="rg")
+    assert f.verdict == verdict and "by Cohen's d = 0.20 on average, the location shift (per-text mean Δ) by d = 1.50" in f.regime
+
+
+@pytest.mark.parametrize("vs, verdict", [({"mean": [AHEAD], "random": [AHEAD]}, REPRODUCED),
+                                         ({"mean": [AHEAD], "random": [TIED]}, PARTLY),
+                                         ({"mean": [BEHIND], "random": [TIED]}, NOT_REPRODUCED)])
+def test_components_help_only_when_full_beats_the_variant_on_every_seed(vs, verdict):
+    rec = {"paired": {"compare": "q_skew", "vs": {k: seeds(*v) for k, v in vs.items()}},
+           "rows": {"q_skew": {"auc": [0.7, 0.0]}}, "experiment": {"budget": 8, "n_members": 60, "n_nonmembers": 60}}
+    f = q.components_help({"ab": rec}, name="ab")
+    assert f.verdict == verdict
+    assert ("The variant(s) mean beat the full method" in f.regime) == (verdict == NOT_REPRODUCED)
+
+
+@pytest.mark.parametrize("q_aucs, verdict", [((0.9, 0.9), REPRODUCED), ((0.9, 0.5), PARTLY), ((0.5, 0.5), NOT_REPRODUCED)])
+def test_over_epochs_counts_the_epochs_q_skew_leads(q_aucs, verdict):
+    curves = {"q_skew": {e: {"auc": [a]} for e, a in zip(("1", "2"), q_aucs)},
+              "loss": {e: {"auc": [0.7]} for e in ("1", "2")}}
+    f = q.over_epochs({"dlm-epochs": {"curves": curves, "experiment": {"seeds": [0]}}})
+    assert f.verdict == verdict and f.points
+
+
+@pytest.mark.parametrize("full, verdict", [(0.8, PARTLY), (0.6, NOT_REPRODUCED)])
+def test_gap_components_is_partly_at_best(full, verdict):
+    rows = auc_rows(**{"s:__gap_k": [full, full], "s:__gap_k__smooth_eq_none": [0.7, 0.7]})
+    rec = {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": [0, 1]}}
+    assert m.gap_components({"pt": rec}, name="pt").verdict == verdict
+    rec["experiment"]["seeds"] = [0]
+    assert m.gap_components({"pt": rec}, name="pt").verdict == UNTESTABLE  # one seed: nothing to measure noise by
+
+
+def test_smi_ranking_is_not_testable_whatever_the_estimates_and_shows_the_ranking():
+    table = {"0.1 / npo / smi-m": {"mean": 0.9, "std": 0.01}, "0.1 / gradient_ascent / smi-m": {"mean": 0.5, "std": 0.01},
+             "0.1 / retrain / smi-m": {"mean": 1.0, "std": 0.0}}
+    f = m.smi_ranking({"ul": {"unlearning": table}}, name="ul")
+    assert f.verdict == UNTESTABLE and "forget 10%: npo 0.90 ± 0.01 > gradient_ascent 0.50 ± 0.01" in f.ours
+
+
+@pytest.mark.parametrize("ar_ranks, verdict", [([1, 1, 1, 1, 1], REPRODUCED), ([3, 3, 3, 3, 3], NOT_REPRODUCED)])
+def test_ar_reconstructs_more_is_read_from_paired_ranks(ar_ranks, verdict):
+    ranks = {"ce": {"email": [[2, 2, 2, 2, 2]]}, "AR ce": {"email": [ar_ranks]}}
+    top1 = {k: {"email": [100.0 * sum(r == 1 for r in v["email"][0]) / 5]} for k, v in ranks.items()}
+    rec = {"ranks": ranks, "asr": top1, "fields": {"email": {"coverage": [40.0], "ar_coverage": [80.0]}},
+           "n_targets": 5, "experiment": {"lr": 2e-3, "epochs": 150, "n_members": 30, "adapt_tokens": 1000}}
+    f = pii.ar_reconstructs_more({"rc": rec}, name="rc")
+    assert f.verdict == verdict and "email: DLM 40%, AR 80%" in f.ours
+    assert "fine-tuned (every weight, lr 0.002) 150 epochs on the same 30 messages; 5 redacted per field" in f.regime
