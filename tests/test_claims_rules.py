@@ -206,10 +206,10 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
     entry = lambda k, lp, extra={}: {"discoverable@p=0.5": k, "median_log_p_train": lp, **extra}  # noqa: E731
     rows = {}
     for i, f in enumerate(("email", "phone")):
-        rows[f"{f} / AR"] = [entry(ar[i], -5.0)]
+        rows[f"{f} / AR"] = [entry(ar[i], -5.0, {"unseen_discoverable": {"discoverable@p=0.5": 7}})]
         rows[f"{f} / DLM one-step"] = [entry(one, -30.0)]
-        rows[f"{f} / DLM max-step"] = [entry(dlm[i], -20.0, conv)]
-    return {"pii_rows": rows, "n_train": 60, "experiment": {"extract": {"n": 10000}, "lr": 5e-4, "lora": 16,
+        rows[f"{f} / DLM max-step"] = [entry(dlm[i], -20.0, {**conv, "unseen_discoverable": {"discoverable@p=0.5": 0}})]
+    return {"pii_rows": rows, "n_train": 60, "n_unseen": 50, "experiment": {"extract": {"n": 10000}, "lr": 5e-4, "lora": 16,
                                                              "epochs": 10, "n_members": 60, "base": "m", "adapt_tokens": 100}}
 
 
@@ -222,10 +222,10 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
 ])
 def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar, dlm, moved, verdict):
     f = pii.ar_leaks_more({"x": pii_record(ar, dlm, moved)}, name="x")
-    assert f.verdict == verdict and f"email: AR {ar[0]}/60 [" in f.ours
+    assert f.verdict == verdict and f"email: AR {ar[0]}/60 [" in f.ours and "unseen control AR 7/50, DLM 0/50" in f.ours
     assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs on the " \
         "same 60 messages" in f.regime
-    assert ("moved > 2× from R/2 to R orders: 50.0%" in f.ours) == (moved == 0.5)
+    assert ("its p̂ moved > 2× from R/2 to R orders: 50.0% of records); unseen" in f.ours) == (moved == 0.5)
 
 
 @pytest.mark.parametrize("one, verdict", [(0, REPRODUCED), (5, NOT_REPRODUCED)])
