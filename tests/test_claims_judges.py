@@ -61,7 +61,7 @@ def test_steps_monotone_reads_the_median_gains_and_counts_falls_on_refinements(m
            "monotone_fraction": [0.75], "log_p_columns": {"1": [-3, -3, -3, -3], "2": [-2, -2, -4, -2],
                                                            "max": [-1, -1, -1, -3]}}
     f = o.steps_monotone({"st": rec}, name="st")
-    assert f.verdict == verdict and "on 75.0% of masks (first seed, 4 masks)" in f.ours
+    assert f.verdict == verdict and "on 75.0% of masks (first seed, 4 masks)" in f.ours and f.points
     assert "1 → 2: 25.0%, 2 → max: 25.0%" in f.regime  # one record of four fell on each refinement
 
 
@@ -103,7 +103,7 @@ def test_authors_calibration_counts_the_regimes_where_q_skew_is_ahead(unmasked, 
 ])
 def test_asymmetry_reads_three_parts(skews, verdict):
     f = q.asymmetry({"rg": regimes_record([TIED] * 2, [TIED] * 2, skews)}, name="rg")
-    assert f.verdict == verdict and "by Cohen's d = 0.20 on average, the location shift (per-text mean Δ) by d = 1.50" in f.regime
+    assert f.verdict == verdict and f.points and "by Cohen's d = 0.20 on average, the location shift (per-text mean Δ) by d = 1.50" in f.regime
 
 
 @pytest.mark.parametrize("vs, verdict", [({"mean": [AHEAD], "random": [AHEAD]}, REPRODUCED),

@@ -151,4 +151,4 @@ def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", sh
                    verdict, f"Converged: at most {pct(share)}% of records move by more than 2× from R/2 to R at every step "
                    "count (one step is left out: every order gives it the same p̂). Where more do, the discoverable counts at that "
                    "step count rest on an estimate still moving; a median change of log 2 = 0.69 nats is one order "
-                   "carrying the whole mean.")
+                   "carrying the whole mean.", points=True)

@@ -197,7 +197,7 @@ def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
                    "on the untouched model and on the retrained one: " + "; ".join(parts), verdict,
                    regime_text(regime, recs) or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' allows one seed "
                               "std of the closest audit (a noisy estimate does not pass on its own spread), and must "
-                              "hold for 'none' and for 'retrain' both."))
+                              "hold for 'none' and for 'retrain' both."), points=True)
 
 
 def smi_cost(recs: dict[str, dict]) -> Finding:
@@ -210,7 +210,7 @@ def smi_cost(recs: dict[str, dict]) -> Finding:
     cheap = max(c["smi"], c["smi-m"]) < c["lira_probes"]
     return Finding(ours, REPRODUCED if cheap else NOT_REPRODUCED,
                    "SMI needs no shadow model; its estimate costs milliseconds once features or scores exist "
-                   "(seconds on a CPU with the tiny models).")
+                   "(seconds on a CPU with the tiny models).", points=True)
 
 
 COVERAGE_FLOOR = 0.8  # 'reliable' needs the data to show coverage of at least this (nominal 90%)
@@ -267,7 +267,7 @@ def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> 
                    if other else "") + ". With the orders shared, a fall on a refinement is not noise of the sampled orders: "
                    "for that record the model's coarser (more tokens at once) prediction gave the value more "
                    "probability than its finer one, which the theorem's idealised model (conditionals of one joint "
-                   "distribution) excludes; they are evidence on how far a trained DLM is from it.")
+                   "distribution) excludes; they are evidence on how far a trained DLM is from it.", points=True)
 
 
 MIN_INFORMATIVE_EPS = 5  # tolerances at which a model's empirical rate is neither ≈ 0 nor ≈ 1, needed to judge a fit
@@ -320,7 +320,7 @@ def sublinear_budget(recs: dict[str, dict]) -> Finding:
     return Finding(f"extractable at p = {b['p']}, mask {b['mask']}: " + "; ".join(parts), verdict,
                    "Sublinear: each 10× more queries gives less than 10× more records. Saturation: the last decade's "
                    "gain below the one before it" + (" (holds)." if sat and all(sat) else " (does not hold: still "
-                   "rising at the largest n)."))
+                   "rising at the largest n)."), points=True)
 
 
 def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime=None) -> Finding:

@@ -178,7 +178,7 @@ def asymmetry(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
                    f"more than non-members' ({len(above)}/{len(cells)}, by {np.mean(ms - ns):+.2f} on average), and "
                    f"non-members' near symmetric (|g₁| < 0.1 in {len(symmetric)}/{len(cells)}; right-skewed, g₁ ≥ 0.1, "
                    f"in {right}). Non-members' Δ carries a skew of its own, so only the members-minus-non-members "
-                   "gap is evidence of membership" + _skew_beside_location(cells) + ".")
+                   "gap is evidence of membership" + _skew_beside_location(cells) + ".", points=True)
 
 
 def _skew_beside_location(cells: dict) -> str:
@@ -203,4 +203,4 @@ def mask_ratio(recs: dict[str, dict]) -> Finding:
             + "; per exposure " + ", ".join(f"{g:.3f}" for g in per) + " (one seed, points).")
     return Finding(ours, verdict, "Per exposure = mean gain / (ratio × epochs): the gain per time a token is "
                    "masked and trained falls with the ratio (the assumption's per-step form), but a higher ratio "
-                   "trains each token more often, so the mean gain per token need not fall.")
+                   "trains each token more often, so the mean gain per token need not fall.", points=True)
