@@ -109,10 +109,12 @@ def test_a_planted_value_changes_the_why_text(tmp_path):
     after = build_claims(tmp_path)
     assert "fine-tuned 77 epochs" in after and "fine-tuned 77 epochs" not in before
     assert "123,456 tokens" in after and "123,456 tokens" not in before
-    rec = json.loads((REPO / "results" / "dlm-regimes" / "results.json").read_text())
-    assert "13 fine-tuning regimes: 10 DFT, 3 IFT" in q.regimes_why({"dlm-regimes": rec})
-    rec["cells"]["centre"]["settings"]["mode"] = "ift"  # the regime study's modes are counted from its cells
-    assert "13 fine-tuning regimes: 4 IFT, 9 DFT" in q.regimes_why({"dlm-regimes": rec})
+    cells = {f"c{i}": {"settings": {"mode": m}, "paired": {"calibration": (-0.05, -0.08, -0.02)},
+                       "delta": {part: {"mean": 0.1, "skew": 0.2} for part in ("members", "nonmembers")}}
+             for i, m in enumerate(("dft", "dft", "ift"))}
+    assert "rg (3 fine-tuning regimes: 2 DFT, 1 IFT)" in q.regimes_why({"rg": {"cells": cells}}, "rg")
+    cells["c0"]["settings"]["mode"] = "ift"  # the regime study's modes are counted from its cells
+    assert "rg (3 fine-tuning regimes: 2 IFT, 1 DFT)" in q.regimes_why({"rg": {"cells": cells}}, "rg")
 
 
 def test_low_fpr_rule_is_not_testable_where_the_rate_is_not_measured():
@@ -200,14 +202,16 @@ def test_pooled_paired_interval_is_of_the_mean_difference():
     assert diff == pytest.approx(0.2) and hi - lo == pytest.approx(2 * 0.1 / 2 ** 0.5)  # narrower than averaged bounds
 
 
-def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = None, one: int = 0) -> dict:
-    """A pii-extraction record, one seed of 60 messages: discoverable e-mails and phones at p = 0.5 per model."""
+def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = None, one: int = 0,
+               unseen_ar: int = 7, one_lp: float = -30.0) -> dict:
+    """A pii-extraction record, one seed of 60 messages: discoverable e-mails and phones at p = 0.5 per model (the
+    AR model finds ``unseen_ar`` of 50 unseen values of each field; the max-step median log p̂ is -20)."""
     conv = {} if moved is None else {"convergence": {"not_converged_fraction": moved}}
     entry = lambda k, lp, extra={}: {"discoverable@p=0.5": k, "median_log_p_train": lp, **extra}  # noqa: E731
     rows = {}
     for i, f in enumerate(("email", "phone")):
-        rows[f"{f} / AR"] = [entry(ar[i], -5.0, {"unseen_discoverable": {"discoverable@p=0.5": 7}})]
-        rows[f"{f} / DLM one-step"] = [entry(one, -30.0)]
+        rows[f"{f} / AR"] = [entry(ar[i], -5.0, {"unseen_discoverable": {"discoverable@p=0.5": unseen_ar}})]
+        rows[f"{f} / DLM one-step"] = [entry(one, one_lp)]
         rows[f"{f} / DLM max-step"] = [entry(dlm[i], -20.0, {**conv, "unseen_discoverable": {"discoverable@p=0.5": 0}})]
     return {"pii_rows": rows, "n_train": 60, "n_unseen": 50, "experiment": {"extract": {"n": 10000}, "lr": 5e-4, "lora": 16,
                                                              "epochs": 10, "n_members": 60, "base": "m", "adapt_tokens": 100}}
@@ -218,6 +222,7 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
     ((40, 30), (2, 1), 0.5, PARTLY),  # the DLM's p̂ still moving in the number of orders: the gap may be its bias
     ((40, 3), (2, 1), None, PARTLY),  # phones 3/60 vs 1/60 overlap
     ((2, 1), (3, 1), None, NOT_REPRODUCED),
+    ((0, 0), (3, 0), None, NOT_REPRODUCED),  # the DLM finds what the AR model does not: against the claim
     ((0, 0), (0, 0), None, UNTESTABLE),
 ])
 def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar, dlm, moved, verdict):
@@ -226,10 +231,25 @@ def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar,
     assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs on the " \
         "same 60 messages" in f.regime
     assert ("its p̂ moved > 2× from R/2 to R orders: 50.0% of records); unseen" in f.ours) == (moved == 0.5)
+    assert ("so the verdict is at most partly" in f.regime) == (moved == 0.5)
+    assert ("phones discoverable from neither model" in f.regime) == (ar[1] == dlm[1] == 0)
 
 
-@pytest.mark.parametrize("one, verdict", [(0, REPRODUCED), (5, NOT_REPRODUCED)])
-def test_max_step_leaks_more_where_its_counts_and_likelihoods_are_not_below_one_step(one, verdict):
-    # max-step's median log p̂ (-20) is above one-step's (-30) in both fields; its counts (2 and 1) against `one`
-    assert pii.one_vs_max_step({"x": pii_record((9, 9), (2, 1), one=one)}, name="x").verdict == verdict
+def test_ar_leaks_more_says_when_the_ar_model_finds_unseen_values_as_often():
+    f = pii.ar_leaks_more({"x": pii_record((40, 30), (2, 1), unseen_ar=38)}, name="x")
+    assert f.verdict == REPRODUCED and "training count of email and phone is not above its unseen control" in f.regime
+    f = pii.ar_leaks_more({"x": pii_record((40, 30), (2, 1), unseen_ar=7)}, name="x")
+    assert "unseen control (Wilson" not in f.regime  # 7/50 is far below 40/60 and 30/60
+
+
+@pytest.mark.parametrize("one, one_lp, verdict", [
+    (0, -30.0, REPRODUCED),  # max-step (counts 2 and 1, median log p̂ -20) above one-step in both
+    (5, -30.0, NOT_REPRODUCED),  # one-step finds more
+    (1, -30.0, REPRODUCED),  # e-mails 2 > 1, phones 1 = 1: higher in one field, below in none
+    (0, -10.0, NOT_REPRODUCED),  # one-step's median likelihood above max-step's
+])
+def test_max_step_leaks_more_where_its_counts_and_likelihoods_are_not_below_one_step(one, one_lp, verdict):
+    f = pii.one_vs_max_step({"x": pii_record((9, 9), (2, 1), one=one, one_lp=one_lp)}, name="x")
+    assert f.verdict == verdict and f.points
+    assert pii.one_vs_max_step({"x": pii_record((9, 9), (1, 1), one=1)}, name="x").verdict == NOT_REPRODUCED  # equal
     assert pii.one_vs_max_step({"x": pii_record((9, 9), (0, 0))}, name="x").verdict == UNTESTABLE

@@ -88,6 +88,8 @@ def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
     return tuple(entry[metric])
 
 
+UNCONVERGED_SHARE = 0.1  # an estimate p̂ with more of its records moving > 2× from R/2 to R orders has not converged
+
 ONE_SEED = " With one seed a point difference has nothing to measure its noise against: not testable here."
 
 

@@ -11,6 +11,7 @@ from lmaudit.report.claims_base import (
     ONE_SEED,
     PARTLY,
     REPRODUCED,
+    UNCONVERGED_SHARE,
     UNTESTABLE,
     Finding,
     one_seed,
@@ -133,7 +134,8 @@ def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
                    "so a ranking cannot be checked against the truth.")
 
 
-def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", share: float = 0.1) -> Finding:
+def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", share: float = UNCONVERGED_SHARE
+                    ) -> Finding:
     """The Monte Carlo estimate p̂ has converged in the number of trajectories R: at every step count, at most
     ``share`` of the records moved by more than 2× between R/2 and R (one step: every order gives the same p̂)."""
     rec = recs[name]

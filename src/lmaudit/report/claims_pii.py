@@ -8,9 +8,17 @@ from collections.abc import Callable
 import numpy as np
 
 from lmaudit.extraction.reconstruct import RANK_MODES, paired_signals, wilson_interval
-from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE, Finding, ci, pct, pts
-
-UNCONVERGED_SHARE = 0.1  # a DLM p̂ with more of its records moving > 2× from R/2 to R orders has not converged
+from lmaudit.report.claims_base import (
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    UNCONVERGED_SHARE,
+    UNTESTABLE,
+    Finding,
+    ci,
+    pct,
+    pts,
+)
 
 
 def lineage(rec: dict, texts: str = "messages") -> str:
@@ -40,60 +48,76 @@ def _unconverged(rec: dict, f: str) -> float | None:
     return max(moved) if moved else None
 
 
+def _counts(rec: dict, key: str, p: float, where: str = "train") -> int:
+    """Discoverable values of one 'field / model' row over seeds, on the training or the unseen messages."""
+    return sum((r if where == "train" else r["unseen_discoverable"])[f"discoverable@p={p:g}"] for r in rec["pii_rows"][key])
+
+
 def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-extraction") -> Finding:
     """The AR model has more (n, p)-discoverable training values than the DLM max-step, Wilson intervals disjoint
-    per field; where the DLM's p̂ has not converged in the number of orders, 'reproduced' becomes 'partly'."""
+    per field; where the DLM's p̂ has not converged in the number of orders, the verdict is at most 'partly'."""
     rec = recs[name]
     n = rec["n_train"]
-    parts, ok, any_ar, moving = [], [], False, []
+    parts, ok, found, moving, both_zero, guessed = [], [], False, [], [], []
     for f in ("email", "phone"):
-        ar = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / AR"])
-        dlm = sum(r[f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
+        ar, dlm = _counts(rec, f"{f} / AR", p), _counts(rec, f"{f} / DLM max-step", p)
         seeds = len(rec["pii_rows"][f"{f} / AR"])
         ok.append(wilson_interval(ar, n * seeds)[0] > wilson_interval(dlm, n * seeds)[1])
-        any_ar |= ar > 0
+        found |= ar > 0 or dlm > 0
+        both_zero.append(ar == dlm == 0)
         parts.append(f"{f}: AR {_wilson(ar, n * seeds)} vs DLM max-step {_wilson(dlm, n * seeds)}")
         share = _unconverged(rec, f)
         if share is not None:
             parts[-1] += f" (its p̂ moved > 2× from R/2 to R orders: {pct(share)}% of records)"
             moving.append(share > UNCONVERGED_SHARE)
-        control = [sum(r["unseen_discoverable"][f"discoverable@p={p:g}"] for r in rec["pii_rows"][f"{f} / {m}"])
-                   for m in ("AR", "DLM max-step") if all("unseen_discoverable" in r for r in rec["pii_rows"][f"{f} / {m}"])]
-        if len(control) == 2:  # the same extraction on messages never trained on: values guessable without memory
-            parts[-1] += f"; unseen control AR {control[0]}/{rec['n_unseen'] * seeds}, DLM {control[1]}/{rec['n_unseen'] * seeds}"
-    verdict = REPRODUCED if all(ok) else PARTLY if any(ok) else (UNTESTABLE if not any_ar else NOT_REPRODUCED)
-    regime = (f"{lineage(rec)}. 'Ahead' only when the intervals are disjoint"
-              + ("; a field discoverable from neither model cannot tell them apart." if not all(ok) else ".")
-              + " The unseen control counts values a model finds without having trained on them (a format it can "
-              "guess from the message): leakage of training data, as the claim counts it, includes them.")
+        if all("unseen_discoverable" in r for m in ("AR", "DLM max-step") for r in rec["pii_rows"][f"{f} / {m}"]):
+            # the same extraction on messages never trained on: values a model finds without having seen them
+            u_ar, u_dlm, nu = _counts(rec, f"{f} / AR", p, "unseen"), _counts(rec, f"{f} / DLM max-step", p, "unseen"), \
+                rec["n_unseen"] * seeds
+            parts[-1] += f"; unseen control AR {u_ar}/{nu}, DLM {u_dlm}/{nu}"
+            if ar and wilson_interval(ar, n * seeds)[0] <= wilson_interval(u_ar, nu)[1]:
+                guessed.append(f)
+    verdict = REPRODUCED if all(ok) else PARTLY if any(ok) else (NOT_REPRODUCED if found else UNTESTABLE)
+    regime = f"{lineage(rec)}. 'Ahead' only when the intervals are disjoint"
+    if any(both_zero):
+        regime += ("; " + " and ".join(f for f, z in zip(("e-mails", "phones"), both_zero) if z)
+                   + " discoverable from neither model cannot tell them apart")
+    regime += "."
+    if guessed:
+        regime += (f" The AR model's training count of {' and '.join(guessed)} is not above its unseen control (Wilson "
+                   "intervals overlap): it finds values it never trained on about as often, so its lead is of guessable "
+                   "values more than of memorised ones; the counts judged are of training messages, as the paper's.")
     if verdict in (REPRODUCED, PARTLY) and any(moving):
         verdict = PARTLY
         regime += (f" The DLM's p̂ has not converged in the number of orders (more than {pct(UNCONVERGED_SHARE)}% of "
                    "records still move by more than 2×): a mean of a heavy-tailed probability over few orders is "
-                   "usually below its expectation, which favours this claim, so 'ahead' is read as partly.")
+                   "usually below its expectation, which favours this claim, so the verdict is at most partly.")
     return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
                    + "; ".join(parts), verdict, regime)
 
 
 def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction") -> Finding:
+    """Max-step leaks more: in every field its count is not below one-step's and its median log p̂ is above, and in
+    some field its count is higher (points: counts and medians, no interval)."""
     rec = recs[name]
-    parts, higher, counts = [], [], []
+    parts, higher, more, counts = [], [], [], []
     for f in ("email", "phone"):
         one = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM one-step"]])
         mx = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM max-step"]])
-        k1 = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM one-step"])
-        k2 = sum(r["discoverable@p=0.5"] for r in rec["pii_rows"][f"{f} / DLM max-step"])
-        higher.append(mx > one and k2 >= k1)
+        k1, k2 = _counts(rec, f"{f} / DLM one-step", 0.5), _counts(rec, f"{f} / DLM max-step", 0.5)
+        higher.append(bool(mx > one) and k2 >= k1)
+        more.append(k2 > k1)
         counts += [k1, k2]
         parts.append(f"{f}: discoverable one-step {k1}, max-step {k2}; median log p̂ {one:.1f} → {mx:.1f}")
     counts_zero = not any(counts)
-    verdict = UNTESTABLE if counts_zero else (REPRODUCED if all(higher) else NOT_REPRODUCED)
+    verdict = UNTESTABLE if counts_zero else (REPRODUCED if all(higher) and any(more) else NOT_REPRODUCED)
     moves = "max-step above one-step" if all(higher) else "not max-step above one-step in every field"
     return Finding("; ".join(parts), verdict,
                    f"No PII value is discoverable from this DLM at any step count, so the counts cannot differ; the "
                    f"median likelihoods: {moves}." if counts_zero else
                    f"Counts at n = {_query_budget(rec)}, p = 0.5 (training messages, every seed); max-step leaks more "
-                   "where its count is not below one-step's and its median log p̂ is above it in every field.")
+                   "where its count is not below one-step's and its median log p̂ is above it in every field, and its "
+                   "count is higher in one at least.", points=True)
 
 
 def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str] | None = None
@@ -135,7 +159,8 @@ def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, nam
         model = (f"The `{e['base']}` DLM" if e.get("base") else "A tiny DLM") + f" fine-tuned {e['epochs']} epochs"
         return Finding(ours, verdict, f"{model} on {e['n_members']} messages (the paper: LLaDA-8B on "
                        "TREC); read in inference mode (the true value among the candidates) and in generation mode "
-                       "(generated candidates only, the paper's setting, where few true values are generated). α "
+                       f"(generated candidates only, the paper's setting; the true value was generated for "
+                       f"{_coverage(rec)} of records). α "
                        f"fitted on {rec['n_calibration']} known messages: {', '.join(f'{a:g}' for a in alphas)} (ties "
                        "go to the smallest α, so a fitted α = 0 makes combined CE itself); the fixed-α sweep "
                        f"(inference, points): {sweep}.")

@@ -98,14 +98,18 @@ def components_help(recs: dict[str, dict], name: str = "dlm-ablation") -> Findin
     hurts = [o for o, (a, t, b) in counts.items() if b == a + t + b]
     verdict = REPRODUCED if len(helps) == len(counts) else NOT_REPRODUCED if not helps else PARTLY
     ours = f"full Q-Skew AUC {auc_text(rec, rec['paired']['compare'])}; full − variant: " + "; ".join(lines)
-    why = ("A component 'helps' only when full − variant is above 0 on every seed. ")
+    why = "A component 'helps' only when full − variant is above 0 on every seed."
     if hurts:
-        why += (f"The variant(s) {', '.join(hurts)} beat the full method: on these models membership shifts the "
-                "location of Δ (see the Q-Skew > baselines rows), which the mean reads and a skewness discards.")
-    else:
+        why += f" The variant(s) {', '.join(hurts)} beat the full method."
+        if any("mean" in o for o in hurts):
+            why += (" A mean of Δ reads a shift of its location, which a skewness discards by construction (the "
+                    "regime rows compare the two shifts).")
+    tied = [o for o in counts if o not in helps and o not in hurts]
+    if tied:
         e = rec.get("experiment", {})
-        why += (f"Possible reason for small gains: at {e.get('budget', 16)} forwards and {e.get('n_members', 200)} + "
-                f"{e.get('n_nonmembers', 200)} texts, variance dominates.")
+        size = (f" at {e['budget']} masked forwards and {e['n_members']} + {e['n_nonmembers']} texts"
+                if {"budget", "n_members", "n_nonmembers"} <= set(e) else "")
+        why += f" Neither ahead nor behind on every seed{size}: {', '.join(tied)}."
     return Finding(ours, verdict, why)
 
 
@@ -177,8 +181,10 @@ def asymmetry(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
     return Finding(ours, verdict, f"Three parts, read separately: members' Δ right-skewed ({len(pos)}/{len(cells)}), "
                    f"more than non-members' ({len(above)}/{len(cells)}, by {np.mean(ms - ns):+.2f} on average), and "
                    f"non-members' near symmetric (|g₁| < 0.1 in {len(symmetric)}/{len(cells)}; right-skewed, g₁ ≥ 0.1, "
-                   f"in {right}). Non-members' Δ carries a skew of its own, so only the members-minus-non-members "
-                   "gap is evidence of membership" + _skew_beside_location(cells) + ".", points=True)
+                   f"in {right})." + (" Non-members' Δ carries a skew of its own there, so only the members-minus-"
+                                      "non-members gap is evidence of membership" if right else
+                                      " The members-minus-non-members gap is the evidence of membership")
+                   + _skew_beside_location(cells) + ".", points=True)
 
 
 def _skew_beside_location(cells: dict) -> str:
