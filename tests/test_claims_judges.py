@@ -141,12 +141,15 @@ def test_smi_ranking_is_not_testable_whatever_the_estimates_and_shows_the_rankin
     assert f.verdict == UNTESTABLE and "forget 10%: npo 0.90 ± 0.01 > gradient_ascent 0.50 ± 0.01" in f.ours
 
 
-@pytest.mark.parametrize("ar_ranks, verdict", [([1, 1, 1, 1, 1], REPRODUCED), ([3, 3, 3, 3, 3], NOT_REPRODUCED)])
-def test_ar_reconstructs_more_is_read_from_paired_ranks(ar_ranks, verdict):
-    ranks = {"ce": {"email": [[2, 2, 2, 2, 2]]}, "AR ce": {"email": [ar_ranks]}}
+@pytest.mark.parametrize("ar_ranks, dlm_ranks, verdict, against", [
+    ([1] * 5, [2] * 5, REPRODUCED, False), ([3] * 5, [2] * 5, NOT_REPRODUCED, False),  # tied at 0% top-1 each
+    ([3] * 5, [1] * 5, NOT_REPRODUCED, True)])  # the DLM ahead: against the claim, said so
+def test_ar_reconstructs_more_is_read_from_paired_ranks(ar_ranks, dlm_ranks, verdict, against):
+    ranks = {"ce": {"email": [dlm_ranks]}, "AR ce": {"email": [ar_ranks]}}
     top1 = {k: {"email": [100.0 * sum(r == 1 for r in v["email"][0]) / 5]} for k, v in ranks.items()}
     rec = {"ranks": ranks, "asr": top1, "fields": {"email": {"coverage": [40.0], "ar_coverage": [80.0]}},
            "n_targets": 5, "experiment": {"lr": 2e-3, "epochs": 150, "n_members": 30, "adapt_tokens": 1000}}
     f = pii.ar_reconstructs_more({"rc": rec}, name="rc")
     assert f.verdict == verdict and "email: DLM 40%, AR 80%" in f.ours
+    assert ("(against the claim)" in f.ours) == against
     assert "fine-tuned (every weight, lr 0.002) 150 epochs on the same 30 messages; 5 redacted per field" in f.regime

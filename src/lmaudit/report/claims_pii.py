@@ -132,8 +132,10 @@ def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str]
     for mode, f, d, lo, hi in paired_signals(rec, a, b):
         n += 1
         wins += (lo > 0) if better else (hi < 0)
+        against = (hi < 0) if better else (lo > 0)  # the interval excludes 0 on the other side
         parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key[mode]][a][f]):.1f}% vs {nb} "
-                     f"{np.mean(rec[asr_key[mode]][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}")
+                     f"{np.mean(rec[asr_key[mode]][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}"
+                     + (" (against the claim)" if against else ""))
     return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
 
 
