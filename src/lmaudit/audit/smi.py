@@ -1,21 +1,18 @@
 """Set-level membership audits: what fraction ρ of a suspect set behaves like non-members.
 
-From per-sample features of members ``m`` (retained training data), non-members
-``n`` (held out) and a suspect set ``u`` (e.g. a forget set), both estimators fit
-``F_u ≈ (1 − ρ) F_m + ρ F_n``: ρ = 0 looks like members, ρ = 1 like non-members.
-:func:`smi` matches the mixture covariance ``Σ_u = (1−ρ)Σ_m + ρΣ_n + ρ(1−ρ)ddᵀ``
-(``d = μ_n − μ_m``, unbiased covariances; a pure shift of the suspect mean is
-invisible to it); :func:`smi_m` projects the suspect kernel mean embedding on the
-segment from ``m`` to ``n`` (within-set means are U-statistics). Both give a
-percentile-bootstrap 90% interval over resamples of the suspect set and flag an
-anomaly when the unclipped estimate falls well outside [0, 1].
+From per-sample features of members ``m`` (retained training data), non-members ``n`` (held out) and a suspect
+set ``u`` (e.g. a forget set), both estimators fit ``F_u ≈ (1 − ρ) F_m + ρ F_n``: ρ = 0 looks like members, ρ = 1
+like non-members. :func:`smi` matches the mixture covariance ``Σ_u = (1−ρ)Σ_m + ρΣ_n + ρ(1−ρ)ddᵀ`` (``d = μ_n −
+μ_m``, unbiased covariances; a pure shift of the suspect mean is invisible to it); :func:`smi_m` projects the
+suspect kernel mean embedding on the segment from ``m`` to ``n`` (within-set means are U-statistics). Both give a
+percentile-bootstrap 90% interval over resamples of the suspect set and flag an anomaly when the unclipped
+estimate falls well outside [0, 1].
 
-Precision: the one-off products (covariances or Gram matrices for SMI, the kernel
-blocks for SMI-M) run in float32 on features centred and rescaled in float64 first
-(centring keeps a large common offset from eating the float32 mantissa), so ρ moves
-by well under 1e-4; the small solves, ratios and the bootstrap stay float64.
-``precision="auto"`` takes that path once the products are large enough to gain from
-it and float64 below; ``"float32"`` and ``"float64"`` force one.
+Precision: the one-off products (covariances or Gram matrices for SMI, the kernel blocks for SMI-M) run in
+float32 on features centred and rescaled in float64 first (centring keeps a large common offset from eating the
+float32 mantissa), so ρ moves by well under 1e-4; the small solves, ratios and the bootstrap stay float64.
+``precision="auto"`` takes that path once the products are large enough to gain from it and float64 below;
+``"float32"`` and ``"float64"`` force one.
 """
 
 from __future__ import annotations
