@@ -187,13 +187,14 @@ def test_illusory_forgetting_is_judged_where_per_sample_audits_read_forgotten(ra
     assert m.smi_illusory(unlearning_record(raw, threshold), name="ul").verdict == verdict
 
 
-@pytest.mark.parametrize("moved, verdict", [(0.02, REPRODUCED), (0.4, NOT_REPRODUCED)])
+@pytest.mark.parametrize("moved, verdict", [(0.02, REPRODUCED), (0.4, NOT_REPRODUCED), (float("nan"), NOT_REPRODUCED)])
 def test_p_hat_convergence_reads_the_stored_check(moved, verdict):
     conv = {"not_converged_fraction": moved, "median_abs_change_half_to_full": 0.1}
     rec = {"experiment": {"extract": {"trajectories": 8}},
            "steps": {"2": {"per_seed": [{"convergence": conv}]}, "max": {"per_seed": [{"convergence": conv}]}}}
     f = m.p_hat_converged({"st": rec}, name="st")
-    assert f.verdict == verdict and f"{100 * moved:.1f}% moved" in f.ours
+    assert f.verdict == verdict
+    assert (f"{100 * moved:.1f}% moved" if moved == moved else "convergence cannot be checked") in f.ours
 
 
 def test_pooled_paired_interval_is_of_the_mean_difference():
@@ -220,6 +221,7 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
 @pytest.mark.parametrize("ar, dlm, moved, verdict", [
     ((40, 30), (2, 1), 0.0, REPRODUCED),  # 40/60 against 2/60: Wilson intervals far apart in both fields
     ((40, 30), (2, 1), 0.5, PARTLY),  # the DLM's p̂ still moving in the number of orders: the gap may be its bias
+    ((40, 30), (2, 1), float("nan"), PARTLY),  # every DLM p̂ = 0: its convergence cannot be confirmed
     ((40, 3), (2, 1), None, PARTLY),  # phones 3/60 vs 1/60 overlap
     ((2, 1), (3, 1), None, NOT_REPRODUCED),
     ((0, 0), (3, 0), None, NOT_REPRODUCED),  # the DLM finds what the AR model does not: against the claim
@@ -231,7 +233,8 @@ def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar,
     assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs on the " \
         "same 60 messages" in f.regime
     assert ("its p̂ moved > 2× from R/2 to R orders: 50.0% of records); unseen" in f.ours) == (moved == 0.5)
-    assert ("so the verdict is at most partly" in f.regime) == (moved == 0.5)
+    assert ("so the verdict is at most partly" in f.regime) == (moved is not None and not moved < 0.1)
+    assert ("convergence in R orders cannot be checked" in f.ours) == (moved is not None and moved != moved)
     assert ("phones discoverable from neither model" in f.regime) == (ar[1] == dlm[1] == 0)
 
 

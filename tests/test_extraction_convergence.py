@@ -20,3 +20,9 @@ def test_estimate_at_fractions_of_r_and_the_unconverged_records():
     np.testing.assert_allclose(conv["median_abs_change_half_to_full"], np.log((31e-3 + 0.9) / 32 / 1e-3) / 2)
     single = TrajectoryResult(np.array([-3.0]), forwards=1)  # a deterministic order: one trajectory, nothing to move
     assert _columns([single], steps=np.array([1]))["log_p_hat_half"][0] == -3.0
+
+
+def test_convergence_cannot_be_checked_where_every_p_hat_is_zero():
+    zero = TrajectoryResult(np.full(8, -np.inf), forwards=8)  # every order misses: p̂ = 0 at R/4, R/2 and R
+    conv = convergence(_columns([zero, zero], steps=np.array([3, 3])))
+    assert np.isnan(conv["not_converged_fraction"]) and np.isnan(conv["median_abs_change_half_to_full"])

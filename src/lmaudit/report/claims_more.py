@@ -143,7 +143,13 @@ def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", sh
     parts, ok = [], []
     for label, entry in rec["steps"].items():
         conv = [s["convergence"] for s in entry["per_seed"]]  # missing in older results: 'not run', said by the caller
-        moved = max(c["not_converged_fraction"] for c in conv)
+        shares = [c["not_converged_fraction"] for c in conv]
+        if np.isnan(shares).any():  # a seed where every p̂ is 0: nothing finite to compare, convergence unconfirmed
+            if label != "1":
+                ok.append(False)
+            parts.append(f"N = {label}: every p̂ is 0 in a seed, convergence cannot be checked")
+            continue
+        moved = max(shares)
         if label != "1":  # one step unmasks everything at once: every order gives the same p̂, nothing to converge
             ok.append(moved <= share)
         parts.append(f"N = {label}: {pct(moved)}% moved > 2×, median |Δ log p̂| R/2 → R "

@@ -42,10 +42,10 @@ def _query_budget(rec: dict) -> str:
 
 def _unconverged(rec: dict, f: str) -> float | None:
     """The highest share over seeds of training records whose DLM max-step p̂ moved > 2× from R/2 to R (None:
-    not stored)."""
+    not stored; NaN: some seed had no finite p̂, so its convergence cannot be checked)."""
     moved = [r["convergence"]["not_converged_fraction"] for r in rec["pii_rows"][f"{f} / DLM max-step"]
              if "convergence" in r]
-    return max(moved) if moved else None
+    return (float("nan") if np.isnan(moved).any() else max(moved)) if moved else None
 
 
 def _counts(rec: dict, key: str, p: float, where: str = "train") -> int:
@@ -67,7 +67,10 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
         both_zero.append(ar == dlm == 0)
         parts.append(f"{f}: AR {_wilson(ar, n * seeds)} vs DLM max-step {_wilson(dlm, n * seeds)}")
         share = _unconverged(rec, f)
-        if share is not None:
+        if share is not None and np.isnan(share):  # every p̂ is 0 in some seed: convergence cannot be confirmed
+            parts[-1] += " (its p̂ is 0 for every record of a seed: convergence in R orders cannot be checked)"
+            moving.append(True)
+        elif share is not None:
             parts[-1] += f" (its p̂ moved > 2× from R/2 to R orders: {pct(share)}% of records)"
             moving.append(share > UNCONVERGED_SHARE)
         if all("unseen_discoverable" in r for m in ("AR", "DLM max-step") for r in rec["pii_rows"][f"{f} / {m}"]):
@@ -89,8 +92,8 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
                    "values more than of memorised ones; the counts judged are of training messages, as the paper's.")
     if verdict in (REPRODUCED, PARTLY) and any(moving):
         verdict = PARTLY
-        regime += (f" The DLM's p̂ has not converged in the number of orders (more than {pct(UNCONVERGED_SHARE)}% of "
-                   "records still move by more than 2×): a mean of a heavy-tailed probability over few orders is "
+        regime += (f" The DLM's p̂ has not been shown to converge in the number of orders (more than "
+                   f"{pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): a mean of a heavy-tailed probability over few orders is "
                    "usually below its expectation, which favours this claim, so the verdict is at most partly.")
     return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
                    + "; ".join(parts), verdict, regime)

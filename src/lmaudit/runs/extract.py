@@ -169,7 +169,8 @@ def _columns(results, steps) -> dict[str, np.ndarray]:
 
 def convergence(col: dict[str, np.ndarray]) -> dict:
     """How far each record's log p̂ still moves between R/4, R/2 and R trajectories: the median |change| (nats) of
-    each step, and the fraction of records whose p̂ changed by more than 2× from R/2 to R (not converged)."""
+    each step, and the fraction of records whose p̂ changed by more than 2× from R/2 to R (not converged). Where no
+    change is finite (every p̂ is 0), both are NaN: convergence cannot be checked, which is not the same as 0% moved."""
     out = {}
     for name, (a, b) in {"quarter_to_half": ("log_p_hat_quarter", "log_p_hat_half"),
                          "half_to_full": ("log_p_hat_half", "log_p_hat")}.items():
@@ -180,7 +181,7 @@ def convergence(col: dict[str, np.ndarray]) -> dict:
     with np.errstate(invalid="ignore"):
         moved = np.abs(col["log_p_hat"] - col["log_p_hat_half"])
     out["not_converged_fraction"] = float(np.mean(moved[np.isfinite(moved)] > UNCONVERGED_NATS)) if np.isfinite(
-        moved).any() else 0.0
+        moved).any() else float("nan")
     return out
 
 

@@ -87,14 +87,15 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         if converges:
             moved = [e["convergence"]["not_converged_fraction"] for e in entries if "convergence" in e]
             exact = not key.endswith("max-step")  # AR: one forward; one step: every order gives the same p̂
-            rows[-1].append("exact" if exact else f"{100 * max(moved):.1f}%" if moved else "—")
+            unknown = not moved or np.isnan(moved).any()  # not stored, or a seed with every p̂ = 0 (NaN)
+            rows[-1].append("exact" if exact else "—" if unknown else f"{100 * max(moved):.1f}%")
     n = record["experiment"]["extract"].get("n", 10_000)
     caption = (f"(n, p)-discoverable records at n = {n:,} queries among {record['n_train']} training and "
                f"{record['n_unseen']} unseen messages (mean over seeds); each value is extracted from its left "
                "context only" + (", for both model kinds." if any("DLM" in key for key in record["pii_rows"]) else ".")
                + (" The last column: the share of training records whose DLM p̂ changed by more than 2× between "
                   "the first half of the sampled orders and all of them (the highest over seeds; the AR p̂ and "
-                  "the one-step p̂, the same for every order, are exact)." if converges else ""))
+                  "the one-step p̂, the same for every order, are exact; — where it cannot be checked)." if converges else ""))
     return [(caption, header, rows)]
 
 
