@@ -117,6 +117,22 @@ def test_components_help_only_when_full_beats_the_variant_on_every_seed(vs, verd
     assert ("The variant(s) mean beat the full method" in f.regime) == (verdict == NOT_REPRODUCED)
 
 
+@pytest.mark.parametrize("vs, verdict", [
+    ({"ρ = 0.15": [AHEAD, AHEAD], "ρ = 0.5": [TIED, TIED]}, REPRODUCED),  # a maximum, its neighbour within noise
+    ({"ρ = 0.15": [AHEAD, AHEAD], "ρ = 0.5": [TIED, BEHIND]}, PARTLY),  # ρ = 0.5 ahead of it on one seed
+    ({"ρ = 0.15": [AHEAD, TIED], "ρ = 0.5": [TIED, TIED]}, PARTLY),  # ahead of no ρ on every seed
+    ({"ρ = 0.15": [AHEAD, AHEAD], "ρ = 0.5": [BEHIND, BEHIND]}, NOT_REPRODUCED),
+    ({"ρ = 0.15": [TIED, TIED], "ρ = 0.5": [TIED, TIED]}, UNTESTABLE),  # flat: no maximum to locate
+])
+def test_rho_maximises_needs_no_rho_ahead_and_a_curve_that_is_not_flat(vs, verdict):
+    rows = {k: {"auc": [0.7, 0.01]} for k in ("ρ = 0.15", "ρ = 0.35", "ρ = 0.5")}
+    rec = {"paired": {"compare": "ρ = 0.35", "vs": {k: seeds(*v) for k, v in vs.items()}}, "rows": rows,
+           "experiment": {"budget": 16}}
+    f = q.rho_maximises({"r": rec}, name="r")
+    assert f.verdict == verdict and "ρ = 0.35 70.0 ± 1.0" in f.ours and "same 16 masked forwards" in f.regime
+    assert ("Ahead of ρ = 0.35 on every seed: ρ = 0.5." in f.regime) == (verdict == NOT_REPRODUCED)
+
+
 @pytest.mark.parametrize("q_aucs, verdict", [((0.9, 0.9), REPRODUCED), ((0.9, 0.5), PARTLY), ((0.5, 0.5), NOT_REPRODUCED)])
 def test_over_epochs_counts_the_epochs_q_skew_leads(q_aucs, verdict):
     curves = {"q_skew": {e: {"auc": [a]} for e, a in zip(("1", "2"), q_aucs)},
