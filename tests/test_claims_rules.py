@@ -175,16 +175,27 @@ def test_gap_k_low_fpr_needs_both_bracketing_rates():
     assert m.gap_low_fpr(rec, name="pt").verdict == PARTLY
 
 
-def unlearning_record(rho_unclipped, threshold):
+def unlearning_record(rho_unclipped, threshold, control=(0.1, 0.2)):
     table = {"0.1 / gradient_ascent / smi-m": {"mean": 1.0, "std": 0.0, "n_undefined": 0},
              "0.1 / gradient_ascent / threshold-loss": {"mean": threshold, "std": 0.0, "n_undefined": 0}}
-    return {"ul": {"unlearning": table, "rho_unclipped": {"0.1 / gradient_ascent / smi-m": rho_unclipped}}}
+    return {"ul": {"unlearning": table, "rho_unclipped": {"0.1 / none / smi-m": list(control),
+                                                          "0.1 / gradient_ascent / smi-m": rho_unclipped}}}
 
 
-@pytest.mark.parametrize("raw, threshold, verdict", [([3.0, 2.5], 1.0, REPRODUCED), ([3.0, 0.9], 1.0, NOT_REPRODUCED),
-                                                     ([3.0, 2.5], 0.5, UNTESTABLE)])
-def test_illusory_forgetting_is_judged_where_per_sample_audits_read_forgotten(raw, threshold, verdict):
-    assert m.smi_illusory(unlearning_record(raw, threshold), name="ul").verdict == verdict
+@pytest.mark.parametrize("raw, threshold, control, verdict", [
+    ([3.0, 2.5], 1.0, (0.1, 0.2), REPRODUCED),
+    ([3.0, 0.9], 1.0, (0.1, 0.2), NOT_REPRODUCED),
+    ([3.0, 2.5], 0.5, (0.1, 0.2), UNTESTABLE),  # the per-sample audits do not read it forgotten
+    ([3.0, 0.9], 1.0, (0.1, 2.4), REPRODUCED),  # seed 1 cannot tell: the untouched model reads beyond 1 there too
+    ([3.0, float("nan")], 1.0, (2.4, float("nan")), UNTESTABLE),  # no seed can tell (SmolLM2's case)
+])
+def test_illusory_forgetting_is_judged_where_per_sample_audits_read_forgotten(raw, threshold, control, verdict):
+    f = m.smi_illusory(unlearning_record(raw, threshold, control), name="ul")
+    assert f.verdict == verdict
+    assert ("No seed can tell for 0.1 gradient_ascent" in f.regime) == (control[0] > 1.1)
+    if threshold == 1.0:
+        can_tell = sum(c <= 1.1 and x == x for x, c in zip(raw, control))
+        assert f"seeds that can tell: {can_tell}/2" in f.ours
 
 
 @pytest.mark.parametrize("moved, verdict", [(0.02, REPRODUCED), (0.4, NOT_REPRODUCED), (float("nan"), NOT_REPRODUCED)])

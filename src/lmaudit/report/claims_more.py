@@ -88,10 +88,11 @@ ANOMALY = 1.1  # an unclipped SMI-M estimate above this puts the forget set beyo
 def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m") -> Finding:
     """Illusory forgetting: where the per-sample (threshold) audits read an approximate method's forget set as
     forgotten, the set is not a mixture of members and non-members: its unclipped SMI-M estimate lies beyond 1 (the
-    forget set sits past the non-members, as the negative gradient pushes it), on every seed."""
+    forget set sits past the non-members, as the negative gradient pushes it). Judged on the seeds where the audit
+    can tell: its estimate is defined, and the untouched model's (``none``) is not itself beyond 1 on that seed."""
     rec = recs[name]
     table, raw = rec["unlearning"], rec["rho_unclipped"]  # missing in older results: 'not run', said by the caller
-    parts, flags = [], []
+    parts, flags, blind = [], [], []
     for key in raw:
         frac, method, a = key.split(" / ")
         if a != audit or method in ("none", "retrain"):
@@ -101,16 +102,27 @@ def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit
         if not thresholds or min(thresholds) < THRESHOLD_FORGOTTEN:
             parts.append(f"{frac} {method}: per-sample audits do not all read it forgotten")
             continue
-        beyond = [x for x in raw[key] if x is not None and np.isfinite(x)]
-        flags.append(bool(beyond) and len(beyond) == len(raw[key]) and min(beyond) > ANOMALY)
+        control = raw.get(f"{frac} / none / {a}", [float("nan")] * len(raw[key]))
+        seeds = [i for i, (x, c) in enumerate(zip(raw[key], control))
+                 if x is not None and np.isfinite(x) and c is not None and np.isfinite(c) and c <= ANOMALY]
         parts.append(f"{frac} {method}: per-sample audits ρ ≥ {min(thresholds):.2f}, unclipped {audit} "
-                     + ", ".join(f"{x:.2f}" for x in raw[key]))
+                     + ", ".join(f"{x:.2f}" for x in raw[key]) + " (untouched model: "
+                     + ", ".join(f"{c:.2f}" for c in control) + f"; seeds that can tell: {len(seeds)}/{len(raw[key])})")
+        if not seeds:
+            blind.append(f"{frac} {method}")
+            continue
+        flags.append(all(raw[key][i] > ANOMALY for i in seeds))
     verdict = (UNTESTABLE if not flags else REPRODUCED if all(flags) else PARTLY if any(flags) else NOT_REPRODUCED)
-    return Finding("forget fraction and method: " + "; ".join(parts), verdict,
-                   f"Judged where every per-sample audit reads ρ ≥ {THRESHOLD_FORGOTTEN} (forgotten): the claim holds "
-                   f"there when the unclipped {audit} estimate exceeds {ANOMALY} on every seed (a forget set past the "
-                   "non-members, which a member-vs-non-member classifier mistakes for forgotten). Not testable where "
-                   "no approximate method is read as forgotten.", points=True)
+    why = (f"Judged where every per-sample audit reads ρ ≥ {THRESHOLD_FORGOTTEN} (forgotten): the claim holds there "
+           f"when the unclipped {audit} estimate exceeds {ANOMALY} on every seed that can tell (a forget set past the "
+           "non-members, which a member-vs-non-member classifier mistakes for forgotten). A seed can tell when its "
+           f"estimate is defined and the untouched model's own estimate is not beyond {ANOMALY} too; otherwise the "
+           "audit places even a forget set nobody unlearned past the non-members, and a high value says nothing of "
+           "the method. Not testable where no approximate method is read as forgotten.")
+    if blind:
+        why += (f" No seed can tell for {', '.join(blind)}: the untouched model's estimate is itself beyond "
+                f"{ANOMALY} or undefined (nan: the mixture is not identifiable) on every seed.")
+    return Finding("forget fraction and method: " + "; ".join(parts), verdict, why, points=True)
 
 
 def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m") -> Finding:
