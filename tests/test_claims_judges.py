@@ -151,10 +151,14 @@ def test_gap_components_is_partly_at_best(full, verdict):
 
 
 def test_smi_ranking_is_not_testable_whatever_the_estimates_and_shows_the_ranking():
-    table = {"0.1 / npo / smi-m": {"mean": 0.9, "std": 0.01}, "0.1 / gradient_ascent / smi-m": {"mean": 0.5, "std": 0.01},
-             "0.1 / retrain / smi-m": {"mean": 1.0, "std": 0.0}}
+    table = {"0.1 / npo / smi-m": {"mean": 0.9, "per_seed": [0.89, 0.91]},
+             "0.1 / gradient_ascent / smi-m": {"mean": 0.5, "per_seed": [0.49, 0.51]},
+             "0.1 / finetune / smi-m": {"mean": 0.4, "per_seed": [0.4, float("nan")]},  # one seed defined: no spread
+             "0.1 / retrain / smi-m": {"mean": 1.0, "per_seed": [1.0, 1.0]}}
     f = m.smi_ranking({"ul": {"unlearning": table}}, name="ul")
-    assert f.verdict == UNTESTABLE and "forget 10%: npo 0.90 ± 0.01 > gradient_ascent 0.50 ± 0.01" in f.ours
+    assert f.verdict == UNTESTABLE  # the sample std (ddof = 1) of 0.49, 0.51 is 0.014, not the population's 0.010
+    assert "forget 10%: npo 0.90 ± 0.01 > gradient_ascent 0.50 ± 0.01 ≈ finetune 0.40 ± nan" in f.ours
+    assert m._defined_std([0.49, 0.51]) == pytest.approx(0.0141421, abs=1e-6)
 
 
 @pytest.mark.parametrize("ar_ranks, dlm_ranks, verdict, against", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lmaudit.metrics import seed_std
 from lmaudit.report.claims_base import (
     NOT_REPRODUCED,
     ONE_SEED,
@@ -125,6 +126,13 @@ def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit
     return Finding("forget fraction and method: " + "; ".join(parts), verdict, why, points=True)
 
 
+def _defined_std(per_seed: list[float]) -> float:
+    """The seeds' sample std (ddof = 1) of the defined estimates; NaN with fewer than two (no spread to read)."""
+    v = np.asarray(per_seed, dtype=float)
+    v = v[np.isfinite(v)]
+    return seed_std(v) if v.size > 1 else float("nan")
+
+
 def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m") -> Finding:
     """SMI-M's ranking of the approximate unlearning methods, with which neighbours it separates beyond the seeds'
     spread. The paper reads its ranking as the methods' true quality; no ground truth exists for approximate
@@ -135,12 +143,14 @@ def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
         cells = {k.split(" / ")[1]: v for k, v in table.items() if k.startswith(f"{frac} / ") and k.endswith(f" / {audit}")
                  and k.split(" / ")[1] not in ("none", "retrain") and np.isfinite(v["mean"])}
         ranked = sorted(cells, key=lambda m: -cells[m]["mean"])
-        apart = [cells[a]["mean"] - cells[b]["mean"] > cells[a]["std"] + cells[b]["std"] for a, b in zip(ranked, ranked[1:])]
+        std = {m: _defined_std(cells[m]["per_seed"]) for m in ranked}  # ddof = 1 over the seeds where ρ is defined
+        apart = [cells[a]["mean"] - cells[b]["mean"] > std[a] + std[b] for a, b in zip(ranked, ranked[1:])]
         parts.append(f"forget {float(frac):.0%}: " + "".join(
-            f"{m} {cells[m]['mean']:.2f} ± {cells[m]['std']:.2f}" + ("" if i == len(ranked) - 1 else
+            f"{m} {cells[m]['mean']:.2f} ± {std[m]:.2f}" + ("" if i == len(ranked) - 1 else
                                                                      " > " if apart[i] else " ≈ ")
             for i, m in enumerate(ranked)))
-    return Finding(f"{audit} ρ of the forget set, mean ± std over seeds ('>' where two neighbours differ by more "
+    return Finding(f"{audit} ρ of the forget set, mean ± std over seeds (ddof = 1; nan where one seed is defined; "
+                   "'>' where two neighbours differ by more "
                    "than their stds' sum): " + "; ".join(parts), UNTESTABLE,
                    "What an approximate method truly forgot is unknown here (only 'none' and 'retrain' have a known ρ), "
                    "so a ranking cannot be checked against the truth.")

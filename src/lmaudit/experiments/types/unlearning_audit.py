@@ -69,6 +69,8 @@ class UnlearningConfig(BaseConfig):
     n_shadows: int = 8  # LiRA shadow models (0: no LiRA audit)
     ZERO_MEANS_NONE: ClassVar[tuple[str, ...]] = ("n_shadows",)  # counts that may be 0 (see config.check_keys)
     audit_fpr: float = 0.1  # FPR at which per-sample audits set their threshold
+    # extra SMI-M audits on the score features, label -> {kernel, bandwidth_factor}: audit "smi-m-scores LABEL"
+    smi_m_variants: dict[str, dict] = field(default_factory=dict)
 
 
 def _sub(ts: TextSet, idx, source: str) -> TextSet:
@@ -111,6 +113,7 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     if cfg.n_shadows == 1:
         raise LmauditError("n_shadows must be 0 (no LiRA audit) or at least 2 (LiRA's shadows come in "
                            "complementary halves)")
+    variants = _variant_configs(cfg.smi_m_variants)  # checked before anything is trained
     rows: dict[str, list[float]] = {}
     intervals: dict[str, list] = {}
     unclipped: dict[str, dict[str, list]] = {"rho_unclipped": {}, "intervals_unclipped": {}}
@@ -136,7 +139,7 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
             ref_m = _sub(retain, range(min(len(retain), half)), "retain (reference)")
             for method in cfg.unlearn_methods:
                 model = ws.load(_unlearned(ws, cfg, method, target, base, forget, retain, seed))
-                audits, cis, raw = _audits(cfg, model, ws.load(base), shadows, ref_m, ref_n, forget, cost)
+                audits, cis, raw = _audits(cfg, model, ws.load(base), shadows, ref_m, ref_n, forget, cost, variants)
                 for audit, value in audits.items():
                     rows.setdefault(f"{frac:g} / {method} / {audit}", []).append(value)
                 for audit, ci in cis.items():
@@ -150,8 +153,23 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
             "n_train": cfg.n_members, "n_nonmembers": cfg.n_nonmembers}
 
 
+def _variant_configs(variants: dict[str, dict]) -> dict[str, AuditConfig]:
+    """``smi_m_variants`` as SMI-M audit settings; a bad key or value names its variant."""
+    out = {}
+    for label, v in variants.items():
+        unknown = set(v) - {"kernel", "bandwidth_factor"}
+        if unknown:
+            raise LmauditError(f"smi_m_variants.{label}: unknown key(s) {', '.join(sorted(unknown))}",
+                               hint="a variant takes kernel and bandwidth_factor")
+        try:
+            out[f"smi-m-scores {label}"] = AuditConfig(method="smi-m", seed=0, **v)
+        except LmauditError as exc:
+            raise LmauditError(f"smi_m_variants.{label}: {exc.message}", hint=exc.hint) from exc
+    return out
+
+
 def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: TextSet,
-            cost: dict) -> tuple[dict, dict, dict]:
+            cost: dict, variants: dict[str, AuditConfig] | None = None) -> tuple[dict, dict, dict]:
     """ρ of every audit, the bootstrap 90% interval of each set-level one ([None, None] when undefined), and each
     set-level one's (unclipped estimate, its interval)."""
     out, cis, raw = {}, {}, {}
@@ -167,11 +185,14 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
     cost["lira_probes"].append(time.perf_counter() - t0)
     vec = np.column_stack([scores[a] for a in SCORE_FEATURES])
     score_feats = [vec[:n_m], vec[n_m : n_m + n_n], vec[n_m + n_n :]]
-    for method, fs in (("smi", feats), ("smi-m", feats), ("smi-scores", score_feats), ("smi-m-scores", score_feats)):
-        base_method = method.removesuffix("-scores")
+    plans = [(m, fs, AuditConfig(method=m.removesuffix("-scores"), seed=0)) for m, fs in (
+        ("smi", feats), ("smi-m", feats), ("smi-scores", score_feats), ("smi-m-scores", score_feats))]
+    plans += [(label, score_feats, conf) for label, conf in (variants or {}).items()]
+    for method, fs, conf in plans:
+        base_method = conf.method
         t0 = time.perf_counter()
         try:
-            est = estimate_rho(*fs, AuditConfig(method=base_method, seed=0))[base_method]
+            est = estimate_rho(*fs, conf)[base_method]
             out[method], cis[method] = est["rho"], est["ci90"]
             raw[method] = (est["rho_unclipped"], est["ci90_unclipped"])
         except LmauditError as exc:  # reference sets not separable: ρ is not identifiable, recorded as NaN
