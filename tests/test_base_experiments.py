@@ -5,6 +5,7 @@ import json
 from collections import Counter
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from helpers import mini_experiment as mini
@@ -12,6 +13,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.experiments.types.pretraining import stream
+from lmaudit.experiments.types.unlearning_audit import _plans, _variant_configs
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.models.sources import is_adapter_dir, read_adapter_config, resolve_source
 from lmaudit.report.build import experiment_report
@@ -72,11 +74,15 @@ def test_an_unlearning_audit_on_a_lora_target_trains_adapters_and_may_leave_lira
                                                                                      shared_cache):
     exp = mini(tmp_path, name="ul", type="unlearning-audit", kind="ar", base=str(tiny_model_dir), lora=4, lr=3e-2,
                block=32, batch_size=8, n_members=24, n_nonmembers=24, forget_fractions=[0.25], n_shadows=0,
-               unlearn_methods=["none", "gradient_ascent"], unlearn={"epochs": 1.0, "lr": 3e-2})
+               unlearn_methods=["none", "gradient_ascent"], unlearn={"epochs": 1.0, "lr": 3e-2},
+               smi_m_variants={"same": {"kernel": "rbf", "bandwidth_factor": 1.0}, "lap": {"kernel": "laplacian"}})
     folder = run_experiment(exp, out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert {k.split(" / ")[2] for k in res["unlearning"]} == {"smi", "smi-m", "smi-scores", "smi-m-scores",
-                                                             "threshold-loss", "threshold-reference"}
+                                                             "threshold-loss", "threshold-reference",
+                                                             "smi-m-scores same", "smi-m-scores lap"}
+    raw = res["rho_unclipped"]  # a variant with the default settings is the default audit, on the same features
+    np.testing.assert_equal(raw["0.25 / none / smi-m-scores same"], raw["0.25 / none / smi-m-scores"])
     assert res["cost_s"]["lira_shadow_training"] is None
     table = (folder / "table.md").read_text()
     assert "score probes: target + reference (per model audited; no LiRA)" in table and "shadow training" not in table
@@ -86,6 +92,26 @@ def test_an_unlearning_audit_on_a_lora_target_trains_adapters_and_may_leave_lira
     target = resolve_source(ga).adapters[0]  # the LoRA target, itself on the base
     assert is_adapter_dir(ga) and read_adapter_config(ga)["base_model_name_or_path"] == str(target.resolve())
     assert resolve_source(ga).folder.resolve() == tiny_model_dir.resolve()
+
+
+def test_smi_m_variants_run_on_the_score_features_with_their_own_settings():
+    hidden, scores = ["h"] * 3, ["s"] * 3
+    plans = _plans(hidden, scores, _variant_configs({"lap": {"kernel": "laplacian"}, "wide": {"bandwidth_factor": 2.0}}))
+    by = {name: (fs, conf) for name, fs, conf in plans}
+    assert list(by) == ["smi", "smi-m", "smi-scores", "smi-m-scores", "smi-m-scores lap", "smi-m-scores wide"]
+    assert by["smi-m"][0] is hidden and by["smi-m-scores lap"][0] is scores and by["smi-m-scores wide"][0] is scores
+    assert (by["smi-m-scores lap"][1].method, by["smi-m-scores lap"][1].kernel) == ("smi-m", "laplacian")
+    assert (by["smi-m-scores wide"][1].kernel, by["smi-m-scores wide"][1].bandwidth_factor) == ("rbf", 2.0)
+    assert by["smi-scores"][1].method == "smi"
+
+
+@pytest.mark.parametrize("variant, match", [({"kernal": "rbf"}, r"smi_m_variants.v: unknown key\(s\) kernal"),
+                                            ({"kernel": "cosine"}, r"smi_m_variants.v: unknown kernel 'cosine'")])
+def test_a_bad_smi_m_variant_is_refused_before_anything_is_trained(tmp_path, variant, match):
+    exp = mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=0, smi_m_variants={"v": variant})
+    with pytest.raises(LmauditError, match=match):
+        run_experiment(exp, out_root=tmp_path)
+    assert not (tmp_path / exp.name).exists()
 
 
 @pytest.mark.parametrize("n, ok", [(0, True), (1, False), (-1, False)])

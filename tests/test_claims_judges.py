@@ -173,3 +173,56 @@ def test_ar_reconstructs_more_is_read_from_paired_ranks(ar_ranks, dlm_ranks, ver
     assert f.verdict == verdict and "email: DLM 40%, AR 80%" in f.ours
     assert ("(against the claim)" in f.ours) == against
     assert "fine-tuned (every weight, lr 0.002) 150 epochs on the same 30 messages; 5 redacted per field" in f.regime
+
+
+def sensitivity_record(errors: dict[str, dict[str, list[float]]], variants: dict | None = None) -> dict:
+    """An unlearning-sensitivity record where each (fraction, audit) has the given per-seed error: 'none' reads ρ = e
+    and 'retrain' 1 − e, so the mean |ρ − truth| is e (NaN: undefined on both)."""
+    table = {}
+    for frac, audits in errors.items():
+        for audit, errs in audits.items():
+            table[f"{frac} / none / {audit}"] = {"per_seed": list(errs)}
+            table[f"{frac} / retrain / {audit}"] = {"per_seed": [1 - e for e in errs]}
+    variants = variants if variants is not None else {"rbf 0.25×": {"kernel": "rbf", "bandwidth_factor": 0.25},
+                                                      "laplacian": {"kernel": "laplacian"}}
+    return {"s": {"unlearning": table, "n_train": 400, "n_nonmembers": 400,
+                  "experiment": {"seeds": [0, 1, 2], "smi_m_variants": variants}}}
+
+
+@pytest.mark.parametrize("narrow, lap, verdict", [
+    ([0.5, 0.45, 0.55], [0.12, 0.1, 0.11], REPRODUCED),  # narrow far worse, the kernel barely moves it
+    ([0.5, 0.45, 0.55], [0.6, 0.55, 0.65], PARTLY),  # the kernel moves it more than the narrow bandwidth does
+    ([0.2, 0.1, 0.15], [0.1, 0.12, 0.11], PARTLY),  # narrow +0.04 within the seeds' spread; the kernel moves it less
+    ([0.12, 0.1, 0.11], [0.6, 0.55, 0.65], NOT_REPRODUCED),
+    ([float("nan")] * 3, [0.1, 0.1, 0.1], REPRODUCED),  # undefined narrow estimates count as 0.5 each
+])
+def test_smi_bandwidth_reads_the_narrowest_bandwidth_and_the_kernels_against_the_default(narrow, lap, verdict):
+    errors = {"0.1": {"smi-m-scores": [0.1, 0.12, 0.11], "smi-m-scores rbf 0.25×": narrow, "smi-m-scores laplacian": lap}}
+    f = m.smi_bandwidth(sensitivity_record(errors), name="s")
+    assert f.verdict == verdict and f.points and "rbf 1× (default) 0.11 ± 0.01" in f.ours
+
+
+@pytest.mark.parametrize("small, mid, verdict", [
+    ([0.4, 0.35, 0.45], [0.1, 0.12, 0.11], REPRODUCED),  # 10 texts far worse, 20 as good as 40
+    ([0.1, 0.12, 0.11], [0.1, 0.12, 0.11], PARTLY),  # no limit at 10, stable at 20
+    ([0.4, 0.35, 0.45], [0.4, 0.35, 0.45], PARTLY),  # 20 as bad as 10
+    ([0.1, 0.12, 0.11], [0.4, 0.35, 0.45], NOT_REPRODUCED),
+])
+def test_smi_min_samples_needs_a_worse_small_set_and_a_stable_one_at_twenty(small, mid, verdict):
+    errors = {"0.025": {"smi-m-scores": small}, "0.05": {"smi-m-scores": mid}, "0.1": {"smi-m-scores": [0.1, 0.11, 0.12]}}
+    f = m.smi_min_samples(sensitivity_record(errors), name="s")
+    assert f.verdict == verdict and "10 texts" in f.ours and "20 texts" in f.ours and "40 texts 0.11 ± 0.01" in f.ours
+    assert "against 200 retain and 200 held-out reference texts" in f.regime
+
+
+def test_smi_min_samples_worse_but_within_the_tolerance_is_no_limit():
+    small, rest = [0.07, 0.07, 0.07], [0.01, 0.02, 0.03]  # 10 texts worse beyond the spread, yet under 0.1
+    errors = {"0.025": {"smi-m-scores": small}, "0.05": {"smi-m-scores": rest}, "0.1": {"smi-m-scores": rest}}
+    f = m.smi_min_samples(sensitivity_record(errors), name="s")
+    assert f.verdict == PARTLY and "its error stays under 0.1, so it still reads 'none' as kept" in f.regime
+
+
+def test_smi_min_samples_is_not_testable_where_even_the_largest_set_is_misread():
+    errors = {f: {"smi-m-scores": [0.4, 0.35, 0.45]} for f in ("0.025", "0.05", "0.1")}
+    f = m.smi_min_samples(sensitivity_record(errors), name="s")
+    assert f.verdict == UNTESTABLE and "misreads even 40 texts (error 0.40" in f.regime

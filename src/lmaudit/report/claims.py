@@ -151,14 +151,10 @@ CLAIMS: tuple[Claim, ...] = (
               "Forging needs adversarially perturbed forget sets, which no experiment here builds. The detector "
               "exists: every SMI / SMI-M estimate carries its unclipped ρ and an `anomaly` flag outside [−0.1, 1.1].")),
     Claim(SMI, "SMI-M is sensitive to a too-narrow bandwidth, less to the kernel", "RBF 1.0× 89.8%, 0.25× 24.4%, "
-          "0.5× 77.7%, 2.0× 86.9%; Laplacian 80.1%, linear 86.7% (CIFAR-100, forget 5%)", ("unlearning-audit",),
-          h.not_tested("SMI-M takes `kernel` (rbf, laplacian, linear) and `bandwidth_factor`, but no committed "
-                       "experiment sweeps them; an unlearning-audit with those audits added would.")),
+          "0.5× 77.7%, 2.0× 86.9%; Laplacian 80.1%, linear 86.7% (CIFAR-100, forget 5%)", ("unlearning-sensitivity",),
+          m.smi_bandwidth),
     Claim(SMI, "SMI needs about 20 samples per class", "about 20 per class; single-sample forgetting is noisy",
-          ("unlearning-audit",), h.not_tested(
-              "Every committed unlearning experiment forgets at least 20 texts (5% and 10% of 400, 10% of 200) with "
-              "100–200 reference texts per class, so none probes the small-set limit; a sweep of forget-set sizes "
-              "below 20 would.")),
+          ("unlearning-sensitivity",), m.smi_min_samples),
     Claim(EXT, "Exact extraction probability rises monotonically with the number of sampling steps (Theorem 4.3)",
           "DLM-1.1B median Δ log p̂: +0.65 / +1.42 / +2.05 / +3.18 at 2 / 5 / 10 / max steps",
           ("extraction-steps",), o.steps_monotone,

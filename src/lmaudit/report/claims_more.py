@@ -182,3 +182,86 @@ def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", sh
                    "count (one step is left out: every order gives it the same p̂). Where more do, the discoverable counts at that "
                    "step count rest on an estimate still moving; a median change of log 2 = 0.69 nats is one order "
                    "carrying the whole mean.", points=True)
+
+
+UNDEFINED_ERROR = 0.5  # an undefined ρ counts as the mean |ρ − truth| of a guess drawn uniformly from [0, 1]
+TOLERANCE = round(1 - THRESHOLD_FORGOTTEN, 6)  # an error below this still reads 'none' as kept and 'retrain' as forgotten
+
+
+def _truth_errors(rec: dict, frac: str, audit: str) -> list[float]:
+    """Per seed: the mean |ρ − truth| of an audit over 'none' (ρ = 0) and 'retrain' (ρ = 1) at one forget fraction."""
+    table = rec["unlearning"]
+    per = [[UNDEFINED_ERROR if not np.isfinite(x) else abs(x - truth) for x in table[f"{frac} / {m} / {audit}"]["per_seed"]]
+           for m, truth in (("none", 0.0), ("retrain", 1.0))]
+    return [float(np.mean(pair)) for pair in zip(*per)]
+
+
+def _err_text(errs: list[float]) -> str:
+    return f"{np.mean(errs):.2f} ± {seed_std(errs):.2f}"
+
+
+def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity") -> Finding:
+    """SMI-M is sensitive to a too-narrow bandwidth, less to the kernel: at the largest forget set, the error of the
+    narrowest rbf bandwidth exceeds the default's by more than the seeds' spread (sum of stds, ddof = 1), and every
+    other kernel moves the error by less than that narrow bandwidth does (points)."""
+    rec = recs[name]
+    variants = rec["experiment"].get("smi_m_variants", {})
+    frac = max(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
+    narrow = sorted((label for label, v in variants.items() if v.get("kernel", "rbf") == "rbf"
+                     and v.get("bandwidth_factor", 1.0) < 1), key=lambda label: variants[label]["bandwidth_factor"])
+    kernels = [label for label, v in variants.items() if v.get("kernel", "rbf") != "rbf" and v.get("bandwidth_factor", 1.0) == 1]
+    errs = {"rbf 1× (default)": _truth_errors(rec, frac, "smi-m-scores")}
+    errs |= {label: _truth_errors(rec, frac, f"smi-m-scores {label}") for label in variants}
+    ours = (f"SMI-M on attack-score features, mean |ρ − truth| over 'none' (0) and 'retrain' (1), forget "
+            f"{float(frac):.0%}, mean ± std over seeds (ddof = 1): " + ", ".join(f"{k} {_err_text(v)}" for k, v in errs.items()))
+    if not narrow or not kernels or one_seed(rec):
+        return Finding(ours, UNTESTABLE, "Needs a bandwidth below the default, another kernel and two seeds.", points=True)
+    default, worst = errs["rbf 1× (default)"], errs[narrow[0]]
+    gain = np.mean(worst) - np.mean(default)
+    sensitive = gain > seed_std(worst) + seed_std(default)
+    moves = {k: abs(np.mean(errs[k]) - np.mean(default)) for k in kernels}
+    less = all(v < gain for v in moves.values())
+    verdict = REPRODUCED if sensitive and less else PARTLY if sensitive or less else NOT_REPRODUCED
+    why = (f"Sensitive: the narrowest bandwidth ({narrow[0]}) changes the error by {gain:+.2f}, "
+           + ("more" if sensitive else "not more") + " than the seeds' spread; less to the kernel: "
+           + ", ".join(f"{k} moves it by {v:.2f}" for k, v in moves.items())
+           + (" (each less)" if less else " (not all less)") + ". Only 'none' and 'retrain' have a known ρ; an undefined "
+           f"estimate counts as an error of {UNDEFINED_ERROR} (a uniform guess).")
+    return Finding(ours, verdict, why, points=True)
+
+
+def smi_min_samples(recs: dict[str, dict], *, name: str = "unlearning-sensitivity", audit: str = "smi-m-scores",
+                    enough: int = 20) -> Finding:
+    """SMI needs about ``enough`` samples: below it the error against the known ρ ('none' 0, 'retrain' 1) exceeds the
+    largest forget set's by more than the seeds' spread and is past the tolerance (an error under it still reads
+    both right), and at or above it the error is within that spread of it (points). Not testable where the audit
+    misreads even the largest set (error ≥ 0.25)."""
+    rec = recs[name]
+    n = rec["n_train"]
+    fracs = sorted(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
+    size = {f: max(2, int(round(float(f) * n))) for f in fracs}
+    errs = {f: _truth_errors(rec, f, audit) for f in fracs}
+    ours = (f"{audit}, mean |ρ − truth| over 'none' (0) and 'retrain' (1), mean ± std over seeds (ddof = 1), by forget "
+            "set size: " + ", ".join(f"{size[f]} texts {_err_text(errs[f])}" for f in fracs))
+    small, big = [f for f in fracs if size[f] < enough], [f for f in fracs if size[f] >= enough]
+    largest = errs[fracs[-1]]
+    why = (f"Each forget set against {rec['n_nonmembers'] // 2} retain and {rec['n_nonmembers'] // 2} held-out reference "
+           f"texts (the paper's 'per class' read as the forget set's size). Needs about {enough}: below it the error "
+           f"exceeds the largest set's by more than the seeds' spread and reaches {TOLERANCE:.1f}, at or above it "
+           "stays within that spread.")
+    if not small or len(big) < 2 or one_seed(rec):
+        return Finding(ours, UNTESTABLE, why + " Needs a set below and two at or above that size, and two seeds.", points=True)
+    if np.mean(largest) >= 0.25:
+        return Finding(ours, UNTESTABLE, why + f" The audit misreads even {size[fracs[-1]]} texts (error "
+                       f"{np.mean(largest):.2f} ≥ 0.25), so no sample-size limit can show.", points=True)
+    spread = lambda f: seed_std(errs[f]) + seed_std(largest)  # noqa: E731
+    worse = all(np.mean(errs[f]) - np.mean(largest) > spread(f) for f in small)
+    degrades = worse and all(np.mean(errs[f]) >= TOLERANCE for f in small)
+    stable = all(abs(np.mean(errs[f]) - np.mean(largest)) <= spread(f) for f in big)
+    verdict = REPRODUCED if degrades and stable else PARTLY if degrades or stable else NOT_REPRODUCED
+    why += (f" Below {enough}: " + ("worse beyond the spread and past the tolerance" if degrades else
+                                    f"worse beyond the spread, but its error stays under {TOLERANCE:.1f}, so it still "
+                                    "reads 'none' as kept and 'retrain' as forgotten" if worse else
+                                    "not worse beyond the spread")
+            + "; at or above: " + ("within the spread" if stable else "not within the spread") + ".")
+    return Finding(ours, verdict, why, points=True)

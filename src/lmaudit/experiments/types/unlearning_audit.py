@@ -10,6 +10,9 @@ retain set (members) and held-out non-members, disjoint from F:
 - ``smi`` / ``smi-m``: set-level estimates on hidden-state features;
 - ``smi-scores`` / ``smi-m-scores``: the same on the vector of attack scores
   (loss, zlib, min_k, reference);
+- ``smi-m-scores LABEL``: one more SMI-M audit on the score features per entry of
+  ``smi_m_variants`` (``[smi_m_variants.LABEL] kernel = ..., bandwidth_factor = ...``),
+  for the kernel and bandwidth sweep;
 - ``threshold-loss`` / ``threshold-reference``: a thresholded MIA at a fixed FPR,
   corrected for its TPR and FPR (:func:`~lmaudit.audit.per_sample.threshold_forgetting`);
 - ``threshold-lira``: the same on offline LiRA scores from K shadow models fine-tuned
@@ -168,6 +171,14 @@ def _variant_configs(variants: dict[str, dict]) -> dict[str, AuditConfig]:
     return out
 
 
+def _plans(feats: list, score_feats: list, variants: dict[str, AuditConfig]) -> list[tuple[str, list, AuditConfig]]:
+    """(audit name, its (members, non-members, forget) features, its settings) of every set-level audit: SMI and
+    SMI-M on hidden and on score features, then each ``smi_m_variants`` entry on the score features."""
+    plans = [(m, fs, AuditConfig(method=m.removesuffix("-scores"), seed=0)) for m, fs in (
+        ("smi", feats), ("smi-m", feats), ("smi-scores", score_feats), ("smi-m-scores", score_feats))]
+    return plans + [(label, score_feats, conf) for label, conf in variants.items()]
+
+
 def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: TextSet,
             cost: dict, variants: dict[str, AuditConfig] | None = None) -> tuple[dict, dict, dict]:
     """ρ of every audit, the bootstrap 90% interval of each set-level one ([None, None] when undefined), and each
@@ -185,10 +196,7 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
     cost["lira_probes"].append(time.perf_counter() - t0)
     vec = np.column_stack([scores[a] for a in SCORE_FEATURES])
     score_feats = [vec[:n_m], vec[n_m : n_m + n_n], vec[n_m + n_n :]]
-    plans = [(m, fs, AuditConfig(method=m.removesuffix("-scores"), seed=0)) for m, fs in (
-        ("smi", feats), ("smi-m", feats), ("smi-scores", score_feats), ("smi-m-scores", score_feats))]
-    plans += [(label, score_feats, conf) for label, conf in (variants or {}).items()]
-    for method, fs, conf in plans:
+    for method, fs, conf in _plans(feats, score_feats, variants or {}):
         base_method = conf.method
         t0 = time.perf_counter()
         try:
