@@ -180,7 +180,7 @@ def _plans(feats: list, score_feats: list, variants: dict[str, AuditConfig]) -> 
 
 
 def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: TextSet,
-            cost: dict, variants: dict[str, AuditConfig] | None = None) -> tuple[dict, dict, dict]:
+            cost: dict, variants: dict[str, AuditConfig]) -> tuple[dict, dict, dict]:
     """ρ of every audit, the bootstrap 90% interval of each set-level one ([None, None] when undefined), and each
     set-level one's (unclipped estimate, its interval)."""
     out, cis, raw = {}, {}, {}
@@ -196,7 +196,7 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
     cost["lira_probes"].append(time.perf_counter() - t0)
     vec = np.column_stack([scores[a] for a in SCORE_FEATURES])
     score_feats = [vec[:n_m], vec[n_m : n_m + n_n], vec[n_m + n_n :]]
-    for method, fs, conf in _plans(feats, score_feats, variants or {}):
+    for method, fs, conf in _plans(feats, score_feats, variants):
         base_method = conf.method
         t0 = time.perf_counter()
         try:
