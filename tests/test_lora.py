@@ -289,3 +289,36 @@ def test_adapters_whose_bases_form_a_loop_are_one_line_errors(trained, tmp_path)
     with pytest.raises(ModelLoadError, match=r"its bases form a loop \(.*a → .*b → .*a\)"):
         load_model(a)
     assert [p.name for p in model_folders(a)] == ["a", "b"]  # what a command checks its --out against
+
+
+def test_an_adapter_missing_a_declared_weight_is_refused(trained, tmp_path):
+    """peft only warns where an adapter's file lacks a LoRA matrix its config declares (that matrix would stay at its
+    initial value, a partly untrained adapter): lmaudit refuses it, naming the adapter."""
+    cut = _copy(trained / "ar", tmp_path / "cut")
+    tensors = load_file(cut / "adapter_model.safetensors")
+    module = sorted(k for k in tensors if "lora_B" in k)[0].split(".lora_B")[0]  # both matrices of one module
+    save_file({k: v for k, v in tensors.items() if not k.startswith(module + ".")}, cut / "adapter_model.safetensors",
+              metadata={"format": "pt"})
+    with pytest.raises(ModelLoadError, match="lacks weights its adapter_config.json declares"):
+        load_model(cut)
+    assert_user_error(lmaudit("mia", "--model", cut, "--members", trained / "members.jsonl",
+                              "--nonmembers", trained / "nonmembers.jsonl", "--attacks", "loss",
+                              "--out", tmp_path / "run"), "lacks weights")
+
+
+def test_a_training_record_from_before_tokenizers_were_fingerprinted_matches_its_base(trained, tiny_model_dir,
+                                                                                      tmp_path, recwarn):
+    """A record whose base fingerprint is the weights-and-config one (older lmaudit) is the same base: no warning."""
+    from lmaudit.models.fingerprint import model_dir_fingerprint
+
+    old = _copy(trained / "ar", tmp_path / "old")
+    rec = record(old)
+    rec["lora"]["base_fingerprint"] = model_dir_fingerprint(tiny_model_dir, tokenizer=False)
+    assert rec["lora"]["base_fingerprint"] != model_dir_fingerprint(tiny_model_dir)
+    (old / TRAINING_FILE).write_text(json.dumps(rec))
+    load_model(old)
+    assert not [w for w in recwarn if "other weights" in str(w.message)]
+    rec["lora"]["base_fingerprint"] = "0" * 32  # a base that really differs still warns
+    (old / TRAINING_FILE).write_text(json.dumps(rec))
+    with pytest.warns(UserWarning, match="trained on a base with other weights"):
+        load_model(old)

@@ -212,6 +212,7 @@ def other_weights(tmp_path, tokenizer):
     other = build_ar_model(Preset("test", **TEST_PRESET_ARGS), tokenizer, seed=1)
     folder = tmp_path / "other"
     other.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)  # the model fingerprint holds the tokenizer files: the same ones as the target
     return folder / "model.safetensors"
 
 

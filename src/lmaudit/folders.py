@@ -3,7 +3,8 @@
 Every command that writes a folder (``mia``, ``audit-set``, ``extract``, ``pii``,
 ``demo``, ``run``, ``tables``, ``pretrain``, ``finetune``, ``unlearn``,
 ``shadows``) builds it in a uniquely named temporary folder beside ``--out``
-(``.NAME.XXXX.partial``), writes :data:`MANIFEST` last (size and SHA-256 of every
+(``.NAME.lmtmpPID-MACHINE.XXXX.partial``: the name says which writer, see
+:func:`~lmaudit.utils.remove_stale_temps`), writes :data:`MANIFEST` last (size and SHA-256 of every
 file), and only then swaps it into place: the previous folder is moved aside and
 deleted. A reader thus sees the old folder or the new one, never a mix; a process
 killed before the swap leaves the old folder untouched; two processes writing one
@@ -25,9 +26,9 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from lmaudit.errors import LmauditError
-from lmaudit.utils import UMASK, cache_dir, fault_point, stable_hash, write_json_atomic
+from lmaudit.utils import UMASK, cache_dir, fault_point, remove_stale_temps, stable_hash, temp_prefix, write_json_atomic
 
 MANIFEST = "lmaudit_manifest.json"
 DERIVED = ("report.html", "report.md", "report_files", "epsilon.json")  # derived from the data files at will
@@ -43,7 +44,6 @@ DERIVED = ("report.html", "report.md", "report_files", "epsilon.json")  # derive
 _LEGACY_MARKERS = ("results.json", "lmaudit_training.json", "shadows.json")
 _LEGACY_NAMES = ("*.json", "*.jsonl", "*.parquet", "*.csv", "*.npz", "*.png", "*.md", "*.txt", "*.safetensors",
                  "dlm", "shadow*", *DERIVED)
-_STALE_AFTER_S = 24 * 3600
 _DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR)
 _DISK_HINTS = {
     errno.ENOSPC: "free some space (or pick --out on another disk) and run the command again",
@@ -239,14 +239,9 @@ def _a(kind: str | None) -> str:
 
 
 def _remove_stale(out: Path) -> None:
-    """Delete temporaries of killed writers of ``out`` (older than a day; a live writer's are younger)."""
-    for p in out.parent.glob(f".{out.name}.*"):
-        try:
-            age = time.time() - p.stat().st_mtime
-        except FileNotFoundError:  # another writer renamed its folder into place (or removed it) meanwhile
-            continue
-        if p.suffix in (".partial", ".prev") and age > _STALE_AFTER_S:
-            shutil.rmtree(p, ignore_errors=True)
+    """Delete temporaries of killed writers beside ``out`` (:func:`~lmaudit.utils.remove_stale_temps`: those of
+    writers no longer running; those written before temporaries named their writer after a day)."""
+    remove_stale_temps(out.parent, name=out.name, legacy=(re.escape(f".{out.name}.") + r".+\.(partial|prev)",))
 
 
 def _swap_into_place(tmp: Path, out: Path) -> None:
@@ -260,7 +255,7 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
             except OSError as exc:
                 if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
-            prev = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.prev"
+            prev = out.parent / f"{temp_prefix(out.name)}{uuid.uuid4().hex[:8]}.prev"
             try:
                 os.rename(out, prev)
             except FileNotFoundError:  # another writer moved it first
@@ -287,12 +282,13 @@ def output_folder(out: str | Path, *, what: str = "run", inputs: dict | None = N
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale(out)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(out.name), suffix=".partial", dir=out.parent))
         os.chmod(tmp, 0o777 & ~UMASK)
         yield tmp
         write_manifest(tmp, what)
         fault_point("folder-written")
         _swap_into_place(tmp, out)
+        remove_stale_temps(out.parent, name=out.name, previous=True)  # a killed swap's old content: replaced now
     except OSError as exc:
         if exc.errno not in _DISK_ERRORS:
             raise
@@ -357,13 +353,15 @@ def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
 
     Two processes building one key both build; the first rename wins and the other
     keeps that folder (the same deterministic build), so no process ever deletes a
-    folder another may be reading.
+    folder another may be reading. The temporary folders of killed builds beside it are
+    removed first (:func:`~lmaudit.utils.remove_stale_temps`); a running build's never are.
     """
     folder = cache_dir() / kind / stable_hash(key)
     if folder.exists():  # only ever created by the atomic rename below
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    remove_stale_temps(folder.parent, name=folder.name, legacy=(r"\.[0-9a-f]{32}\.[a-z0-9_]{8}",))
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(folder.name), suffix=".build", dir=folder.parent))
     try:
         build(tmp)
         try:

@@ -11,9 +11,13 @@ import json
 import math
 import os
 import pkgutil
+import re
+import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,15 +95,94 @@ def _current_umask() -> int:
 UMASK = _current_umask()
 
 
+def _machine() -> str:
+    """Six hex digits naming this machine and process namespace (a pid means a process only there)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return stable_hash(socket.gethostname(), namespace, digest_size=3)
+
+
+_MACHINE = _machine()
+STALE_AFTER_S = 24 * 3600  # a temporary whose writer cannot be asked (another machine, an older version) is stale after
+_TEMP = re.compile(r"\.(?P<name>.+)\.lmtmp(?P<pid>\d+)-(?P<machine>[0-9a-f]{6})\.[A-Za-z0-9_]+"
+                   r"(?P<suffix>\.tmp|\.partial|\.prev|\.build)?")
+_LEGACY_TEMP = r"\..+\.[a-z0-9_]{8}\.tmp"  # atomic_path's temporaries before they carried their writer
+_CLEANED: set[str] = set()
+
+
+def temp_prefix(name: str) -> str:
+    """The start of the name of a temporary written for ``name`` beside it: ``.NAME.lmtmpPID-MACHINE.``.
+
+    The writer's process id and machine (:func:`_machine`) in the name let a later writer tell a
+    killed writer's leftovers from a live one's (:func:`remove_stale_temps`).
+    """
+    return f".{name}.lmtmp{os.getpid()}-{_MACHINE}."
+
+
+def _writer_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # not ours to signal, or no way to ask: alive, to be safe
+        pass
+    return True
+
+
+def remove_stale_temps(parent: Path, *, name: str | None = None, legacy: tuple[str, ...] = (),
+                       previous: bool = False, once: bool = False) -> list[Path]:
+    """Delete temporary files and folders that killed writers left in ``parent``; return what was deleted.
+
+    A temporary named by :func:`temp_prefix` is stale when its writer, on this machine, no longer
+    runs (a live writer's is never touched); one of another machine, or named without its writer
+    (``legacy`` regular expressions: older versions), after :data:`STALE_AFTER_S` (24 h). The
+    previous content of a folder moved aside by a killed swap (``.NAME.….prev``), from which a user
+    recovers a missing folder, goes after 24 h, or with ``previous`` once a new ``name`` is in place.
+    With ``once``, a folder is looked at once per process (for frequent writes such as shards).
+    """
+    if once:
+        if str(parent) in _CLEANED:
+            return []
+        _CLEANED.add(str(parent))
+    removed = []
+    for entry in parent.glob(".*"):
+        match = _TEMP.fullmatch(entry.name)
+        if match is None and not any(re.fullmatch(pattern, entry.name) for pattern in legacy):
+            continue
+        try:
+            age = time.time() - entry.lstat().st_mtime
+        except FileNotFoundError:  # renamed into place (or removed) by its writer meanwhile
+            continue
+        if match is None or match["machine"] != _MACHINE:
+            stale = age > STALE_AFTER_S
+        elif match["suffix"] == ".prev" and not (previous and match["name"] == name):
+            stale = age > STALE_AFTER_S
+        else:
+            stale = not _writer_alive(int(match["pid"]))
+        if stale:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it over ``path`` on success.
 
-    A reader never sees a half-written file: either the old content, or the new one.
+    A reader never sees a half-written file: either the old content, or the new one. The
+    temporaries killed writers left in the folder are removed first (once per process and
+    folder, :func:`remove_stale_temps`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path.parent, name=path.name, legacy=(_LEGACY_TEMP,), once=True)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     os.chmod(tmp_path, 0o666 & ~UMASK)  # mkstemp creates 0600; give the file the usual permissions
@@ -295,4 +378,24 @@ def boolean():
     def check(value, name: str, flag: str | None) -> None:
         if not isinstance(value, bool):
             raise SettingError(name, f"{{name}} must be true or false, got {_shown(value)}", flag=flag)
+    return check
+
+
+# seeds reach numpy, torch and offsets added to them (seed + 10_000, seed * 1_000_003 + i): 32 bits leave room for
+# all of them, where 2**64 overflows torch's generator
+SEED_MAX = 2**32 - 1
+
+
+def seed_value():
+    """A seed: an integer in [0, :data:`SEED_MAX`]."""
+    return integer(0, SEED_MAX, hint="seeds are 32-bit: any integer from 0 to 4294967295 gives its own draws")
+
+
+def number(*, integral: bool = False):
+    """A number of any sign and size (an integer when ``integral``): the type alone, for a setting whose range its
+    own code checks."""
+    def check(value, name: str, flag: str | None) -> None:
+        if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
+            what = "an integer" if integral else "a number"
+            raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
     return check

@@ -26,7 +26,8 @@ def models_import(
     """Dequantize a GGUF file into an ordinary model folder once, so later runs load it without converting.
 
     Any command also accepts the .gguf file or the name directly: it is then imported into the
-    model cache on first use."""
+    model cache on first use. --out must be new, empty, or an earlier import of the same file: another
+    model there (a fine-tuned one, another file's import) is never replaced."""
     file = gguf_file(source)
     c.check_out(out, kind="model", inputs={"the GGUF file": file})
     t0 = time.perf_counter()

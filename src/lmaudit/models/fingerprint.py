@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import tempfile
 import warnings
+from fnmatch import fnmatch
 from pathlib import Path
 
 import torch
@@ -13,6 +15,14 @@ import torch
 from lmaudit.utils import atomic_path, cache_dir, fault_point, stable_hash
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+# the files that define a saved tokenizer (fast and slow ones: vocabulary, merges, sentencepiece models, settings)
+_TOKENIZER_FILES = ("tokenizer*", "special_tokens_map.json", "added_tokens.json", "vocab*", "merges*", "*.model",
+                    "spiece*", "chat_template*")
+# the backend's state that each call with padding or truncation arguments sets and resets: not its behaviour
+_BACKEND_STATE = ("truncation", "padding")
+# the settings of a tokenizer that change the ids or the text a probe sees (names that do not apply are skipped)
+_TOKENIZER_SETTINGS = ("padding_side", "truncation_side", "model_max_length", "add_bos_token", "add_eos_token",
+                       "add_prefix_space", "do_lower_case", "clean_up_tokenization_spaces", "chat_template")
 
 
 _DIGEST = re.compile(r"[0-9a-f]{32}")
@@ -61,8 +71,16 @@ def file_digest(path: Path) -> str:
     return digest
 
 
-def model_dir_fingerprint(path: str | Path) -> str:
-    """Hash of a model folder's weight files (content) and config."""
+def model_dir_fingerprint(path: str | Path, *, tokenizer: bool = True) -> str:
+    """Hash of a model folder's weight files (content), config and tokenizer files (content).
+
+    The tokenizer files (``tokenizer.json``, its config, vocabularies, merges, sentencepiece
+    models, chat templates: :data:`_TOKENIZER_FILES`) are in it because the same weights
+    with a tokenizer that splits text otherwise score other numbers: a probe cache keyed by
+    this fingerprint must never serve one for the other. ``tokenizer=False`` gives the fingerprint
+    older lmaudit versions recorded before the tokenizer files were in it (weights and config alone), which
+    training records written then hold.
+    """
     path = Path(path)
     parts = []
     for f in sorted(path.iterdir()):
@@ -70,12 +88,19 @@ def model_dir_fingerprint(path: str | Path) -> str:
             parts.append((f.name, file_digest(f)))
         elif f.name == "config.json":
             parts.append((f.name, json.loads(f.read_text())))
-    return stable_hash(parts)
+    return stable_hash(parts + _tokenizer_files(path)) if tokenizer else stable_hash(parts)
+
+
+def _tokenizer_files(path: Path) -> list:
+    """("tokenizer", name, digest) of each tokenizer file of a folder (:data:`_TOKENIZER_FILES`; small files, hashed
+    on every call)."""
+    return [("tokenizer", f.name, hashlib.blake2b(f.read_bytes(), digest_size=16).hexdigest())
+            for f in sorted(path.iterdir()) if f.is_file() and any(fnmatch(f.name, p) for p in _TOKENIZER_FILES)]
 
 
 def adapter_fingerprint(path: str | Path, base_fingerprint: str) -> str:
-    """Hash of a PEFT adapter applied to a base: the base's fingerprint, the adapter's weight files (content) and
-    its ``adapter_config.json``.
+    """Hash of a PEFT adapter applied to a base: the base's fingerprint, the adapter's weight files (content), its
+    ``adapter_config.json`` and the tokenizer files saved with it (which replace the base's tokenizer).
 
     The config's ``base_model_name_or_path`` (where the base was, not what it is: the base's
     fingerprint says that) and ``peft_version`` are left out, so a moved adapter keeps its fingerprint.
@@ -85,7 +110,8 @@ def adapter_fingerprint(path: str | Path, base_fingerprint: str) -> str:
     config = {k: v for k, v in config.items() if k not in ("base_model_name_or_path", "peft_version")}
     weights = [(f.name, file_digest(f)) for f in sorted(path.iterdir())
                if f.name.startswith("adapter_model") and f.suffix in _WEIGHT_SUFFIXES]
-    return stable_hash("peft-adapter", base_fingerprint, config, weights)
+    tokenizer = _tokenizer_files(path)
+    return stable_hash("peft-adapter", base_fingerprint, config, weights, *([tokenizer] if tokenizer else []))
 
 
 def module_fingerprint(model: torch.nn.Module) -> str:
@@ -99,6 +125,57 @@ def module_fingerprint(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def _slow_tokenizer_files(tokenizer) -> list:
+    """(name, bytes) of the files a tokenizer without a ``tokenizers`` backend is defined by (its vocabulary,
+    merges or sentencepiece model, as ``save_vocabulary`` writes them)."""
+    with tempfile.TemporaryDirectory(prefix="lmaudit-tokenizer-") as folder:
+        try:
+            written = tokenizer.save_vocabulary(folder)
+        except (NotImplementedError, AttributeError, TypeError):  # a tokenizer defined by its class and settings
+            return []
+        return [(Path(f).name, Path(f).read_bytes()) for f in written if f and Path(f).is_file()]
+
+
+def _backend_digest(backend) -> str:
+    """Digest of a ``tokenizers`` backend's serialization without the padding and truncation state that each call
+    sets (:data:`_BACKEND_STATE`). That state comes first in the text, so the rest is hashed as it is (a few
+    milliseconds for a 49,152-token vocabulary); a layout other than expected is parsed whole."""
+    text = backend.to_str()
+    head, sep, rest = text.partition(',"added_tokens":')
+    try:
+        state = json.loads(head + "}") if sep else None
+    except json.JSONDecodeError:
+        state = None
+    if not isinstance(state, dict) or set(state) - {"version", *_BACKEND_STATE}:
+        spec = json.loads(text)
+        for key in _BACKEND_STATE:
+            spec.pop(key, None)
+        return stable_hash("parsed", spec)
+    return stable_hash(state.get("version"), rest.encode())
+
+
 def tokenizer_fingerprint(tokenizer) -> str:
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
-    return stable_hash(type(tokenizer).__name__, vocab, sorted(map(str, tokenizer.all_special_tokens)))
+    """Hash of everything of a tokenizer that decides the ids a text becomes (and so a probe's numbers).
+
+    A fast tokenizer is described whole by its serialized ``tokenizers`` backend: vocabulary,
+    merges, normalizer, pre-tokenizer, post-processor, decoder and added tokens (the
+    padding and truncation state that each call sets is left out: :func:`_backend_digest`).
+    A tokenizer without such a backend is described by its class, vocabulary, the files that
+    define it (:func:`_slow_tokenizer_files`) and its settings. Both add the special and
+    added tokens with their matching flags, and the settings of :data:`_TOKENIZER_SETTINGS`.
+    """
+    added = sorted((int(i), str(t), *(bool(getattr(t, flag, False)) for flag in
+                                      ("special", "lstrip", "rstrip", "normalized", "single_word")))
+                   for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items())
+    settings = {name: getattr(tokenizer, name) for name in _TOKENIZER_SETTINGS if hasattr(tokenizer, name)}
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        behaviour = ("tokenizers", _backend_digest(backend))
+    else:
+        init = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items()
+                if not k.endswith("_file") and k not in ("name_or_path", "added_tokens_decoder")}
+        behaviour = ("files", sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]),
+                     [(name, hashlib.blake2b(data, digest_size=16).hexdigest())
+                      for name, data in _slow_tokenizer_files(tokenizer)], init)
+    return stable_hash(type(tokenizer).__name__, sorted(map(str, tokenizer.all_special_tokens)), added, settings,
+                       behaviour)

@@ -19,7 +19,7 @@ from lmaudit.errors import ModelLoadError, SettingError, spell
 from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import KIND_SPELLINGS, make_adapter
 from lmaudit.models.fingerprint import model_dir_fingerprint
-from lmaudit.models.gguf import local_model, quiet_transformers, source_record
+from lmaudit.models.gguf import MAX_CONTEXT, local_model, quiet_transformers, source_record
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import TRAINING_FILE, apply_adapter, check_adapter_dir
 from lmaudit.models.sources import DTYPE_NAMES, is_adapter_dir, resolve_source
@@ -33,6 +33,8 @@ except ImportError:  # older versions raise ValueError/TypeError instead
 # integer sizes of the standard configs: a wrong one otherwise surfaces as an obscure error deep in model building
 _SIZE_FIELDS = ("vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
                 "max_position_embeddings", "n_positions", "intermediate_size")
+# context lengths: above MAX_CONTEXT (2**24 positions) a value is a damaged field, never a model's context
+_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length")
 _TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 _RESAVE = "re-save the model folder (save_pretrained) or download this file again"
 
@@ -108,13 +110,20 @@ def _check_remote_code(p: Path, cfg: dict) -> None:
 
 
 def _read_config(p: Path) -> dict:
-    """The folder's config.json as a dict; its standard size fields (when set) must be positive integers."""
+    """The folder's config.json as a dict; its standard size fields (when set) must be positive integers, and a
+    context length (:data:`_CONTEXT_FIELDS`) at most :data:`~lmaudit.models.gguf.MAX_CONTEXT` (16,777,216)."""
     cfg = _read_json(p / "config.json")
     for key in _SIZE_FIELDS:
         value = cfg.get(key)
         values = value if isinstance(value, list) else [value]  # a few configs give one size per layer
         if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
             raise ModelLoadError(f"{p / 'config.json'}: '{key}' must be a positive integer, got {json.dumps(value)}",
+                                 hint="restore the config.json saved with these weights")
+    for key in _CONTEXT_FIELDS:
+        value = cfg.get(key)
+        if isinstance(value, int) and value > MAX_CONTEXT:
+            raise ModelLoadError(f"{p / 'config.json'}: '{key}' is {value:,}, not a context length (lmaudit accepts "
+                                 f"at most {MAX_CONTEXT:,} positions)",
                                  hint="restore the config.json saved with these weights")
     return cfg
 

@@ -52,6 +52,7 @@ from lmaudit.utils import boolean, check_settings, integer, positive, setting
 
 SAFE_WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
 TRAINING_FILE = "lmaudit_training.json"  # as models/build.py writes it
+MISSING_ADAPTER_KEYS = "Found missing adapter keys while loading the checkpoint"  # peft's warning, its own words
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -88,6 +89,15 @@ def check_adapter_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
             raise ModelLoadError(f"{p / SAFE_WEIGHTS}: damaged or truncated safetensors file ({_one_line(exc)})",
                                  hint="re-save the adapter") from None
     return p
+
+
+def _weights_only_fingerprint(folder: Path) -> str | None:
+    """The fingerprint a training record written before tokenizer files were fingerprinted holds for the base
+    ``folder`` (its weights and config alone), or None where the folder is not a plain model folder."""
+    try:
+        return model_dir_fingerprint(resolve_source(folder).folder, tokenizer=False)
+    except (OSError, LmauditError):
+        return None
 
 
 def folder_fingerprint(path: str | Path, base: str | Path | None = None) -> str:
@@ -158,16 +168,24 @@ def apply_adapter(path: Path, base: ModelHandle, base_dir: Path, **options) -> M
         raise ModelLoadError(f"adapter '{path}' was trained on a model of kind {trained_kind}; its base '{base_dir}' "
                              f"loads as kind {base.kind}", hint="pass {adapter_base} with the model it was trained on",
                              options=BASE_OPTION)
-    if record.get("base_fingerprint") not in (None, base.fingerprint):
+    if record.get("base_fingerprint") not in (None, base.fingerprint, _weights_only_fingerprint(base_dir)):
         warnings.warn(f"adapter '{path}' was trained on a base with other weights than '{base_dir}' "
                       f"(fingerprint {record['base_fingerprint'][:12]}…, this one {base.fingerprint[:12]}…)", stacklevel=2)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.filterwarnings("ignore", category=FutureWarning)
             peft_model = PeftModel.from_pretrained(model, str(p), is_trainable=False)
     except (ValueError, RuntimeError, KeyError, TypeError, OSError) as exc:
         raise ModelLoadError(f"adapter '{path}' cannot be applied to its base '{base_dir}' ({_one_line(exc)})",
                              hint="pass {adapter_base} with the model the adapter was trained on", options=BASE_OPTION) from None
+    for w in caught:  # peft only warns where an adapter's file lacks weights its config declares: they stay at init
+        if MISSING_ADAPTER_KEYS in str(w.message):
+            missing = str(w.message).split(MISSING_ADAPTER_KEYS, 1)[1].strip(" :.")
+            raise ModelLoadError(f"adapter '{path}' lacks weights its adapter_config.json declares ({missing[:200]}): "
+                                 "they would stay at their initial values",
+                                 hint="pass the adapter folder as it was saved (its adapter_model.safetensors whole)")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     inner = peft_model.get_base_model().eval()
     tokenizer = _tokenizer(p, base.tokenizer, bool(options.get("trust_remote_code")))
     spec = getattr(base.model, "lmaudit_load_spec", None)
