@@ -9,7 +9,7 @@ import torch
 
 from helpers import make_texts
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, SettingError
 from lmaudit.models.loading import load_model
 from lmaudit.runs.mia import RunConfig, score_set
 
@@ -91,7 +91,7 @@ def test_several_swaps_another_tokenizer_and_refusals(tmp_path, tiny_model_dir, 
 
     with pytest.raises(DataError, match="loads as an AR model; its neighbours need a masked model"):
         run(model=str(tiny_model_dir))
-    with pytest.raises(DataError, match="n = 0 and top = 5 must be at least 1"):
+    with pytest.raises(SettingError, match=r"^neighbourhood\.n must be an integer ≥ 1, got 0"):  # declared check
         run(model=str(tiny_dlm_dir), n=0)
     long = TextSet.from_texts([" ".join(make_texts(40, seed=9))])  # beyond the masked model's 128 tokens
     assert len(dlm.tokenizer(long.texts[0])["input_ids"]) > 200

@@ -27,7 +27,7 @@ def no_model_load(monkeypatch):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--seed", "-1"], "--seed must be an integer ≥ 0, got -1"),
+    (["--seed", "-1"], "--seed must be an integer between 0 and 4,294,967,295, got -1"),
     (["--batch-size", "0"], "--batch-size must be an integer ≥ 1, got 0"),
     (["--bootstrap", "-5"], "--bootstrap must be an integer ≥ 0"),
     (["--budget", "1000000"], "--budget must be an integer between 1 and 1,024, got 1000000"),
@@ -56,15 +56,15 @@ def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, data, no_mod
 
 @pytest.mark.parametrize("make, needle, flag", [
     (lambda: ReconstructConfig(candidates=0), "candidates must be an integer ≥ 1, got 0", "--candidates"),
-    (lambda: ReconstructConfig(seed=-1), "seed must be an integer ≥ 0", "--seed"),
+    (lambda: ReconstructConfig(seed=-1), "seed must be an integer between 0 and 4,294,967,295", "--seed"),
     (lambda: ReconstructConfig(alpha=5), r"alpha must be in \[0, 1\] \(or 'auto'\), got 5", "--alpha"),
     (lambda: ExtractConfig(trajectories=0), "trajectories must be an integer ≥ 1", "--trajectories"),
-    (lambda: ExtractConfig(seed=-3), "seed must be an integer ≥ 0", "--seed"),
+    (lambda: ExtractConfig(seed=-3), "seed must be an integer between 0 and 4,294,967,295", "--seed"),
     (lambda: RunConfig(batch_size=True), "batch_size must be an integer ≥ 1, got True", "--batch-size"),
     (lambda: RunConfig(n_bootstrap=-1), "n_bootstrap must be an integer ≥ 0", "--bootstrap"),
     (lambda: RunConfig(max_length=1), "max_length must be an integer ≥ 2", "--max-tokens"),
     (lambda: RunConfig(long_texts="all"), "long_texts must be truncate or window, got 'all'", "--long-texts"),
-    (lambda: AuditConfig(seed=-1), "seed must be an integer ≥ 0", "--seed"),
+    (lambda: AuditConfig(seed=-1), "seed must be an integer between 0 and 4,294,967,295", "--seed"),
     (lambda: LoraSpec(0), "rank must be an integer ≥ 1, got 0", "--lora"),
     (lambda: LoraSpec(4, alpha=-1.0), "alpha must be a positive number, got -1.0", "--lora-alpha"),
     (lambda: LoraSpec(4, targets=()), r"targets must name modules, got \(\)", "--lora-targets"),

@@ -21,6 +21,7 @@ import numpy as np
 from lmaudit.attacks.registry import register_attack
 from lmaudit.probes.records import TokenStats
 from lmaudit.probes.requests import FrequencyRequest
+from lmaudit.utils import positive
 
 
 def _probe(params: dict, budget: int) -> FrequencyRequest:
@@ -39,7 +40,7 @@ def first_occurrences(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 @register_attack("dc_pdd", kind="ar", probe=_probe,
                  opt_in="it counts a reference corpus' token frequencies first (--param dc_pdd.corpus=FILE; the "
-                        "embedded corpus by default)")
+                        "embedded corpus by default)", checks={"a": positive()})
 def dc_pdd(records: TokenStats, *, corpus: str = "", a: float = 0.01) -> np.ndarray:
     """DC-PDD: mean over a text's distinct tokens of min(p · log(1/f), a), f their corpus frequency.
 

@@ -23,18 +23,18 @@ from lmaudit.errors import DataError
 from lmaudit.probes.records import NeighbourStats
 from lmaudit.probes.requests import NeighbourRequest
 from lmaudit.probes.segments import segment_mean
+from lmaudit.utils import fraction, integer
 
 
 def _probe(params: dict, budget: int) -> NeighbourRequest:
-    n, fraction, top = int(params.get("n", 25)), float(params.get("fraction", 0.0)), int(params.get("top", 5))
-    if n < 1 or top < 1 or not 0.0 <= fraction <= 1.0:
-        raise DataError(f"neighbourhood: n = {n} and top = {top} must be at least 1, fraction = {fraction} within "
-                        "[0, 1]")
-    return NeighbourRequest(model=str(params.get("model") or ""), n=n, fraction=fraction, top=top)
+    """The request of checked parameters (the registry checks them first: :class:`~lmaudit.attacks.registry.AttackSpec`)."""
+    return NeighbourRequest(model=str(params.get("model") or ""), n=int(params.get("n", 25)),
+                            fraction=float(params.get("fraction", 0.0)), top=int(params.get("top", 5)))
 
 
 @register_attack("neighbourhood", kind="ar", probe=_probe,
-                 opt_in="it scores n neighbours of every text, made by a masked model (1 + n forwards per text)")
+                 opt_in="it scores n neighbours of every text, made by a masked model (1 + n forwards per text)",
+                 checks={"n": integer(1), "fraction": fraction(), "top": integer(1)})
 def neighbourhood(stats: NeighbourStats, *, n: int = 25, fraction: float = 0.0, top: int = 5,
                   model: str = "") -> np.ndarray:
     """Neighbourhood: mean loss of the text's neighbours minus its own loss.

@@ -10,19 +10,24 @@ drawn with the run's seed, are held out of every attack's scoring (the run says 
 opt-in: it runs when named in the attacks or given a parameter. The prefix keeps the last shots that fit in the
 context beside the longest text (the earlier ones are dropped, and the run says how many were kept); when not
 even the last one fits, its end is cut to the room the longest text leaves (at least 16 tokens; the run says how
-many). Cost: a second forward pass per text, with the prefix.
+many). Cost: a second forward pass per text, with the prefix. A prefix text that is also scored is said (a text
+read after itself looks like a member whatever it is).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from lmaudit.attacks.registry import register_attack
+from lmaudit.attacks.registry import get_attack, register_attack
 from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.data.overlap import normal_form
 from lmaudit.errors import DataError
 from lmaudit.probes.records import PrefixedStats
 from lmaudit.probes.requests import PrefixRequest
 from lmaudit.probes.segments import segment_mean
+from lmaudit.utils import integer
 
 DEFAULT_SHOTS = 5
 
@@ -45,9 +50,26 @@ def _probe(params: dict, budget: int) -> PrefixRequest:
     return PrefixRequest(shots=shot_texts(params))
 
 
+def warn_scored_shots(shots: tuple[str, ...], textset: TextSet) -> int:
+    """Say how many of the prefix ``shots`` are also texts of ``textset`` (compared after normalisation,
+    :func:`~lmaudit.data.overlap.normal_form`), and return that number: a text read after itself is easy to predict,
+    so its score reads "member" whatever it is."""
+    scored = set()
+    for r in textset.records:
+        scored.update((normal_form(r.target), normal_form(r.context + r.target)))
+    shared = sum(normal_form(shot) in scored for shot in shots)
+    if shared:
+        warnings.warn(f"recall: {shared} of the {len(shots)} prefix texts are also scored texts (compared after "
+                      "Unicode and whitespace normalisation): a text read after itself scores as a member whatever "
+                      "it is; give prefix texts that are not scored", stacklevel=2)
+    return shared
+
+
 def hold_out_prefix(params: dict, nonmembers: TextSet, seed: int) -> tuple[TextSet, dict | None]:
     """(non-members left to score, what was held out) when ReCaLL has no prefix of its own: ``shots`` non-members
-    drawn with ``seed`` become its prefix (``params["prefix_texts"]``, set here) and leave the scored set."""
+    drawn with ``seed`` become its prefix (``params["prefix_texts"]``, set here) and leave the scored set. The
+    parameters are checked first (``shots`` a count ≥ 1)."""
+    get_attack("recall", "ar").check(params)
     if params.get("prefix_texts") or params.get("prefix_file"):
         return nonmembers, None
     k = int(params.get("shots", DEFAULT_SHOTS))
@@ -62,7 +84,8 @@ def hold_out_prefix(params: dict, nonmembers: TextSet, seed: int) -> tuple[TextS
 
 
 @register_attack("recall", kind="ar", probe=_probe,
-                 opt_in="it holds out non-members for its prefix unless given --param recall.prefix_file")
+                 opt_in="it holds out non-members for its prefix unless given --param recall.prefix_file",
+                 checks={"shots": integer(1)})
 def recall(stats: PrefixedStats, *, prefix_file: str = "", prefix_texts: list | None = None,
            shots: int = DEFAULT_SHOTS) -> np.ndarray:
     """ReCaLL: LL(x | non-member prefix) / LL(x), mean token log-likelihoods.

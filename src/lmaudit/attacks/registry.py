@@ -5,7 +5,11 @@ score per sample, with keyword-only hyper-parameters; higher score = more likely
 member, always. Statistics of a reference model or of shadow models travel inside
 the records (``ARStats.reference``, ``ARStats.shadows``, ``MaskedStats.ref_*``).
 A hyper-parameter annotated ``Literal[...]`` (e.g. ``variant: Literal["a", "b"] = "a"``)
-takes only those values: the registry rejects any other before a probe runs.
+takes only those values: the registry rejects any other before a probe runs. Every other
+hyper-parameter is a declared setting (:func:`lmaudit.utils.setting`'s checks): the attack declares
+its constraints (``checks={"shots": integer(1)}``), and one it does not declare must at least have
+its default's type (an integer, a number, true or false); a bad value is a
+:class:`~lmaudit.errors.SettingError` naming ``attack.key`` (``--param attack.key`` on the command line).
 Each attack declares the probe it reads (:mod:`lmaudit.probes.requests`), so a run
 groups attacks by probe and computes each probe once.
 """
@@ -25,7 +29,7 @@ import numpy as np
 
 from lmaudit.errors import LmauditError
 from lmaudit.probes.requests import ar_probe
-from lmaudit.utils import import_submodules
+from lmaudit.utils import boolean, import_submodules, number
 
 KINDS = ("ar", "dlm")
 
@@ -49,15 +53,21 @@ class AttackSpec:
     choices: dict[str, tuple] = field(default_factory=dict)
     # run only when named or given parameters (it changes the run: ReCaLL holds out non-members for its prefix)
     opt_in: str = ""  # why, said when every attack runs and it is left out
+    # each parameter's constraint, check(value, name, flag) as a setting's (declared, or its default's type)
+    checks: dict[str, Callable] = field(default_factory=dict)
 
     def check(self, params: dict) -> None:
-        """Reject unknown parameter names and values outside a parameter's choices (before any probe runs)."""
+        """Reject unknown parameter names, values outside a parameter's choices and values that fail its declared
+        check (before any probe runs)."""
         unknown = set(params) - set(self.params)
         if unknown:
             raise LmauditError(
                 f"attack '{self.name}' has no parameter(s) {', '.join(sorted(unknown))}",
                 hint=f"its parameters are: {', '.join(self.params) or 'none'}",
             )
+        for key, check in self.checks.items():
+            if key in params:
+                check(params[key], f"{self.name}.{key}", f"--param {self.name}.{key}")
         for key, allowed in self.choices.items():
             if key in params and not any(params[key] == a and type(params[key]) is type(a) for a in allowed):
                 raise LmauditError(f"attack '{self.name}': unknown {key} {params[key]!r}; valid: "
@@ -121,8 +131,26 @@ def _choices(name: str, fn: Callable) -> dict[str, tuple]:
     return out
 
 
+def _checks(name: str, params: dict[str, Any], choices: dict[str, tuple], declared: dict[str, Callable]) -> dict:
+    """Each parameter's check: the declared one, else (outside ``choices``) its default's type."""
+    unknown = set(declared) - set(params)
+    if unknown:
+        raise ValueError(f"attack '{name}': checks for parameter(s) it does not have: {', '.join(sorted(unknown))}")
+    out = {}
+    for key, default in params.items():
+        if key in declared:
+            out[key] = declared[key]
+        elif key not in choices and isinstance(default, bool):
+            out[key] = boolean()
+        elif key not in choices and isinstance(default, (int, float)):
+            out[key] = number(integral=isinstance(default, int))
+    for key, check in out.items():  # a default that fails its own check is the attack's error
+        check(params[key], f"{name}.{key}", None)
+    return out
+
+
 def register_attack(name: str, *, kind: str, needs_reference: bool = False, probe=None, needs_shadows: bool = False,
-                    per_sample: bool = True, example=None, opt_in: str = ""):
+                    per_sample: bool = True, example=None, opt_in: str = "", checks: dict[str, Callable] | None = None):
     """Decorator registering ``fn(records, *, ...)`` as attack ``name`` for models of ``kind``.
 
     Default parameters are read from the function's keyword-only arguments (any
@@ -135,7 +163,8 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
     shard by shard. ``example(records of one sample)`` returns the per-token values
     a report shows for a typical member and non-member (its docstring's first line
     names them). ``opt_in`` (the reason) makes an attack run only when named or given
-    parameters, never as one of "every attack".
+    parameters, never as one of "every attack". ``checks`` declares parameters' constraints, as settings declare
+    theirs (``{"shots": integer(1)}``, :mod:`lmaudit.utils`); a parameter without one must have its default's type.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be 'ar' or 'dlm', got {kind!r}")
@@ -147,10 +176,11 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
             raise ValueError(f"attack '{name}' ({kind}) is already registered")
         params = _hyper_parameters(name, fn)
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
+        choices = _choices(name, fn)
         _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary,
                                              probe=probe or ar_probe, needs_shadows=needs_shadows,
-                                             per_sample=per_sample, example=example, choices=_choices(name, fn),
-                                             opt_in=opt_in)
+                                             per_sample=per_sample, example=example, choices=choices,
+                                             opt_in=opt_in, checks=_checks(name, params, choices, checks or {}))
         return fn
 
     return wrap

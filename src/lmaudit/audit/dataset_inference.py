@@ -28,10 +28,12 @@ from scipy.stats import ttest_ind
 from sklearn.linear_model import LogisticRegression
 
 from lmaudit.errors import DataError
+from lmaudit.progress import progress
 
 MIN_TEXTS = 8  # per set: each half must hold two texts of each set, and the control halves V again
 LEVELS = (0.01, 0.05)
 OUTLIERS = ("clip", "none")
+PROGRESS_FROM = 200  # splits from which the loop shows its progress (a few seconds of fits and more)
 CLIP = 0.025  # clipped share at each end of every feature, from the fitting halves
 
 
@@ -105,11 +107,15 @@ def dataset_inference(suspect, validation, columns: list[str], *, splits: int = 
     s = _check(suspect, "suspect", columns)
     v = _check(validation, "validation", columns)
     rng = np.random.default_rng(seed)
-    test = [one_split(s, v, rng, outliers) for _ in range(splits)]
-    control = []
-    for _ in range(splits):  # V alone: one half plays the suspect set
-        first, second = _split(len(v), rng)
-        control.append(one_split(v[first], v[second], rng, outliers))
+    test, control = [], []
+    with progress("dataset inference: splits" if splits >= PROGRESS_FROM else None, total=2 * splits) as bar:
+        for _ in range(splits):
+            test.append(one_split(s, v, rng, outliers))
+            bar.advance()
+        for _ in range(splits):  # V alone: one half plays the suspect set
+            first, second = _split(len(v), rng)
+            control.append(one_split(v[first], v[second], rng, outliers))
+            bar.advance()
     out = {"test": _summary(test), "control": _summary(control), "splits": splits, "seed": seed, "outliers": outliers,
            "columns": list(columns)}
     out["decision"] = {str(level): bool(out["test"]["p_combined"] <= level) for level in LEVELS}

@@ -40,7 +40,7 @@ def corpus_pii(
     out: Path = typer.Option(Path("data/pii"), help="Folder for train.jsonl and unseen.jsonl."),
     n_train: int = typer.Option(200),
     n_unseen: int = typer.Option(200),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option("Seed of the synthetic names, addresses and phones."),
 ) -> None:
     """Write synthetic e-mails with names, e-mail addresses and phone numbers (seeded Faker)."""
     c.check_out(out, kind="corpus")
@@ -58,7 +58,7 @@ def corpus_canaries(
     kind: str = typer.Option("random", help=f"{' | '.join(KINDS)}: random token-like strings, sentences of "
                                             "made-up words, or e-mails with synthetic names, addresses and phones."),
     out: Path = typer.Option(..., help="Folder for canaries.jsonl, train_canaries.jsonl, included.json, decoys.jsonl."),
-    seed: int = typer.Option(0, help="Seed of the texts and of the inclusion coins."),
+    seed: int = c.seed_option("Seed of the texts and of the inclusion coins."),
 ) -> None:
     """Canaries for a one-run privacy audit ('lmaudit epsilon RUN_DIR --canaries OUT'), half of them to train on."""
     c.check_out(out, kind="canaries")

@@ -32,7 +32,7 @@ def epsilon(
     delta: float = typer.Option(1e-5, help="The δ of the (ε, δ)-DP claim under test, in (0, 1)."),
     confidence: float = typer.Option(0.95, help="Probability that each bound holds, in (0, 1)."),
     attack: Optional[str] = typer.Option(None, help="Only this attack (default: every attack of the run)."),
-    seed: int = typer.Option(0, help="Seed of the split into the threshold half and the bound half."),
+    seed: int = c.seed_option("Seed of the split into the threshold half and the bound half."),
     canaries: Optional[Path] = typer.Option(
         None, help="A folder from 'lmaudit corpus canaries': audit its canaries (scored in RUN_DIR by id) with the "
                    "one-run bound instead of RUN_DIR's members and non-members."),
@@ -56,7 +56,7 @@ def epsilon(
                 f"lowest; the best of {tried} (k+, k-) pairs, Bonferroni-corrected, so each row holds at the stated "
                 "confidence on its own")
     path = result.write(run_dir if out is None else out)
-    stdout_console.print(table)
+    c.print_table(table)
     stdout_console.print(note + (" (the largest of several attacks' rows does not)." if len(bounds) > 1 else "."),
                          soft_wrap=True)
     stdout_console.print(f"written: {path}", soft_wrap=True)

@@ -17,9 +17,27 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError, check_int
+from lmaudit.utils import SEED_MAX, check_settings, one_of, positive, setting
 
 ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
+KINDS = ("ar", "dlm")  # the models an experiment trains
+MODES = ("dft", "ift")  # fine-tuning on corpus passages, or on instruction pairs
+
+
+def seed_list(value, name: str, flag: str | None) -> None:
+    """The seeds an experiment repeats over: at least one, each in [0, SEED_MAX], none twice (a repeated seed
+    repeats a run, and its spread would read as a smaller standard deviation)."""
+    shown = repr(value).replace("{", "{{").replace("}", "}}")
+    if not value:
+        raise SettingError(name, f"{{name}} must hold at least one seed, got {shown}", flag=flag,
+                           hint="e.g. seeds = [0, 1, 2]")
+    for i, seed in enumerate(value):
+        check_int(f"{name}[{i}]", seed, low=0, high=SEED_MAX, flag=f"{flag or name}[{i}]")
+    twice = next(s for i, s in enumerate(value) if s in value[:i]) if len(set(value)) < len(value) else None
+    if twice is not None:
+        raise SettingError(name, f"{{name}} must be distinct, got {shown} (seed {twice} twice)", flag=flag,
+                           hint="each seed is one more run: list each once")
 
 
 @dataclass
@@ -29,20 +47,20 @@ class BaseConfig:
     name: str
     type: str
     description: str = ""
-    kind: str = "dlm"
+    kind: str = setting("dlm", check=one_of(KINDS))
     preset: str = "tiny"
     pretrain_tokens: int = 2_000_000  # the AR stage (shared with the demo's base model)
     adapt_tokens: int = 500_000  # DLM: diffusion training of the AR base (Dream-style adaptation)
-    mode: str = "dft"  # dft: corpus passages; ift: instruction pairs
+    mode: str = setting("dft", check=one_of(MODES))  # dft: corpus passages; ift: instruction pairs
     n_members: int = 200
     n_nonmembers: int = 200
     passage_chars: int = 250
     epochs: int = 6
-    lr: float = 1e-3
+    lr: float = setting(1e-3, check=positive())
     lora: int = 0  # rank of a LoRA fine-tuning; 0: every weight is fine-tuned
     block: int = 64
     batch_size: int = 16
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = setting(default_factory=lambda: [0, 1, 2], check=seed_list)
     packages: list[str] = field(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"])
     vocab_size: int = 4096
     # a pretrained AR model (a folder, a .gguf file or a name: "smollm2-135m") instead of pretraining a tiny one;
@@ -53,6 +71,18 @@ class BaseConfig:
     adapt_lr: float = 0.0
     adapt_block: int = 0
     adapt_batch_size: int = 0
+
+    def __post_init__(self) -> None:
+        """The keys declared with their constraints are checked here (:func:`in_file` names the file and key)."""
+        check_settings(self)
+
+
+def in_file(exc: SettingError, path: str | Path) -> SettingError:
+    """``exc`` about a key of the experiment file ``path``: the file, then the key as the file spells it (never as
+    the command-line flag of the setting it feeds)."""
+    keys = {o: (o, o) for o in exc.options}  # every other setting it names: its key, too
+    where = str(path).replace("{", "{{").replace("}", "}}")
+    return SettingError(exc.field, f"{where}: {exc.template}", flag=exc.field, hint=exc.hint_template, also=keys)
 
 
 def _matches(value: Any, want: Any) -> bool:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.errors import LmauditError
-from lmaudit.experiments.config import ADAPTED_FROM, BaseConfig, check_keys, check_name
+from lmaudit.errors import LmauditError, SettingError
+from lmaudit.experiments.config import ADAPTED_FROM, BaseConfig, check_keys, check_name, in_file
 from lmaudit.utils import import_submodules, read_toml
 
 Table = tuple[str, list[str], list[list[str]]]  # (caption, header, rows of cells)
@@ -117,7 +117,8 @@ def load_experiment(path: str | Path) -> BaseConfig:
     """Read an experiment file into the config dataclass of its type.
 
     Raises :class:`LmauditError` naming the file for a missing ``name`` or ``type``, an
-    unknown type, a key that is not in that type's schema, or a value of the wrong type.
+    unknown type, a key that is not in that type's schema, or a value of the wrong type; a value outside its
+    declared constraint (``lr = -1``, ``seeds = []``) is a :class:`SettingError` naming the file and the key.
     """
     path = Path(path)
     raw = read_toml(path, "experiment file")
@@ -136,7 +137,10 @@ def load_experiment(path: str | Path) -> BaseConfig:
         for f in dataclasses.fields(other.config):
             owners.setdefault(f.name, []).append(other.name)
     check_keys(raw, spec.config, path, owners=owners)
-    return spec.config(**raw)
+    try:
+        return spec.config(**raw)  # its declared constraints are checked here
+    except SettingError as exc:
+        raise in_file(exc, path) from None
 
 
 def _discover() -> None:

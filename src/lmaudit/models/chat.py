@@ -6,7 +6,8 @@ template, a record's context becomes the rendered conversation up to the assista
 (the template's generation prompt) and its target the rest: the response and the template's
 end-of-turn text. Special tokens are never scored, so the scored tokens are the response's
 (the turn's closing newline, where a template has one, counts as a response token).
-Plain texts (no prompt) are left as they are.
+Plain texts (no prompt) are left as they are. A template that does not parse, raises, or reaches outside
+Jinja's sandbox is an error naming the model folder and the template's own message.
 """
 
 from __future__ import annotations
@@ -37,14 +38,34 @@ def chat_records(textset: TextSet, tokenizer) -> TextSet:
             records.append(r)
             continue
         turns = [{"role": "user", "content": r.context}]
-        prompt = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-        full = tokenizer.apply_chat_template([*turns, {"role": "assistant", "content": r.target}], tokenize=False)
+        prompt = _render(tokenizer, turns, textset, r, add_generation_prompt=True)
+        full = _render(tokenizer, [*turns, {"role": "assistant", "content": r.target}], textset, r)
         if not full.startswith(prompt) or len(full) == len(prompt):
             raise LmauditError(f"{textset.source}: record '{r.id}': the chat template does not render the reply after "
                                "the prompt", hint="pass {no_chat} to use prompt + response as given",
                                options={"no_chat": ("chat_template=False", "--no-chat-template")})
         records.append(Record(r.id, full[len(prompt):], prompt, r.fields))
     return TextSet(records, source=textset.source, meta={**textset.meta, "chat_template": True})
+
+
+def _render(tokenizer, turns: list[dict], textset: TextSet, record: Record, **how) -> str:
+    """The conversation ``turns`` in the tokenizer's chat template; its failure names the model and the record."""
+    try:
+        return tokenizer.apply_chat_template(turns, tokenize=False, **how)
+    except MemoryError:
+        raise
+    except Exception as exc:  # the template is the model's code: a syntax error, its raise_exception, the sandbox
+        model = getattr(tokenizer, "name_or_path", "") or "the model"
+        raise LmauditError(f"{_plain(model)}: the tokenizer's chat template failed on {_plain(textset.source)}: "
+                           f"record '{_plain(record.id)}' ({type(exc).__name__}: {_plain(exc)})",
+                           hint="fix the template in the model's tokenizer_config.json or chat_template.jinja, or "
+                                "pass {no_chat} to use prompt + response as given",
+                           options={"no_chat": ("chat_template=False", "--no-chat-template")}) from exc
+
+
+def _plain(value) -> str:
+    """``value`` as one line of a message whose ``{setting}`` placeholders are filled (its own braces kept)."""
+    return " ".join(str(value).split()).replace("{", "{{").replace("}", "}}")
 
 
 def formatted(textset: TextSet, tokenizer, wanted: bool | None) -> tuple[TextSet, bool]:

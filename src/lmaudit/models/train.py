@@ -21,7 +21,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, spell
 from lmaudit.models.adapters import pad_sequences
 from lmaudit.progress import progress
-from lmaudit.utils import check_settings, fraction, integer, positive, setting
+from lmaudit.utils import check_settings, fraction, integer, positive, seed_value, setting
 
 Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
 Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
@@ -37,7 +37,7 @@ class TrainConfig:
     warmup_steps: int = setting(50, check=integer(0))
     weight_decay: float = 0.01
     grad_clip: float = 1.0  # 0: no clipping (DP clips each example instead)
-    seed: int = setting(0, check=integer(0))
+    seed: int = setting(0, check=seed_value())
     min_lr_ratio: float = setting(0.1, check=fraction())
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit.attacks.recall import warn_scored_shots
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
@@ -165,6 +166,7 @@ def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet
     cannot (ReCaLL reads the same tokens of both: :func:`~lmaudit.attacks.recall.recall`).
     """
     limit = ctx.config.max_length or ctx.target.adapter.context_length
+    warn_scored_shots(request.shots, textset)
     prefixed, kept, cut = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
     if cut is not None:
         warnings.warn(f"recall: no whole prefix shot fits in the context of {limit} tokens beside the longest text; "
