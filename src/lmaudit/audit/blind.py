@@ -7,10 +7,16 @@ Beat Membership Inference Attacks for Foundation Models"), because those sets we
 differently (other dates, sources or formats). Two baselines, each a logistic regression:
 
 - ``blind_ngrams``: TF-IDF of word 1–2-grams and character 3–5-grams (hashed into 2^16 columns
-  each, so memory does not grow with the vocabulary of the set);
+  each, so memory does not grow with the vocabulary of the set); inside each fit, the
+  :data:`SELECTED` columns of highest χ² with the fitting texts' labels are kept (the held-out
+  texts' labels are never read), so that one word that tells the sets apart is not drowned by the
+  thousands that do not (a single year in front of every text: AUC 0.91 without the selection, 1.0
+  with it, at 100 + 100 texts);
 - ``blind_features``: simple features, standardised — length in characters and in words, the
   share of digits, of upper-case letters and of punctuation, the number of four-digit years
-  (1800–2099) and of dates, the type–token ratio and the mean word length.
+  (1800–2099) and of dates, the type–token ratio, the mean word length, and the values found: the
+  earliest, latest and mean year (as in Blind-MIA's date detection: sets from two eras differ in
+  their years' values, not in how many they hold), the count of numbers and the largest (log10).
 
 Scores are out of fold: the texts are split into k stratified, seeded folds and each fold is
 scored by a classifier fitted on the others, so no text is scored by a classifier that saw its
@@ -28,8 +34,10 @@ import numpy as np
 from scipy.sparse import hstack
 from scipy.stats import mannwhitneyu
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+from sklearn.feature_selection import SelectKBest, chi2
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lmaudit.errors import DataError, LmauditError
@@ -41,8 +49,11 @@ _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
 _DATE = re.compile(r"\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b|\b\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w*",
                    re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 FEATURES = ("characters", "words", "digit share", "upper-case share", "punctuation share", "years", "dates",
-            "type-token ratio", "mean word length")
+            "type-token ratio", "mean word length", "earliest year", "latest year", "mean year", "numbers",
+            "largest number (log10)")
+SELECTED = 200  # blind_ngrams: columns kept per fit, by χ² with the fitting texts' labels
 
 
 def fold_count(labels: np.ndarray, folds: int = DEFAULT_FOLDS) -> int:
@@ -57,17 +68,35 @@ def fold_count(labels: np.ndarray, folds: int = DEFAULT_FOLDS) -> int:
     return k
 
 
+def _largest(numbers: list[str]) -> float:
+    """log10(1 + the largest of ``numbers``), separators dropped; 0 without any."""
+    values = [min(1e300, float(n.replace(",", "").replace(".", "", max(0, n.count(".") - 1)))) for n in numbers]
+    return float(np.log10(1.0 + max(values))) if values else 0.0  # capped: a number of 400 digits is not inf
+
+
 def text_features(texts: list[str]) -> np.ndarray:
-    """(n, 9) float64: the :data:`FEATURES` of each text."""
-    rows = []
+    """(n, 14) float64: the :data:`FEATURES` of each text.
+
+    A text without a year takes, for its year values, the median of the other texts' mean years (0 when no text
+    holds one): a value read from the texts alone, never from their labels, that its year count already marks.
+    """
+    rows, years = [], []
     for t in texts:
         n = max(1, len(t))
         words = _WORD.findall(t)
+        found = [int(y) for y in _YEAR.findall(t)]
+        numbers = _NUMBER.findall(t)
+        years.append([min(found), max(found), float(np.mean(found))] if found else None)
         rows.append([len(t), len(words), sum(c.isdigit() for c in t) / n, sum(c.isupper() for c in t) / n,
-                     sum(not c.isalnum() and not c.isspace() for c in t) / n, len(_YEAR.findall(t)),
+                     sum(not c.isalnum() and not c.isspace() for c in t) / n, len(found),
                      len(_DATE.findall(t)), len({w.lower() for w in words}) / max(1, len(words)),
-                     float(np.mean([len(w) for w in words])) if words else 0.0])
-    return np.asarray(rows, dtype=np.float64)
+                     float(np.mean([len(w) for w in words])) if words else 0.0, 0.0, 0.0, 0.0, len(numbers),
+                     _largest(numbers)])
+    known = [y[2] for y in years if y is not None]
+    fill = float(np.median(known)) if known else 0.0
+    for row, found in zip(rows, years):
+        row[9:12] = found if found is not None else [fill] * 3
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
 
 
 def _design(texts: list[str], baseline: str):
@@ -84,8 +113,13 @@ def _design(texts: list[str], baseline: str):
     raise LmauditError(f"unknown blind baseline '{baseline}'", hint=f"one of {', '.join(BASELINES)}")
 
 
-def _fit(x, y: np.ndarray) -> LogisticRegression:
-    return LogisticRegression(C=1.0, solver="liblinear").fit(x, y)  # liblinear: quick on sparse, small sets
+def _fit(x, y: np.ndarray):
+    """A logistic regression of ``y`` (liblinear: quick on sparse, small sets); on more than :data:`SELECTED` columns
+    (the n-grams), fitted on the :data:`SELECTED` columns of highest χ² with ``y``, chosen from these texts alone."""
+    model = LogisticRegression(C=1.0, solver="liblinear")
+    if x.shape[1] > SELECTED:
+        model = make_pipeline(SelectKBest(chi2, k=SELECTED), model)
+    return model.fit(x, y)
 
 
 def _out_of_fold(x, y: np.ndarray, k: int, seed: int) -> np.ndarray:

@@ -14,6 +14,7 @@ from lmaudit.commands.mia import data_option, label_field_option
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.progress import stdout_console
 from lmaudit.report.dataset_inference import inference_summary
+from lmaudit.report.summary import audit_summary
 from lmaudit.report.tables import audit_rows
 from lmaudit.runs.audit_set import AuditConfig
 from lmaudit.runs.dataset_inference import InferenceConfig
@@ -40,7 +41,7 @@ def audit_set(
     bootstrap: int = typer.Option(200, help="Bootstrap resamples of the suspect set for the 90% interval."),
     attacks: Optional[str] = typer.Option(None, help="features=scores: comma-separated attacks (default: all)."),
     reference: Optional[Path] = typer.Option(None, help="features=scores: reference model for reference attacks."),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option(),
     out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
     allow_overlap: bool = c.allow_overlap_option(),
     model_options: c.ModelOptions = None,
@@ -63,7 +64,11 @@ def audit_set(
     path = result.write(out, report=not run_options.no_report)
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
-    stdout_console.print(c.rich_table(title, *audit_rows(payload)))
+    c.print_table(c.rich_table(title, *audit_rows(payload)))
+    caveats = [p for p in audit_summary(payload).points if p.startswith("Caveat")]  # shared texts
+    caveats += [f"Caveat: {note}." for note in payload["overlap"].get("notes", [])]  # formats that differ
+    if caveats:
+        stdout_console.print(" ".join(caveats), markup=False, soft_wrap=not stdout_console.is_terminal)
     finish(path, out, run_options.no_report)
 
 
@@ -87,10 +92,18 @@ def dataset_inference(
     outliers: str = typer.Option("clip", help="clip (each score to the 2.5th-97.5th percentiles of the fitting "
                                               "halves) or none."),
     budget: int = typer.Option(16, help="DLM: masked forwards per model per sample, for every attack."),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option(),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the probe cache."),
     out: Path = typer.Option(Path("runs/dataset-inference"), help="Output folder."),
     allow_overlap: bool = c.allow_overlap_option(),
+    blind: bool = typer.Option(True, "--blind/--no-blind",
+                               help="Also score the suspect and validation sets with model-free baselines (n-grams, "
+                                    "simple features; out of fold): when they tell the sets apart the verdict is "
+                                    "\"cannot tell\"."),
+    reference_prior: bool = typer.Option(
+        True, "--reference-prior/--no-reference-prior",
+        help="With --reference: also score both sets with the reference as the target (it never saw either set, so "
+             "its AUC should be near 0.5; when it tells them apart the verdict is \"cannot tell\")."),
     model_options: c.ModelOptions = None,
     run_options: c.RunOptions = None,
 ) -> None:
@@ -102,12 +115,15 @@ def dataset_inference(
                                                        "--members": members})
     cfg = InferenceConfig(attacks=c.split_names(attacks), params=c.parse_params(param), splits=splits, seed=seed,
                           outliers=outliers,
-                          budget=budget, use_cache=not no_cache, allow_overlap=allow_overlap)
+                          budget=budget, use_cache=not no_cache, allow_overlap=allow_overlap, blind=blind,
+                          reference_prior=reference_prior)
     with backend_from(run_options.backend, run_options.address, run_options.workers):
         result = api.dataset_inference(model, suspect, validation, members=members, reference=reference,
                                        text_field=text_field, split=split, config=cfg,
                                        **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
-    summary = inference_summary(result.payload)
-    stdout_console.print(summary.headline + ". " + " ".join(summary.points[:2]), markup=False)
+    summary = inference_summary(result.payload)  # every point but the closing reading: the checks and caveats too
+    said = [p for p in summary.points if not p.startswith("Reading:")]
+    stdout_console.print(summary.headline + ". " + " ".join(said), markup=False,
+                         soft_wrap=not stdout_console.is_terminal)
     finish(path, out, run_options.no_report)

@@ -61,6 +61,12 @@ class TextSet:
     def has_context(self) -> bool:
         return any(r.context for r in self.records)
 
+    @property
+    def form(self) -> str:
+        """``pairs`` (every record a prompt and a response), ``plain`` (no record has a prompt) or ``mixed``."""
+        prompts = sum(bool(r.context) for r in self.records)
+        return "pairs" if prompts and prompts == len(self.records) else ("mixed" if prompts else "plain")
+
     def fingerprint(self) -> str:
         return stable_hash([(r.context, r.target) for r in self.records])
 
@@ -365,3 +371,18 @@ def load_member_sets(members, nonmembers, *, data=None, label_field: str | None 
         raise SettingError(missing, "missing option {" + missing + "}", hint=pair, also=names)
     return tuple(s if isinstance(s, TextSet) else load_texts(s, text_field=text_field, split=split)
                  for s in (members, nonmembers))
+
+
+def given_texts(data, name: str):
+    """``data`` as a path or a text set (a list of strings: records ``NAME:0``, ``NAME:1``, ...), else a
+    :class:`~lmaudit.errors.SettingError` naming ``name`` (a Python argument)."""
+    if data is None or isinstance(data, (TextSet, str, Path)):
+        return data
+    hint = "give a path (str or pathlib.Path), a TextSet or a list of strings"
+    if not isinstance(data, (list, tuple)):
+        raise SettingError(name, f"{{name}} must be a data file, a TextSet or a list of texts, got "
+                                 f"{type(data).__name__}", hint=hint)
+    wrong = next((i for i, t in enumerate(data) if not isinstance(t, str)), None)
+    if wrong is not None:
+        raise SettingError(name, f"{{name}}[{wrong}] is a {type(data[wrong]).__name__}, not a text", hint=hint)
+    return TextSet.from_texts(list(data), prefix=f"{name}:", source=f"{name} (a list of {len(data)} texts)")

@@ -1,9 +1,19 @@
 """Texts shared by two sets, compared as a reader would: the same words are the same text.
 
-Two records count as the same text when their normal forms are equal: Unicode NFC
-(composed characters, so "é" typed as one code point or as "e" + a combining accent is
-one text) and whitespace collapsed (runs of spaces, tabs and newlines are one space; leading
-and trailing whitespace dropped). Case is kept: "Apple" and "apple" stay different texts.
+Two records count as the same text when their normal forms are equal (:func:`normal_form`):
+Unicode NFC (composed characters, so "é" typed as one code point or as "e" + a combining accent
+is one text); invisible characters removed (Unicode's Default_Ignorable_Code_Point: zero-width
+spaces and joiners, soft hyphens, direction marks, variation selectors, tags, ...); look-alike
+characters mapped to one prototype, as in the skeleton of Unicode TR39 (Cyrillic "а" and Latin
+"a", "ｐ" and "p", "𝐚" and "a": the confusables data of the ``confusable-homoglyphs`` package);
+and whitespace collapsed (runs of spaces, tabs and newlines are one space; leading and trailing
+whitespace dropped). Case is kept: "Apple" and "apple" stay different texts. A copy made by
+inserting invisible characters or swapping letters for look-alikes reads as the same text to a
+reader, and counts as the same text here, so it is neither a new non-member nor a new text.
+
+Two sets of different forms (prompt/response pairs against plain texts) are told apart by their form alone, so
+:func:`check_sets` also compares the forms of each pair of sets and warns (``formats`` and ``notes`` in its
+report).
 
 A membership-inference run whose members and non-members share texts measures less than
 the model's memory (a shared text is both a member and a non-member), so :func:`check_sets`
@@ -15,10 +25,12 @@ order: refused even when overlap is allowed).
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 import warnings
 
 import numpy as np
+from confusable_homoglyphs.confusables import confusables_data
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError
@@ -29,9 +41,46 @@ NGRAM_SIZES = (7, 13)  # words: near-duplicates share long runs of words (13: th
 NEAR_COPY = 0.5  # a non-member with at least this share of its n-grams in the members is counted as a near-copy
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): characters with no visible glyph
+IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+             (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+             (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+             (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+@functools.cache
+def _skeleton_table() -> dict[int, str | None]:
+    """``str.translate`` table: every default-ignorable code point to nothing, every confusable character to its
+    prototype (TR39's confusables.txt, as the ``confusable-homoglyphs`` package ships it).
+
+    The package stores each source–prototype pair of confusables.txt in both directions. A prototype is never a
+    source, so a character with several look-alikes, or whose look-alike is a sequence ("m" → "rn"), is the
+    prototype; of two characters that only look like each other, the smaller code point stands for both.
+    """
+    def clean(s: str) -> str:  # the data wraps right-to-left characters in direction marks
+        return s.replace("\u200e", "").replace("\u200f", "")
+
+    pairs = {clean(k): [clean(e["c"]) for e in v] for k, v in confusables_data.items()}
+    table: dict[int, str | None] = {}
+    for char, alike in pairs.items():
+        if len(char) != 1 or len(alike) != 1:
+            continue
+        other = alike[0]
+        if len(other) > 1 or len(pairs.get(other, ())) > 1 or ord(other) < ord(char):
+            table[ord(char)] = other
+    table.update({c: None for lo, hi in IGNORABLE for c in range(lo, hi + 1)})
+    return table
+
+
 def normal_form(text: str) -> str:
-    """``text`` in Unicode NFC with every run of whitespace one space and the ends stripped (case kept)."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    """``text`` as a reader sees it: NFD, invisible characters removed and look-alikes mapped to their prototype
+    (the TR39 skeleton), then NFC, with every run of whitespace one space and the ends stripped (case kept).
+
+    >>> normal_form("\u0441\u043e\u0440y\u200b  p\u00adaste") == normal_form("copy paste")
+    True
+    """
+    skeleton = unicodedata.normalize("NFD", text).translate(_skeleton_table())
+    return " ".join(unicodedata.normalize("NFC", skeleton).split())
 
 
 def _key(record, normalise: bool) -> tuple[str, str]:
@@ -68,15 +117,29 @@ def shared(a: TextSet, b: TextSet) -> dict:
 
 def _describe(name_a: str, name_b: str, a: TextSet, b: TextSet, found: dict) -> str:
     only = found["normalised"] - found["exact"]
-    how = f" ({only} of them only after Unicode NFC and whitespace normalisation)" if only else ""
+    how = (f" ({only} of them only after Unicode NFC and whitespace normalisation, with invisible characters "
+           "removed and look-alike letters mapped)") if only else ""
     pairs = ", ".join(f"{x} = {y}" for x, y in found["ids"])
     return (f"{found['normalised']} text(s) of {name_b} ({b.source}) are also in {name_a} ({a.source}){how}, "
             f"{100 * found['share']:.1f}% of the smaller set (e.g. {pairs})")
 
 
+FORMS = {"pairs": "prompt/response pairs", "plain": "plain texts", "mixed": "a mix of pairs and plain texts"}
+
+
+def form_note(name_a: str, name_b: str, a: TextSet, b: TextSet) -> str | None:
+    """A caveat when ``a`` and ``b`` are of different forms (:attr:`TextSet.form`), else None."""
+    if a.form == b.form:
+        return None
+    return (f"{name_a} ({a.source}) are {FORMS[a.form]} but {name_b} ({b.source}) are {FORMS[b.form]}: the format "
+            "alone tells the two sets apart (a pair's prompt is unscored context, a plain text is scored whole), so "
+            "an AUC or a p-value may measure the format, not the model's memory; give both sets in one format")
+
+
 def check_sets(sets: dict[str, TextSet], pairs: list[tuple[str, str]], *, allow_overlap: bool = False,
                flag: str = "--allow-overlap") -> dict:
-    """Overlaps between the named ``pairs`` of ``sets`` and duplicates within each set, for ``results.json``.
+    """Overlaps between the named ``pairs`` of ``sets``, duplicates within each set, and each set's form with a
+note for every pair of different forms (:func:`form_note`), for ``results.json``.
 
     Raises
     ------
@@ -85,9 +148,14 @@ def check_sets(sets: dict[str, TextSet], pairs: list[tuple[str, str]], *, allow_
         their normalised overlap exceeds :data:`MAX_SHARE` of the smaller set, unless
         ``allow_overlap``. A smaller (or allowed) overlap is a warning.
     """
-    report = {"pairs": {}, "duplicates": {name: duplicates(ts) for name, ts in sets.items()}}
+    report = {"pairs": {}, "duplicates": {name: duplicates(ts) for name, ts in sets.items()},
+              "formats": {name: ts.form for name, ts in sets.items()}, "notes": []}
     for name_a, name_b in pairs:
         a, b = sets[name_a], sets[name_b]
+        note = form_note(name_a, name_b, a, b)
+        if note:
+            report["notes"].append(note)
+            warnings.warn(note, stacklevel=2)
         if [_key(r, False) for r in a.records] == [_key(r, False) for r in b.records]:  # one file given twice
             raise DataError(f"{name_a} ({a.source}) and {name_b} ({b.source}) hold the same {len(a)} texts, "
                             "character for character", hint=f"give {name_a} and {name_b} two different sets of texts")

@@ -103,11 +103,12 @@ def set_check_sentence(check: dict | None) -> str | None:
     """The verdict's opening sentence when the sets differ without the model, else None."""
     if not check or not check.get("differ"):
         return None
-    lo, hi = check["auc_ci95"]
+    ci = check.get("auc_ci95")  # None without resamples (bootstrap 0)
+    interval = f"95% interval {ci[0]:.3f}–{ci[1]:.3f}" if ci else "no interval"
     test = (f"; held-out test p = {check['p_adjusted']:.2g} over both baselines"
             if check.get("p_adjusted") is not None else "")
     return (f"Members and non-members differ without the model: the blind baseline {check['best']} tells them apart "
-            f"with AUC {check['auc']:.3f} (95% interval {lo:.3f}–{hi:.3f}{test}) from their text alone; only what an "
+            f"with AUC {check['auc']:.3f} ({interval}{test}) from their text alone; only what an "
             "attack adds beyond it is evidence of memorisation.")
 
 

@@ -92,9 +92,16 @@ def results_table(result) -> Table:
 
 
 def verdict_text(result) -> str:
-    """The report's verdict in one line for the terminal: the exposure level and the strongest attack's sentence."""
+    """The report's verdict in one line for the terminal: the exposure level, the strongest attack's sentence, and
+    the caveats about the sets (texts they share, near-copies, formats that differ)."""
     summary = mia_summary([("", {"attacks": result.attacks, "n_members": result.n_members,
-                                 "n_nonmembers": result.n_nonmembers, "set_check": result.set_check})])
+                                 "n_nonmembers": result.n_nonmembers, "set_check": result.set_check,
+                                 "overlap": result.overlap})])
     res = {"set_check": result.set_check}  # the sets' own differences come first, then the attack
     openings = int(sets_differ(res)) + int(reference_differs(res))
-    return f"{summary.headline}. " + " ".join(summary.points[: 1 + openings])
+    # then every caveat about the sets: shared texts (after normalisation), near-copies, formats that differ
+    caveats = [p for p in summary.points[1 + openings:] if p.startswith("Caveat")]
+    caveats += [f"Caveat: {note}." for note in (result.overlap or {}).get("notes", [])]
+    headline = summary.headline + (" (sets of different formats: see the caveat)"
+                                   if (result.overlap or {}).get("notes") else "")
+    return f"{headline}. " + " ".join(summary.points[: 1 + openings] + caveats)

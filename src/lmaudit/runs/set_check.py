@@ -6,6 +6,8 @@ bootstrap resamples, so every attack gets the paired difference of its AUC to th
 baseline (``vs_blind``). :func:`set_check` is what ``results.json`` keeps: the baselines' figures,
 the best of them, and ``differ``, true when a held-out test finds a baseline above chance — the sets
 differ without the model, and only what an attack adds beyond the baseline is evidence of memorisation.
+:func:`two_set_check` runs both checks (and the reference's, :func:`prior_check`) on any two sets: dataset inference
+reads its suspect and validation sets with it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from scipy.stats import mannwhitneyu
 from lmaudit.audit.blind import BASELINES, fold_count, scores_and_p
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError
+from lmaudit.metrics import summarize_attacks
 
 
 def blind_baseline_scores(members: TextSet, nonmembers: TextSet, labels: np.ndarray, *, seed: int = 0,
@@ -83,3 +86,28 @@ def prior_check(summary: dict[str, dict], prior_scores: dict[str, np.ndarray], l
     adjusted = min(1.0, len(entries) * min(e["p"] for e in entries.values()))
     return {"attacks": entries, "best": best, "auc": entries[best]["auc"], "auc_ci95": entries[best]["auc_ci95"],
             "p_adjusted": adjusted, "alpha": ALPHA, "differ": bool(adjusted <= ALPHA), "calibrated": calibrated}
+
+
+def two_set_check(first: TextSet, second: TextSet, scores: dict[str, np.ndarray], *,
+                  prior: dict[str, np.ndarray] | None = None, calibrated: list[str] = (), blind: bool = True,
+                  n_resamples: int = 200, seed: int = 0,
+                  timings: dict | None = None) -> tuple[dict, dict[str, dict], dict[str, np.ndarray]]:
+    """The set checks of ``first`` (label 1) against ``second`` (label 0), as ``mia`` runs them on its members and
+    non-members: (``set_check`` with its ``reference`` block when ``prior`` is given, the summary of every score,
+    the blind baselines' out-of-fold scores).
+
+    ``scores`` are the attacks' scores of the texts of both sets (first, then second), ``prior`` the reference's own
+    scores under the reference-free ones among them, ``calibrated`` the attacks calibrated by the reference.
+    Each attack's summary gets its ``vs_blind`` and ``vs_prior``: what it adds beyond the sets' own differences.
+    """
+    labels = np.r_[np.ones(len(first), dtype=np.int64), np.zeros(len(second), dtype=np.int64)]
+    prior = prior or {}
+    blind_s, blind_p, skipped = (blind_baseline_scores(first, second, labels, seed=seed, timings=timings)
+                                 if blind else ({}, {}, "blind = False"))
+    summary = summarize_attacks(labels, {**scores, **blind_s, **{PRIOR + n: v for n, v in prior.items()}},
+                                n_resamples=n_resamples, seed=seed, model_free=tuple(blind_s),
+                                priors={n: PRIOR + n for n in prior})
+    check = set_check(summary, blind_p, skipped)
+    if prior:
+        check["reference"] = prior_check(summary, prior, labels, list(calibrated))
+    return check, summary, blind_s
