@@ -44,7 +44,9 @@ def test_loss_attack_separates_members(finetuned, tiny_model_dir):
     # p_value, rank: the most exposed records; the blind baselines' out-of-fold scores beside the attacks'
     # and the reference's own scores under every reference-free attack (reference:NAME)
     free = {s.name for s in list_attacks("ar") if not s.needs_shadows and not s.needs_reference and not s.opt_in}
-    assert set(scores.columns) == ({"id", "label", "p_value", "rank", "blind_ngrams", "blind_features"} | runnable
+    # digest: each text's content digest, which pairs runs of the same texts (PrivLeak)
+    assert set(scores.columns) == ({"id", "digest", "label", "p_value", "rank", "blind_ngrams", "blind_features"}
+                                   | runnable
                                    | {f"reference:{n}" for n in free})
     assert data["set_check"]["reference"]["differ"] is False  # the base never saw either draw
     assert data["set_check"]["differ"] is False  # two draws of the same generator: nothing to see without the model

@@ -63,3 +63,16 @@ def test_generate_dlm_and_ar(tmp_path, tiny_dlm_dir, tiny_model_dir):
                       "--steps", "3", "--block-length", "2", "--temperature", "0")
         assert_ok(res)
         assert res.stdout.startswith("a the model data")
+
+
+def test_extract_masks_ids_that_are_email_addresses_unless_show_pii(tmp_path, tiny_model_dir):
+    """An id that is an e-mail address is PII like the text it names: records.csv masks it unless --show-pii."""
+    rows = [{**r, "id": r["email"]} for r in PII_ROWS]
+    data = tmp_path / "by_address.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["extract", "--model", str(tiny_model_dir), "--data", str(data), "--mask", "pii:phone", "--n", "10"]
+    assert_ok(lmaudit(*base, "--out", str(tmp_path / "masked")))
+    masked = pd.read_csv(tmp_path / "masked" / "records.csv")["id"].tolist()
+    assert len(masked) == 6 and not any("@mail.org" in i for i in masked)
+    assert_ok(lmaudit(*base, "--show-pii", "--out", str(tmp_path / "shown")))
+    assert pd.read_csv(tmp_path / "shown" / "records.csv")["id"].tolist() == [r["email"] for r in rows]

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.corpus import DEFAULT_PACKAGES, build_corpus
-from lmaudit.data.loaders import TextSet, load_member_sets, load_texts
+from lmaudit.data.loaders import TextSet, given_texts, load_member_sets, load_texts
 from lmaudit.errors import SettingError
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models import build
@@ -33,14 +33,14 @@ from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, train_shadows
 from lmaudit.privacy.audit import canary_bounds, epsilon_payload, mia_bounds, write_epsilon
-from lmaudit.report.build import read_results
+from lmaudit.report.build import read_results, verify_run
 from lmaudit.runs.audit_set import AuditConfig, run_audit, write_audit
 from lmaudit.runs.common import PROVENANCE_KEYS, RunResult
 from lmaudit.runs.dataset_inference import InferenceConfig, run_dataset_inference, write_inference
 from lmaudit.runs.extract import ExtractConfig, run_extraction, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.pii import ReconstructConfig, run_reconstruction, write_reconstruction
-from lmaudit.runs.privleak import privleak_against
+from lmaudit.runs.privleak import check_before_run, privleak_against, read_retrained
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
 from lmaudit.runs.training import TrainedModel, check_training_out
 
@@ -58,7 +58,9 @@ def _models(model, reference, load_options: dict) -> tuple[ModelHandle, ModelHan
     return target, None if reference is None else _model(reference, **{**load_options, "kind": target.kind})
 
 
-def _texts(data: TextSet | str | Path, text_field: str = "text", split: str | None = None) -> TextSet:
+def _texts(data, text_field: str = "text", split: str | None = None, name: str = "texts") -> TextSet:
+    """A text set from a data file, a :class:`TextSet` or a list of strings (:func:`_given`)."""
+    data = given_texts(data, name)
     return data if isinstance(data, TextSet) else load_texts(data, text_field=text_field, split=split)
 
 
@@ -73,7 +75,9 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     MIMIR ship); ``text_field`` and ``split`` as the command's options; ``shadows``: a
     folder from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`. The data
     is read before any model is loaded. ``retrained``: the folder (or result) of the same run on a model
-    retrained without the members; the result then holds MUSE's PrivLeak per attack (``result.privleak``).
+    retrained without the members; the result then holds MUSE's PrivLeak per attack (``result.privleak``), once
+    the two runs are found comparable (:func:`~lmaudit.runs.privleak.check_comparable`). ``members`` and
+    ``nonmembers`` may also be lists of strings (records ``members:0``, ...).
 
     Examples
     --------
@@ -85,14 +89,17 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     >>> bool(lo <= result.attacks["loss"]["auc"] <= hi)
     True
     """
-    mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
-                                split=split)
+    mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
+                                label_field=label_field, text_field=text_field, split=split)
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
-    other = retrained if retrained is None or isinstance(retrained, MIAResult) else MIAResult.load(retrained)
+    other, where = (None, None) if retrained is None else read_retrained(retrained)
     target, ref = _models(model, reference, load_options)
+    config = config or RunConfig()
+    if other is not None:
+        check_before_run(other, where, target, mem, non, config)
     result = run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
     if other is not None:
-        result.privleak = privleak_against(result, other, str(retrained) if other is not retrained else "retrained")
+        result.privleak = privleak_against(result, other, where)
     return result
 
 
@@ -178,10 +185,11 @@ def dataset_inference(model, suspect, validation, *, members=None, reference=Non
 
 
 def extract(model, data, *, config: ExtractConfig | None = None, text_field: str = "text", split: str | None = None,
-            **load_options) -> RunResult:
+            show_pii: bool = False, **load_options) -> RunResult:
     """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...).
 
-    The data is read before the model is loaded.
+    The data is read before the model is loaded. Record ids that look like e-mail addresses or phone numbers are
+    masked in ``records.csv`` unless ``show_pii``.
 
     Examples
     --------
@@ -192,7 +200,7 @@ def extract(model, data, *, config: ExtractConfig | None = None, text_field: str
     texts = _texts(data, text_field, split)
     target = _model(model, **load_options)
     payload = run_extraction(target, texts, config or ExtractConfig())
-    payload["model"] = target.path
+    payload["model"], payload["show_pii"] = target.path, show_pii
     return RunResult(payload, write_extraction)
 
 
@@ -379,9 +387,13 @@ def _base(load_options: dict) -> dict:
     return {"adapter_base": load_options["adapter_base"]} if load_options.get("adapter_base") else {}
 
 
-def load_results(folder: str | Path) -> MIAResult | RunResult:
+def load_results(folder: str | Path, *, verify: bool = True) -> MIAResult | RunResult:
     """A results folder read back: an :class:`MIAResult` (``mia``, the demo's AR part; its ``write()`` writes it
     again) or a :class:`RunResult` (``audit-set``, ``extract``, ``pii``: its payload, ``to_frame()`` and repr).
+
+    The folder is first checked as ``lmaudit report`` checks one (:func:`~lmaudit.report.build.verify_run`): files
+    changed since the run wrote them are refused, naming the file. ``verify=False`` loads them anyway, with a
+    warning: a figure edited by hand then comes back as if measured.
 
     Examples
     --------
@@ -391,6 +403,7 @@ def load_results(folder: str | Path) -> MIAResult | RunResult:
     12
     """
     folder = Path(folder)
+    verify_run(folder, verify=verify)
     res = read_results(folder / "results.json")
     if res.get("type") in ("set-audit", "extraction", "pii-reconstruction", "dataset-inference"):
         payload = {k: v for k, v in res.items() if k not in PROVENANCE_KEYS}

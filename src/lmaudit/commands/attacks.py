@@ -11,8 +11,7 @@ import typer
 from rich.table import Table
 
 from lmaudit.attacks import list_attacks
-from lmaudit.commands.common import PANEL_AUDIT, config_option
-from lmaudit.progress import stdout_console
+from lmaudit.commands.common import PANEL_AUDIT, config_option, print_table
 
 app = typer.Typer(add_completion=False)
 
@@ -35,4 +34,4 @@ def attacks_cmd(
         params = ", ".join(f"{k}={v}" for k, v in s["params"].items()) or "-"
         table.add_row(s["name"], s["kind"], "yes" if s["needs_reference"] else "no",
                       "yes" if s["needs_shadows"] else "no", params, s["summary"])
-    stdout_console.print(table)
+    print_table(table)

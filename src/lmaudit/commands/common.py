@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import check_replaceable, with_cache
 from lmaudit.models.sources import DTYPE_NAMES, model_folders
-from lmaudit.utils import check_settings, one_of, read_toml, setting
+from lmaudit.progress import stdout_console
+from lmaudit.utils import check_settings, one_of, read_toml, seed_value, setting
 
 PANEL_AUDIT = "Audit a model"
 PANEL_MODELS = "Train and change models"
@@ -195,14 +198,25 @@ def parse_params(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def _checked_seed(value: int) -> int:
+    seed_value()(value, "seed", "--seed")  # the check every config's seed declares: refused before any work
+    return value
+
+
+def seed_option(help: str | None = None):
+    """``--seed``, a 32-bit seed (:func:`lmaudit.utils.seed_value`), checked as the command line is read."""
+    return typer.Option(0, help=help, callback=_checked_seed)
+
+
 def text_field_option():
     return typer.Option("text", help="The text field/column of every data option (e.g. 'input' for WikiMIA).")
 
 
 def allow_overlap_option():
     return typer.Option(False, "--allow-overlap",
-                        help="Run although the sets share more than 5% of their texts (compared after Unicode NFC "
-                             "and whitespace normalisation); the overlap is counted in results.json and the verdict.")
+                        help="Run although the sets share more than 5% of their texts (compared as a reader sees "
+                             "them: Unicode NFC, invisible characters dropped, look-alike letters as one, whitespace "
+                             "collapsed); the overlap is counted in results.json and the verdict.")
 
 
 def chat_template_option():
@@ -218,6 +232,23 @@ def split_option():
 def split_names(value: Optional[str]) -> Optional[list[str]]:
     """A comma-separated option as a list (None when not given)."""
     return [a.strip() for a in value.split(",") if a.strip()] if value else None
+
+
+LOG_WIDTH = 10_000  # the widest a table printed to a log (not a terminal) may be laid out
+
+
+def print_table(table: Table) -> None:
+    """Print a result table on stdout, never cutting a cell: on a terminal, a cell that does not fit folds onto the
+    next line; to a log, a pipe or a file (not a terminal), the table is as wide as its content needs, not wrapped
+    at 80 columns."""
+    for column in table.columns:
+        column.overflow = "fold"  # not "ellipsis": an interval cut to "[-0.35…" reads as another number
+    if stdout_console.is_terminal:
+        stdout_console.print(table)
+        return
+    wide = Console(file=stdout_console.file, width=LOG_WIDTH, highlight=False, no_color=True)
+    width = Measurement.get(wide, wide.options, table).maximum
+    Console(file=stdout_console.file, width=max(80, width), highlight=False, no_color=True).print(table)
 
 
 def rich_table(title: str, header: list[str], rows: list[list[str]]) -> Table:

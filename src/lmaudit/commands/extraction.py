@@ -41,7 +41,9 @@ def extract(
     context: str = typer.Option("both", help="DLM: 'left' hides the tokens after the mask, as an AR model."),
     relaxed: Optional[int] = typer.Option(None, help="Also relaxed extraction up to this Hamming tolerance ε."),
     samples: int = typer.Option(128, help="Relaxed extraction: sampled generations per record."),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option(),
+    show_pii: bool = typer.Option(False, "--show-pii", help="Write record ids that look like e-mail addresses or "
+                                                            "phone numbers unmasked (masked by default)."),
     out: Path = typer.Option(Path("runs/extract"), help="Output folder."),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
@@ -59,11 +61,11 @@ def extract(
                         temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
                         seed=seed)
     with backend_from(run_options.backend, run_options.address, run_options.workers):  # data read before the model
-        result = api.extract(model, data, config=cfg, text_field=text_field, split=split,
+        result = api.extract(model, data, config=cfg, text_field=text_field, split=split, show_pii=show_pii,
                              **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)
-    stdout_console.print(extraction_table(payload))
+    c.print_table(extraction_table(payload))
     if "relaxed" in payload:
         r = payload["relaxed"]
         stdout_console.print("relaxed Pr(d ≤ ε), Gaussian vs empirical: " + ", ".join(
@@ -81,7 +83,7 @@ def generate(
     block_length: Optional[int] = typer.Option(None, help="DLM: semi-autoregressive block length (default: one block)."),
     temperature: float = typer.Option(1.0, help="0 = greedy."),
     remasking: str = typer.Option("low_confidence", help="DLM: low_confidence or random."),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option(),
     model_options: c.ModelOptions = None,
 ) -> None:
     """Sample continuations: LLaDA-style unmasking for a DLM, left-to-right sampling for an AR model."""

@@ -47,7 +47,7 @@ def mia(
     attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks (default: all that can run)."),
     param: list[str] = typer.Option([], help="Attack parameter ATTACK.KEY=VALUE (repeatable)."),
     out: Path = typer.Option(Path("runs/mia"), help="Output folder."),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option(),
     batch_size: Optional[int] = typer.Option(
         None, help="Texts per forward pass (default: as many as the model's token budget holds, sized from its "
                    "hidden and intermediate sizes and the device)."),
@@ -70,8 +70,10 @@ def mia(
         True, "--reference-prior/--no-reference-prior",
         help="With --reference: also score the sets with the reference as the target (it never saw the members, so "
              "its AUC should be near 0.5; AR: no extra forward with the cache on)."),
-    retrained: Optional[Path] = typer.Option(None, help="A mia run folder of a model retrained without the members, "
-                                                         "on the same texts: adds MUSE's PrivLeak per attack."),
+    retrained: Optional[Path] = typer.Option(
+        None, help="A mia run folder of a model retrained without the members: adds MUSE's PrivLeak per attack. It "
+                   "must be intact and score the same texts (by content) with the same model kind, attacks, "
+                   "parameters and token limits, on another model."),
     strict_sets: bool = typer.Option(False, "--strict-sets",
                                      help="Exit non-zero (after writing the results) when a blind baseline, or the "
                                           "reference on its own, tells members from non-members."),
@@ -93,8 +95,8 @@ def mia(
                          split=split, reference=reference, shadows=shadows, config=cfg, retrained=retrained,
                          **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
-    stdout_console.print(results_table(result))
-    stdout_console.print(verdict_text(result), markup=False)
+    c.print_table(results_table(result))
+    stdout_console.print(verdict_text(result), markup=False, soft_wrap=not stdout_console.is_terminal)
     finish(path, out, run_options.no_report)
     for check, what in ((result.set_check, "without the model"),
                         (result.set_check.get("reference") or {}, "to the reference, which never saw the members")):
@@ -125,7 +127,7 @@ def demo(
         results = list(run_demo(out, QUICK if quick else FULL, report=not no_report))
     result = results[0]
     for r in results:
-        stdout_console.print(results_table(r))
-        stdout_console.print(verdict_text(r), markup=False)
+        c.print_table(results_table(r))
+        stdout_console.print(verdict_text(r), markup=False, soft_wrap=not stdout_console.is_terminal)
     stdout_console.print(f"(total {result.timings_s['demo_total']:.0f} s)")
     finish(out / "results.json", out, no_report)

@@ -13,6 +13,7 @@ from lmaudit.commands.running import backend_from, finish
 from lmaudit.errors import LmauditError
 from lmaudit.extraction.reconstruct import mask_value
 from lmaudit.progress import stdout_console
+from lmaudit.report.records import redact
 from lmaudit.report.tables import asr_rows
 from lmaudit.runs.pii import ReconstructConfig
 
@@ -38,7 +39,7 @@ def pii(
                                             "signals are compared as rankers even where generation misses it."),
     placeholder: str = typer.Option("[REDACTED]", help="The marker that replaced the value in the text."),
     show_pii: bool = typer.Option(False, "--show-pii", help="Show and write the PII values (hidden by default)."),
-    seed: int = typer.Option(0),
+    seed: int = c.seed_option(),
     out: Path = typer.Option(Path("runs/pii"), help="Output folder."),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
@@ -70,7 +71,7 @@ def pii(
     title = (f"PII reconstruction ({field}), {payload['mode']} mode: {payload['n_records']} records, true value "
              f"generated for {cov['percent']:.0f}% (95% interval {cov['ci95'][0]:.0f}–{cov['ci95'][1]:.0f}%)"
              + (f", α = {payload['alpha']:g}" if payload["alpha"] is not None else ""))
-    stdout_console.print(c.rich_table(title, *asr_rows(payload)))
+    c.print_table(c.rich_table(title, *asr_rows(payload)))
     if payload["alpha_sweep"] is not None:
         sweep = payload["alpha_sweep"]
         stdout_console.print("  combined ASR by α: " + ", ".join(f"{a:g}: {p:.0f}%" for a, p in
@@ -81,6 +82,7 @@ def pii(
     show = (lambda v: v or "-") if show_pii else (lambda v: mask_value(v, field))
     for rid, case in list(zip(payload["records"]["id"], payload["_cases"]))[:5]:
         top = case["values"][0] if case["values"] else None
+        rid = rid if show_pii else redact(str(rid))  # an id that looks like an e-mail address or a phone number
         stdout_console.print(f"  {rid}: true {show(case['truth'])}, first candidate {show(top)}", highlight=False,
                              markup=False)
     finish(path, out, run_options.no_report)

@@ -138,10 +138,18 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
 
 def privleak_section(found: dict, prefix: str = "") -> Section:
     """MUSE's PrivLeak of every attack against the retrained model's run, with its paired interval."""
-    rows = [[n, f"{m['auc_unlearned']:.3f}", f"{m['auc_retrained']:.3f}",
-             f"{100 * m['privleak']:+.1f}%" + (f" [{100 * m['ci95'][0]:+.1f}, {100 * m['ci95'][1]:+.1f}]"
-                                               if m.get("ci95") else "")]
-            for n, m in sorted(found["attacks"].items(), key=lambda kv: -abs(kv[1]["privleak"]))]
+    def cell(m: dict) -> str:
+        if m.get("privleak") is None:
+            return f"undefined ({m.get('undefined') or 'no figure'})"
+        ci = m.get("ci95")
+        return f"{100 * m['privleak']:+.1f}%" + (f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci else
+                                                 f" ({m['ci_note']})" if m.get("ci_note") else "")
+
+    def number(x) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    rows = [[n, number(m.get("auc_unlearned")), number(m.get("auc_retrained")), cell(m)]
+            for n, m in sorted(found["attacks"].items(), key=lambda kv: -abs(kv[1].get("privleak") or 0))]
     return Section(f"{prefix}PrivLeak against the retrained model",
                    f"Against {found['retrained']}: PrivLeak = (AUC − AUC retrained) / AUC retrained on the same texts "
                    "(MUSE), with a paired 95% interval. Near 0: as private as retraining; positive: the model still "
@@ -309,17 +317,29 @@ register_report("demo")(mia_report)  # the demo's AR part is a membership run
 
 
 
+def verify_run(run_dir: str | Path, *, verify: bool = True) -> None:
+    """Refuse a run folder whose files no longer belong together (checked against its manifest, naming the file);
+    a folder without a manifest (written by hand, or by an older lmaudit) is accepted with a warning once every AUC
+    its ``results.json`` states is that of its scores (:func:`check_recorded_aucs`). ``verify=False``: a warning
+    that nothing is checked."""
+    if not verify:
+        warnings.warn(f"{run_dir}: read without checking its files against {MANIFEST} (verify=False): a figure "
+                      "edited by hand comes back as if measured", stacklevel=3)
+    elif Path(run_dir).is_dir() and verify_folder(run_dir) is None:
+        warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run; its AUCs are "
+                      "checked against its scores", stacklevel=3)
+        check_recorded_aucs(Path(run_dir))
+
+
 def write_report(run_dir: str | Path, *, shown_as: str | Path | None = None, verify: bool = True,
                  show_pii: bool = False) -> Path:
     """Write ``report.html`` and ``report.md`` into ``run_dir``; return the HTML path.
 
-    With ``verify``, the folder's files are first checked against its manifest: a folder
-    whose files no longer belong together is refused, naming the file; one without a
-    manifest (written by hand, or by an older lmaudit) is reported with a warning.
+    With ``verify``, the folder's files are first checked against its manifest (:func:`verify_run`): a folder
+    whose files no longer belong together is refused, naming the file; one without a manifest (written by hand,
+    or by an older lmaudit) is reported with a warning.
     """
-    if verify and Path(run_dir).is_dir() and verify_folder(run_dir) is None:
-        warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run; its AUCs are "
-                      "checked against its scores", stacklevel=2)
-        check_recorded_aucs(Path(run_dir))
+    if verify:
+        verify_run(run_dir)
     html_path, _ = write(build_report(run_dir, shown_as=shown_as, show_pii=show_pii), Path(run_dir))
     return html_path

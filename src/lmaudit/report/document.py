@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,27 +115,60 @@ def render_html(report: Report) -> str:
     return "\n".join(parts)
 
 
+# Markdown punctuation escaped with a backslash wherever it occurs; "]" where a link, an image or a link definition
+# would follow it (so "[0.70, 0.90]" stays as it is); "_" only where it could open or close emphasis (not inside a
+# word such as min_k); and what opens a block (a heading, a list, a rule) at the start of a line.
+_MD_INLINE = re.compile(r"([\\`*|~])|\](?=[(\[:])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_MD_BLOCK = re.compile(r"^(\s*)(?:([#+=-])|(\d+)([.)]))")
+
+
+def _unblock(match: re.Match) -> str:
+    if match.group(2):
+        return f"{match.group(1)}\\{match.group(2)}"
+    return f"{match.group(1)}{match.group(3)}\\{match.group(4)}"
+
+
+def md_text(text: str, *, one_line: bool = True, block: bool = True) -> str:
+    """``text`` as Markdown shows it verbatim: HTML escaped (``<script>`` is text, never markup), Markdown's
+    punctuation escaped (no link, image, emphasis, code span or table cell can open), (``one_line``) line breaks
+    as spaces, and (``block``: text that starts a line) no heading, list or rule opened."""
+    text = html.escape(str(text), quote=False)
+    text = _MD_INLINE.sub(lambda m: "\\" + m.group(0), text)
+    lines = [" ".join(text.split("\n"))] if one_line else text.split("\n")
+    return "\n".join(_MD_BLOCK.sub(_unblock, line) if block else line for line in lines)
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text, block=False)
+
+
+def _md_code(text: str) -> str:
+    """``text`` as one inline code span (verbatim: no Markdown or HTML inside one), fenced with more backticks
+    than it holds in a row."""
+    flat = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 def render_markdown(report: Report, files_dir: str = "report_files") -> str:
-    lines = [f"# {report.title}", "", report.subtitle, ""]
+    """The report as Markdown: every field (titles, texts, cells, facts, record ids) escaped (:func:`md_text`)."""
+    lines = [f"# {md_text(report.title)}", "", md_text(report.subtitle), ""]
     if report.summary:
-        lines += [f"## {report.summary.headline}", ""] + [f"- {_md_cell(p)}" for p in report.summary.points] + [""]
-        lines += [f"*{report.summary.rule}*", ""] if report.summary.rule else []
-    lines += [f"- **{k}**: `{v}`" for k, v in report.facts.items()]
+        lines += [f"## {md_text(report.summary.headline)}", ""] + [f"- {md_text(p)}" for p in report.summary.points]
+        lines += ["", f"*{md_text(report.summary.rule)}*", ""] if report.summary.rule else [""]
+    lines += [f"- **{md_text(k)}**: {_md_code(v)}" for k, v in report.facts.items()]
     for s in report.sections:
-        lines += ["", f"## {s.title}", ""]
+        lines += ["", f"## {md_text(s.title)}", ""]
         if s.text:
-            lines += [s.text, ""]
+            lines += [md_text(s.text, one_line=False), ""]
         if s.table:
             header, rows = s.table
             lines.append("| " + " | ".join(map(_md_cell, header)) + " |")
             lines.append("|---|" + "---:|" * (len(header) - 1))
             lines += ["| " + " | ".join(map(_md_cell, r)) + " |" for r in rows]
             lines.append("")
-        lines += [f"![{f.caption}]({files_dir}/{f.name}.png)" for f in s.figures]
+        lines += [f"![{md_text(f.caption)}]({files_dir}/{f.name}.png)" for f in s.figures]
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,7 @@ Each member's empirical p-value is the fraction of non-members scoring at least 
 the run folder holds it (the demo writes ``members.jsonl``); nothing else is read, so a
 report never depends on data files elsewhere. Previews mask e-mail addresses, phone
 numbers and the values of a record's own ``name`` / ``email`` / ``phone`` fields unless
-``show_pii``.
+``show_pii``; so do record ids that look like e-mail addresses or phone numbers.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def records_section(scores: pd.DataFrame, attack: str, n_nonmembers: int, texts:
     rows = []
     for r in frame.head(top).itertuples():
         count = int(round(r.p_value * n_nonmembers))
-        cells = [f"{r.rank:.0f}", r.id, f"{r.score:.4g}", f"{r.p_value:.3f} ({count}/{n_nonmembers:,})"]
+        cells = [f"{r.rank:.0f}", redact(r.id, show_pii=show_pii), f"{r.score:.4g}", f"{r.p_value:.3f} ({count}/{n_nonmembers:,})"]
         if texts:
             text, fields = texts.get(r.id, ("", {}))
             cells.append(preview(text, fields, show_pii=show_pii) if text else "-")
@@ -88,10 +88,12 @@ def records_section(scores: pd.DataFrame, attack: str, n_nonmembers: int, texts:
     if texts:
         text += ("Previews come from members.jsonl in the run folder; " + (
             "PII is shown (--show-pii)." if show_pii else
-            "e-mail addresses and phone numbers (and a record's own name/email/phone fields) are masked; "
+            "e-mail addresses and phone numbers (in ids too, and a record's own name/email/phone fields) are masked; "
             "lmaudit report --show-pii shows them. Other personal data in free text is not detected."))
     else:
-        text += "The run folder holds no members.jsonl, so records are shown by id only."
+        text += ("The run folder holds no members.jsonl, so records are shown by id only" + (
+            "." if show_pii else "; ids that look like e-mail addresses or phone numbers are masked (--show-pii "
+                                 "shows them)."))
     return Section(f"{prefix}Most exposed records", text, table=(header, rows), table_class="records"), above_all
 
 

@@ -40,8 +40,8 @@ MIA_RULE = ("How the level is set: from the lower ends of the 95% intervals, so 
             "interval of the difference lies above 0) set the level; when the reference, scored as a target, "
             "tells them apart, only the attacks calibrated by it or whose AUC exceeds the same attack's on it. On "
             "such sets the level is read on the AUC scale from 0.5 plus the lower end of what the best of them adds "
-            "(a raw AUC or TPR there measures the sets' difference, not the model's memory); with none, exposure "
-            "is not shown.")
+            "(a raw AUC or TPR there measures the sets' difference, not the model's memory); with none, or a low "
+            "level only, the verdict is \"cannot tell\": on such sets a low reading does not mean safe.")
 SHARE_RULE = ("How the level is set: from the share of records exposed. Low: under 1%; moderate: under 5%; high: "
               "under 20%; severe: 20% or more.")
 MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping, deduplicating the training data, "
@@ -182,10 +182,11 @@ def overlap_note(overlap: dict | None) -> str | None:
              for pair, found in overlap.get("pairs", {}).items() if found.get("normalised")]
     if not parts:
         return None
-    return ("Caveat: the sets share texts (" + "; ".join(parts) + "), compared after Unicode NFC and whitespace "
-            "normalisation. The figures do not measure memory cleanly: an exact copy scores the same in both sets "
-            "(pulling the two sets' figures together: an AUC towards 0.5), and a copy in another Unicode form or spacing is tokenised differently, "
-            "so an attack can tell the two copies apart by their form alone.")
+    return ("Caveat: the sets share texts (" + "; ".join(parts) + "), compared as a reader sees them (Unicode NFC, "
+            "invisible characters dropped, look-alike letters as one, whitespace collapsed). The figures do not "
+            "measure memory cleanly: an exact copy scores the same in both sets (pulling the two sets' figures "
+            "together: an AUC towards 0.5), and a copy in another Unicode form, spacing or look-alike letters is "
+            "tokenised differently, so an attack can tell the two copies apart by their form alone.")
 
 
 def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = None) -> Summary:
@@ -194,10 +195,14 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     ``parts`` are (label, results payload); ``exposed`` maps a label to the number of its
     members that score above every non-member under the strongest attack. A part whose sets
     differ without the model (:func:`sets_differ`) opens with that, and its level is read from
-    the attacks that add beyond the blind baseline only (:func:`evidence`); with none, its
-    exposure is "not shown".
+    the attacks that add beyond the blind baseline only (:func:`evidence`); with none, or with a
+    low level only, its exposure is "cannot tell" (never "low": on such sets low is not safe).
     """
     levels = {label: part_level(res) for label, res in parts}
+    # on sets that differ (without the model, or to the reference) a low level (or none) means "cannot tell", not
+    # "safe": what the sets' differences hide cannot be told apart from memorisation
+    unclear = [res for label, res in parts if levels[label] in (None, "low") and beyond_what(res)]
+    levels = {label: None if levels[label] == "low" and beyond_what(res) else levels[label] for label, res in parts}
     shown = [v for v in levels.values() if v is not None]
     worst = max(shown, key=LEVELS.index) if shown else None
     points = []
@@ -208,7 +213,7 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
                 points.append(lead + opening)
         shown = evidence(res)
         name = strongest_attack(shown or res["attacks"])
-        level = levels[label] or "not shown beyond the sets' differences"
+        level = levels[label] or CANNOT_TELL
         lead = f"{label} (exposure {level}): strongest" if len(parts) > 1 else "Strongest"
         if beyond_what(res) and shown:
             name = max(shown, key=lambda n: adjusted_auc(res, n))
@@ -232,14 +237,30 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     differ = any(beyond_what(res) for _, res in parts)
     points.append((MIA_DIFFER_LOW if differ else MIA_LOW) if worst in ("low", None) else MIA_LOWER)
     overlapping = any(overlap_note(res.get("overlap")) for _, res in parts)
-    headline = (f"Exposure: {worst}" if worst else "Exposure: not shown beyond the sets' differences")
-    if worst and any(sets_differ(res) for _, res in parts):
+    if unclear and worst in ("low", None):
+        worst = None
+        headline = f"Exposure: {CANNOT_TELL} ({cannot_tell_reason(unclear)})"
+    else:
+        headline = f"Exposure: {worst}" if worst else f"Exposure: {CANNOT_TELL}"
+    at_worst = [res for label, res in parts if worst and levels[label] == worst]  # the parts the level comes from
+    if any(sets_differ(res) for res in at_worst):
         headline += " (beyond a blind baseline: the sets differ without the model)"
-    elif worst and any(reference_differs(res) for _, res in parts):
+    elif any(reference_differs(res) for res in at_worst):
         headline += " (beyond the reference's own scores: a model that never saw the members tells the sets apart)"
     if overlapping:
         headline += " (on sets that share texts)"
     return Summary(headline, worst, points, MIA_RULE)
+
+
+CANNOT_TELL = "cannot tell"
+
+
+def cannot_tell_reason(parts: list[dict]) -> str:
+    """Why a membership verdict on sets that differ cannot tell: what tells the sets apart, and that no attack
+    shows more than that."""
+    what = ("the sets differ without the model" if any(sets_differ(res) for res in parts) else
+            "a model that never saw the members tells the sets apart")
+    return f"{what}; no attack adds enough beyond that to show memorisation, nor to rule it out"
 
 
 def _rho(est: dict, *, inner: bool = False) -> str:

@@ -16,7 +16,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.probes.features import hidden_features
 from lmaudit.runs.common import write_results
 from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
-from lmaudit.utils import check_settings, integer, one_of, setting
+from lmaudit.utils import check_settings, integer, one_of, seed_value, setting
 
 METHODS = ("smi", "smi-m", "both")
 FEATURES = ("hidden", "scores")
@@ -41,7 +41,7 @@ class AuditConfig:
     kernel: str = setting("rbf", check=one_of(KERNELS, noun="kernel"))
     bandwidth_factor: float = 1.0
     bootstrap: int = setting(200, check=integer(0))
-    seed: int = setting(0, check=integer(0))
+    seed: int = setting(0, check=seed_value())
     attacks: list[str] | None = None  # features=scores: the attacks whose scores form the feature vector
     # features=scores on a DLM: masked forwards per sample
     budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))

@@ -12,6 +12,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import write_report
 from lmaudit.report.dataset_inference import inference_summary
+from lmaudit.report.records import redact
 from lmaudit.report.summary import audit_summary, extraction_summary, pii_summary
 from lmaudit.utils import provenance, write_json_atomic
 
@@ -27,6 +28,12 @@ def payload_inputs(payload: dict) -> dict:
         if isinstance(path, (str, Path)) and Path(path).exists():
             found[f"the {key} model"] = path
     return found
+
+
+def shown_ids(records: dict, show_pii: bool) -> dict:
+    """``records`` (columns, ``id`` among them) with ids that look like e-mail addresses or phone numbers masked as
+    texts are (:func:`~lmaudit.report.records.redact`), unless ``show_pii``."""
+    return records if show_pii else {**records, "id": [redact(str(i)) for i in records["id"]]}
 
 
 def write_results(out: str | Path, payload: dict, *, kind: str, tables: dict[str, pd.DataFrame] | None = None,

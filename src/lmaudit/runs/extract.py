@@ -19,8 +19,8 @@ from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
 from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
-from lmaudit.runs.common import write_results
-from lmaudit.utils import cache_dir, check_settings, integer, setting, stable_hash
+from lmaudit.runs.common import shown_ids, write_results
+from lmaudit.utils import cache_dir, check_settings, integer, seed_value, setting, stable_hash
 
 
 @dataclass
@@ -47,7 +47,7 @@ class ExtractConfig:
     context: str = "both"  # DLM: "left" hides the tokens after the mask, as an AR model never sees them
     relaxed: int | None = setting(None, check=integer(0, optional=True))  # largest Hamming tolerance ε (relaxed)
     samples: int = setting(128, check=integer(1))  # generations per record for relaxed extraction
-    seed: int = setting(0, check=integer(0))
+    seed: int = setting(0, check=seed_value())
     max_tokens: int | None = setting(None, check=integer(1, optional=True))  # rows × length per forward (None: the
     # model's token budget)
 
@@ -322,6 +322,8 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
 
 
 def write_extraction(payload: dict, out: Path, *, report: bool = False) -> Path:
-    """``OUT/results.json`` (provenance, summary, config) and ``OUT/records.csv`` (one row per record)."""
+    """``OUT/results.json`` (provenance, summary, config) and ``OUT/records.csv`` (one row per record; ids that look
+    like e-mail addresses or phone numbers masked unless the payload's ``show_pii``)."""
     body = {**{k: v for k, v in payload.items() if k != "records"}, "type": "extraction"}
-    return write_results(out, body, kind="extraction", tables={"records.csv": pd.DataFrame(payload["records"])}, report=report)
+    records = shown_ids(payload["records"], bool(payload.get("show_pii")))
+    return write_results(out, body, kind="extraction", tables={"records.csv": pd.DataFrame(records)}, report=report)

@@ -37,7 +37,7 @@ from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
-from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, setting
+from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, seed_value, setting, stable_hash
 
 MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
 
@@ -65,7 +65,7 @@ class RunConfig:
 
     attacks: list[str] | None = None  # None: every attack of the model's kind that can run
     params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
-    seed: int = setting(0, check=integer(0))
+    seed: int = setting(0, check=seed_value())
     batch_size: int | None = setting(None, check=integer(1, optional=True))  # None: the model's token budget
     max_batch_tokens: int | None = setting(None, check=integer(1, optional=True))  # also cap a batch's padded tokens
     max_length: int | None = setting(None, check=integer(2, optional=True), flag="--max-tokens")  # below the context
@@ -106,6 +106,7 @@ class MIAResult:
     prior_scores: dict[str, np.ndarray] = field(default_factory=dict)  # the reference's own scores, per attack
     privleak: dict = field(default_factory=dict)  # against a retrained model's run (lmaudit.runs.privleak)
     held_out: dict | None = None  # non-members an attack took for itself (ReCaLL's prefix), scored by none
+    digests: list[str] = field(default_factory=list)  # per record, of its content (:func:`text_digests`)
 
     @property
     def type(self) -> str:
@@ -167,6 +168,7 @@ class MIAResult:
                    long_texts=res.get("long_texts", {}), overlap=res.get("overlap", {}),
                    chat_template=bool(res.get("chat_template", False)), set_check=res.get("set_check") or {},
                    privleak=res.get("privleak") or {}, held_out=res.get("held_out"),
+                   digests=scores["digest"].astype(str).tolist() if "digest" in scores.columns else [],
                    blind_scores={n: scores[n].to_numpy() for n in (res.get("set_check") or {}).get("baselines", {})
                                  if n in scores.columns},
                    prior_scores={n: scores[PRIOR + n].to_numpy()
@@ -184,11 +186,18 @@ class MIAResult:
         """
         exposure = stored_columns(self.scores, self.labels, strongest_attack(self.attacks)) if self.attacks else {}
         # results.json names that attack ("exposure_attack"), so the two columns are never read without it
-        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **self.scores, **self.blind_scores,
+        frame = pd.DataFrame({"id": self.ids, "label": self.labels, **({"digest": self.digests} if self.digests else {}),
+                              **self.scores, **self.blind_scores,
                               **{PRIOR + n: s for n, s in self.prior_scores.items()}, **exposure})
         return write_results(out_dir, self.payload(), kind=kind, tables={"scores.parquet": frame},
                              extra_json={"examples.json": self.examples} if self.examples else None,
                              files=files, report=report)
+
+
+def text_digests(*sets: TextSet) -> list[str]:
+    """One digest per record of ``sets`` in order, of its content (context and target) alone, never its id: two runs
+    scored the same texts when their digests (with the labels) match."""
+    return [stable_hash("text", r.context, r.target) for ts in sets for r in ts.records]
 
 
 def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False,
@@ -317,7 +326,7 @@ def run_mia(
     overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")],
                          allow_overlap=config.allow_overlap)
     overlap["ngrams"] = ngram_overlap(members, nonmembers)  # near-copies: shared runs of words, not whole texts
-    given = (members, nonmembers)  # as the user gave them: what the blind baselines read
+    given = (members, nonmembers)  # as the user gave them: what the blind baselines read (and the digests)
     chat = use_chat_template(target.tokenizer, TextSet(members.records + nonmembers.records), config.chat_template)
     if chat:  # both sets alike, so that the template itself never tells them apart
         members, nonmembers = chat_records(members, target.tokenizer), chat_records(nonmembers, target.tokenizer)
@@ -377,6 +386,7 @@ def run_mia(
         blind_scores=blind,
         prior_scores=prior,
         held_out=held_out,
+        digests=text_digests(*given),
     )
 
 

@@ -54,7 +54,7 @@ from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
 from lmaudit.progress import progress
-from lmaudit.runs.common import write_results
+from lmaudit.runs.common import shown_ids, write_results
 from lmaudit.utils import (
     boolean,
     cache_dir,
@@ -62,6 +62,7 @@ from lmaudit.utils import (
     fraction,
     integer,
     one_of,
+    seed_value,
     setting,
     stable_hash,
     stable_seed,
@@ -246,7 +247,7 @@ class ReconstructConfig:
     window: int = setting(20, check=integer(2))
     ce_batches: int = setting(8, check=integer(1))
     include_truth: bool = setting(False, check=boolean())  # inference mode: the true value joins the candidates
-    seed: int = setting(0, check=integer(0))
+    seed: int = setting(0, check=seed_value())
 
     def __post_init__(self) -> None:
         """Every setting is checked here (its constraint is declared beside it), before any model is loaded."""
@@ -367,5 +368,6 @@ def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bo
                                         if k in c}}) + "\n")
 
     return write_results(out, {k: v for k, v in payload.items() if k != "_cases"}, kind="pii-reconstruction",
-                         tables={"records.csv": pd.DataFrame(payload["records"])},
+                         tables={"records.csv": pd.DataFrame(shown_ids(payload["records"], show_pii))},
                          files=candidates if show_pii else None, report=report)
+
