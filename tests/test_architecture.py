@@ -102,7 +102,7 @@ def test_attacks_do_not_import_torch():
 
 # the layers, bottom first (DESIGN.md): a module imports only its own layer or those below it
 LAYERS = (("errors",), ("utils",), ("progress", "metrics", "folders"), ("data",), ("models",), ("probes",),
-          ("attacks", "audit", "extraction", "privacy"), ("report",), ("runs",), ("experiments",), ("api",),
+          ("attacks", "audit", "extraction", "privacy"), ("report",), ("runs",), ("api",), ("experiments",),
           ("commands",), ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 
@@ -127,9 +127,32 @@ def test_the_layer_check_finds_an_upward_import():
         == ["lmaudit.models.build → lmaudit.runs.mia"]
 
 
-# A behaviour branch that asks a model what it is: its adapter (models/) or a registry keyed by kind answers instead
-ASKS_THE_MODEL = re.compile(r"\.causal\b|isinstance\([^)]*MaskPlan|(?<!self)\.kind\)?\s*[!=]=\s*[\"']")
+# A behaviour branch that asks a model what it is, or code that builds a model's adapter or handle: outside models/
+# the handle travels whole and its adapter answers (its verbs, or a table keyed by a capability such as its scoring)
+_KIND = r"(?<!self)\.kind\b"  # the kind of an object other than the one that defines it
+_MODEL_KIND = r"[\"'](?:ar|dlm)[\"']"  # a model kind, spelled out
+ASKS_THE_MODEL = re.compile("|".join((
+    r"\.causal\b",  # the adapter's flag
+    r"isinstance\([^)]*MaskPlan",  # a request's type: the probe registry answers
+    _KIND + r"\)?\s*(?:[!=]=|(?:not\s+)?in\b)",  # x.kind == …, x.kind != …, x.kind in …
+    r"[!=]=\s*[\w.]+" + _KIND,  # … == x.kind
+    r"\bkind\s*[!=]=\s*" + _MODEL_KIND,  # kind == "ar"
+    _MODEL_KIND + r"\s*[!=]=\s*[\w.]*kind\b",  # "dlm" != kind
+    r"(?<!for )\bkind\s+(?:not\s+)?in\s+[(\[{]\s*" + _MODEL_KIND,  # kind in ("ar", …), not a loop over kinds
+    r"\[\s*[\w.]+" + _KIND + r"\s*\]",  # TABLE[x.kind]
+    r"\.get\(\s*[\w.]+" + _KIND,  # TABLE.get(x.kind)
+    r"\b(?:ARAdapter|DLMAdapter|make_adapter|adapter_for|ModelHandle)\(",  # building an adapter or a handle
+)))
 ANSWERS = ("lmaudit/models/", "lmaudit/attacks/registry.py")  # the adapters, and the registry that checks kinds
+# Files that still name the kinds of the models they build (which models a study trains, how its rows are labelled);
+# moving those names behind models/ is the experiments' part of the restructuring. An entry goes once its file is clean.
+NOT_YET_MOVED = {
+    "lmaudit/experiments/types/dlm_adaptation.py": "reads an AR folder as a DLM before training (adapter_for)",
+    "lmaudit/experiments/types/extraction_relaxed.py": "the steps and labels of its AR and DLM rows",
+    "lmaudit/experiments/types/pii_extraction.py": "the models and step settings of each experiment kind",
+    "lmaudit/experiments/types/unlearning_audit.py": "the model kinds unlearning runs on",
+    "lmaudit/experiments/workspace.py": "which base model each kind is built from",
+}
 
 
 def branches_on_the_model(root: Path) -> list[str]:
@@ -147,7 +170,10 @@ def branches_on_the_model(root: Path) -> list[str]:
 
 
 def test_no_behaviour_branch_asks_a_model_what_it_is():
-    assert branches_on_the_model(SRC) == []
+    found = branches_on_the_model(SRC)
+    assert [hit for hit in found if hit.split(":")[0] not in NOT_YET_MOVED] == []
+    clean = sorted(set(NOT_YET_MOVED) - {hit.split(":")[0] for hit in found})
+    assert clean == [], f"no longer names a model kind: remove {clean} from NOT_YET_MOVED"
 
 
 def test_the_branch_check_finds_one(tmp_path):
@@ -158,6 +184,45 @@ def test_the_branch_check_finds_one(tmp_path):
     (tmp_path / "lmaudit" / "models").mkdir()
     (tmp_path / "lmaudit" / "models" / "a.py").write_text("causal = self.causal\n")
     assert branches_on_the_model(tmp_path) == ["lmaudit/runs/x.py:1", "lmaudit/runs/x.py:3", "lmaudit/runs/x.py:5"]
+
+
+SEAM_VIOLATIONS = (  # each names a kind for behaviour, or builds an adapter or a handle, outside models/
+    "if target.kind in SKEW_KINDS:",
+    "if reference.kind != target.kind:",
+    "if 'dlm' == handle.kind:",
+    "ok = target.kind not in ('ar',)",
+    "steps = ['1'] if kind == 'ar' else ['1', 'max']",
+    "if kind != \"dlm\":",
+    "if kind in ('ar', 'dlm'):",
+    "table = TABLES[loaded.kind][1]",
+    "score = CANDIDATE_LOGP.get(t.kind)",
+    "adapter = ARAdapter(handle.model, handle.tokenizer)",
+    "adapter = DLMAdapter(model, mask_token_id)",
+    "adapter = make_adapter(model, tokenizer, 'dlm')",
+    "adapter = adapter_for(model, tokenizer)",
+    "handle = ModelHandle(model, tokenizer, '', '', 'dlm', adapter)",
+)
+SEAM_DATA = (  # a kind as data (reported, passed on), a capability, a record's own kind, and the names in imports
+    "payload = {'kind': loaded.kind, 'dtype': loaded.dtype}",
+    "words = f'an {loaded.kind.upper()} model'",
+    "for kind in ('ar', 'dlm'):",
+    "if self.kind == 'suffix':",
+    "draw = PLAN_KINDS[self.kind].draw",
+    "table = TABLES[loaded.adapter.scoring]",
+    "ok = isinstance(model, ModelHandle)",
+    "from lmaudit.models.adapters import ARAdapter, DLMAdapter, make_adapter",
+    "# ARAdapter(model) in a comment",
+)
+
+
+def test_the_branch_check_finds_kind_tables_and_adapters_built_outside_models(tmp_path):
+    pkg = tmp_path / "lmaudit" / "probes"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text("\n".join(SEAM_VIOLATIONS + SEAM_DATA) + "\n")
+    models = tmp_path / "lmaudit" / "models"
+    models.mkdir()
+    (models / "adapters.py").write_text("\n".join(SEAM_VIOLATIONS) + "\n")  # models/ answers: its own
+    assert branches_on_the_model(tmp_path) == [f"lmaudit/probes/x.py:{i}" for i in range(1, len(SEAM_VIOLATIONS) + 1)]
 
 
 def test_commands_leave_reading_data_and_loading_models_to_the_jobs():

@@ -250,7 +250,7 @@ def test_an_experiment_selects_lora_by_rank(tmp_path, tiny_model_dir):
     f.write_text('name = "e"\ntype = "mia"\nlora = 4\n')
     assert load_experiment(f).lora == 4 and BaseConfig(name="x", type="mia").lora == 0
     f.write_text('name = "e"\ntype = "mia"\nlora = -1\n')
-    with pytest.raises(LmauditError, match="key 'lora' must be a LoRA rank ≥ 1, or 0 for full fine-tuning, got -1"):
+    with pytest.raises(LmauditError, match=r"e.toml: lora must be an integer ≥ 0, got -1 \(hint: a LoRA rank ≥ 1, or 0 for full fine-tuning\)"):
         load_experiment(f)
     ws = Workspace.__new__(Workspace)  # the fine-tuning only: no corpus needed
     data = TextSet.from_texts(MEMBERS[:8])

@@ -289,9 +289,9 @@ def test_a_fifo_given_as_data_is_refused_at_once(tmp_path, tiny_model_dir, data)
 
 
 def test_experiment_counts_below_one_and_names_with_spaces_are_refused(tmp_path):
-    with pytest.raises(LmauditError, match="'n_members' must be a positive count"):
+    with pytest.raises(LmauditError, match=r"mini\.toml: n_members must be an integer ≥ 1, got 0"):
         mini_experiment(tmp_path, type="mia", n_members=0)
-    with pytest.raises(LmauditError, match="'epochs' must be a positive count"):
+    with pytest.raises(LmauditError, match=r"mini\.toml: epochs must be"):
         mini_experiment(tmp_path, type="mia", epochs=-1)
     with pytest.raises(LmauditError, match="letters, digits"):
         mini_experiment(tmp_path, type="mia", name="my run")

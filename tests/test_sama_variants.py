@@ -260,8 +260,8 @@ def test_an_unknown_variant_is_one_line_listing_the_valid_ones():
     stats = masked_stats([SAMPLE_A])
     with pytest.raises(LmauditError) as err:
         get_attack("calibration", "dlm")(stats, variant="unmasked")
-    assert str(err.value) == "attack 'calibration': unknown variant 'unmasked'; valid: masked_elbo, unmasked_ratio"
-    with pytest.raises(LmauditError, match="valid: per_token, sum$"):
+    assert str(err.value) == "calibration.variant must be one of masked_elbo, unmasked_ratio, got 'unmasked'"
+    with pytest.raises(LmauditError, match="must be one of per_token, sum, got 1$"):
         get_attack("loss", "dlm")(stats, variant=1)
     assert get_attack("calibration", "dlm").describe()["choices"] == {"variant": ["masked_elbo", "unmasked_ratio"]}
     assert get_attack("loss", "dlm").describe()["params"] == {"variant": "per_token"}
@@ -302,7 +302,7 @@ def test_mia_runs_the_variants(tmp_path, tiny_dlm_dir, ref_dlm_dir, tiny_dlm, re
     common = ["mia", "--target", tiny_dlm_dir, "--reference", ref_dlm_dir, "--members", m, "--nonmembers", n,
               "--bootstrap", "10", "--no-report", "--budget", "4", "--attacks", "sama,calibration,loss"]
     bad = lmaudit(*common, "--param", "loss.variant=bogus", "--out", tmp_path / "bad")
-    assert_user_error(bad, "unknown variant 'bogus'; valid: per_token, sum")
+    assert_user_error(bad, "--param loss.variant must be one of per_token, sum, got 'bogus'")
     out = lmaudit(*common, "--param", "calibration.variant=unmasked_ratio", "--param", "loss.variant=sum",
                   "--out", tmp_path / "run")
     assert_ok(out)

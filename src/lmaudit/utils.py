@@ -331,11 +331,11 @@ def integer(low: int, high: int | None = None, *, optional: bool = False, hint=N
     return check
 
 
-def one_of(values, *, noun: str | None = None, listed: bool = False):
+def one_of(values, *, noun: str | None = None, listed: bool = False, exact: bool = False):
     """One of ``values``; the message calls the setting ``noun`` (default: its name) and, ``listed``, says "one of
-    a, b" rather than "a or b"."""
+    a, b" rather than "a or b"; ``exact``: of the same type too (``True`` is not ``1``, nor ``2.0`` ``2``)."""
     def check(value, name: str, flag: str | None) -> None:
-        if value in values:
+        if any(value == v and (not exact or type(value) is type(v)) for v in values):
             return
         if noun:
             raise SettingError(name, f"unknown {noun} {_shown(value)}", flag=flag,
@@ -361,15 +361,18 @@ def positive(*, below: float | None = None, optional: bool = False, hint: str | 
     return check
 
 
-def fraction(*, also: tuple = ()):
-    """A number in [0, 1], or one of ``also`` (e.g. "auto")."""
+def fraction(*, also: tuple = (), above_zero: bool = False, optional: bool = False):
+    """A number in [0, 1] (in (0, 1] when ``above_zero``), or one of ``also`` (e.g. "auto"), or None when
+    ``optional``."""
     def check(value, name: str, flag: str | None) -> None:
-        if value in also and isinstance(value, str):
+        if (value in also and isinstance(value, str)) or (optional and value is None):
             return
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1 \
+                and not (above_zero and value == 0):
             return
         extra = f" (or {', '.join(repr(a) for a in also)})" if also else ""
-        raise SettingError(name, f"{{name}} must be in [0, 1]{extra}, got {_shown(value)}", flag=flag)
+        where = "(0, 1]" if above_zero else "[0, 1]"
+        raise SettingError(name, f"{{name}} must be in {where}{extra}, got {_shown(value)}", flag=flag)
     return check
 
 
@@ -399,3 +402,68 @@ def number(*, integral: bool = False):
             what = "an integer" if integral else "a number"
             raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
     return check
+
+
+def non_negative(*, hint: str | None = None):
+    """A finite number ≥ 0 (0 often means "none": no clipping, no retain term)."""
+    def check(value, name: str, flag: str | None) -> None:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and value >= 0):
+            raise SettingError(name, f"{{name}} must be a number ≥ 0, got {_shown(value)}", flag=flag, hint=hint)
+    return check
+
+
+def text(*, optional: bool = False):
+    """A string (None allowed when ``optional``): the type alone, for a name or path whose meaning is checked where
+    it is used (a model folder, a data file)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not (isinstance(value, str) or (optional and value is None)):
+            raise SettingError(name, f"{{name}} must be a string, got {_shown(value)}", flag=flag)
+    return check
+
+
+def each(item, *, optional: bool = False, nonempty: bool = False):
+    """A list whose every element passes ``item`` (named ``name[i]``); None allowed when ``optional``; at least
+    one element when ``nonempty``."""
+    def check(value, name: str, flag: str | None) -> None:
+        if optional and value is None:
+            return
+        if not isinstance(value, (list, tuple)) or (nonempty and not value):
+            what = "a non-empty list" if nonempty else "a list"
+            raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
+        for i, v in enumerate(value):
+            item(v, f"{name}[{i}]", f"{flag or '--' + name.replace('_', '-')}[{i}]")
+    return check
+
+
+def table(*, optional: bool = False):
+    """A table (a dict; None allowed when ``optional``) whose keys its reader checks."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not (isinstance(value, dict) or (optional and value is None)):
+            raise SettingError(name, f"{{name}} must be a table, got {_shown(value)}", flag=flag)
+    return check
+
+
+def keys_of(config: type, keys: tuple[str, ...] | None = None):
+    """A table of settings of the dataclass ``config`` (only ``keys`` of them when given): each key must be one of
+    its fields and each value pass that field's declared check, named ``name.key``."""
+    def check(value, name: str, flag: str | None) -> None:
+        table()(value, name, flag)
+        declared = {f.name: f for f in dataclasses.fields(config) if keys is None or f.name in keys}
+        for key, v in value.items():
+            if key not in declared:
+                raise SettingError(name, f"{{name}} has no key {_shown(key)}", flag=flag,
+                                   hint=f"its keys: {', '.join(declared)}")
+            inner = declared[key].metadata.get("check")
+            if inner is not None:
+                inner(v, f"{name}.{key}", f"{flag or name}.{key}")
+    return check
+
+
+def read_number(value: str, *, integral: bool = False):
+    """A command-line option's text as the setting it feeds: an int (``integral``) or a float when it reads as one,
+    else the text itself (the setting's declared check then refuses it, naming the option)."""
+    try:
+        return int(value) if integral else float(value)
+    except ValueError:
+        return value

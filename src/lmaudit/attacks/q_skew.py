@@ -15,6 +15,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import segment_mean, segment_median, segment_ranks, segment_std
+from lmaudit.utils import fraction, one_of, positive
 
 QUANTILES = (0.15, 0.85)
 
@@ -67,7 +68,11 @@ def _deltas(stats: MaskedStats) -> np.ndarray:
     return stats.logp.astype(np.float64) - stats.ref_logp
 
 
-@register_attack("q_skew", kind="dlm", needs_reference=True, probe=_plan, example=_deltas)
+@register_attack("q_skew", kind="dlm", needs_reference=True, probe=_plan, example=_deltas,
+                 checks={"rho": fraction(above_zero=True), "h": positive(),
+                         "sampling": one_of(("cyclic", "random"), listed=True),
+                         "statistic": one_of(("skew", "mean"), listed=True),
+                         "weighting": one_of(("quantile", "none"), listed=True)})
 def q_skew(
     stats: MaskedStats,
     *,

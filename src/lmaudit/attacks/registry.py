@@ -5,9 +5,10 @@ score per sample, with keyword-only hyper-parameters; higher score = more likely
 member, always. Statistics of a reference model or of shadow models travel inside
 the records (``ARStats.reference``, ``ARStats.shadows``, ``MaskedStats.ref_*``).
 A hyper-parameter annotated ``Literal[...]`` (e.g. ``variant: Literal["a", "b"] = "a"``)
-takes only those values: the registry rejects any other before a probe runs. Every other
-hyper-parameter is a declared setting (:func:`lmaudit.utils.setting`'s checks): the attack declares
-its constraints (``checks={"shots": integer(1)}``), and one it does not declare must at least have
+takes only those values, of the same type (a :func:`~lmaudit.utils.one_of` check): the registry
+rejects any other before a probe runs. Every other hyper-parameter is a declared setting too
+(:func:`lmaudit.utils.setting`'s checks): the attack declares its constraints
+(``checks={"shots": integer(1)}``), and one it does not declare must at least have
 its default's type (an integer, a number, true or false); a bad value is a
 :class:`~lmaudit.errors.SettingError` naming ``attack.key`` (``--param attack.key`` on the command line).
 Each attack declares the probe it reads (:mod:`lmaudit.probes.requests`), so a run
@@ -27,9 +28,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError
 from lmaudit.probes.requests import ar_probe
-from lmaudit.utils import boolean, import_submodules, number
+from lmaudit.utils import boolean, import_submodules, number, one_of, table
 
 KINDS = ("ar", "dlm")
 
@@ -68,10 +69,6 @@ class AttackSpec:
         for key, check in self.checks.items():
             if key in params:
                 check(params[key], f"{self.name}.{key}", f"--param {self.name}.{key}")
-        for key, allowed in self.choices.items():
-            if key in params and not any(params[key] == a and type(params[key]) is type(a) for a in allowed):
-                raise LmauditError(f"attack '{self.name}': unknown {key} {params[key]!r}; valid: "
-                                   f"{', '.join(map(str, allowed))}")
 
     def __call__(self, records, **params) -> np.ndarray:
         self.check(params)
@@ -132,7 +129,8 @@ def _choices(name: str, fn: Callable) -> dict[str, tuple]:
 
 
 def _checks(name: str, params: dict[str, Any], choices: dict[str, tuple], declared: dict[str, Callable]) -> dict:
-    """Each parameter's check: the declared one, else (outside ``choices``) its default's type."""
+    """Each parameter's check: the declared one, else one of its ``choices`` (a ``Literal``), else its default's
+    type."""
     unknown = set(declared) - set(params)
     if unknown:
         raise ValueError(f"attack '{name}': checks for parameter(s) it does not have: {', '.join(sorted(unknown))}")
@@ -140,9 +138,11 @@ def _checks(name: str, params: dict[str, Any], choices: dict[str, tuple], declar
     for key, default in params.items():
         if key in declared:
             out[key] = declared[key]
-        elif key not in choices and isinstance(default, bool):
+        elif key in choices:
+            out[key] = one_of(choices[key], listed=True, exact=True)
+        elif isinstance(default, bool):
             out[key] = boolean()
-        elif key not in choices and isinstance(default, (int, float)):
+        elif isinstance(default, (int, float)):
             out[key] = number(integral=isinstance(default, int))
     for key, check in out.items():  # a default that fails its own check is the attack's error
         check(params[key], f"{name}.{key}", None)
@@ -200,6 +200,45 @@ def get_attack(name: str, kind: str) -> AttackSpec:
         hint = f"did you mean {', '.join(close)}?" if close else f"available {kind} attacks: {', '.join(sorted(names))}"
         raise LmauditError(f"unknown {kind} attack '{name}'", hint=hint)
     return spec
+
+
+def _check_params(attack: str, given: dict, name: str, flag: str | None) -> None:
+    """``given`` parameters of ``attack`` pass its declared checks (either kind's, for an attack of both kinds); the
+    error names ``name.parameter``. A name that is no attack is left to the run (it knows the kind)."""
+    errors = []
+    for spec in (s for s in list_attacks() if s.name == attack):
+        try:
+            return spec.check(given)
+        except LmauditError as exc:
+            errors.append(exc)
+    first = next((e for e in errors if isinstance(e, SettingError)), errors[0] if errors else None)
+    if isinstance(first, SettingError):
+        key = first.field.removeprefix(f"{attack}.")
+        raise SettingError(f"{name}.{key}", first.template, flag=f"{flag or name}.{key}",
+                           hint=first.hint_template) from None
+    if first is not None:
+        raise SettingError(name, first.message.replace("{", "{{").replace("}", "}}"), flag=flag or name,
+                           hint=first.hint) from None
+
+
+def attack_params(value, name: str, flag: str | None) -> None:
+    """A declared check of a table ``{attack: {parameter: value}}`` (an experiment file's ``[params]``): each
+    attack's parameters pass its declared checks, the error naming ``name.attack.parameter``."""
+    table()(value, name, flag)
+    for attack, given in value.items():
+        table()(given, f"{name}.{attack}", f"{flag or name}.{attack}")
+        _check_params(attack, given, f"{name}.{attack}", f"{flag or name}.{attack}")
+
+
+def attack_variants(value, name: str, flag: str | None) -> None:
+    """A declared check of a table ``{label: {attack = NAME, parameter = value, ...}}`` (an ablation's variants):
+    each variant's parameters pass its attack's declared checks, the error naming ``name.label.parameter``."""
+    table()(value, name, flag)
+    for label, variant in value.items():
+        table()(variant, f"{name}.{label}", f"{flag or name}.{label}")
+        if isinstance(variant.get("attack"), str):
+            params = {k: v for k, v in variant.items() if k != "attack"}
+            _check_params(variant["attack"], params, f"{name}.{label}", f"{flag or name}.{label}")
 
 
 def _discover() -> None:

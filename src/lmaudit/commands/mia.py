@@ -11,9 +11,9 @@ from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
 from lmaudit.errors import LmauditError
+from lmaudit.experiments.demo import FULL, QUICK, run_demo, run_real_demo
 from lmaudit.progress import stdout_console
 from lmaudit.report.cells import ci_text
-from lmaudit.runs.demo import FULL, QUICK, run_demo, run_real_demo
 from lmaudit.runs.mia import RunConfig
 from lmaudit.runs.mia_notes import results_table, verdict_text
 

@@ -10,12 +10,12 @@ import typer
 from lmaudit import api
 from lmaudit.commands import common as c
 from lmaudit.commands.running import backend_from, finish
-from lmaudit.errors import LmauditError
 from lmaudit.extraction.reconstruct import mask_value
 from lmaudit.progress import stdout_console
 from lmaudit.report.records import redact
 from lmaudit.report.tables import asr_rows
 from lmaudit.runs.pii import ReconstructConfig
+from lmaudit.utils import read_number
 
 app = typer.Typer(add_completion=False)
 
@@ -51,15 +51,10 @@ def pii(
     c.check_out(out, kind="pii-reconstruction", inputs={**c.model_inputs("--model", model, model_options),
                                                         **c.model_inputs("--reference", reference, model_options),
                                                         "--records": records, "--calibration": calibration})
-    try:
-        a = alpha if alpha == "auto" else float(alpha)
-    except ValueError:
-        raise LmauditError(f"--alpha '{alpha}' is neither 'auto' nor a number") from None
-    try:
-        lengths = [int(m) for m in mask_length.split(",")]
-    except ValueError:
-        raise LmauditError(f"--mask-length '{mask_length}' is neither an integer nor a comma list of integers") from None
-    cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths, steps=steps, alpha=a,
+    # the options' text as the settings' values; the config's declared checks refuse a bad one, naming the option
+    lengths = [read_number(m.strip(), integral=True) for m in mask_length.split(",")]
+    cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths,
+                            steps=steps, alpha=alpha if alpha == "auto" else read_number(alpha),
                             include_truth=include_truth, seed=seed)
     with backend_from(run_options.backend, run_options.address, run_options.workers):  # records checked first
         result = api.reconstruct_pii(model, records, reference=reference, calibration=calibration, config=cfg,

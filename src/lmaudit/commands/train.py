@@ -10,7 +10,6 @@ import typer
 
 from lmaudit import api
 from lmaudit.commands import common as c
-from lmaudit.errors import LmauditError
 from lmaudit.models.dp import DEFAULT_DELTA, DEFAULT_MAX_GRAD_NORM, DPSpec
 from lmaudit.models.lora import LoraSpec
 from lmaudit.progress import info, stdout_console
@@ -93,16 +92,9 @@ class LoraOptions:
     merge: bool = False
 
     def spec(self) -> Optional[LoraSpec]:
-        """A :class:`LoraSpec` (None: full fine-tuning); the other options need ``--lora``."""
-        if self.lora is None:
-            given = [name for name, value in (("--lora-alpha", self.lora_alpha), ("--lora-targets", self.lora_targets),
-                                              ("--merge", self.merge)) if value not in (None, False)]
-            if given:
-                raise LmauditError(f"{given[0]} applies to LoRA training only", hint="add --lora RANK")
-            return None
-        names = c.split_names(self.lora_targets)
-        return LoraSpec(self.lora, self.lora_alpha, None if self.lora_targets is None else tuple(names or ()),
-                        self.merge)
+        """A :class:`LoraSpec` (None: full fine-tuning); it refuses the other options without ``--lora``."""
+        targets = None if self.lora_targets is None else tuple(c.split_names(self.lora_targets) or ())
+        return LoraSpec.given(self.lora, self.lora_alpha, targets, self.merge)
 
 
 @dataclass
@@ -116,18 +108,9 @@ class DPOptions:
     dp_accountant: Optional[str] = None
 
     def spec(self) -> Optional[DPSpec]:
-        """A :class:`DPSpec` (None: no DP); the others need ``--dp-epsilon`` or ``--noise-multiplier``."""
-        if self.dp_epsilon is None and self.noise_multiplier is None:
-            given = [name for name, value in (("--dp-delta", self.dp_delta), ("--max-grad-norm", self.max_grad_norm),
-                                              ("--dp-accountant", self.dp_accountant)) if value is not None]
-            if given:
-                raise LmauditError(f"{given[0]} applies to DP training only",
-                                   hint="add --dp-epsilon E (or --noise-multiplier σ)")
-            return None
-        return DPSpec(epsilon=self.dp_epsilon, delta=DEFAULT_DELTA if self.dp_delta is None else self.dp_delta,
-                      noise_multiplier=self.noise_multiplier,
-                      max_grad_norm=DEFAULT_MAX_GRAD_NORM if self.max_grad_norm is None else self.max_grad_norm,
-                      accountant=self.dp_accountant or "rdp")
+        """A :class:`DPSpec` (None: no DP); it refuses the others without ``--dp-epsilon`` or ``--noise-multiplier``."""
+        return DPSpec.given(self.dp_epsilon, self.dp_delta, self.noise_multiplier, self.max_grad_norm,
+                            self.dp_accountant)
 
 
 LORA = ("lora_options", LoraOptions, [("lora", Optional[int], _lora_option()),

@@ -4,7 +4,8 @@ Each experiment type declares its own keys as a dataclass on top of :class:`Base
 (:mod:`lmaudit.experiments.registry` finds the types); :func:`check_keys` checks a file
 against its type's schema: an unknown key is an error that names the key and the file
 (with a close key of the schema, or the types that own it), and every value is checked
-against the field's annotation.
+against the field's annotation (its TOML type); its range is the field's declared check
+(:func:`~lmaudit.utils.setting`), run when the type's config is constructed.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import difflib
 import re
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import LmauditError, SettingError, check_int
-from lmaudit.utils import SEED_MAX, check_settings, one_of, positive, setting
+from lmaudit.utils import SEED_MAX, check_settings, each, integer, non_negative, one_of, positive, setting, text
 
 ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
 KINDS = ("ar", "dlm")  # the models an experiment trains
@@ -42,35 +43,39 @@ def seed_list(value, name: str, flag: str | None) -> None:
 
 @dataclass
 class BaseConfig:
-    """The keys of every experiment: what it is, and the corpus, models and data its workspace builds."""
+    """The keys of every experiment: what it is, and the corpus, models and data its workspace builds. Every key is
+    declared with its constraint (:func:`~lmaudit.utils.setting`), checked on construction: a file's bad value is
+    refused before anything is built, naming the file and key (:func:`in_file`)."""
 
-    name: str
-    type: str
-    description: str = ""
+    name: str = setting(check=text())
+    type: str = setting(check=text())
+    description: str = setting("", check=text())
     kind: str = setting("dlm", check=one_of(KINDS))
-    preset: str = "tiny"
-    pretrain_tokens: int = 2_000_000  # the AR stage (shared with the demo's base model)
-    adapt_tokens: int = 500_000  # DLM: diffusion training of the AR base (Dream-style adaptation)
+    preset: str = setting("tiny", check=text())
+    pretrain_tokens: int = setting(2_000_000, check=integer(1))  # the AR stage (shared with the demo's base model)
+    adapt_tokens: int = setting(500_000, check=integer(1))  # DLM: diffusion training of the AR base (Dream-style)
     mode: str = setting("dft", check=one_of(MODES))  # dft: corpus passages; ift: instruction pairs
-    n_members: int = 200
-    n_nonmembers: int = 200
-    passage_chars: int = 250
-    epochs: int = 6
+    n_members: int = setting(200, check=integer(1))
+    n_nonmembers: int = setting(200, check=integer(1))
+    passage_chars: int = setting(250, check=integer(1))
+    epochs: int = setting(6, check=integer(1))
     lr: float = setting(1e-3, check=positive())
-    lora: int = 0  # rank of a LoRA fine-tuning; 0: every weight is fine-tuned
-    block: int = 64
-    batch_size: int = 16
+    # rank of a LoRA fine-tuning; 0: every weight is fine-tuned
+    lora: int = setting(0, check=integer(0, hint="a LoRA rank ≥ 1, or 0 for full fine-tuning"))
+    block: int = setting(64, check=integer(1))
+    batch_size: int = setting(16, check=integer(1))
     seeds: list[int] = setting(default_factory=lambda: [0, 1, 2], check=seed_list)
-    packages: list[str] = field(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"])
-    vocab_size: int = 4096
+    packages: list[str] = setting(default_factory=lambda: ["numpy", "scipy", "torch", "transformers"],
+                                  check=each(text()))
+    vocab_size: int = setting(4096, check=integer(1))
     # a pretrained AR model (a folder, a .gguf file or a name: "smollm2-135m") instead of pretraining a tiny one;
     # set lr, block and batch_size for it (the defaults above are the tiny presets')
-    base: str = ""
-    probe_batch_size: int = 32  # texts per probe batch (a 49k vocabulary runs fastest at about 4)
+    base: str = setting("", check=text())
+    probe_batch_size: int = setting(32, check=integer(1))  # texts per probe batch (a 49k vocabulary: about 4)
     # the DLM adaptation of a pretrained ``base`` (kind = "dlm"): its learning rate, block and batch (0: the preset's)
-    adapt_lr: float = 0.0
-    adapt_block: int = 0
-    adapt_batch_size: int = 0
+    adapt_lr: float = setting(0.0, check=non_negative())
+    adapt_block: int = setting(0, check=integer(0))
+    adapt_batch_size: int = setting(0, check=integer(0))
 
     def __post_init__(self) -> None:
         """The keys declared with their constraints are checked here (:func:`in_file` names the file and key)."""
@@ -122,7 +127,8 @@ def _value_type(value: Any) -> str:
 
 
 def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners: dict[str, list[str]]) -> None:
-    """Raise :class:`LmauditError` unless every key of ``raw`` is a field of ``schema`` with a value of its type.
+    """Raise :class:`LmauditError` unless every key of ``raw`` is a field of ``schema`` with a value of its type
+    (the value's range is the field's declared check, run when ``schema`` is constructed).
 
     Parameters
     ----------
@@ -151,29 +157,6 @@ def check_keys(raw: dict, schema: type[BaseConfig], path: str | Path, *, owners:
     for key, value in raw.items():
         if not _matches(value, hints[key]):
             raise LmauditError(f"{path}: key '{key}' must be {_spelled(hints[key])}, got {_value_type(value)}")
-    if raw.get("lora", 0) < 0:
-        raise LmauditError(f"{path}: key 'lora' must be a LoRA rank ≥ 1, or 0 for full fine-tuning, got {raw['lora']}")
-    defaults = {f.name: f.default for f in fields(schema)}
-    for key, value in raw.items():
-        if not _is_count(key, hints[key]):
-            continue
-        # a count whose default is 0, or that its type names in ZERO_MEANS_NONE, means "none" at 0
-        low = 0 if defaults.get(key) == 0 or key in getattr(schema, "ZERO_MEANS_NONE", ()) else 1
-        counts = value if isinstance(value, list) else [value]
-        bad = [v for v in counts if v < low]
-        if bad:
-            raise LmauditError(f"{path}: key '{key}' must be {'≥ 0' if low == 0 else 'a positive count (≥ 1)'}, "
-                               f"got {bad[0]}", hint=f"set '{key}' to the number wanted, or leave it out for the "
-                                                     "default")
-
-
-# integer keys that count something (texts, tokens, epochs, models): never negative, and ≥ 1 unless their default is 0
-_COUNTS = ("pretrain_tokens", "adapt_tokens", "passage_chars", "epochs", "block", "batch_size", "vocab_size", "budget",
-           "repeats", "probe_batch_size")
-
-
-def _is_count(key: str, annotation: Any) -> bool:
-    return (key.startswith("n_") or key in _COUNTS) and annotation in (int, list[int])
 
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a dot inside ("pythia-1.4b"), never first

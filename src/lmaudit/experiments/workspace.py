@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit import api
 from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
@@ -21,7 +22,7 @@ from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
-from lmaudit.runs.mia import RunConfig, run_mia
+from lmaudit.runs.mia import RunConfig
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
 
@@ -174,8 +175,13 @@ class Workspace:
         ``reference_prior=False`` leaves out the reference's own scores (a second pass of every costly probe)."""
         cfg = RunConfig(attacks=attacks, params=params or {}, seed=seed, budget=budget, n_bootstrap=200,
                         batch_size=self.cfg.probe_batch_size, reference_prior=reference_prior)
-        return run_mia(self.load(target), members, nonmembers,
+        return api.mia(self.load(target), members, nonmembers,
                        reference=self.load(reference) if reference else None, config=cfg)
+
+    def extract(self, model: Path, data: TextSet, config: ExtractConfig) -> dict:
+        """(n, p)-discoverable extraction of ``data`` from the model of folder ``model`` (loaded once), through the
+        interface (:func:`lmaudit.api.extract`): the job's payload."""
+        return api.extract(self.load(model), data, config=config).payload
 
 
 def metrics(result, name: str) -> dict[str, float]:

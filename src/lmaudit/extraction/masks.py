@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.utils import stable_seed
+from lmaudit.utils import check_settings, each, integer, one_of, setting, stable_seed, text
+from lmaudit.utils import fraction as in_unit
 
 KINDS = ("suffix", "prefix", "random", "span", "pii")
 DEFAULT_PII_FIELDS = ("email", "phone")
@@ -31,12 +32,15 @@ DEFAULT_PII_FIELDS = ("email", "phone")
 class MaskSpec:
     """A parsed mask spec; :meth:`resolve` turns it into token positions for one record."""
 
-    kind: str
-    count: int = 0
-    fraction: float = 0.0
-    spans: tuple[tuple[int, int], ...] = ()
-    fields: tuple[str, ...] = ()
-    text: str = ""
+    kind: str = setting(check=one_of(KINDS, noun="mask kind"))
+    count: int = setting(0, check=integer(0))  # suffix, prefix: the tokens masked
+    fraction: float = setting(0.0, check=in_unit())  # random: the share of tokens masked
+    spans: tuple[tuple[int, int], ...] = setting((), check=each(each(integer(0))))  # span: half-open token ranges
+    fields: tuple[str, ...] = setting((), check=each(text()))  # pii: the fields whose values are masked
+    text: str = setting("", check=text())  # the spec as written
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
     @classmethod
     def parse(cls, spec: str) -> "MaskSpec":

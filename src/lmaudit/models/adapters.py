@@ -15,7 +15,14 @@ on the model kind. Both adapters answer:
 - :meth:`fill` — sampled values of a masked span; :meth:`span_input` — the input ids a span
   is scored on (an AR model reads one span at the end of its input, a DLM both sides);
   ``long_text_modes`` — what its probes can do with a text longer than its context;
-- for DLMs, :meth:`DLMAdapter.insert_masks` and :meth:`DLMAdapter.draw_noise`.
+- for DLMs, :meth:`DLMAdapter.insert_masks` and :meth:`DLMAdapter.draw_noise`;
+- ``scoring`` — how a token gets its probability: ``"left-to-right"`` (from the tokens before it) or
+  ``"masked"`` (hidden among visible tokens). This capability, not the kind, keys a job's tables
+  (``runs/extract.TABLES``, ``runs/pii.CANDIDATE_LOGP``): a new kind that scores alike adds no entry;
+- ``ignored_settings`` — the decoding settings the model does not read, each with the reason a job says.
+
+Code above ``models/`` holds a :class:`~lmaudit.models.handle.ModelHandle` whole and never builds an
+adapter: :func:`handle_for` gives the handle of a model passed bare, :func:`make_adapter` that of a loaded one.
 
 Logit conventions of DLMs:
 
@@ -31,12 +38,14 @@ Logit conventions of DLMs:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from lmaudit.errors import DataError, LmauditError, spell
 from lmaudit.models.generate import ar_sample, denoise
+from lmaudit.models.handle import ModelHandle
 
 DEFAULT_CONTEXT = 2048
 KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the kinds, as Python and the CLI set them
@@ -149,6 +158,8 @@ class _Adapter:
 
     kind = ""
     causal = False
+    scoring = ""  # "left-to-right" or "masked" (module docstring)
+    ignored_settings: ClassVar[dict[str, str]] = {}  # a decoding setting the model does not read → why
     model: torch.nn.Module
     tokenizer: object
 
@@ -206,6 +217,8 @@ class ARAdapter(_Adapter):
 
     kind = "ar"
     causal = True
+    scoring = "left-to-right"  # one causal pass scores every token from the tokens before it
+    ignored_settings = {"order": "an AR model reads left to right"}
     long_text_modes = ("truncate", "window")  # a causal model can score a long text in overlapping windows
 
     def fused_head(self):
@@ -262,6 +275,7 @@ class DLMAdapter(_Adapter):
 
     kind = "dlm"
     causal = False
+    scoring = "masked"  # a token is scored hidden under the mask token, the others visible
     long_text_modes = ("truncate",)  # a masked probe sees its whole input at once
 
     def __post_init__(self) -> None:
@@ -377,3 +391,12 @@ def make_adapter(model, tokenizer, kind: str, *, mask_token_id: int | None = Non
     if kind == "dlm":
         return adapter_for(model, tokenizer, mask_token_id=mask_token_id, shift_logits=shift_logits)
     raise LmauditError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)
+
+
+def handle_for(model, tokenizer=None, *, fingerprint: str = "") -> ModelHandle:
+    """The handle of a model passed bare: an adapter keeps its kind and its own tokenizer (``tokenizer`` is what
+    the probe tokenises with); a network alone is read as a causal LM (a DLM comes as its adapter)."""
+    if isinstance(model, _Adapter):
+        return ModelHandle(model.model, tokenizer, "", fingerprint, model.kind, model)
+    return ModelHandle(model, tokenizer, getattr(model, "name_or_path", ""), fingerprint, "ar",
+                       ARAdapter(model, tokenizer))

@@ -31,7 +31,7 @@ from lmaudit.models.loading import detect_kind, load_model
 from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.tokenizer import train_tokenizer
-from lmaudit.models.train import TrainConfig, ar_objective, dft_examples, ift_examples, train
+from lmaudit.models.train import FinetuneConfig, TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
 from lmaudit.utils import stable_seed
 
@@ -244,8 +244,8 @@ def finetune(
     None), or as ``chat_template`` says (:mod:`lmaudit.models.chat`); the record says which.
     """
 
-    if mode not in ("dft", "ift"):
-        raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
+    FinetuneConfig(mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
+                   mask_ratio=mask_ratio)  # every setting checked before the model loads
     base = local_model(base)  # a GGUF file or named model: its imported folder, which the adapter then names
     loaded = load_model(base, kind=kind, **(load_options or {}))
     regime, chosen = training_defaults(loaded.model, lora)

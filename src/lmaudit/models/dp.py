@@ -42,7 +42,7 @@ draw it from a cryptographic source (Opacus' ``secure_mode``).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -93,6 +93,24 @@ class DPSpec:
             raise SettingError("epsilon", "DP training needs {epsilon} or {noise_multiplier}", also=names,
                                flag="--dp-epsilon", hint=_HINT.replace("{", "{{").replace("}", "}}"))
         check_settings(self)
+
+    @classmethod
+    def given(cls, epsilon: float | None = None, delta: float | None = None, noise_multiplier: float | None = None,
+              max_grad_norm: float | None = None, accountant: str | None = None) -> DPSpec | None:
+        """The spec of the settings given, the others at their defaults (None: no DP, when neither ``epsilon`` nor
+        ``noise_multiplier`` is); a DP setting given without either is refused, naming it."""
+        others = {"delta": delta, "max_grad_norm": max_grad_norm, "accountant": accountant}
+        if epsilon is None and noise_multiplier is None:
+            for f in fields(cls):
+                if others.get(f.name) is not None:
+                    raise SettingError(f.name, "{name} applies to DP training only", flag=f.metadata["flag"],
+                                       hint="add {epsilon} E (or {noise_multiplier} σ)",
+                                       also={"epsilon": ("epsilon=", "--dp-epsilon"),
+                                             "noise_multiplier": ("noise_multiplier=", "--noise-multiplier")})
+            return None
+        return cls(epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta, noise_multiplier=noise_multiplier,
+                   max_grad_norm=DEFAULT_MAX_GRAD_NORM if max_grad_norm is None else max_grad_norm,
+                   accountant=accountant or "rdp")
 
 
 @dataclass(frozen=True)

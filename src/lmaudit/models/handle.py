@@ -1,4 +1,8 @@
-"""The model handle: what every layer above ``models/`` holds of a model (a leaf module)."""
+"""The model handle: what every layer above ``models/`` holds of a model (a leaf module).
+
+The handle travels whole, from loading to the probes, which ask its adapter how to run the model; ``kind`` is
+what a results file reports, never what code above ``models/`` branches on.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +36,10 @@ class ModelHandle:
         if first is not None:
             self.dtype = self.dtype or str(first.dtype).removeprefix("torch.")
             self.device = self.device or str(first.device)
+
+    def same_kind(self, other: ModelHandle) -> bool:
+        """Whether ``other`` is a model of this one's kind (a reference must be of its target's)."""
+        return other.kind == self.kind
 
     def facts(self) -> dict:
         """What a results file records of the model: folder, fingerprint, kind, dtype and device; for a model

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -250,6 +250,19 @@ class LoraSpec:
     def __post_init__(self) -> None:
         """Every setting's declared constraint (the rank first)."""
         check_settings(self)
+
+    @classmethod
+    def given(cls, rank: int | None = None, alpha: float | None = None, targets: tuple[str, ...] | None = None,
+              merge: bool = False) -> LoraSpec | None:
+        """The spec of the settings given (None: full fine-tuning, when no ``rank`` is); a LoRA setting given
+        without a rank is refused, naming it."""
+        if rank is None:
+            for f in fields(cls)[1:]:
+                if {"alpha": alpha, "targets": targets, "merge": merge}[f.name] not in (None, False):
+                    raise SettingError(f.name, "{name} applies to LoRA training only", flag=f.metadata["flag"],
+                                       hint="add {rank}", also={"rank": ("rank=", "--lora RANK")})
+            return None
+        return cls(rank, alpha, targets, merge)
 
     @property
     def scale_alpha(self) -> float:

@@ -17,7 +17,8 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder
 from lmaudit.models.build import finetune
-from lmaudit.utils import stable_hash, stable_seed, write_json_atomic
+from lmaudit.models.train import FinetuneConfig
+from lmaudit.utils import check_settings, integer, seed_value, setting, stable_hash, stable_seed, write_json_atomic
 
 MANIFEST = "shadows.json"
 
@@ -47,11 +48,21 @@ class ShadowSet:
         return cls([folder / s["path"] for s in data["shadows"]], [set(s["trained"]) for s in data["shadows"]])
 
 
+@dataclass
+class ShadowsConfig:
+    """How many shadow models, and the seed of their halves, checked on construction (before any model loads)."""
+
+    k: int = setting(8, check=integer(2, hint="shadows come in complementary pairs: at least 2"))
+    seed: int = setting(0, check=seed_value())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
 def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
     """``k`` random halves of the pool (seeded), in complementary pairs: a sample left out of one half is in the
     other, so every sample is OUT for ⌊k/2⌋ shadows (at least)."""
-    if k < 2:
-        raise LmauditError(f"need at least 2 shadow models, got {k}")
+    ShadowsConfig(k=k, seed=seed)
     if len(pool) < 4:
         raise LmauditError(f"{pool.source}: a shadow pool needs at least 4 texts, got {len(pool)}")
     rng = np.random.default_rng(stable_seed("shadows", seed, pool.fingerprint()))
@@ -73,6 +84,10 @@ def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 
     ``finetune_kwargs`` go to :func:`~lmaudit.models.build.finetune`; with ``lora`` each
     shadow is an adapter folder whose base is ``base`` (loaded like a model folder).
     """
+    ShadowsConfig(k=k, seed=seed)
+    settings = {key: finetune_kwargs[key] for key in ("mode", "epochs", "lr", "block", "batch_size", "mask_ratio")
+                if key in finetune_kwargs}
+    FinetuneConfig(**settings, seed=seed)  # every shadow's training settings, before any model loads
     out = Path(out)
     with output_folder(out, what="shadows") as tmp:  # the set is written whole: no mix of two trainings
         paths, trained = [], []

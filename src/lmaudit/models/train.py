@@ -21,7 +21,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, spell
 from lmaudit.models.adapters import pad_sequences
 from lmaudit.progress import progress
-from lmaudit.utils import check_settings, fraction, integer, positive, seed_value, setting
+from lmaudit.utils import check_settings, fraction, integer, non_negative, one_of, positive, seed_value, setting
 
 Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
 Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
@@ -35,10 +35,31 @@ class TrainConfig:
     batch_size: int = setting(32, check=integer(1))
     lr: float = setting(1e-3, check=positive())
     warmup_steps: int = setting(50, check=integer(0))
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0  # 0: no clipping (DP clips each example instead)
+    weight_decay: float = setting(0.01, check=non_negative())
+    grad_clip: float = setting(1.0, check=non_negative(hint="0: no clipping"))  # 0: none (DP clips each example)
     seed: int = setting(0, check=seed_value())
     min_lr_ratio: float = setting(0.1, check=fraction())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+MODES = ("dft", "ift")  # fine-tuning on packed text blocks, or on prompt/response pairs
+
+
+@dataclass
+class FinetuneConfig:
+    """What a fine-tuning is asked for, checked on construction, before the model loads and the data is tokenised:
+    ``lr``, ``block`` and ``batch_size`` left None take the defaults of what is trained (known once it is loaded),
+    and then make its :class:`TrainConfig`."""
+
+    mode: str = setting("dft", check=one_of(MODES, noun="fine-tuning mode"))
+    epochs: float = setting(4.0, check=positive())
+    lr: float | None = setting(None, check=positive(optional=True))
+    block: int | None = setting(None, check=integer(1, optional=True))
+    batch_size: int | None = setting(None, check=integer(1, optional=True))
+    seed: int = setting(0, check=seed_value())
+    mask_ratio: float | None = setting(None, check=fraction(above_zero=True, optional=True))  # DLM: a fixed ratio
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +33,13 @@ import torch
 import torch.nn.functional as F
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.adapters import DLMAdapter, adapter_for, context_length
 from lmaudit.models.build import finetune, loss_summary, objective_for, save_model
 from lmaudit.models.loading import check_model_dir, load_model
 from lmaudit.models.lora import LoraSpec, finish_training, folder_fingerprint, start_training
-from lmaudit.models.train import Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
+from lmaudit.models.train import MODES, Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
+from lmaudit.utils import check_settings, integer, non_negative, one_of, positive, seed_value, setting
 
 METHODS = ("retrain", "gradient_ascent", "npo", "finetune")
 Noise = tuple[torch.Tensor, torch.Tensor]  # (t (B, 1), masked (B, T) bool) of one diffusion draw
@@ -137,21 +139,36 @@ def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, b
     return total / max(weight, 1.0)
 
 
-def _validate(method: str, forget: TextSet, retain: TextSet, *, base_dir: str | Path | None, epochs: float, lr: float, batch_size: int,
-              block: int, mode: str, retain_weight: float, npo_beta: float) -> None:
-    if method not in METHODS:
-        close = difflib.get_close_matches(method, METHODS, n=1)
-        hint = (f"did you mean '{close[0]}'? " if close else "") + "valid methods: " + ", ".join(METHODS)
-        raise LmauditError(f"unknown unlearning method '{method}'", hint=hint)
-    if mode not in ("dft", "ift"):
-        raise LmauditError(f"unknown fine-tuning mode '{mode}'", hint="use dft or ift")
-    for name, value in (("lr", lr), ("epochs", epochs), ("npo_beta", npo_beta)):
-        if not value > 0:
-            raise LmauditError(f"{name} must be positive, got {value}")
-    if batch_size < 1 or block < 2:
-        raise LmauditError(f"batch_size must be ≥ 1 and block ≥ 2, got {batch_size} and {block}")
-    if retain_weight < 0:
-        raise LmauditError(f"retain_weight must be ≥ 0, got {retain_weight}", hint="0 disables the retain term")
+def _method(value, name: str, flag: str | None) -> None:
+    """One of :data:`METHODS`; the hint names a close one."""
+    if value in METHODS and isinstance(value, str):
+        return
+    close = difflib.get_close_matches(value, METHODS, n=1) if isinstance(value, str) else []
+    hint = (f"did you mean '{close[0]}'? " if close else "") + "valid methods: " + ", ".join(METHODS)
+    shown = repr(value).replace("{", "{{").replace("}", "}}")
+    raise SettingError(name, f"unknown unlearning method {shown}", flag=flag, hint=hint)
+
+
+@dataclass
+class UnlearnConfig:
+    """The settings of an unlearning (:func:`unlearn`), each checked on construction, before any model loads."""
+
+    method: str = setting(check=_method)
+    epochs: float = setting(2.0, check=positive())
+    lr: float = setting(1e-4, check=positive())
+    batch_size: int = setting(16, check=integer(1))
+    block: int = setting(64, check=integer(2))
+    mode: str = setting("dft", check=one_of(MODES, noun="fine-tuning mode"))
+    retain_weight: float = setting(1.0, check=non_negative(hint="0 disables the retain term"))
+    npo_beta: float = setting(0.1, check=positive())
+    seed: int = setting(0, check=seed_value())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+def _check_inputs(method: str, forget: TextSet, retain: TextSet, base_dir, retain_weight: float) -> None:
+    """What the method needs of its inputs: a base to retrain, texts to forget, texts to retain."""
     if method == "retrain" and base_dir is None:
         raise LmauditError("method 'retrain' fine-tunes the base model on the retain set and needs base_dir",
                            hint="pass the model the fine-tuned model started from")
@@ -207,11 +224,13 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     Raises
     ------
     LmauditError
-        For an unknown method or mode, non-positive ``lr``/``epochs``/``npo_beta``, an
+        A :class:`~lmaudit.errors.SettingError` naming the setting for a value outside :class:`UnlearnConfig`'s
+        declared constraints (an unknown method or mode, non-positive ``lr``/``epochs``/``npo_beta``); an
         empty forget or retain set that the method needs, or ``retrain`` without ``base_dir``.
     """
-    _validate(method, forget, retain, base_dir=base_dir, epochs=epochs, lr=lr, batch_size=batch_size, block=block,
-              mode=mode, retain_weight=retain_weight, npo_beta=npo_beta)
+    UnlearnConfig(method=method, epochs=epochs, lr=lr, batch_size=batch_size, block=block, mode=mode,
+                  retain_weight=retain_weight, npo_beta=npo_beta, seed=seed)  # every setting, before any model loads
+    _check_inputs(method, forget, retain, base_dir, retain_weight)
     check_model_dir(model_dir)
     out = Path(out)
     record = {

@@ -3,6 +3,10 @@
 Batched and length-bucketed; right padding with an attention mask, so padding does
 not change any statistic. Only the per-token statistics leave the device; the
 (B, T, V) logits are reduced in row chunks in float32.
+
+:func:`ar_shards` and :func:`ar_stats` take the model's handle whole and run its adapter;
+:func:`probe_ar_shards` and :func:`probe_ar` take a bare ``(model, tokenizer)`` and ask
+``models/`` for its handle (:func:`~lmaudit.models.adapters.handle_for`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.models.adapters import ARAdapter
+from lmaudit.models.adapters import ARAdapter, handle_for
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
@@ -95,8 +99,31 @@ class ARProbeTask:
 
     config: ARProbeConfig
 
-    def __call__(self, handle, shard: TextSet) -> ARStats:
-        return _run_ar_probe(ARAdapter(handle.model, handle.tokenizer), shard, self.config, None)
+    def __call__(self, handle: ModelHandle, shard: TextSet) -> ARStats:
+        return _run_ar_probe(handle.adapter, shard, self.config, None)
+
+
+def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), *, cache_dir=None,
+              description: str = "AR probe", shard_size: int | None = None) -> Sharded:
+    """The AR probe of ``textset`` under the model of ``handle``, shard by shard: a
+    :class:`~lmaudit.probes.shards.Sharded` of ARStats.
+
+    With ``cache_dir`` (and a handle with a fingerprint), each shard is cached under (model,
+    tokenizer, the shard's records, probe settings): a second call, or a run resumed
+    after being killed, does no forward pass for the shards already on disk.
+    """
+    key = None
+    if cache_dir is not None and handle.fingerprint:
+        # every setting, the batching ones too: a text's float32 statistics change in the last bits with the texts
+        # padded beside it, so a shard cached at one batch size is not the value another batch size computes
+        key = ("ar", PROBE_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), asdict(config))
+    return run_sharded(textset, task=ARProbeTask(config), handle=handle, key=key, load=ARStats.load,
+                       cache_dir=cache_dir, description=description, shard_size=shard_size)
+
+
+def ar_stats(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), **kwargs) -> ARStats:
+    """The :class:`ARStats` of ``textset`` under the model of ``handle`` (keyword arguments as :func:`ar_shards`)."""
+    return ARStats.concat(ar_shards(handle, textset, config, **kwargs).all())
 
 
 def probe_ar_shards(
@@ -110,21 +137,10 @@ def probe_ar_shards(
     description: str = "AR probe",
     shard_size: int | None = None,
 ) -> Sharded:
-    """:func:`probe_ar` shard by shard: a :class:`~lmaudit.probes.shards.Sharded` of ARStats.
-
-    With ``cache_dir`` and ``model_fingerprint``, each shard is cached under (model,
-    tokenizer, the shard's records, probe settings): a second call, or a run resumed
-    after being killed, does no forward pass for the shards already on disk.
-    """
-    key = None
-    if cache_dir is not None and model_fingerprint is not None:
-        # every setting, the batching ones too: a text's float32 statistics change in the last bits with the texts
-        # padded beside it, so a shard cached at one batch size is not the value another batch size computes
-        key = ("ar", PROBE_VERSION, model_fingerprint, tokenizer_fingerprint(tokenizer), asdict(config))
-    handle = ModelHandle(model, tokenizer, getattr(model, "name_or_path", ""), model_fingerprint or "", "ar",
-                         ARAdapter(model, tokenizer))
-    return run_sharded(textset, task=ARProbeTask(config), handle=handle, key=key, load=ARStats.load,
-                       cache_dir=cache_dir, description=description, shard_size=shard_size)
+    """:func:`probe_ar` shard by shard: :func:`ar_shards` of the handle of the bare ``model`` (cached with
+    ``cache_dir`` and ``model_fingerprint``)."""
+    handle = handle_for(model, tokenizer, fingerprint=model_fingerprint or "")
+    return ar_shards(handle, textset, config, cache_dir=cache_dir, description=description, shard_size=shard_size)
 
 
 def probe_ar(model, tokenizer, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), **kwargs) -> ARStats:

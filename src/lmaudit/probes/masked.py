@@ -12,18 +12,23 @@ position t scores token t + 1 (``model(ids).logits[:, :-1]`` against ``ids[:, 1:
 whatever the DLM's own logit convention, with the attention the DLM adapter gives
 the model (full attention for bidirectional networks, never a causal mask). A
 text's first token has no row to predict it and is not read.
+
+:func:`masked_shards` and :func:`masked_stats` take the models' handles whole (each side
+runs its own adapter on the target's token ids); :func:`probe_masked_shards` and
+:func:`probe_masked` take bare DLM adapters and ask ``models/`` for their handles
+(:func:`~lmaudit.models.adapters.handle_for`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.models.adapters import DLMAdapter
+from lmaudit.models.adapters import DLMAdapter, handle_for
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
@@ -210,48 +215,64 @@ def _assemble(tok, jobs: MaskJobs, tar: np.ndarray, ref: np.ndarray) -> MaskedSt
     )
 
 
-def probe_masked_shards(
-    target,
-    tokenizer,
+def masked_shards(
+    target: ModelHandle,
     textset: TextSet,
     plan: MaskPlan,
     *,
-    reference=None,
+    reference: ModelHandle | None = None,
     seed: int = 0,
     batch_size: int | None = None,
     max_batch_tokens: int | None = None,
     max_length: int | None = None,
-    fingerprints: tuple[str, str | None] | None = None,
     cache_dir=None,
     shard_size: int | None = None,
 ):
-    """:func:`probe_masked` shard by shard: yields ``((start, stop), MaskedStats)`` in order.
+    """The masked probe of ``textset`` under ``plan``, shard by shard: yields ``((start, stop), MaskedStats)`` in order.
 
-    Every shard of each model is computed (or found in the cache) before the first
-    one is yielded; the yielded statistics are read back one shard at a time.
+    Both models read the target's token ids (its tokenizer); each side is cached on its own, under its handle's
+    fingerprint (with ``cache_dir``). Every shard of each model is computed (or found in the cache) before the
+    first one is yielded; the yielded statistics are read back one shard at a time.
     """
     if reference is not None:
-        _check_vocab(target, reference)
-    max_length = max_length or target.context_length
+        _check_vocab(target.adapter, reference.adapter)
+    tokenizer = target.tokenizer
+    max_length = max_length or target.adapter.context_length
     task = MaskedSideTask(plan, seed, batch_size, max_length, max_batch_tokens)
     # the batching settings belong to the key: a job's float32 statistics change in the last bits with its batch
     data_key = (tokenizer_fingerprint(tokenizer), max_length, plan.cache_key(), seed, batch_size, max_batch_tokens)
 
-    def side(adapter, fingerprint, label):
-        key = None
-        if cache_dir is not None and fingerprint is not None:
-            key = ("masked-side", PROBE_VERSION, fingerprint, adapter.mask_token_id, adapter.shift_logits, data_key)
-        handle = ModelHandle(adapter.model, tokenizer, "", fingerprint or "", "dlm", adapter)
+    def side(handle: ModelHandle, label: str):
+        adapter, key = handle.adapter, None
+        if cache_dir is not None and handle.fingerprint:
+            key = ("masked-side", PROBE_VERSION, handle.fingerprint, adapter.mask_token_id, adapter.shift_logits,
+                   data_key)
+        if handle.tokenizer is not tokenizer:  # the reference tokenises as the target does
+            handle = replace(handle, tokenizer=tokenizer)
         return run_sharded(textset, task=task, handle=handle, key=key, load=ArrayRecord.load, cache_dir=cache_dir,
                            description=f"DLM probe ({plan.kind}) {label}", shard_size=shard_size, suffix=".npy")
 
-    fps = fingerprints or (None, None)
-    tar = side(target, fps[0], "target")
-    ref = side(reference, fps[1], "reference") if reference is not None else None
+    tar = side(target, "target")
+    ref = side(reference, "reference") if reference is not None else None
     empty = np.empty((0, 4), dtype=np.float32)
     for i, (a, b) in enumerate(tar.bounds):
         tok, jobs = task.prepare(tokenizer, TextSet(textset.records[a:b], source=textset.source))
         yield (a, b), _assemble(tok, jobs, tar.get(i).array, empty if ref is None else ref.get(i).array)
+
+
+def masked_stats(target: ModelHandle, textset: TextSet, plan: MaskPlan, **kwargs) -> MaskedStats:
+    """The :class:`MaskedStats` of ``textset`` under ``plan`` (keyword arguments as :func:`masked_shards`)."""
+    return MaskedStats.concat([s for _, s in masked_shards(target, textset, plan, **kwargs)])
+
+
+def probe_masked_shards(target, tokenizer, textset: TextSet, plan: MaskPlan, *, reference=None,
+                        fingerprints: tuple[str, str | None] | None = None, **kwargs):
+    """:func:`probe_masked` shard by shard: :func:`masked_shards` of the handles of the DLM adapters ``target``
+    and ``reference``, tokenised with ``tokenizer`` (keyword arguments as :func:`masked_shards`)."""
+    fps = fingerprints or (None, None)
+    ref = None if reference is None else handle_for(reference, tokenizer, fingerprint=fps[1] or "")
+    return masked_shards(handle_for(target, tokenizer, fingerprint=fps[0] or ""), textset, plan, reference=ref,
+                         **kwargs)
 
 
 def probe_masked(target, tokenizer, textset: TextSet, plan: MaskPlan, **kwargs) -> MaskedStats:
@@ -267,5 +288,5 @@ def probe_masked(target, tokenizer, textset: TextSet, plan: MaskPlan, **kwargs) 
     return MaskedStats.concat([s for _, s in probe_masked_shards(target, tokenizer, textset, plan, **kwargs)])
 
 
-__all__ = ["MaskJobs", "MaskedStats", "masked_forward_stats", "masked_window_stats", "plan_jobs", "probe_masked",
-           "probe_masked_shards"]
+__all__ = ["MaskJobs", "MaskedStats", "masked_forward_stats", "masked_shards", "masked_stats", "masked_window_stats",
+           "plan_jobs", "probe_masked", "probe_masked_shards"]

@@ -38,7 +38,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import SettingError
+from lmaudit.utils import check_settings, fraction, integer, one_of, setting
 
 BERNOULLI_EPS = 1e-3  # the smallest masking probability of a Bernoulli draw (as in DLM training)
 
@@ -81,7 +82,8 @@ def _chunks(plan) -> int:
 
 def _check_cyclic(plan) -> None:
     if plan.budget < _chunks(plan):
-        raise LmauditError(f"a cyclic round needs {_chunks(plan)} forwards; the budget is {plan.budget}")
+        raise SettingError("budget", f"a cyclic round needs {_chunks(plan)} forwards; the {{name}} is {plan.budget}",
+                           hint="raise the budget, or the ratio rho")
 
 
 @plan_kind("cyclic", check=_check_cyclic, version=2)  # 2: a last partial round spends the whole budget
@@ -130,23 +132,21 @@ KINDS = tuple(PLAN_KINDS)
 
 @dataclass(frozen=True)
 class MaskPlan:
-    kind: str
-    budget: int = 16
-    rho: float = 0.35
-    r_start: float = 0.05
-    r_end: float = 0.5
+    """A plan kind and its settings, each checked on construction (then what the kind needs of them)."""
+
+    kind: str = setting(check=one_of(PLAN_KINDS, noun="mask plan"))
+    budget: int = setting(16, check=integer(1))  # masked forwards per sample and model
+    rho: float = setting(0.35, check=fraction(above_zero=True))  # the masked share of a cyclic or random pattern
+    r_start: float = setting(0.05, check=fraction(above_zero=True))  # nested: the first and last masked shares
+    r_end: float = setting(0.5, check=fraction(above_zero=True))
 
     def __post_init__(self) -> None:
-        if self.kind not in PLAN_KINDS:
-            raise LmauditError(f"unknown mask plan '{self.kind}'", hint=f"one of {', '.join(PLAN_KINDS)}")
-        if self.budget < 1:
-            raise LmauditError(f"the forward budget must be ≥ 1, got {self.budget}")
-        if not 0.0 < self.rho <= 1.0:
-            raise LmauditError(f"rho must be in (0, 1], got {self.rho}")
+        check_settings(self)
         if PLAN_KINDS[self.kind].check is not None:
             PLAN_KINDS[self.kind].check(self)
-        if not 0.0 < self.r_start <= self.r_end <= 1.0:
-            raise LmauditError(f"nested ratios need 0 < r_start ≤ r_end ≤ 1, got {self.r_start}, {self.r_end}")
+        if self.r_start > self.r_end:
+            raise SettingError("r_start", f"nested ratios need {{name}} ≤ {{r_end}}, got {self.r_start}, {self.r_end}",
+                               also={"r_end": ("r_end", "--r-end")})
 
     @property
     def n_patterns(self) -> int:

@@ -1,4 +1,9 @@
-"""Extraction runs: masks → trajectory probabilities → (n, p) counts, step effects, relaxed rates."""
+"""Extraction runs: masks → trajectory probabilities → (n, p) counts, step effects, relaxed rates.
+
+The model's handle travels whole; its adapter answers what differs between models: the ids a span is scored
+on (``span_input``), how a token is scored (``scoring``, which picks the span's table in :data:`TABLES`), the
+settings it does not read (``ignored_settings``) and how a span is sampled (``fill``).
+"""
 
 from __future__ import annotations
 
@@ -144,14 +149,15 @@ def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -
     return out
 
 
-# A model kind maps to how it scores a span and the settings it does not read (a new kind: one entry)
-TABLES = {"ar": (_ar_table, ("order",)), "dlm": (_dlm_table, ())}
+# How a model scores a token (its adapter's ``scoring``) maps to how a span's probability is estimated: exactly,
+# read left to right in one pass, or along unmasking trajectories (a model that scores like one of these: no entry)
+TABLES = {"left-to-right": _ar_table, "masked": _dlm_table}
 
 
 def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
                      description: str | None = "extraction trajectories") -> dict[str, dict[str, np.ndarray]]:
     """{label: {log_p_hat, p_hat, std_error, forwards, steps}} per record, one label per step count ('ar' for AR)."""
-    return TABLES[loaded.kind][0](loaded, targets, cfg, description)
+    return TABLES[loaded.adapter.scoring](loaded, targets, cfg, description)
 
 
 COLUMNS = ("log_p_hat", "p_hat", "std_error", "forwards", "steps", "log_p_hat_quarter", "log_p_hat_half")
@@ -284,8 +290,8 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     t0 = time.perf_counter()
     spec = MaskSpec.parse(cfg.mask)
     cfg.steps = parse_steps(cfg.steps)
-    if "order" in TABLES[loaded.kind][1] and cfg.order != "random":
-        warnings.warn(f"an {loaded.kind.upper()} model reads left to right; --order is ignored", stacklevel=2)
+    if "order" in loaded.adapter.ignored_settings and cfg.order != "random":
+        warnings.warn(f"{loaded.adapter.ignored_settings['order']}; --order is ignored", stacklevel=2)
     key = None
     if use_cache and loaded.fingerprint:
         # n and p are read from the shards afterwards; max_tokens (rows per forward) stays in: a trajectory's float32

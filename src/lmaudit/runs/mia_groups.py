@@ -4,6 +4,9 @@ reference and shadow statistics its attacks read (:func:`lmaudit.runs.mia.run_mi
 Probe kinds are a registry: a request's type maps to its group function (and to what it checks of the models
 before any probe runs), as an attack's name maps to its implementation. A new probe kind is a request type, its
 group function registered with :func:`register_probe`, and its test.
+
+The models travel as their handles, whole: a group hands ``ctx.target`` (and ``ctx.reference``) to the probe,
+which asks the handle's adapter how to run it; nothing here takes a handle apart or asks what kind it is.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.shadows import ShadowSet
-from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
+from lmaudit.probes.ar import ARProbeConfig, ar_shards
 from lmaudit.probes.frequencies import smoothed, token_counts
-from lmaudit.probes.masked import probe_masked_shards
+from lmaudit.probes.masked import masked_shards
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats, TokenStats
 from lmaudit.probes.requests import AR_PROBE, ARRequest, FrequencyRequest, PrefixRequest
@@ -90,15 +93,12 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
                               max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
     t0 = time.perf_counter()
-    tar = probe_ar_shards(ctx.target.model, ctx.target.tokenizer, textset, probe_cfg,
-                          model_fingerprint=ctx.target.fingerprint, cache_dir=ctx.cache, description="probe target")
+    tar = ar_shards(ctx.target, textset, probe_cfg, cache_dir=ctx.cache, description="probe target")
     ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
     ref = None
     if ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group)):
         t0 = time.perf_counter()
-        ref = probe_ar_shards(ctx.reference.model, ctx.reference.tokenizer, textset, probe_cfg,
-                              model_fingerprint=ctx.reference.fingerprint, cache_dir=ctx.cache,
-                              description="probe reference")
+        ref = ar_shards(ctx.reference, textset, probe_cfg, cache_dir=ctx.cache, description="probe reference")
         ctx.timings["probe_reference"] = ctx.timings.get("probe_reference", 0.0) + time.perf_counter() - t0
     shadow = None
     if ctx.shadows is not None and any(s.needs_shadows for s in group):
@@ -239,13 +239,11 @@ def masked_group(ctx: Probing, plan: MaskPlan, group, textset: TextSet):
     Forwards per sample are the mean number of mask patterns, known once the shards were read.
     """
     use_ref = ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group))
-    fps = (ctx.target.fingerprint, None if ctx.reference is None else ctx.reference.fingerprint)
 
     def probe(ts: TextSet):
-        return probe_masked_shards(ctx.target.adapter, ctx.target.tokenizer, ts, plan,
-                                   reference=ctx.reference.adapter if use_ref else None, seed=ctx.config.seed,
-                                   batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
-                                   max_length=ctx.config.max_length, fingerprints=fps, cache_dir=ctx.cache)
+        return masked_shards(ctx.target, ts, plan, reference=ctx.reference if use_ref else None, seed=ctx.config.seed,
+                             batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
+                             max_length=ctx.config.max_length, cache_dir=ctx.cache)
 
     n_patterns = np.zeros(len(textset))
 
@@ -288,7 +286,7 @@ def check_requests(ctx: Probing, requests) -> None:
 def check_dlm_reference(target: ModelHandle, reference: ModelHandle | None) -> None:
     if reference is None:
         return
-    if reference.kind != target.kind:
+    if not target.same_kind(reference):
         raise LmauditError(f"the reference '{reference.path}' is a {reference.kind.upper()} model; a "
                            f"{target.kind.upper()} target needs a {target.kind.upper()} reference")
     if tokenizer_fingerprint(reference.tokenizer) != tokenizer_fingerprint(target.tokenizer):

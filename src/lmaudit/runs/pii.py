@@ -21,6 +21,10 @@ the true value to each record's candidates (once, last, so a tie never favours i
 record with no generated candidate stays a miss): the signals are compared as rankers
 even where generation misses. Every score is computed per candidate, so the inference
 run also reports what generation mode gives (the ranks over the generated subset).
+
+The models' handles travel whole: candidates come from the adapter's ``fill``, and how a token is scored (the
+adapter's ``scoring``) picks how a candidate is scored (:data:`CANDIDATE_LOGP`) and whether Q-Skew has masked
+windows to read (:data:`SKEW_SCORING`).
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from lmaudit.extraction.reconstruct import (
     trim,
 )
 from lmaudit.models.fingerprint import tokenizer_fingerprint
-from lmaudit.probes.ar import ARProbeConfig, probe_ar
-from lmaudit.probes.masked import masked_window_stats, probe_masked
+from lmaudit.probes.ar import ARProbeConfig, ar_stats
+from lmaudit.probes.masked import masked_stats, masked_window_stats
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
@@ -107,21 +111,23 @@ def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask
 
 
 def _ar_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
-    return probe_ar(loaded.model, loaded.tokenizer, ts, ARProbeConfig(), description="score candidates")
+    return ar_stats(loaded, ts, ARProbeConfig(), description="score candidates")
 
 
 def _masked_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
-    return probe_masked(loaded.adapter, loaded.tokenizer, ts, MaskPlan("random", budget=batches, rho=ratio), seed=seed)
+    return masked_stats(loaded, ts, MaskPlan("random", budget=batches, rho=ratio), seed=seed)
 
 
-# A model kind maps to how it scores a candidate text (its per-token log-probabilities; a new kind: one entry)
-CANDIDATE_LOGP = {"ar": _ar_logp, "dlm": _masked_logp}
+# How a model scores a token (its adapter's ``scoring``) maps to how it scores a candidate text (its per-token
+# log-probabilities): one causal pass, or random masks
+CANDIDATE_LOGP = {"left-to-right": _ar_logp, "masked": _masked_logp}
 
 
 def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8, seed: int = 0) -> np.ndarray:
     """−(mean masked cross-entropy) of each text: DLM under ``batches`` random masks of ``ratio``; AR: −mean NLL."""
-    stats = CANDIDATE_LOGP[loaded.kind](loaded, TextSet.from_texts(texts, prefix="c", source="candidates"),
-                                        ratio=ratio, batches=batches, seed=seed)
+    score = CANDIDATE_LOGP[loaded.adapter.scoring]
+    stats = score(loaded, TextSet.from_texts(texts, prefix="c", source="candidates"), ratio=ratio, batches=batches,
+                  seed=seed)
     return segment_mean(stats.logp.astype(np.float64), stats.offsets)
 
 
@@ -207,7 +213,7 @@ def window_logp(loaded, rec: PIIRecord, values: list[str], task: WindowTask, *, 
     return logp, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-SKEW_KINDS = ("dlm",)  # the model kinds whose masked windows give Q-Skew its signal
+SKEW_SCORING = ("masked",)  # how a model must score a token for its masked windows to give Q-Skew its signal
 
 
 def skew_scores(target, reference, rec: PIIRecord, values: list[str], *, where: str, window: int = 20,
@@ -270,7 +276,7 @@ def score_record(target, reference, rec: PIIRecord, cfg: ReconstructConfig) -> d
         values = values + [rec.truth]
     out = {"values": values, "n_generated": n_generated, "truth": rec.truth,
            "ce": ce_scores(target, [rec.filled(v) for v in values], batches=cfg.ce_batches, seed=cfg.seed)}
-    if reference is not None and target.kind in SKEW_KINDS:
+    if reference is not None and target.adapter.scoring in SKEW_SCORING:
         for where in ("pii", "context"):
             out[f"skew_{where}"] = skew_scores(target, reference, rec, values, where=where, window=cfg.window,
                                                seed=cfg.seed)

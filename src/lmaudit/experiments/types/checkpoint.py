@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmaudit import api
 from lmaudit.data.loaders import TextSet, load_labelled, load_texts
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
@@ -31,28 +32,31 @@ from lmaudit.folders import cached_build
 from lmaudit.models.build import finetune
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
-from lmaudit.runs.mia import RunConfig, run_mia
+from lmaudit.models.sources import DTYPE_NAMES
+from lmaudit.runs.mia import RunConfig
+from lmaudit.utils import boolean, each, integer, one_of, setting, text
 
 
 @dataclass
 class CheckpointConfig(BaseConfig):
-    model: str = ""  # local model folder: audited as it is, or fine-tuned first (finetune = true)
-    reference: str = ""  # detection: an optional reference model folder
-    data: str = ""  # one labelled file or datasets folder (label_field: 1 member, 0 non-member) ...
-    label_field: str = "label"
-    members: str = ""  # ... or a members and a non-members file
-    nonmembers: str = ""
-    text_field: str = ""  # "" = the loaders' default (text, or prompt + response)
-    split: str = ""  # a datasets folder's split
-    finetune: bool = False  # with the base config's lora (rank; 0: full fine-tuning), epochs, lr, block, batch_size
-    dtype: str = "auto"
-    device: str = "auto"
-    trust_remote_code: bool = False
-    max_tokens: int = 0  # 0: the model's context length
-    long_texts: str = "truncate"
-    max_batch_tokens: int = 0  # 0: no token cap on batches
-    budget: int = 16
-    attacks: list[str] | None = None
+    model: str = setting("", check=text())  # local model folder: audited as it is, or fine-tuned first (finetune)
+    reference: str = setting("", check=text())  # detection: an optional reference model folder
+    data: str = setting("", check=text())  # one labelled file or datasets folder (label_field: 1 member, 0 not) ...
+    label_field: str = setting("label", check=text())
+    members: str = setting("", check=text())  # ... or a members and a non-members file
+    nonmembers: str = setting("", check=text())
+    text_field: str = setting("", check=text())  # "" = the loaders' default (text, or prompt + response)
+    split: str = setting("", check=text())  # a datasets folder's split
+    # with the base config's lora (rank; 0: full fine-tuning), epochs, lr, block, batch_size
+    finetune: bool = setting(False, check=boolean())
+    dtype: str = setting("auto", check=one_of(DTYPE_NAMES))
+    device: str = setting("auto", check=text())
+    trust_remote_code: bool = setting(False, check=boolean())
+    max_tokens: int = setting(0, check=integer(0))  # 0: the model's context length
+    long_texts: str = setting("truncate", check=one_of(("truncate", "window")))
+    max_batch_tokens: int = setting(0, check=integer(0))  # 0: no token cap on batches
+    budget: int = setting(16, check=integer(1))
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
 
 
 def _sets(cfg: CheckpointConfig) -> tuple[TextSet, TextSet]:
@@ -89,8 +93,7 @@ def run(ws: Workspace, cfg: CheckpointConfig) -> dict:
                             max_length=cfg.max_tokens or None, long_texts=cfg.long_texts,
                             max_batch_tokens=cfg.max_batch_tokens or None)
         tgt = load_model(target, **load)
-        ref = load_model(reference, **{**load, "kind": tgt.kind}) if reference else None
-        result = run_mia(tgt, members, nonmembers, reference=ref, config=run_cfg)
+        result = api.mia(tgt, members, nonmembers, reference=reference or None, config=run_cfg, **load)
         for name in result.attacks:
             rows.setdefault(name, []).append(metrics(result, name))
         n_tokens = sum(len(tgt.tokenizer(r.context + r.target)["input_ids"]) for r in members.records + nonmembers.records)

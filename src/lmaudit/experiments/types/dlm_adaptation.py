@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.experiments.config import BaseConfig
@@ -26,12 +26,13 @@ from lmaudit.models.dlm import dlm_from_ar
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import TRAINING_FILE, full_model
 from lmaudit.probes.fill_quality import RATIOS, mask_filling
+from lmaudit.utils import boolean, each, fraction, setting
 
 
 @dataclass
 class AdaptationConfig(BaseConfig):
-    ratios: list[float] = field(default_factory=lambda: list(RATIOS))
-    beside_embedded: bool = True  # also the embedded tiny DLM (the quick demo's) on the same texts
+    ratios: list[float] = setting(default_factory=lambda: list(RATIOS), check=each(fraction()))
+    beside_embedded: bool = setting(True, check=boolean())  # also the embedded tiny DLM (the quick demo's)
 
 
 def _as_dlm_before_training(folder):

@@ -18,12 +18,12 @@ seeds where numeric) and ``per_seed``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.experiments.config import BaseConfig
+from lmaudit.experiments.config import KINDS, BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import cached_build
@@ -34,19 +34,20 @@ from lmaudit.privacy.bounds import epsilon_lower_bound
 from lmaudit.privacy.canaries import make_canaries
 from lmaudit.privacy.one_run import canary_audit
 from lmaudit.report import plots
-from lmaudit.utils import stable_seed
+from lmaudit.utils import each, integer, non_negative, one_of, positive, setting, stable_seed, text
 
 
 @dataclass
 class DPAuditConfig(BaseConfig):
-    epsilons: list[float] = field(default_factory=lambda: [1.0, 4.0, 8.0, 0.0])  # 0: no DP (ε = ∞)
-    kinds: list[str] = field(default_factory=lambda: ["ar", "dlm"])
-    max_grad_norm: float = 1.0
-    n_canaries: int = 100
-    canary_kind: str = "rare"
-    confidence: float = 0.95
-    budget: int = 16
-    attacks: list[str] | None = None
+    # 0: no DP (ε = ∞)
+    epsilons: list[float] = setting(default_factory=lambda: [1.0, 4.0, 8.0, 0.0], check=each(non_negative()))
+    kinds: list[str] = setting(default_factory=lambda: ["ar", "dlm"], check=each(one_of(KINDS)))
+    max_grad_norm: float = setting(1.0, check=positive())
+    n_canaries: int = setting(100, check=integer(1))
+    canary_kind: str = setting("rare", check=one_of(("random", "rare", "pii")))
+    confidence: float = setting(0.95, check=positive(below=1))
+    budget: int = setting(16, check=integer(1))
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
 
 
 def _canaries(cfg: DPAuditConfig, seed: int) -> tuple[TextSet, TextSet, np.ndarray]:

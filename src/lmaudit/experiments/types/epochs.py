@@ -13,12 +13,13 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.report import plots
+from lmaudit.utils import each, integer, setting, text
 
 
 @dataclass
 class EpochsConfig(BaseConfig):
-    budget: int = 16  # masked forwards per model per sample (DLM attacks)
-    attacks: list[str] | None = None  # None: every attack of the model's kind
+    budget: int = setting(16, check=integer(1))  # masked forwards per model per sample (DLM attacks)
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))  # None: every attack of the kind
 
 
 def run(ws: Workspace, cfg: EpochsConfig) -> dict:

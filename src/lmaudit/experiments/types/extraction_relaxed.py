@@ -10,7 +10,7 @@ grows. Payload: ``relaxed`` (per model: ε, predicted and empirical rates, mean 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,17 +20,17 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.extraction.discoverable import success_within
 from lmaudit.report import extraction_plots as xplots
-from lmaudit.runs.extract import run_extraction
+from lmaudit.utils import fraction, integer, setting, table, text
 
 BUDGET_POINTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)  # the budget table's columns
 
 
 @dataclass
 class RelaxedConfig(BaseConfig):
-    extract: dict = field(default_factory=dict)  # keys of ExtractConfig (mask, relaxed, samples, ...)
-    n_relaxed: int = 30  # training messages sampled for the relaxed comparison
-    budget_p: float = 0.5  # target probability of the query-budget curve
-    budget_mask: str = "pii:email"  # the mask of the query-budget curve
+    extract: dict = setting(default_factory=dict, check=table())  # keys of ExtractConfig (mask, relaxed, ...)
+    n_relaxed: int = setting(30, check=integer(1))  # training messages sampled for the relaxed comparison
+    budget_p: float = setting(0.5, check=fraction())  # target probability of the query-budget curve
+    budget_mask: str = setting("pii:email", check=text())  # the mask of the query-budget curve
 
 
 def run(ws: Workspace, cfg: RelaxedConfig) -> dict:
@@ -42,13 +42,13 @@ def run(ws: Workspace, cfg: RelaxedConfig) -> dict:
     data = TextSet(train.records[: cfg.n_relaxed], source=train.source)
     for kind in ("ar", "dlm"):
         steps = ["1"] if kind == "ar" else ["1", "max"]
-        payload = run_extraction(ws.load(models[kind]), data, extract_config(cfg.extract, seed, steps=[steps[-1]]))
+        payload = ws.extract(models[kind], data, extract_config(cfg.extract, seed, steps=[steps[-1]]))
         out["relaxed"]["AR" if kind == "ar" else "DLM"] = payload["relaxed"]
         out["n_masked"] = payload["n_masked"]
         # the query-budget curve: every training message, the budget mask, left context only
         budget_cfg = extract_config({k: v for k, v in cfg.extract.items() if k not in ("relaxed", "mask")}, seed,
                                     steps=steps, mask=cfg.budget_mask, context="left")
-        payload = run_extraction(ws.load(models[kind]), train, budget_cfg)
+        payload = ws.extract(models[kind], train, budget_cfg)
         for label in step_labels(payload["summary"]):
             name = "AR" if kind == "ar" else {"1": "DLM one-step", "max": "DLM max-step"}[label]
             p_hat = np.asarray(payload["records"][f"p_hat@{label}"])

@@ -10,7 +10,7 @@ seeds, forwards per record, per-seed summaries), ``monotone_fraction`` ([mean, s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,12 +19,12 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.metrics import seed_std
 from lmaudit.report import extraction_plots as xplots
-from lmaudit.runs.extract import run_extraction
+from lmaudit.utils import setting, table
 
 
 @dataclass
 class StepsConfig(BaseConfig):
-    extract: dict = field(default_factory=dict)  # keys of ExtractConfig (mask, steps, order, trajectories, ...)
+    extract: dict = setting(default_factory=dict, check=table())  # keys of ExtractConfig (mask, steps, order, ...)
 
 
 def _mean_std(values: list[float]) -> list[float]:
@@ -37,7 +37,7 @@ def run(ws: Workspace, cfg: StepsConfig) -> dict:
     monotone, columns = [], {}
     for seed in cfg.seeds:
         members, _, _, target = ws.fine_tuned_run(seed)
-        payload = run_extraction(ws.load(target), members, extract_config(cfg.extract, seed))
+        payload = ws.extract(target, members, extract_config(cfg.extract, seed))
         for label in step_labels(payload["summary"]):
             per_label.setdefault(label, []).append(payload["summary"][label])
         monotone.append(payload["summary"].get("monotone_fraction", float("nan")))

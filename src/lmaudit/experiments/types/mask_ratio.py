@@ -9,7 +9,7 @@ to ``results.json``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,12 +20,13 @@ from lmaudit.experiments.workspace import Workspace, metrics
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.report import plots
+from lmaudit.utils import each, fraction, integer, setting
 
 
 @dataclass
 class MaskRatioConfig(BaseConfig):
-    budget: int = 16  # masked forwards per model per sample
-    mask_ratios: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75])
+    budget: int = setting(16, check=integer(1))  # masked forwards per model per sample
+    mask_ratios: list[float] = setting(default_factory=lambda: [0.25, 0.5, 0.75], check=each(fraction()))
 
 
 def run(ws: Workspace, cfg: MaskRatioConfig) -> dict:

@@ -12,14 +12,16 @@ resamples), so a claim such as "Q-Skew beats every baseline" is read from interv
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lmaudit.attacks import list_attacks
+from lmaudit.attacks.registry import attack_params, attack_variants
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import METRICS, Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
+from lmaudit.utils import boolean, each, integer, one_of, setting, text
 
 HEADERS = ("AUC", "TPR@10%FPR", "TPR@1%FPR")
 N_PAIRED = 1000  # paired bootstrap resamples
@@ -27,26 +29,30 @@ N_PAIRED = 1000  # paired bootstrap resamples
 
 @dataclass
 class MIAConfig(BaseConfig):
-    budget: int = 16  # masked forwards per model per sample (DLM attacks)
-    attacks: list[str] | None = None  # None: every attack of the model's kind that is not opt-in
-    params: dict[str, dict] = field(default_factory=dict)  # attack -> its parameters ([params.neighbourhood] n = 10)
-    reference_prior: bool = True  # also score the reference as a target (its own rows of the set check)
-    compare: str | None = None  # a row label: AUC(compare) − AUC(each other row), paired, per seed
+    budget: int = setting(16, check=integer(1))  # masked forwards per model per sample (DLM attacks)
+    # None: every attack of the model's kind that is not opt-in
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
+    # attack -> its parameters ([params.neighbourhood] n = 10)
+    params: dict[str, dict] = setting(default_factory=dict, check=attack_params)
+    reference_prior: bool = setting(True, check=boolean())  # also score the reference as a target (set check rows)
+    # a row label: AUC(compare) − AUC(each other row), paired, per seed
+    compare: str | None = setting(None, check=text(optional=True))
 
 
 @dataclass
 class AblationConfig(BaseConfig):
-    budget: int = 16
-    variants: dict[str, dict] = field(default_factory=dict)  # label -> {attack, parameters...}
-    compare: str | None = None
+    budget: int = setting(16, check=integer(1))
+    variants: dict[str, dict] = setting(default_factory=dict, check=attack_variants)  # label -> {attack, params}
+    compare: str | None = setting(None, check=text(optional=True))
 
 
 @dataclass
 class MisalignedConfig(BaseConfig):
-    budget: int = 16
-    attacks: list[str] | None = None
-    references: list[str] = field(default_factory=lambda: ["golden", "other-seed", "perturbed"])
-    compare: str | None = None
+    budget: int = setting(16, check=integer(1))
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
+    references: list[str] = setting(default_factory=lambda: ["golden", "other-seed", "perturbed"],
+                                    check=each(one_of(("golden", "other-seed", "perturbed"))))
+    compare: str | None = setting(None, check=text(optional=True))
 
 
 def _runnable(kind: str) -> list[str]:

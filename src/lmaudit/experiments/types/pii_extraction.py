@@ -13,7 +13,7 @@ convergence of p̂ in the number of orders on the training messages),
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.report import extraction_plots as xplots
-from lmaudit.runs.extract import run_extraction
+from lmaudit.utils import each, setting, table, text
 
 # the models and step settings of each experiment kind: an AR experiment has the AR rows alone, a DLM one both models
 # of the lineage (on a pretrained base: that AR model and the DLM adapted from it)
@@ -30,8 +30,9 @@ SETTINGS = {"ar": (("ar", ["1"]),), "dlm": (("ar", ["1"]), ("dlm", ["1", "max"])
 
 @dataclass
 class PIIExtractionConfig(BaseConfig):
-    extract: dict = field(default_factory=dict)  # keys of ExtractConfig (mask, steps and context are set per run)
-    pii_fields: list[str] = field(default_factory=lambda: ["email", "phone"])
+    # keys of ExtractConfig (mask, steps and context are set per run)
+    extract: dict = setting(default_factory=dict, check=table())
+    pii_fields: list[str] = setting(default_factory=lambda: ["email", "phone"], check=each(text()))
 
 
 def _finite_median(x) -> float:
@@ -50,7 +51,7 @@ def run(ws: Workspace, cfg: PIIExtractionConfig) -> dict:
         for pii_field in cfg.pii_fields:
             for kind, steps in settings:
                 xcfg = extract_config(cfg.extract, seed, mask=f"pii:{pii_field}", steps=steps, context="left")
-                on = {name: run_extraction(ws.load(models[kind]), data, xcfg) for name, data in
+                on = {name: ws.extract(models[kind], data, xcfg) for name, data in
                       (("train", train), ("unseen", unseen))}
                 for label in step_labels(on["train"]["summary"]):
                     setting = "AR" if kind == "ar" else {"1": "DLM one-step", "max": "DLM max-step"}[label]

@@ -19,30 +19,34 @@ record, null when nothing was generated; the paired comparisons are computed fro
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
+from lmaudit import api
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.extraction.reconstruct import paired_signals, redact, redacted_records, wilson_interval
+from lmaudit.extraction.reconstruct import paired_signals, redact, wilson_interval
 from lmaudit.metrics import seed_std
-from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
+from lmaudit.runs.pii import ReconstructConfig
+from lmaudit.utils import boolean, each, integer, setting, table, text
 
 
 @dataclass
 class ReconstructionConfig(BaseConfig):
-    pii_fields: list[str] = field(default_factory=lambda: ["email", "phone"])
-    reconstruct: dict = field(default_factory=dict)  # keys of ReconstructConfig
-    n_targets: int = 50  # redacted records per field
-    n_calibration: int = 10  # known records to fit alpha on
-    repeats: int = 1  # copies of each message in the fine-tuning data
-    n_unseen: int = 0  # control: messages never trained on, reconstructed the same way (with the fitted α)
-    ar: bool = False  # also the AR model of the same lineage, fine-tuned on the same messages (signal "AR ce")
+    pii_fields: list[str] = setting(default_factory=lambda: ["email", "phone"], check=each(text()))
+    reconstruct: dict = setting(default_factory=dict, check=table())  # keys of ReconstructConfig
+    n_targets: int = setting(50, check=integer(1))  # redacted records per field
+    n_calibration: int = setting(10, check=integer(1))  # known records to fit alpha on
+    repeats: int = setting(1, check=integer(1))  # copies of each message in the fine-tuning data
+    # control: messages never trained on, reconstructed the same way (with the fitted α)
+    n_unseen: int = setting(0, check=integer(0))
+    # also the AR model of the same lineage, fine-tuned on the same messages (signal "AR ce")
+    ar: bool = setting(False, check=boolean())
 
 
 def _collect(store: dict, by_signal: dict, pii_field: str, prefix: str = "") -> None:
@@ -70,8 +74,14 @@ def _for_field(raw: dict, pii_field: str) -> dict:
     return out
 
 
-def _redacted(records: list, source: str, pii_field: str) -> list:
-    return redacted_records(redact(TextSet(records, source=source), pii_field), pii_field) if records else []
+def _redacted(records: list, source: str, pii_field: str) -> TextSet | None:
+    """The records with their ``pii_field`` value replaced by the placeholder (None for no records)."""
+    return redact(TextSet(records, source=source), pii_field) if records else None
+
+
+def _reconstruct(model, records: TextSet, config: ReconstructConfig, *, reference=None, calibration=None) -> dict:
+    """PII reconstruction through the interface (:func:`lmaudit.api.reconstruct_pii`): the job's payload."""
+    return api.reconstruct_pii(model, records, reference=reference, calibration=calibration, config=config).payload
 
 
 def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
@@ -100,8 +110,8 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
             control = _redacted(unseen.records[: cfg.n_unseen], unseen.source, pii_field)
             rcfg = ReconstructConfig(**{"field": pii_field, **_for_field(cfg.reconstruct, pii_field), "seed": seed})
             t0 = time.perf_counter()
-            out = run_reconstruction(target, recs, rcfg, reference=base, calibration=calib)
-            per_record = (time.perf_counter() - t0) / (len(recs) + len(calib))
+            out = _reconstruct(target, recs, rcfg, reference=base, calibration=calib)
+            per_record = (time.perf_counter() - t0) / (len(recs) + (len(calib) if calib else 0))
             mode = out["mode"]
             fitted = replace(rcfg, alpha=out["alpha"] if out["alpha"] is not None else rcfg.alpha)
             e = extra.setdefault(pii_field, {"coverage": [], "alpha": [], "seconds_per_record": [],
@@ -116,7 +126,7 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
             runs = [("", target, base, out)]
             if cfg.ar:  # the AR model continues the left context; ce is its only signal (Q-Skew needs a DLM)
                 ar = ws.load(models["ar"])
-                runs.append(("AR ", ar, None, run_reconstruction(ar, recs, rcfg)))
+                runs.append(("AR ", ar, None, _reconstruct(ar, recs, rcfg)))
                 e.setdefault("ar_coverage", []).append(runs[-1][3]["coverage"]["percent"])
             for prefix, model, ref, res in runs:
                 _collect(store["asr"], res["asr"], pii_field, prefix)
@@ -125,7 +135,7 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
                                prefix)
                 _collect_ranks(store["generation_ranks"], res.get("generation", {}).get("ranks", {}), pii_field, prefix)
                 if control:
-                    ctrl = run_reconstruction(model, control, fitted, reference=ref)
+                    ctrl = _reconstruct(model, control, fitted, reference=ref)
                     _collect(store["unseen_asr"], ctrl["asr"], pii_field, prefix)
                     e.setdefault(f"{prefix.strip().lower() + '_' if prefix else ''}unseen_coverage", []).append(
                         ctrl["coverage"]["percent"])

@@ -17,7 +17,7 @@ Payload: ``rows``: ``{"seen r×: label": {per_seed, auc, tpr@10%fpr, tpr@1%fpr}}
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from transformers import AutoTokenizer
@@ -32,16 +32,20 @@ from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
 from lmaudit.models.build import cached_pretrain
-from lmaudit.utils import stable_seed
+from lmaudit.utils import boolean, each, fraction, integer, one_of, setting, stable_seed, text
 
 
 @dataclass
 class PretrainingConfig(BaseConfig):
-    repeats: list[int] = field(default_factory=lambda: [1, 4])  # times each member is seen in pretraining
-    attacks: list[str] = field(default_factory=lambda: ["loss", "zlib", "min_k", "min_k_pp", "gap_k"])
-    smooth: list[str] = field(default_factory=lambda: ["none", "shuffled", "sequential"])  # Gap-K% ablation
-    ks: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.15, 0.2, 0.3, 0.5])  # Gap-K% k sensitivity
-    perturb: bool = True  # also score members and non-members perturbed by word swaps
+    # times each member is seen in pretraining
+    repeats: list[int] = setting(default_factory=lambda: [1, 4], check=each(integer(1)))
+    attacks: list[str] = setting(default_factory=lambda: ["loss", "zlib", "min_k", "min_k_pp", "gap_k"],
+                                 check=each(text()))
+    smooth: list[str] = setting(default_factory=lambda: ["none", "shuffled", "sequential"],  # Gap-K% ablation
+                                check=each(one_of(("none", "shuffled", "sequential"))))
+    ks: list[float] = setting(default_factory=lambda: [0.05, 0.1, 0.15, 0.2, 0.3, 0.5],  # Gap-K% k sensitivity
+                              check=each(fraction()))
+    perturb: bool = setting(True, check=boolean())  # also score members and non-members perturbed by word swaps
 
 
 def _perturbed(ts: TextSet, seed: int) -> TextSet:

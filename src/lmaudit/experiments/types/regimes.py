@@ -30,7 +30,7 @@ of the mean difference) and ``delta`` means.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import segment_mean, segment_std
 from lmaudit.progress import info
 from lmaudit.report import plots
-from lmaudit.utils import cache_dir
+from lmaudit.utils import cache_dir, integer, one_of, setting, table
 
 # row label -> (attack, parameters): every row of a cell
 ROWS = {
@@ -67,9 +67,11 @@ N_PAIRED = 1000  # paired bootstrap resamples
 
 @dataclass
 class RegimesConfig(BaseConfig):
-    budget: int = 16  # masked forwards per model per sample (DLM attacks)
-    source: str = "corpus"  # the centre's members and non-members: corpus (in-domain) | pydoc (out-of-domain)
-    cells: dict[str, dict] = field(default_factory=dict)  # label -> the centre's settings it replaces (CELL_KEYS)
+    budget: int = setting(16, check=integer(1))  # masked forwards per model per sample (DLM attacks)
+    # the centre's members and non-members: corpus (in-domain) | pydoc (out-of-domain)
+    source: str = setting("corpus", check=one_of(SOURCES))
+    # label -> the centre's settings it replaces (CELL_KEYS)
+    cells: dict[str, dict] = setting(default_factory=dict, check=table())
 
 
 def cell_settings(cfg: RegimesConfig) -> dict[str, dict]:

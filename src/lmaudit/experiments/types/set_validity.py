@@ -24,6 +24,7 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.report.summary import mia_summary
 from lmaudit.report.validity import adjusted_auc, evidence, gain
+from lmaudit.utils import each, integer, one_of, setting, text
 
 SPLITS = ("iid", "shifted")
 MODELS = ("fine-tuned", "untouched")
@@ -31,9 +32,10 @@ MODELS = ("fine-tuned", "untouched")
 
 @dataclass
 class SetValidityConfig(BaseConfig):
-    splits: list[str] | None = None  # None: iid and shifted
-    attacks: list[str] | None = None  # None: every attack without shadow models
-    di_splits: int = 20  # seeded halvings of dataset inference
+    splits: list[str] | None = setting(None, check=each(one_of(SPLITS), optional=True))  # None: iid and shifted
+    # None: every attack without shadow models
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
+    di_splits: int = setting(20, check=integer(1, 10_000))  # seeded halvings of dataset inference
 
 
 def _cell(result, di: dict) -> dict:

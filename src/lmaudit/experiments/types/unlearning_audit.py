@@ -35,8 +35,7 @@ seconds of each audit step), ``n_train`` and ``n_nonmembers``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,12 +49,13 @@ from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import cached_build
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
-from lmaudit.models.unlearn import unlearn
+from lmaudit.models.unlearn import METHODS, UnlearnConfig, unlearn
 from lmaudit.probes.features import hidden_features
 from lmaudit.progress import info
 from lmaudit.report import plots
 from lmaudit.runs.audit_set import AuditConfig, estimate_rho
 from lmaudit.runs.mia import RunConfig, score_set
+from lmaudit.utils import each, fraction, integer, keys_of, one_of, setting, table
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
@@ -66,14 +66,15 @@ UNLEARNING_KINDS = ("ar",)  # the model kinds the experiment audits (LiRA's shad
 
 @dataclass
 class UnlearningConfig(BaseConfig):
-    forget_fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])
-    unlearn_methods: list[str] = field(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo", "finetune"])
-    unlearn: dict = field(default_factory=dict)  # lr, epochs, retain_weight, npo_beta
-    n_shadows: int = 8  # LiRA shadow models (0: no LiRA audit)
-    ZERO_MEANS_NONE: ClassVar[tuple[str, ...]] = ("n_shadows",)  # counts that may be 0 (see config.check_keys)
-    audit_fpr: float = 0.1  # FPR at which per-sample audits set their threshold
+    forget_fractions: list[float] = setting(default_factory=lambda: [0.05, 0.1], check=each(fraction()))
+    unlearn_methods: list[str] = setting(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo",
+                                                                  "finetune"], check=each(one_of(("none",) + METHODS)))
+    # lr, epochs, retain_weight, npo_beta (and mode): each checked as UnlearnConfig declares it
+    unlearn: dict = setting(default_factory=dict, check=keys_of(UnlearnConfig, ("epochs", "lr", "mode", "retain_weight", "npo_beta")))
+    n_shadows: int = setting(8, check=integer(0))  # LiRA shadow models (0: no LiRA audit)
+    audit_fpr: float = setting(0.1, check=fraction())  # FPR at which per-sample audits set their threshold
     # extra SMI-M audits on the score features, label -> {kernel, bandwidth_factor}: audit "smi-m-scores LABEL"
-    smi_m_variants: dict[str, dict] = field(default_factory=dict)
+    smi_m_variants: dict[str, dict] = setting(default_factory=dict, check=table())
 
 
 def _sub(ts: TextSet, idx, source: str) -> TextSet:

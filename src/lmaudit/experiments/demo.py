@@ -15,15 +15,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmaudit import api
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.folders import cached_build
 from lmaudit.models.build import EMBEDDED_DLM, cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.gguf import local_model
-from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.progress import info
-from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
+from lmaudit.runs.mia import MIAResult, RunConfig
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def run_real_demo(out_dir: str | Path, cfg: RealDemoConfig = REAL, *, report: bo
         lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, seed=cfg.seed,
                              lora=LoraSpec(cfg.lora)))
     info(f"fine-tuned target (LoRA rank {cfg.lora}): {target}")
-    result = run_mia(load_model(target), members, nonmembers, reference=load_model(base),
+    result = api.mia(target, members, nonmembers, reference=base,
                      config=RunConfig(seed=cfg.seed, batch_size=cfg.batch_size))
     result.timings_s["demo_total"] = time.perf_counter() - t_start
     result.write(out, files=_data_files(passages), report=report, kind="demo")
@@ -139,15 +139,15 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
 
     target = _finetuned(base, members, cfg)
     info(f"fine-tuned target: {target}")
-    result = run_mia(load_model(target), members, nonmembers, reference=load_model(base), config=RunConfig(seed=cfg.seed))
+    result = api.mia(target, members, nonmembers, reference=base, config=RunConfig(seed=cfg.seed))
 
     dlm_base = cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg.preset, tokens=cfg.dlm_adapt_tokens,
                                seed=cfg.seed, init_from=base)
     dlm_target = _finetuned(dlm_base, members, cfg)
     info(f"diffusion LM: base {dlm_base}, fine-tuned {dlm_target}")
     n = cfg.dlm_samples
-    dlm_result = run_mia(load_model(dlm_target), TextSet(members.records[:n], source=members.source),
-                         TextSet(nonmembers.records[:n], source=nonmembers.source), reference=load_model(dlm_base),
+    dlm_result = api.mia(dlm_target, TextSet(members.records[:n], source=members.source),
+                         TextSet(nonmembers.records[:n], source=nonmembers.source), reference=dlm_base,
                          config=RunConfig(seed=cfg.seed))
     result.timings_s["demo_total"] = time.perf_counter() - t_start
 
