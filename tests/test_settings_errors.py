@@ -109,7 +109,10 @@ def test_good_attack_parameters_pass():
     for name, given in (("recall", {"shots": 3}), ("neighbourhood", {"n": 2, "fraction": 0, "top": 1}),
                         ("dc_pdd", {"a": 1}), ("min_k", {"k": 1}), ("gap_k", {"window": 1})):
         spec = get_attack(name, "ar")
-        spec.check({**spec.params, **given})
+        assert spec.check({**spec.params, **given}) is None  # the edge values pass ...
+    spec = get_attack("recall", "ar")
+    with pytest.raises(SettingError, match=r"recall\.shots must be an integer ≥ 1, got 0"):  # ... one below does not
+        spec.check({**spec.params, "shots": 0})
 
 
 @pytest.fixture

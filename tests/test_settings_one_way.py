@@ -37,18 +37,18 @@ def data(tmp_path):
     return write_jsonl(tmp_path / "texts.jsonl", make_texts(8, seed=5, min_words=4, max_words=9))
 
 
-def from_python(call, message: str) -> None:
+def assert_refused_from_python(call, message: str) -> None:
     with pytest.raises(SettingError) as raised:
         call()
     assert str(raised.value).startswith(message), str(raised.value)
 
 
-def from_command_line(args, message: str, out) -> None:
+def assert_refused_on_command_line(args, message: str, out) -> None:
     assert_user_error(lmaudit(*args), message)
     assert not out.exists()
 
 
-def from_file(tmp_path, lines: str, message: str, type: str = "mia") -> None:
+def assert_refused_in_file(tmp_path, lines: str, message: str, type: str = "mia") -> None:
     f = tmp_path / "x.toml"
     f.write_text(f'name = "x"\ntype = "{type}"\n{lines}\n')
     with pytest.raises(SettingError) as raised:
@@ -63,107 +63,107 @@ def from_file(tmp_path, lines: str, message: str, type: str = "mia") -> None:
 
 def test_training(tmp_path, nothing_loads, data):
     out = tmp_path / "ft"
-    from_python(lambda: api.finetune(tmp_path / "model", data, out, lr=-1.0), "lr must be a positive number, got -1.0")
-    from_python(lambda: api.finetune(tmp_path / "model", data, out, batch_size=0), "batch_size must be an integer ≥ 1")
-    from_python(lambda: api.finetune(tmp_path / "model", data, out, mode="xft"), "unknown fine-tuning mode 'xft'")
-    from_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lr", "-1"],
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, lr=-1.0), "lr must be a positive number, got -1.0")
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, batch_size=0), "batch_size must be an integer ≥ 1")
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, mode="xft"), "unknown fine-tuning mode 'xft'")
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lr", "-1"],
                       "--lr must be a positive number, got -1.0", out)
-    from_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--epochs", "0"],
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--epochs", "0"],
                       "--epochs must be a positive number, got 0.0", out)
-    from_file(tmp_path, "lr = -1", "lr must be a positive number, got -1.0")
-    from_file(tmp_path, "batch_size = 0", "batch_size must be an integer ≥ 1, got 0")
+    assert_refused_in_file(tmp_path, "lr = -1", "lr must be a positive number, got -1.0")
+    assert_refused_in_file(tmp_path, "batch_size = 0", "batch_size must be an integer ≥ 1, got 0")
 
 
 def test_unlearning(tmp_path, nothing_loads, data):
     out = tmp_path / "ul"
-    from_python(lambda: api.unlearn(tmp_path / "model", data, data, out, method="npo", npo_beta=0.0),
+    assert_refused_from_python(lambda: api.unlearn(tmp_path / "model", data, data, out, method="npo", npo_beta=0.0),
                 "npo_beta must be a positive number, got 0.0")
-    from_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data, "--out", out,
+    assert_refused_on_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data, "--out", out,
                        "--method", "npo", "--npo-beta", "0"], "--npo-beta must be a positive number, got 0.0", out)
-    from_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data, "--out", out,
+    assert_refused_on_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data, "--out", out,
                        "--method", "npo", "--retain-weight", "-1"], "--retain-weight must be a number ≥ 0", out)
-    from_file(tmp_path, "unlearn = { npo_beta = 0.0 }", "unlearn.npo_beta must be a positive number, got 0.0",
+    assert_refused_in_file(tmp_path, "unlearn = { npo_beta = 0.0 }", "unlearn.npo_beta must be a positive number, got 0.0",
               type="unlearning-audit")
-    from_file(tmp_path, 'unlearn = { npo_bta = 0.5 }', "unlearn has no key 'npo_bta'", type="unlearning-audit")
-    from_file(tmp_path, 'unlearn_methods = ["npo", "forget"]', "unlearn_methods[1] must be", type="unlearning-audit")
+    assert_refused_in_file(tmp_path, 'unlearn = { npo_bta = 0.5 }', "unlearn has no key 'npo_bta'", type="unlearning-audit")
+    assert_refused_in_file(tmp_path, 'unlearn_methods = ["npo", "forget"]', "unlearn_methods[1] must be", type="unlearning-audit")
 
 
 def test_lora(tmp_path, nothing_loads, data):
     out = tmp_path / "ft"
-    from_python(lambda: api.finetune(tmp_path / "model", data, out, lora=0), "rank must be an integer ≥ 1, got 0")
-    from_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lora", "0"],
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, lora=0), "rank must be an integer ≥ 1, got 0")
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lora", "0"],
                       "--lora must be an integer ≥ 1, got 0", out)
-    from_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lora-alpha", "8"],
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lora-alpha", "8"],
                       "--lora-alpha applies to LoRA training only (hint: add --lora RANK)", out)
-    from_file(tmp_path, "lora = -1", "lora must be an integer ≥ 0, got -1")
+    assert_refused_in_file(tmp_path, "lora = -1", "lora must be an integer ≥ 0, got -1")
 
 
 def test_differential_privacy(tmp_path, nothing_loads, data):
     from lmaudit.models.dp import DPSpec
 
     out = tmp_path / "ft"
-    from_python(lambda: api.finetune(tmp_path / "model", data, out, dp=DPSpec(epsilon=1.0, max_grad_norm=0.0)),
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, dp=DPSpec(epsilon=1.0, max_grad_norm=0.0)),
                 "max_grad_norm must be a positive number, got 0.0")
-    from_python(lambda: DPSpec.given(delta=1e-5), "delta applies to DP training only (hint: add epsilon= E")
-    from_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--dp-epsilon", "1",
+    assert_refused_from_python(lambda: DPSpec.given(delta=1e-5), "delta applies to DP training only (hint: add epsilon= E")
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--dp-epsilon", "1",
                        "--max-grad-norm", "0"], "--max-grad-norm must be a positive number, got 0.0", out)
-    from_file(tmp_path, "max_grad_norm = 0.0", "max_grad_norm must be a positive number, got 0.0", type="dp-audit")
-    from_file(tmp_path, "epsilons = [8.0, -1.0]", "epsilons[1] must be a number ≥ 0, got -1.0", type="dp-audit")
+    assert_refused_in_file(tmp_path, "max_grad_norm = 0.0", "max_grad_norm must be a positive number, got 0.0", type="dp-audit")
+    assert_refused_in_file(tmp_path, "epsilons = [8.0, -1.0]", "epsilons[1] must be a number ≥ 0, got -1.0", type="dp-audit")
 
 
 def test_shadows(tmp_path, nothing_loads, data):
     out = tmp_path / "sh"
-    from_python(lambda: api.shadows(tmp_path / "model", data, out, k=1), "k must be an integer ≥ 2, got 1")
-    from_python(lambda: api.shadows(tmp_path / "model", data, out, lr=0.0), "lr must be a positive number, got 0.0")
-    from_command_line(["shadows", "--model", tmp_path / "model", "--pool", data, "--out", out, "--k", "1"],
+    assert_refused_from_python(lambda: api.shadows(tmp_path / "model", data, out, k=1), "k must be an integer ≥ 2, got 1")
+    assert_refused_from_python(lambda: api.shadows(tmp_path / "model", data, out, lr=0.0), "lr must be a positive number, got 0.0")
+    assert_refused_on_command_line(["shadows", "--model", tmp_path / "model", "--pool", data, "--out", out, "--k", "1"],
                       "--k must be an integer ≥ 2, got 1", out)
-    from_file(tmp_path, "n_shadows = -1", "n_shadows must be an integer ≥ 0, got -1", type="unlearning-audit")
+    assert_refused_in_file(tmp_path, "n_shadows = -1", "n_shadows must be an integer ≥ 0, got -1", type="unlearning-audit")
 
 
 def test_pii_reconstruction(tmp_path, nothing_loads, data):
     from lmaudit.runs.pii import ReconstructConfig
 
     out = tmp_path / "pii"
-    from_python(lambda: ReconstructConfig(alpha="abc"), "alpha must be in [0, 1] (or 'auto'), got 'abc'")
+    assert_refused_from_python(lambda: ReconstructConfig(alpha="abc"), "alpha must be in [0, 1] (or 'auto'), got 'abc'")
     for option, value, message in (("--alpha", "abc", "--alpha must be in [0, 1] (or 'auto'), got 'abc'"),
                                    ("--alpha", "1.5", "--alpha must be in [0, 1] (or 'auto'), got 1.5"),
                                    ("--mask-length", "8,x", "--mask-length must be an integer ≥ 1, got 'x'"),
                                    ("--mask-length", "0", "--mask-length must be an integer ≥ 1, got 0")):
-        from_command_line(["pii", "--model", tmp_path / "model", "--records", data, "--out", out, option, value],
+        assert_refused_on_command_line(["pii", "--model", tmp_path / "model", "--records", data, "--out", out, option, value],
                           message, out)
-    from_file(tmp_path, "n_targets = 0", "n_targets must be an integer ≥ 1, got 0", type="pii-reconstruction")
+    assert_refused_in_file(tmp_path, "n_targets = 0", "n_targets must be an integer ≥ 1, got 0", type="pii-reconstruction")
 
 
 def test_mask_plans():
     from lmaudit.attacks import get_attack
     from lmaudit.probes.masks import MaskPlan
 
-    from_python(lambda: MaskPlan("cyclic", rho=0.0), "rho must be in (0, 1], got 0.0")
-    from_python(lambda: MaskPlan("cyclic", budget=0), "budget must be an integer ≥ 1, got 0")
-    from_python(lambda: MaskPlan("nested", r_start=0.6, r_end=0.5), "nested ratios need r_start ≤ r_end")
+    assert_refused_from_python(lambda: MaskPlan("cyclic", rho=0.0), "rho must be in (0, 1], got 0.0")
+    assert_refused_from_python(lambda: MaskPlan("cyclic", budget=0), "budget must be an integer ≥ 1, got 0")
+    assert_refused_from_python(lambda: MaskPlan("nested", r_start=0.6, r_end=0.5), "nested ratios need r_start ≤ r_end")
     with pytest.raises(SettingError) as raised:
         MaskPlan("nested", r_start=0.6, r_end=0.5)
     assert raised.value.on_command_line().startswith("nested ratios need --r-start ≤ --r-end")
     assert MaskPlan("cyclic").n_patterns == 16  # a valid plan is unchanged
-    from_python(lambda: get_attack("q_skew", "dlm").check({"rho": 0.0}), "q_skew.rho must be in (0, 1], got 0.0")
-    from_python(lambda: get_attack("q_skew", "dlm").check({"sampling": "cyclc"}),
+    assert_refused_from_python(lambda: get_attack("q_skew", "dlm").check({"rho": 0.0}), "q_skew.rho must be in (0, 1], got 0.0")
+    assert_refused_from_python(lambda: get_attack("q_skew", "dlm").check({"sampling": "cyclc"}),
                 "q_skew.sampling must be one of cyclic, random, got 'cyclc'")
 
 
 def test_attack_parameters_with_choices(tmp_path, data, tiny_model_dir):
     from lmaudit.attacks import get_attack
 
-    from_python(lambda: get_attack("loss", "dlm").check({"variant": "bogus"}),
+    assert_refused_from_python(lambda: get_attack("loss", "dlm").check({"variant": "bogus"}),
                 "loss.variant must be one of per_token, sum, got 'bogus'")
-    from_python(lambda: get_attack("gradnorm", "ar").check({"p": True}), "gradnorm.p must be one of 1, 2, inf, got True")
+    assert_refused_from_python(lambda: get_attack("gradnorm", "ar").check({"p": True}), "gradnorm.p must be one of 1, 2, inf, got True")
     out = tmp_path / "run"
     others = write_jsonl(tmp_path / "others.jsonl", make_texts(8, seed=6, min_words=4, max_words=9))
-    from_command_line(["mia", "--model", tiny_model_dir, "--members", data, "--nonmembers", others, "--attacks",
+    assert_refused_on_command_line(["mia", "--model", tiny_model_dir, "--members", data, "--nonmembers", others, "--attacks",
                        "gradnorm", "--param", "gradnorm.variant=l3", "--out", out, "--no-report"],
                       "--param gradnorm.variant must be one of l2, tensor_mean, got 'l3'", out)
-    from_file(tmp_path, '[params.loss]\nvariant = "bogus"', "params.loss.variant must be one of per_token, sum, got 'bogus'")
-    from_file(tmp_path, "[params.recall]\nshots = 0", "params.recall.shots must be an integer ≥ 1, got 0")
-    from_file(tmp_path, '[variants.random]\nattack = "q_skew"\nsampling = "randm"',
+    assert_refused_in_file(tmp_path, '[params.loss]\nvariant = "bogus"', "params.loss.variant must be one of per_token, sum, got 'bogus'")
+    assert_refused_in_file(tmp_path, "[params.recall]\nshots = 0", "params.recall.shots must be an integer ≥ 1, got 0")
+    assert_refused_in_file(tmp_path, '[variants.random]\nattack = "q_skew"\nsampling = "randm"',
               "variants.random.sampling must be one of cyclic, random, got 'randm'", type="ablation")
 
 

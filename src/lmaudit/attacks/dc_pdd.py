@@ -21,7 +21,7 @@ import numpy as np
 from lmaudit.attacks.registry import register_attack
 from lmaudit.probes.records import TokenStats
 from lmaudit.probes.requests import FrequencyRequest
-from lmaudit.utils import positive
+from lmaudit.settings import positive
 
 
 def _probe(params: dict, budget: int) -> FrequencyRequest:

@@ -23,7 +23,7 @@ from lmaudit.errors import DataError
 from lmaudit.probes.records import NeighbourStats
 from lmaudit.probes.requests import NeighbourRequest
 from lmaudit.probes.segments import segment_mean
-from lmaudit.utils import fraction, integer
+from lmaudit.settings import fraction, integer
 
 
 def _probe(params: dict, budget: int) -> NeighbourRequest:

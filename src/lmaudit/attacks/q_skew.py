@@ -15,7 +15,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import segment_mean, segment_median, segment_ranks, segment_std
-from lmaudit.utils import fraction, one_of, positive
+from lmaudit.settings import fraction, one_of, positive
 
 QUANTILES = (0.15, 0.85)
 

@@ -27,7 +27,7 @@ from lmaudit.errors import DataError
 from lmaudit.probes.records import PrefixedStats
 from lmaudit.probes.requests import PrefixRequest
 from lmaudit.probes.segments import segment_mean
-from lmaudit.utils import integer
+from lmaudit.settings import integer
 
 DEFAULT_SHOTS = 5
 

@@ -5,9 +5,9 @@ score per sample, with keyword-only hyper-parameters; higher score = more likely
 member, always. Statistics of a reference model or of shadow models travel inside
 the records (``ARStats.reference``, ``ARStats.shadows``, ``MaskedStats.ref_*``).
 A hyper-parameter annotated ``Literal[...]`` (e.g. ``variant: Literal["a", "b"] = "a"``)
-takes only those values, of the same type (a :func:`~lmaudit.utils.one_of` check): the registry
+takes only those values, of the same type (a :func:`~lmaudit.settings.one_of` check): the registry
 rejects any other before a probe runs. Every other hyper-parameter is a declared setting too
-(:func:`lmaudit.utils.setting`'s checks): the attack declares its constraints
+(:func:`lmaudit.settings.setting`'s checks): the attack declares its constraints
 (``checks={"shots": integer(1)}``), and one it does not declare must at least have
 its default's type (an integer, a number, true or false); a bad value is a
 :class:`~lmaudit.errors.SettingError` naming ``attack.key`` (``--param attack.key`` on the command line).
@@ -30,7 +30,8 @@ import numpy as np
 
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.probes.requests import ar_probe
-from lmaudit.utils import boolean, import_submodules, number, one_of, table
+from lmaudit.settings import boolean, number, one_of, table
+from lmaudit.utils import import_submodules
 
 KINDS = ("ar", "dlm")
 

@@ -18,7 +18,8 @@ from lmaudit.errors import LmauditError
 from lmaudit.folders import check_replaceable, with_cache
 from lmaudit.models.sources import DTYPE_NAMES, model_folders
 from lmaudit.progress import stdout_console
-from lmaudit.utils import check_settings, one_of, read_toml, seed_value, setting
+from lmaudit.settings import check_settings, one_of, seed_value, setting
+from lmaudit.utils import read_toml
 
 PANEL_AUDIT = "Audit a model"
 PANEL_MODELS = "Train and change models"
@@ -204,7 +205,7 @@ def _checked_seed(value: int) -> int:
 
 
 def seed_option(help: str | None = None):
-    """``--seed``, a 32-bit seed (:func:`lmaudit.utils.seed_value`), checked as the command line is read."""
+    """``--seed``, a 32-bit seed (:func:`lmaudit.settings.seed_value`), checked as the command line is read."""
     return typer.Option(0, help=help, callback=_checked_seed)
 
 

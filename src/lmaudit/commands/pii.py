@@ -15,7 +15,7 @@ from lmaudit.progress import stdout_console
 from lmaudit.report.records import redact
 from lmaudit.report.tables import asr_rows
 from lmaudit.runs.pii import ReconstructConfig
-from lmaudit.utils import read_number
+from lmaudit.settings import read_number
 
 app = typer.Typer(add_completion=False)
 

@@ -5,7 +5,7 @@ Each experiment type declares its own keys as a dataclass on top of :class:`Base
 against its type's schema: an unknown key is an error that names the key and the file
 (with a close key of the schema, or the types that own it), and every value is checked
 against the field's annotation (its TOML type); its range is the field's declared check
-(:func:`~lmaudit.utils.setting`), run when the type's config is constructed.
+(:func:`~lmaudit.settings.setting`), run when the type's config is constructed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import LmauditError, SettingError, check_int
-from lmaudit.utils import SEED_MAX, check_settings, each, integer, non_negative, one_of, positive, setting, text
+from lmaudit.settings import SEED_MAX, check_settings, each, integer, non_negative, one_of, positive, setting, text
 
 ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
 KINDS = ("ar", "dlm")  # the models an experiment trains
@@ -44,7 +44,7 @@ def seed_list(value, name: str, flag: str | None) -> None:
 @dataclass
 class BaseConfig:
     """The keys of every experiment: what it is, and the corpus, models and data its workspace builds. Every key is
-    declared with its constraint (:func:`~lmaudit.utils.setting`), checked on construction: a file's bad value is
+    declared with its constraint (:func:`~lmaudit.settings.setting`), checked on construction: a file's bad value is
     refused before anything is built, naming the file and key (:func:`in_file`)."""
 
     name: str = setting(check=text())

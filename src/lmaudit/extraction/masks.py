@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.utils import check_settings, each, integer, one_of, setting, stable_seed, text
-from lmaudit.utils import fraction as in_unit
+from lmaudit.settings import check_settings, each, integer, one_of, setting, text
+from lmaudit.settings import fraction as in_unit
+from lmaudit.utils import stable_seed
 
 KINDS = ("suffix", "prefix", "random", "span", "pii")
 DEFAULT_PII_FIELDS = ("email", "phone")

@@ -53,7 +53,8 @@ from opacus.accountants.utils import get_noise_multiplier
 from lmaudit.errors import LmauditError, SettingError, spell
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, lr_at, make_optimizer, prepare
 from lmaudit.progress import progress
-from lmaudit.utils import check_settings, one_of, positive, setting, stable_seed
+from lmaudit.settings import check_settings, one_of, positive, setting
+from lmaudit.utils import stable_seed
 
 ACCOUNTANTS = ("rdp", "prv")
 DEFAULT_DELTA = 1e-5

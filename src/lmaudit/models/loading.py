@@ -23,7 +23,8 @@ from lmaudit.models.gguf import MAX_CONTEXT, local_model, quiet_transformers, so
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import TRAINING_FILE, apply_adapter, check_adapter_dir
 from lmaudit.models.sources import DTYPE_NAMES, is_adapter_dir, resolve_source
-from lmaudit.utils import one_of, stable_hash
+from lmaudit.settings import one_of
+from lmaudit.utils import stable_hash
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError

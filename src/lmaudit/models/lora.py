@@ -48,7 +48,7 @@ from lmaudit.models.adapters import make_adapter
 from lmaudit.models.fingerprint import adapter_fingerprint, model_dir_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.sources import BASE_OPTION, read_adapter_config, resolve_source
-from lmaudit.utils import boolean, check_settings, integer, positive, setting
+from lmaudit.settings import boolean, check_settings, integer, positive, setting
 
 SAFE_WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
 TRAINING_FILE = "lmaudit_training.json"  # as models/build.py writes it

@@ -18,7 +18,8 @@ from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder
 from lmaudit.models.build import finetune
 from lmaudit.models.train import FinetuneConfig
-from lmaudit.utils import check_settings, integer, seed_value, setting, stable_hash, stable_seed, write_json_atomic
+from lmaudit.settings import check_settings, integer, seed_value, setting
+from lmaudit.utils import stable_hash, stable_seed, write_json_atomic
 
 MANIFEST = "shadows.json"
 

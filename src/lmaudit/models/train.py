@@ -21,7 +21,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, spell
 from lmaudit.models.adapters import pad_sequences
 from lmaudit.progress import progress
-from lmaudit.utils import check_settings, fraction, integer, non_negative, one_of, positive, seed_value, setting
+from lmaudit.settings import check_settings, fraction, integer, non_negative, one_of, positive, seed_value, setting
 
 Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
 Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]

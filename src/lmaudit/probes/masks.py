@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from lmaudit.errors import SettingError
-from lmaudit.utils import check_settings, fraction, integer, one_of, setting
+from lmaudit.settings import check_settings, fraction, integer, one_of, setting
 
 BERNOULLI_EPS = 1e-3  # the smallest masking probability of a Bernoulli draw (as in DLM training)
 

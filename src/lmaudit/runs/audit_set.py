@@ -16,7 +16,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.probes.features import hidden_features
 from lmaudit.runs.common import write_results
 from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
-from lmaudit.utils import check_settings, integer, one_of, seed_value, setting
+from lmaudit.settings import check_settings, integer, one_of, seed_value, setting
 
 METHODS = ("smi", "smi-m", "both")
 FEATURES = ("hidden", "scores")

@@ -26,7 +26,7 @@ from lmaudit.runs.audit_set import AuditConfig, estimate_rho
 from lmaudit.runs.common import write_results
 from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
 from lmaudit.runs.set_check import PRIOR, two_set_check
-from lmaudit.utils import boolean, check_settings, integer, one_of, seed_value, setting
+from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting
 
 SETS = ("suspect", "validation", "members")
 

@@ -25,7 +25,8 @@ from lmaudit.probes.shards import run_sharded, shard_size_default
 from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
 from lmaudit.runs.common import shown_ids, write_results
-from lmaudit.utils import cache_dir, check_settings, integer, seed_value, setting, stable_hash
+from lmaudit.settings import check_settings, integer, seed_value, setting
+from lmaudit.utils import cache_dir, stable_hash
 
 
 @dataclass

@@ -37,7 +37,8 @@ from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts, verdict_text
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
-from lmaudit.utils import boolean, cache_dir, check_settings, integer, one_of, seed_value, setting, stable_hash
+from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting
+from lmaudit.utils import cache_dir, stable_hash
 
 MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
 

@@ -59,18 +59,8 @@ from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
 from lmaudit.progress import progress
 from lmaudit.runs.common import shown_ids, write_results
-from lmaudit.utils import (
-    boolean,
-    cache_dir,
-    check_settings,
-    fraction,
-    integer,
-    one_of,
-    seed_value,
-    setting,
-    stable_hash,
-    stable_seed,
-)
+from lmaudit.settings import boolean, check_settings, fraction, integer, one_of, seed_value, setting
+from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
 
 def mask_lengths(mask_length: int | list[int]) -> list[int]:

@@ -34,7 +34,7 @@ from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.sources import DTYPE_NAMES
 from lmaudit.runs.mia import RunConfig
-from lmaudit.utils import boolean, each, integer, one_of, setting, text
+from lmaudit.settings import boolean, each, integer, one_of, setting, text
 
 
 @dataclass

@@ -26,7 +26,7 @@ from lmaudit.models.dlm import dlm_from_ar
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import TRAINING_FILE, full_model
 from lmaudit.probes.fill_quality import RATIOS, mask_filling
-from lmaudit.utils import boolean, each, fraction, setting
+from lmaudit.settings import boolean, each, fraction, setting
 
 
 @dataclass

@@ -34,7 +34,8 @@ from lmaudit.privacy.bounds import epsilon_lower_bound
 from lmaudit.privacy.canaries import make_canaries
 from lmaudit.privacy.one_run import canary_audit
 from lmaudit.report import plots
-from lmaudit.utils import each, integer, non_negative, one_of, positive, setting, stable_seed, text
+from lmaudit.settings import each, integer, non_negative, one_of, positive, setting, text
+from lmaudit.utils import stable_seed
 
 
 @dataclass

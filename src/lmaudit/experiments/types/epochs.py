@@ -13,7 +13,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.report import plots
-from lmaudit.utils import each, integer, setting, text
+from lmaudit.settings import each, integer, setting, text
 
 
 @dataclass

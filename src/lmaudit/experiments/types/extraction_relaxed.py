@@ -20,7 +20,7 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.extraction.discoverable import success_within
 from lmaudit.report import extraction_plots as xplots
-from lmaudit.utils import fraction, integer, setting, table, text
+from lmaudit.settings import fraction, integer, setting, table, text
 
 BUDGET_POINTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)  # the budget table's columns
 

@@ -19,7 +19,7 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.metrics import seed_std
 from lmaudit.report import extraction_plots as xplots
-from lmaudit.utils import setting, table
+from lmaudit.settings import setting, table
 
 
 @dataclass

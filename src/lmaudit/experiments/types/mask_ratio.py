@@ -20,7 +20,7 @@ from lmaudit.experiments.workspace import Workspace, metrics
 from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.report import plots
-from lmaudit.utils import each, fraction, integer, setting
+from lmaudit.settings import each, fraction, integer, setting
 
 
 @dataclass

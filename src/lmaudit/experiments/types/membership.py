@@ -21,7 +21,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import METRICS, Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
-from lmaudit.utils import boolean, each, integer, one_of, setting, text
+from lmaudit.settings import boolean, each, integer, one_of, setting, text
 
 HEADERS = ("AUC", "TPR@10%FPR", "TPR@1%FPR")
 N_PAIRED = 1000  # paired bootstrap resamples

@@ -21,7 +21,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.report import extraction_plots as xplots
-from lmaudit.utils import each, setting, table, text
+from lmaudit.settings import each, setting, table, text
 
 # the models and step settings of each experiment kind: an AR experiment has the AR rows alone, a DLM one both models
 # of the lineage (on a pretrained base: that AR model and the DLM adapted from it)

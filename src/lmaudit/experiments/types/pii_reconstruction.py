@@ -33,7 +33,7 @@ from lmaudit.experiments.workspace import Workspace
 from lmaudit.extraction.reconstruct import paired_signals, redact, wilson_interval
 from lmaudit.metrics import seed_std
 from lmaudit.runs.pii import ReconstructConfig
-from lmaudit.utils import boolean, each, integer, setting, table, text
+from lmaudit.settings import boolean, each, integer, setting, table, text
 
 
 @dataclass

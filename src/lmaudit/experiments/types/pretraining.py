@@ -32,7 +32,8 @@ from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
 from lmaudit.models.build import cached_pretrain
-from lmaudit.utils import boolean, each, fraction, integer, one_of, setting, stable_seed, text
+from lmaudit.settings import boolean, each, fraction, integer, one_of, setting, text
+from lmaudit.utils import stable_seed
 
 
 @dataclass

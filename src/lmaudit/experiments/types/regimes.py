@@ -49,7 +49,8 @@ from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import segment_mean, segment_std
 from lmaudit.progress import info
 from lmaudit.report import plots
-from lmaudit.utils import cache_dir, integer, one_of, setting, table
+from lmaudit.settings import integer, one_of, setting, table
+from lmaudit.utils import cache_dir
 
 # row label -> (attack, parameters): every row of a cell
 ROWS = {

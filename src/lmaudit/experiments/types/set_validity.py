@@ -24,7 +24,7 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.report.summary import mia_summary
 from lmaudit.report.validity import adjusted_auc, evidence, gain
-from lmaudit.utils import each, integer, one_of, setting, text
+from lmaudit.settings import each, integer, one_of, setting, text
 
 SPLITS = ("iid", "shifted")
 MODELS = ("fine-tuned", "untouched")

@@ -55,7 +55,7 @@ from lmaudit.progress import info
 from lmaudit.report import plots
 from lmaudit.runs.audit_set import AuditConfig, estimate_rho
 from lmaudit.runs.mia import RunConfig, score_set
-from lmaudit.utils import each, fraction, integer, keys_of, one_of, setting, table
+from lmaudit.settings import each, fraction, integer, keys_of, one_of, setting, table
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits

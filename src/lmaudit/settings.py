@@ -1,0 +1,179 @@
+"""Settings declared with their constraints: ``setting(default, check=...)`` fields of a config dataclass, checked
+on construction by :func:`check_settings` with the checks below, each raising a
+:class:`~lmaudit.errors.SettingError` that names the field (Python), flag (command line) or key (experiment file)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from lmaudit.errors import SettingError, check_int
+
+# ---------------------------------------------------------------- settings declared with their constraints
+
+def setting(default: Any = dataclasses.MISSING, *, check=None, flag: str | None = None,
+            default_factory: Any = dataclasses.MISSING):
+    """A dataclass field with its constraint beside it: ``check(value, name, flag)`` raises a
+    :class:`~lmaudit.errors.SettingError`; ``flag`` is its command-line option when not ``--name-with-dashes``.
+    :func:`check_settings` runs every check (a config's ``__post_init__`` calls it)."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"check": check, "flag": flag})
+
+
+def check_settings(obj) -> None:
+    """Check every field of the dataclass ``obj`` declared with :func:`setting`, in order; the first bad one raises."""
+    for f in dataclasses.fields(obj):
+        check = f.metadata.get("check")
+        if check is not None:
+            check(getattr(obj, f.name), f.name, f.metadata.get("flag"))
+
+
+def _shown(value: Any) -> str:
+    return repr(value).replace("{", "{{").replace("}", "}}")
+
+
+def integer(low: int, high: int | None = None, *, optional: bool = False, hint=None):
+    """An integer in [low, high] (None allowed when ``optional``); ``hint`` a text or a function of the value
+    (:func:`~lmaudit.errors.check_int`)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not (optional and value is None):
+            check_int(name, value, low=low, high=high, hint=hint, flag=flag or "--" + name.replace("_", "-"))
+    return check
+
+
+def one_of(values, *, noun: str | None = None, listed: bool = False, exact: bool = False):
+    """One of ``values``; the message calls the setting ``noun`` (default: its name) and, ``listed``, says "one of
+    a, b" rather than "a or b"; ``exact``: of the same type too (``True`` is not ``1``, nor ``2.0`` ``2``)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if any(value == v and (not exact or type(value) is type(v)) for v in values):
+            return
+        if noun:
+            raise SettingError(name, f"unknown {noun} {_shown(value)}", flag=flag,
+                               hint=f"use one of {', '.join(map(str, values))}")
+        names = [str(v) for v in values]
+        allowed = (f"one of {', '.join(names)}" if listed else
+                   " or ".join(names) if len(names) <= 2 else f"{', '.join(names[:-1])} or {names[-1]}")
+        raise SettingError(name, f"{{name}} must be {allowed}, got {_shown(value)}", flag=flag)
+    return check
+
+
+def positive(*, below: float | None = None, optional: bool = False, hint: str | None = None):
+    """A finite number > 0 (and < ``below`` when given; None allowed when ``optional``)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if optional and value is None:
+            return
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and math.isfinite(value) and value > 0 and (below is None or value < below):
+            return
+        shown = _shown(float(value) if number else value)
+        what = f"in (0, {below:g})" if below is not None else "a positive number"
+        raise SettingError(name, f"{{name}} must be {what}, got {shown}", flag=flag, hint=hint)
+    return check
+
+
+def fraction(*, also: tuple = (), above_zero: bool = False, optional: bool = False):
+    """A number in [0, 1] (in (0, 1] when ``above_zero``), or one of ``also`` (e.g. "auto"), or None when
+    ``optional``."""
+    def check(value, name: str, flag: str | None) -> None:
+        if (value in also and isinstance(value, str)) or (optional and value is None):
+            return
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1 \
+                and not (above_zero and value == 0):
+            return
+        extra = f" (or {', '.join(repr(a) for a in also)})" if also else ""
+        where = "(0, 1]" if above_zero else "[0, 1]"
+        raise SettingError(name, f"{{name}} must be in {where}{extra}, got {_shown(value)}", flag=flag)
+    return check
+
+
+def boolean():
+    """True or False."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not isinstance(value, bool):
+            raise SettingError(name, f"{{name}} must be true or false, got {_shown(value)}", flag=flag)
+    return check
+
+
+# seeds reach numpy, torch and offsets added to them (seed + 10_000, seed * 1_000_003 + i): 32 bits leave room for
+# all of them, where 2**64 overflows torch's generator
+SEED_MAX = 2**32 - 1
+
+
+def seed_value():
+    """A seed: an integer in [0, :data:`SEED_MAX`]."""
+    return integer(0, SEED_MAX, hint="seeds are 32-bit: any integer from 0 to 4294967295 gives its own draws")
+
+
+def number(*, integral: bool = False):
+    """A number of any sign and size (an integer when ``integral``): the type alone, for a setting whose range its
+    own code checks."""
+    def check(value, name: str, flag: str | None) -> None:
+        if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
+            what = "an integer" if integral else "a number"
+            raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
+    return check
+
+
+def non_negative(*, hint: str | None = None):
+    """A finite number ≥ 0 (0 often means "none": no clipping, no retain term)."""
+    def check(value, name: str, flag: str | None) -> None:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and value >= 0):
+            raise SettingError(name, f"{{name}} must be a number ≥ 0, got {_shown(value)}", flag=flag, hint=hint)
+    return check
+
+
+def text(*, optional: bool = False):
+    """A string (None allowed when ``optional``): the type alone, for a name or path whose meaning is checked where
+    it is used (a model folder, a data file)."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not (isinstance(value, str) or (optional and value is None)):
+            raise SettingError(name, f"{{name}} must be a string, got {_shown(value)}", flag=flag)
+    return check
+
+
+def each(item, *, optional: bool = False, nonempty: bool = False):
+    """A list whose every element passes ``item`` (named ``name[i]``); None allowed when ``optional``; at least
+    one element when ``nonempty``."""
+    def check(value, name: str, flag: str | None) -> None:
+        if optional and value is None:
+            return
+        if not isinstance(value, (list, tuple)) or (nonempty and not value):
+            what = "a non-empty list" if nonempty else "a list"
+            raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
+        for i, v in enumerate(value):
+            item(v, f"{name}[{i}]", f"{flag or '--' + name.replace('_', '-')}[{i}]")
+    return check
+
+
+def table(*, optional: bool = False):
+    """A table (a dict; None allowed when ``optional``) whose keys its reader checks."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not (isinstance(value, dict) or (optional and value is None)):
+            raise SettingError(name, f"{{name}} must be a table, got {_shown(value)}", flag=flag)
+    return check
+
+
+def keys_of(config: type, keys: tuple[str, ...] | None = None):
+    """A table of settings of the dataclass ``config`` (only ``keys`` of them when given): each key must be one of
+    its fields and each value pass that field's declared check, named ``name.key``."""
+    def check(value, name: str, flag: str | None) -> None:
+        table()(value, name, flag)
+        declared = {f.name: f for f in dataclasses.fields(config) if keys is None or f.name in keys}
+        for key, v in value.items():
+            if key not in declared:
+                raise SettingError(name, f"{{name}} has no key {_shown(key)}", flag=flag,
+                                   hint=f"its keys: {', '.join(declared)}")
+            inner = declared[key].metadata.get("check")
+            if inner is not None:
+                inner(v, f"{name}.{key}", f"{flag or name}.{key}")
+    return check
+
+
+def read_number(value: str, *, integral: bool = False):
+    """A command-line option's text as the setting it feeds: an int (``integral``) or a float when it reads as one,
+    else the text itself (the setting's declared check then refuses it, naming the option)."""
+    try:
+        return int(value) if integral else float(value)
+    except ValueError:
+        return value
