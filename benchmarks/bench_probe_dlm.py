@@ -3,9 +3,9 @@
 1. Masked-probe time ÷ bare masked forward time on the same batches, for the tiny
    and small presets and a model of SmolLM2-135M's shape (random weights; the architecture
    lmaudit's DLMs use: a Llama network with full attention and shifted logits): the same
-   (sample, pattern) jobs are batched once (by the model's token budget unless ``--batch-size``); the bare pass runs the adapter's forward on the masked inputs, the probe
-   pass runs ``probe_masked`` end to end (tokenisation, masks, forward, float32
-   statistics at masked positions). Best of ``--repeats``. Target: ratio ≤ 1.15.
+   (sample, pattern) jobs are batched once (by the model's token budget unless ``--batch-size``); the bare pass runs the
+   adapter's forward on the masked inputs, the probe pass runs ``probe_masked`` end to end (tokenisation, masks,
+   forward, float32 statistics at masked positions). Best of ``--repeats``. Target: ratio ≤ 1.15.
 2. Forwards per sample per model for each DLM attack, measured from the probe
    records, against the configured budget.
 
@@ -44,7 +44,8 @@ def main() -> None:
     tokenizer, texts = bench_texts(args.texts, args.chars)
     plan = MaskPlan("elbo", budget=args.budget)
     print(f"{len(texts)} texts of ≤{args.chars} chars, vocab {len(tokenizer)}, plan elbo × {args.budget}, "
-          f"batch {args.batch_size or 'from the model'}, best of {args.repeats}, torch threads {torch.get_num_threads()}")
+          f"batch {args.batch_size or 'from the model'}, best of {args.repeats}, "
+          f"torch threads {torch.get_num_threads()}")
     print(f"{'preset':<8}{'forwards':>9}{'bare s':>9}{'probe s':>9}{'ratio':>8}")
     adapter = None
     for name in args.models.split(","):

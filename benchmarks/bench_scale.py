@@ -118,8 +118,8 @@ def main() -> None:
                 t_start = time.perf_counter() - t0
                 t_ray = timed()
             local_tps, ray_tps = len(subset) / t_local, len(subset) / t_ray
-            print(f"AR probe of {len(subset)} texts: local {local_tps:.0f} texts/s ({torch.get_num_threads()} threads), "
-                  f"Ray 2 workers {ray_tps:.0f} texts/s; ratio {ray_tps / local_tps:.2f} "
+            print(f"AR probe of {len(subset)} texts: local {local_tps:.0f} texts/s ({torch.get_num_threads()} "
+                  f"threads), Ray 2 workers {ray_tps:.0f} texts/s; ratio {ray_tps / local_tps:.2f} "
                   f"(Ray start-up {t_start:.1f} s, not included)")
             rows.append({"measure": "Ray (2 local workers) ÷ local throughput, AR probe", "value": ray_tps / local_tps,
                          "target": "reported (< 1 on 2 CPUs)", "met": None})

@@ -25,7 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 SUITE = [
-    ("bench_probe_ar.py", ["--smollm2-batch-tokens", "512,2048"], ["--texts", "32", "--repeats", "1", "--smollm2-texts", "8", "--smollm2-batch-tokens", "512"]),
+    ("bench_probe_ar.py", ["--smollm2-batch-tokens", "512,2048"],
+     ["--texts", "32", "--repeats", "1", "--smollm2-texts", "8", "--smollm2-batch-tokens", "512"]),
     ("bench_probe_dlm.py", [], ["--texts", "16", "--repeats", "1", "--smollm2-texts", "2"]),
     ("bench_extraction.py", ["--trajectories", "512", "--repeats", "1", "--no-warmup"],
      ["--trajectories", "16", "--repeats", "1", "--no-warmup"]),
@@ -65,7 +66,8 @@ def main() -> None:
             print(proc.stdout, end="", flush=True)
             if proc.returncode != 0:
                 print(proc.stderr[-3000:], file=sys.stderr)
-                rows.append({"benchmark": script, "measure": "FAILED", "value": float("nan"), "target": "", "met": False})
+                rows.append({"benchmark": script, "measure": "FAILED", "value": float("nan"), "target": "",
+                             "met": False})
                 continue
             lines.append(f"- `python benchmarks/{script} {' '.join(cmd[2:-2])}` ({time.perf_counter() - t0:.0f} s)")
             rows += json.loads(out.read_text())

@@ -77,7 +77,8 @@ def assert_user_error(result, *needles: str):
 
 
 def synthetic_run(folder: Path, *, with_examples: bool = True) -> Path:
-    """A membership-inference results folder (results.json, scores.parquet, examples.json, manifest) with made-up values."""
+    """A membership-inference results folder (results.json, scores.parquet, examples.json, manifest) with made-up
+    values."""
     import pandas as pd
 
     rng = np.random.default_rng(0)

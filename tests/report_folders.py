@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.metrics import summarize
-from lmaudit.runs.audit_set import AuditConfig, estimate_rho, write_audit
+from lmaudit.runs.audit_set import AuditConfig, AuditResult, estimate_rho
 from lmaudit.runs.common import write_results
 from lmaudit.runs.extract import ExtractConfig, summarise, write_extraction
 from lmaudit.runs.mia import MIAResult, RunConfig
@@ -34,7 +34,8 @@ def mia_folder(out: Path, *, with_texts: bool = True, n_members: int = 60, n_non
     ids = [f"m{i}" for i in range(n_members)] + [f"n{i}" for i in range(n_nonmembers)]
     attacks = {n: {"params": {}, "forwards_per_sample": 1, **summarize(labels, s, n_resamples=50, seed=0)}
                for n, s in scores.items()}
-    result = MIAResult(config=RunConfig(n_bootstrap=50), target={"path": "/models/t", "fingerprint": "f00d", "kind": "ar"},
+    result = MIAResult(config=RunConfig(n_bootstrap=50),
+                       target={"path": "/models/t", "fingerprint": "f00d", "kind": "ar"},
                        reference=None, n_members=n_members, n_nonmembers=n_nonmembers, attacks=attacks, scores=scores,
                        labels=labels, ids=ids, timings_s={"probe_target": 0.5})
     texts = [PII_TEXT if i == int(np.argmax(scores["min_k"][:n_members])) else f"Member text number {i}, plain prose."
@@ -61,7 +62,7 @@ def audit_folder(out: Path, *, seed: int = 0) -> Path:
                "n_suspect": 80, "data": {"members": "m.jsonl", "nonmembers": "n.jsonl", "suspect": "forget.jsonl"},
                "features": {"kind": "hidden", "dim": 6, "columns": []}, "methods": methods,
                "timings_ms": {"features": 1.0}}
-    write_audit(payload, out)
+    AuditResult(payload).write(out)
     return out
 
 
@@ -87,7 +88,8 @@ def pii_folder(out: Path) -> Path:
     """A PII-reconstruction folder: 20 records, ``combined`` ranks the truth first for 5, ``ce`` for 3; the truth was
     generated for 12."""
     ranks = {"ce": [1] * 3 + [2] * 9 + [None] * 8, "combined": [1] * 5 + [3] * 7 + [None] * 8}
-    asr = {s: {"count": sum(r == 1 for r in v), "percent": 100.0 * sum(r == 1 for r in v) / 20} for s, v in ranks.items()}
+    asr = {s: {"count": sum(r == 1 for r in v), "percent": 100.0 * sum(r == 1 for r in v) / 20}
+           for s, v in ranks.items()}
     payload = {"type": "pii-reconstruction", "config": {"field": "email", "candidates": 16, "mask_length": 20},
                "model": "/models/dlm", "reference": "/models/base", "dtype": "float32", "device": "cpu",
                "n_records": 20, "asr": asr, "coverage": {"count": 12, "percent": 60.0}, "alpha": 0.5,

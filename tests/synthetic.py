@@ -42,7 +42,8 @@ def synthetic_stats(n_members: int = 40, n_nonmembers: int = 40, *, vocab: int =
 
 
 def synthetic_shadows(reference, k: int = 8, *, seed: int = 0):
-    """ShadowStats for ``k`` shadows: each sample IN for a random half; IN raises φ by 0.8 nats, OUT is φ_ref + noise."""
+    """ShadowStats for ``k`` shadows: each sample IN for a random half; IN raises φ by 0.8 nats, OUT is φ_ref +
+    noise."""
     from lmaudit.probes.records import ShadowStats
     from lmaudit.probes.segments import segment_mean
 

@@ -126,7 +126,8 @@ def test_ar_reference_with_another_tokenizer(ar, data, tmp_path, tokenizer, othe
                   "--out", tmp_path / "run")
     assert_ok(out)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert np.isfinite(res["attacks"]["reference"]["auc"]) and np.isfinite(res["attacks"]["reference"]["auc_ci95"]).all()
+    assert np.isfinite(res["attacks"]["reference"]["auc"]) \
+        and np.isfinite(res["attacks"]["reference"]["auc_ci95"]).all()
     target, reference = load_model(ar.target), load_model(ar.reference)
     assert len(reference.tokenizer) == len(other_tokenizer)
     want = per_text_mean_logp(target.model, target.tokenizer) - per_text_mean_logp(reference.model, reference.tokenizer)

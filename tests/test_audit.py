@@ -186,7 +186,8 @@ def test_one_split_without_clipping_is_the_plain_procedure():
     order_s, order_v = rng.permutation(30), rng.permutation(26)
     sf, st, vf, vt = s[order_s[:15]], s[order_s[15:]], v[order_v[:13]], v[order_v[13:]]
     mu, sd = vf.mean(axis=0), vf.std(axis=0, ddof=1)
-    fit = LogisticRegression(max_iter=1000).fit(np.vstack([(sf - mu) / sd, (vf - mu) / sd]), np.r_[np.ones(15), np.zeros(13)])
+    fit = LogisticRegression(max_iter=1000).fit(np.vstack([(sf - mu) / sd, (vf - mu) / sd]),
+                                                np.r_[np.ones(15), np.zeros(13)])
     want = ttest_ind(fit.decision_function((st - mu) / sd), fit.decision_function((vt - mu) / sd), equal_var=False,
                      alternative="greater").pvalue
     assert np.isclose(one_split(s, v, np.random.default_rng(9), "none"), want, rtol=1e-9)

@@ -33,7 +33,8 @@ def _training(folder):
     return json.loads((folder / "lmaudit_training.json").read_text())
 
 
-def test_continued_pretraining_puts_each_member_in_the_bases_stream_exactly_r_times(tmp_path, tiny_model_dir, tokenizer):
+def test_continued_pretraining_puts_each_member_in_the_bases_stream_exactly_r_times(tmp_path, tiny_model_dir,
+                                                                                    tokenizer):
     exp = mini(tmp_path, name="cpt", type="pretraining-detection", kind="ar", base=str(tiny_model_dir), n_members=8,
                n_nonmembers=8, pretrain_tokens=6000, repeats=[1, 3], ks=[0.1], smooth=["none"], perturb=False,
                lr=1e-3, block=32, batch_size=8)
@@ -96,7 +97,8 @@ def test_an_unlearning_audit_on_a_lora_target_trains_adapters_and_may_leave_lira
 
 def test_smi_m_variants_run_on_the_score_features_with_their_own_settings():
     hidden, scores = ["h"] * 3, ["s"] * 3
-    plans = _plans(hidden, scores, _variant_configs({"lap": {"kernel": "laplacian"}, "wide": {"bandwidth_factor": 2.0}}))
+    plans = _plans(hidden, scores, _variant_configs({"lap": {"kernel": "laplacian"},
+                                                     "wide": {"bandwidth_factor": 2.0}}))
     by = {name: (fs, conf) for name, fs, conf in plans}
     assert list(by) == ["smi", "smi-m", "smi-scores", "smi-m-scores", "smi-m-scores lap", "smi-m-scores wide"]
     assert by["smi-m"][0] is hidden and by["smi-m-scores lap"][0] is scores and by["smi-m-scores wide"][0] is scores

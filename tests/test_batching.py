@@ -91,7 +91,7 @@ def _config_only(**cfg):
 def test_the_default_batch_follows_the_models_shapes_on_a_cpu():
     import torch
 
-    from lmaudit.models.adapters import CPU_BATCH_BYTES, CPU_LOGITS_BYTES, default_batch_tokens
+    from lmaudit.models.batching import CPU_BATCH_BYTES, CPU_LOGITS_BYTES, default_batch_tokens
 
     cpu = torch.device("cpu")
     smollm2 = _config_only(hidden_size=576, intermediate_size=1536, vocab_size=49152)
@@ -114,7 +114,8 @@ def test_without_a_batch_size_a_probe_batches_by_the_models_budget(tiny_model, t
     budget = adapter.batch_tokens()
     batches = model_batches(lengths, adapter)
     assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
-    assert max(len(b) * lengths[b].max() for b in batches) <= budget < 2 * max(len(b) * lengths[b].max() for b in batches)
+    assert max(len(b) * lengths[b].max() for b in batches) <= budget \
+        < 2 * max(len(b) * lengths[b].max() for b in batches)
     assert [len(b) for b in model_batches(lengths, adapter, batch_size=32)][:2] == [32, 32]  # a count alone: no cap
     default = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig())
     one_by_one = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=1))

@@ -12,7 +12,8 @@ import pytest
 
 from helpers import assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.errors import ModelLoadError
-from lmaudit.models.loading import check_model_dir, detect_kind, load_model
+from lmaudit.models.loading import load_model
+from lmaudit.models.sources import check_model_dir, detect_kind
 
 
 @pytest.fixture
@@ -62,7 +63,8 @@ def test_config_that_is_not_an_object(folder):
 def test_size_field_of_wrong_type_or_sign_names_the_field(folder, field, value):
     _edit_config(folder, **{field: value})
     for call in (lambda: load_model(folder), lambda: detect_kind(folder)):
-        assert_one_line_error(call, f"{folder / 'config.json'}: '{field}' must be a positive integer, got {json.dumps(value)}")
+        assert_one_line_error(call, f"{folder / 'config.json'}: '{field}' must be a positive integer, "
+                                    f"got {json.dumps(value)}")
 
 
 def test_other_invalid_config_field_is_named_by_transformers(folder):

@@ -114,7 +114,8 @@ def test_canary_folder_files_belong_together(tmp_path):
     assert ids == [r["id"] for r in rows] and included.sum() == info["n_included"]
     # seeded: the same texts and coins again; another seed, others
     again = write_canary_folder(tmp_path / "d", 2000, "random", seed=4)
-    assert again == info and (tmp_path / "d" / "canaries.jsonl").read_bytes() == (tmp_path / "c" / "canaries.jsonl").read_bytes()
+    assert again == info \
+        and (tmp_path / "d" / "canaries.jsonl").read_bytes() == (tmp_path / "c" / "canaries.jsonl").read_bytes()
     assert write_canary_folder(tmp_path / "e", 2000, "random", seed=5)["included"] != info["included"]
 
 
@@ -170,8 +171,8 @@ def test_epsilon_with_canaries_refuses_mismatched_or_missing_files(tmp_path):
     assert_user_error(lmaudit("epsilon", run, "--canaries", tmp_path / "a"), "included.json: missing")
     # canaries the run did not score
     run2 = _scored_run(tmp_path / "run2", ids[:45], np.zeros(45))
-    assert_user_error(lmaudit("epsilon", run2, "--canaries", tmp_path / "b"), "5 of 50 canaries have no score", "canary-45",
-                      "--members")
+    assert_user_error(lmaudit("epsilon", run2, "--canaries", tmp_path / "b"), "5 of 50 canaries have no score",
+                      "canary-45", "--members")
 
 
 def test_one_run_audit_end_to_end_with_a_model(tmp_path, tiny_model_dir):

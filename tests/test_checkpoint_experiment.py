@@ -41,7 +41,8 @@ def test_detection_on_a_labelled_file_equals_mia_on_two_files(tmp_path, tiny_mod
     write_jsonl(tmp_path / "n.jsonl", nonmembers[:10])
     with open(tmp_path / "wiki.jsonl", "w") as fh:  # WikiMIA's shape, 12 of each: the experiment keeps the first 10
         for i in range(12):
-            fh.write(json.dumps({"input": members[i], "label": 1}) + "\n" + json.dumps({"input": nonmembers[i], "label": 0}) + "\n")
+            fh.write(json.dumps({"input": members[i], "label": 1}) + "\n"
+                     + json.dumps({"input": nonmembers[i], "label": 0}) + "\n")
     exp = _config(tmp_path, tiny_model_dir, data=str(tmp_path / "wiki.jsonl"), text_field="input")
     assert_ok(lmaudit("run", str(exp), "--out", str(tmp_path / "results"), "--no-report"))
     record = json.loads((tmp_path / "results" / "tiny-checkpoint" / "results.json").read_text())

@@ -33,7 +33,8 @@ AHEAD, TIED, BEHIND = (0.05, 0.02, 0.08), (0.01, -0.02, 0.04), (-0.05, -0.08, -0
 def test_q_skew_verdict_is_read_from_the_paired_intervals(intervals, verdict):
     f = q_skew_beats_baselines("dlm-dft")({"dlm-dft": mia_record(intervals)})
     assert f.verdict == verdict
-    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (ahead 3/3)" in f.ours  # each seed, own interval
+    # each seed, own interval
+    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (ahead 3/3)" in f.ours
     if verdict == NOT_REPRODUCED:
         assert "Ahead of Q-Skew on every seed: calibration" in f.ours and "calibration -5.0" in f.ours
 
@@ -62,7 +63,8 @@ def test_pii_claim_pairs_the_same_records():
 def test_missing_and_older_experiments_are_not_run_naming_the_command():
     judged = dict((c.claim, f) for c, f, _ in judge_all({"dlm-dft": {"rows": {}}}))  # an older record: no 'paired'
     dft = judged[CLAIMS[0].claim]
-    assert dft.verdict == NOT_RUN and "lacks 'paired'" in dft.ours and "lmaudit run experiments/dlm-dft.toml" in dft.regime
+    assert dft.verdict == NOT_RUN and "lacks 'paired'" in dft.ours \
+        and "lmaudit run experiments/dlm-dft.toml" in dft.regime
     ift = judged[CLAIMS[1].claim]
     assert ift.verdict == NOT_RUN and "`results/dlm-ift` is missing" in ift.ours
 

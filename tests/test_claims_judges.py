@@ -103,7 +103,8 @@ def test_authors_calibration_counts_the_regimes_where_q_skew_is_ahead(unmasked, 
 ])
 def test_asymmetry_reads_three_parts(skews, verdict):
     f = q.asymmetry({"rg": regimes_record([TIED] * 2, [TIED] * 2, skews)}, name="rg")
-    assert f.verdict == verdict and f.points and "by Cohen's d = 0.20 on average, the location shift (per-text mean Δ) by d = 1.50" in f.regime
+    assert f.verdict == verdict and f.points \
+        and "by Cohen's d = 0.20 on average, the location shift (per-text mean Δ) by d = 1.50" in f.regime
 
 
 @pytest.mark.parametrize("vs, verdict", [({"mean": [AHEAD], "random": [AHEAD]}, REPRODUCED),
@@ -133,7 +134,8 @@ def test_rho_maximises_needs_no_rho_ahead_and_a_curve_that_is_not_flat(vs, verdi
     assert ("Ahead of ρ = 0.35 on every seed: ρ = 0.5." in f.regime) == (verdict == NOT_REPRODUCED)
 
 
-@pytest.mark.parametrize("q_aucs, verdict", [((0.9, 0.9), REPRODUCED), ((0.9, 0.5), PARTLY), ((0.5, 0.5), NOT_REPRODUCED)])
+@pytest.mark.parametrize("q_aucs, verdict", [((0.9, 0.9), REPRODUCED), ((0.9, 0.5), PARTLY),
+                                             ((0.5, 0.5), NOT_REPRODUCED)])
 def test_over_epochs_counts_the_epochs_q_skew_leads(q_aucs, verdict):
     curves = {"q_skew": {e: {"auc": [a]} for e, a in zip(("1", "2"), q_aucs)},
               "loss": {e: {"auc": [0.7]} for e in ("1", "2")}}
@@ -197,7 +199,8 @@ def sensitivity_record(errors: dict[str, dict[str, list[float]]], variants: dict
     ([float("nan")] * 3, [0.1, 0.1, 0.1], REPRODUCED),  # undefined narrow estimates count as 0.5 each
 ])
 def test_smi_bandwidth_reads_the_narrowest_bandwidth_and_the_kernels_against_the_default(narrow, lap, verdict):
-    errors = {"0.1": {"smi-m-scores": [0.1, 0.12, 0.11], "smi-m-scores rbf 0.25×": narrow, "smi-m-scores laplacian": lap}}
+    errors = {"0.1": {"smi-m-scores": [0.1, 0.12, 0.11], "smi-m-scores rbf 0.25×": narrow,
+                      "smi-m-scores laplacian": lap}}
     f = m.smi_bandwidth(sensitivity_record(errors), name="s")
     assert f.verdict == verdict and f.points and "rbf 1× (default) 0.11 ± 0.01" in f.ours
 
@@ -209,7 +212,8 @@ def test_smi_bandwidth_reads_the_narrowest_bandwidth_and_the_kernels_against_the
     ([0.1, 0.12, 0.11], [0.4, 0.35, 0.45], NOT_REPRODUCED),
 ])
 def test_smi_min_samples_needs_a_worse_small_set_and_a_stable_one_at_twenty(small, mid, verdict):
-    errors = {"0.025": {"smi-m-scores": small}, "0.05": {"smi-m-scores": mid}, "0.1": {"smi-m-scores": [0.1, 0.11, 0.12]}}
+    errors = {"0.025": {"smi-m-scores": small}, "0.05": {"smi-m-scores": mid},
+              "0.1": {"smi-m-scores": [0.1, 0.11, 0.12]}}
     f = m.smi_min_samples(sensitivity_record(errors), name="s")
     assert f.verdict == verdict and "10 texts" in f.ours and "20 texts" in f.ours and "40 texts 0.11 ± 0.01" in f.ours
     assert "against 200 retain and 200 held-out reference texts" in f.regime

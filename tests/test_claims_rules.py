@@ -69,7 +69,8 @@ def relaxed(dlm_empirical):
     eps = list(range(10))
     model = lambda e: {"eps": eps, "empirical": e, "predicted": [min(1.0, 0.1 * i) for i in eps],  # noqa: E731
                        "mean_abs_error": 0.0}
-    return {"extraction-relaxed": {"relaxed": {"DLM": model(dlm_empirical), "AR": model([0.0] + [0.05] * 4 + [0.5] * 4 + [0.95])},
+    return {"extraction-relaxed": {"relaxed": {"DLM": model(dlm_empirical),
+                                               "AR": model([0.0] + [0.05] * 4 + [0.5] * 4 + [0.95])},
                                    "experiment": {"extract": {"samples": 64, "relaxed": 9}, "n_relaxed": 7}}}
 
 
@@ -225,8 +226,9 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
         rows[f"{f} / AR"] = [entry(ar[i], -5.0, {"unseen_discoverable": {"discoverable@p=0.5": unseen_ar}})]
         rows[f"{f} / DLM one-step"] = [entry(one, one_lp)]
         rows[f"{f} / DLM max-step"] = [entry(dlm[i], -20.0, {**conv, "unseen_discoverable": {"discoverable@p=0.5": 0}})]
-    return {"pii_rows": rows, "n_train": 60, "n_unseen": 50, "experiment": {"extract": {"n": 10000}, "lr": 5e-4, "lora": 16,
-                                                             "epochs": 10, "n_members": 60, "base": "m", "adapt_tokens": 100}}
+    return {"pii_rows": rows, "n_train": 60, "n_unseen": 50,
+            "experiment": {"extract": {"n": 10000}, "lr": 5e-4, "lora": 16, "epochs": 10, "n_members": 60,
+                           "base": "m", "adapt_tokens": 100}}
 
 
 @pytest.mark.parametrize("ar, dlm, moved, verdict", [
@@ -241,8 +243,8 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
 def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar, dlm, moved, verdict):
     f = pii.ar_leaks_more({"x": pii_record(ar, dlm, moved)}, name="x")
     assert f.verdict == verdict and f"email: AR {ar[0]}/60 [" in f.ours and "unseen control AR 7/50, DLM 0/50" in f.ours
-    assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs on the " \
-        "same 60 messages" in f.regime
+    assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs " \
+        "on the same 60 messages" in f.regime
     assert ("its p̂ moved > 2× from R/2 to R orders: 50.0% of records); unseen" in f.ours) == (moved == 0.5)
     assert ("so the verdict is at most partly" in f.regime) == (moved is not None and not moved < 0.1)
     assert ("convergence in R orders cannot be checked" in f.ours) == (moved is not None and moved != moved)

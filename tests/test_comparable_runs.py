@@ -16,7 +16,7 @@ from helpers import TEST_PRESET_ARGS, assert_ok, assert_user_error, lmaudit, mak
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError, LmauditError, SettingError
 from lmaudit.metrics import auc, summarize
-from lmaudit.runs.mia import MIAResult, RunConfig, text_digests
+from lmaudit.runs.mia_result import MIAResult, RunConfig, text_digests
 from lmaudit.runs.privleak import privleak, privleak_against
 from report_folders import mia_folder
 
@@ -332,7 +332,7 @@ def test_mia_refuses_other_texts_or_the_same_model_before_probing(tmp_path, tiny
     def no_run(*args, **kwargs):
         raise AssertionError("the model was probed before the runs were found not comparable")
 
-    monkeypatch.setattr(lmaudit.api, "run_mia", no_run)
+    monkeypatch.setattr(lmaudit.api.membership, "run_mia", no_run)
     cfg = RunConfig(attacks=["loss"], n_bootstrap=20, blind=False)
     with pytest.raises(DataError, match="scores other texts than this run"):
         lm.mia(tiny_model_dir, make_texts(N, seed=1), make_texts(N, seed=2), config=cfg, retrained=folder)

@@ -68,7 +68,8 @@ def test_worker_warnings_reach_the_driver(ray_backend, ar_handle):
 
     long = TextSet.from_texts(make_texts(3, seed=9, min_words=200, max_words=220), source="long.jsonl")
     with use_backend(ray_backend, close=False):
-        with pytest.warns(UserWarning, match=r"3 of 3 text\(s\) in long.jsonl \(records 1–3\) exceed the model context"):
+        with pytest.warns(UserWarning,
+                          match=r"3 of 3 text\(s\) in long.jsonl \(records 1–3\) exceed the model context"):
             stats = probe_ar(ar_handle.model, ar_handle.tokenizer, long, ARProbeConfig(max_length=64))
     assert stats.lengths.max() == 63
 

@@ -62,7 +62,8 @@ def test_cyclic_covers_every_position_once_per_round(L):
     for r in range(rounds):
         flat = np.concatenate(pats[r * chunks:(r + 1) * chunks])
         assert sorted(flat.tolist()) == list(range(L))  # disjoint chunks covering 0..L-1
-        assert max(len(c) for c in pats[r * chunks:(r + 1) * chunks]) - min(len(c) for c in pats[r * chunks:(r + 1) * chunks]) <= 1
+        assert max(len(c) for c in pats[r * chunks:(r + 1) * chunks]) \
+            - min(len(c) for c in pats[r * chunks:(r + 1) * chunks]) <= 1
     last = pats[rounds * chunks:]
     assert len(last) == extra and len(set(last[0].tolist())) == len(last[0]) == len(pats[0])
     assert sorted(counts.tolist()) == [rounds] * (L - len(last[0])) + [rounds + 1] * len(last[0])

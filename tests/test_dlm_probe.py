@@ -163,6 +163,7 @@ def test_fused_output_layer_matches_full_logits_for_a_dlm(tiny_model, tokenizer)
     assert adapter.fused_head() is not None
     plan = MaskPlan("cyclic", budget=6)
     fused = probe_masked(adapter, tokenizer, texts(), plan)
-    full = probe_masked(DLMAdapter(adapter.model, adapter.mask_token_id, True, True, fuse=False), tokenizer, texts(), plan)
+    full = probe_masked(DLMAdapter(adapter.model, adapter.mask_token_id, True, True, fuse=False), tokenizer,
+                        texts(), plan)
     np.testing.assert_allclose(fused.logp, full.logp, atol=1e-5)
     np.testing.assert_allclose(fused.sigma, full.sigma, atol=1e-5)

@@ -86,7 +86,8 @@ def test_spent_epsilon_and_noise_multiplier_are_opacus_values():
                                                          steps=30, accountant="rdp")
     assert 8 - 0.01 <= plan.spent() <= 8  # Opacus' binary search stops within 0.01 below the target
     given = plan_dp(DPSpec(noise_multiplier=0.8), n_examples=5, batch_size=16, epochs=2.4)
-    assert (given.sample_rate, given.steps, given.noise_multiplier) == (1.0, 2, 0.8)  # batch ≥ n: every example, each step
+    # batch ≥ n: every example, each step
+    assert (given.sample_rate, given.steps, given.noise_multiplier) == (1.0, 2, 0.8)
 
 
 @OPACUS_ORDERS
@@ -188,7 +189,8 @@ def test_poisson_batches_include_each_example_independently():
     inclusion = np.bincount(np.concatenate(draws), minlength=50) / len(draws)
     sizes = np.array([len(d) for d in draws])
     assert np.abs(inclusion - 0.2).max() < 0.04  # every example at rate q
-    assert sizes.mean() == pytest.approx(10, rel=0.03) and sizes.std() == pytest.approx(np.sqrt(50 * 0.2 * 0.8), rel=0.1)
+    assert sizes.mean() == pytest.approx(10, rel=0.03) \
+        and sizes.std() == pytest.approx(np.sqrt(50 * 0.2 * 0.8), rel=0.1)
 
 
 def test_dp_training_is_deterministic_and_learns_when_the_noise_is_small(tokenizer):
@@ -235,7 +237,8 @@ def test_mia_results_show_the_dp_record_of_the_target(trained, tmp_path, monkeyp
     monkeypatch.setenv("LMAUDIT_CACHE", str(trained / "cache"))
     out = tmp_path / "mia"
     assert_ok(lmaudit("mia", "--model", trained / "ar", "--members", trained / "members.jsonl", "--nonmembers",
-                      trained / "nonmembers.jsonl", "--out", out, "--attacks", "loss", "--bootstrap", 10, "--no-report"))
+                      trained / "nonmembers.jsonl", "--out", out, "--attacks", "loss", "--bootstrap", 10,
+                      "--no-report"))
     target = json.loads((out / "results.json").read_text())["target"]
     assert target["dp"] == record(trained / "ar")["dp"] and target["dp"]["epsilon"] <= 8
 

@@ -30,7 +30,8 @@ def test_loss_attack_separates_members(finetuned, tiny_model_dir):
     assert result.attacks["reference"]["auc"] > 0.8
     path = result.write(root / "run")
     data = json.loads(path.read_text())
-    for key in ("lmaudit_version", "git_commit", "created", "config", "target", "reference", "n_members", "n_nonmembers"):
+    for key in ("lmaudit_version", "git_commit", "created", "config", "target", "reference", "n_members",
+                "n_nonmembers"):
         assert key in data
     assert data["target"]["fingerprint"] and data["n_members"] == 64
     m = data["attacks"]["gap_k"]
@@ -74,7 +75,8 @@ def test_reference_with_its_own_tokenizer(finetuned, tmp_path):
 
     root, target_dir, members, nonmembers = finetuned
     other_tok = train_tokenizer(make_texts(500, seed=7), vocab_size=300)
-    preset = Preset("ref", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32, batch=8, lr=1e-3)
+    preset = Preset("ref", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32,
+                    batch=8, lr=1e-3)
     build_ar_model(preset, other_tok, seed=3).save_pretrained(tmp_path / "ref")
     other_tok.save_pretrained(tmp_path / "ref")
     ref = load_causal_lm(tmp_path / "ref")

@@ -47,7 +47,8 @@ def test_every_registered_type_has_a_committed_experiment_file():
     ('name = "x"\ntype = "mia"\nepoch = 3\n', r"bad.toml: unknown key 'epoch'.*did you mean 'epochs'"),
     ('name = "x"\ntype = "mia"\nvariants = {}\n', r"unknown key 'variants' for an experiment of type 'mia'.*"
                                                    r"'variants' is a key of type ablation"),
-    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n', r"unknown key 'budget'.*ablation, checkpoint, dp-audit, epochs, mask-ratio"),
+    ('name = "x"\ntype = "extraction-steps"\nbudget = 16\n',
+     r"unknown key 'budget'.*ablation, checkpoint, dp-audit, epochs, mask-ratio"),
     ('name = "x"\ntype = "nonsense"\n', "type 'nonsense' is not one of"),
     ('name = "x"\ntype = "mask-ratios"\n', "did you mean 'mask-ratio'"),
     ('name = "x"\ntype = "mia"\nseeds = 3\n', r"key 'seeds' must be list\[int\], got int"),
@@ -150,7 +151,8 @@ def test_a_new_experiment_type_is_one_registration(tmp_path, word_count):
     res = json.loads((folder / "results.json").read_text())
     assert len(res["heads"]["members"]) == 6 and all(len(t.split()) <= 2 for t in res["heads"]["members"])
     row = ["members", "6", f"{np.mean([len(t.split()) for t in res['heads']['members']]):.2f}"]
-    assert res["tables"][0]["rows"][0] == row and res["figures"] == [{"file": "words.png", "caption": "Mean words per set"}]
+    assert res["tables"][0]["rows"][0] == row \
+        and res["figures"] == [{"file": "words.png", "caption": "Mean words per set"}]
     table = (folder / "table.md").read_text()
     assert "Words in the first 2 of each text." in table and "| " + " | ".join(row) + " |" in table
     assert "![Mean words per set](words.png)" in table and (folder / "words.png").read_bytes()[:4] == b"\x89PNG"
@@ -232,9 +234,10 @@ def test_mini_dlm_adaptation_measures_mask_filling_before_and_after(tmp_path):
 
 
 def test_recall_runs_alone_so_the_paired_rows_keep_every_non_member(tmp_path):
-    folder = run_experiment(mini(tmp_path, name="peers", type="mia", kind="ar", n_nonmembers=9, passage_chars=150, attacks=[
-        "loss", "gap_k", "recall", "gradnorm"], params={"recall": {"shots": 2}, "gradnorm": {"parameters": "last:1"}},
-        compare="gap_k"), out_root=tmp_path)
+    folder = run_experiment(mini(tmp_path, name="peers", type="mia", kind="ar", n_nonmembers=9, passage_chars=150,
+                                 attacks=["loss", "gap_k", "recall", "gradnorm"],
+                                 params={"recall": {"shots": 2}, "gradnorm": {"parameters": "last:1"}},
+                                 compare="gap_k"), out_root=tmp_path)
     res = json.loads((folder / "results.json").read_text())
     assert set(res["rows"]) == {"loss", "gap_k", "recall", "gradnorm"}
     assert set(res["paired"]["vs"]) == {"loss", "gradnorm"}  # recall scored 7 non-members, the others 9
@@ -290,7 +293,8 @@ def test_mini_extraction_steps_and_pii_experiments(tmp_path):
     assert "convergence" not in entry and 0 <= res["pii_rows"]["email / DLM max-step"][0]["convergence"][
         "not_converged_fraction"] <= 1
     table = (folder / "table.md").read_text()
-    last = {line.split(" | ")[0][2:]: line.rsplit(" | ", 1)[1] for line in table.splitlines() if line.startswith("| email")}
+    last = {line.split(" | ")[0][2:]: line.rsplit(" | ", 1)[1] for line in table.splitlines()
+            if line.startswith("| email")}
     assert "p̂ moved > 2× R/2 → R" in table and last["email / AR"] == last["email / DLM one-step"] == "exact |"
     assert last["email / DLM max-step"].endswith("% |")
 
@@ -343,7 +347,8 @@ def test_mini_unlearning_audit_experiment(tmp_path):
     want = sum(lo - 1e-9 <= {"none": 0.0, "retrain": 1.0}[k.split(" / ")[1]] <= hi + 1e-9 for k, lo, hi in known
                if (lo, hi) not in point and (lo, hi) not in whole)  # degenerate intervals are counted apart
     assert sum(c["covered"] for c in cov.values()) == want and all(c["n"] <= 2 for c in cov.values())
-    assert sum(c["clipped"] for c in cov.values()) == len(point) and sum(c["vacuous"] for c in cov.values()) == len(whole)
+    assert sum(c["clipped"] for c in cov.values()) == len(point) \
+        and sum(c["vacuous"] for c in cov.values()) == len(whole)
     # the table judges coverage on the intervals of the unclipped estimates, stored beside the clipped ones
     assert res["intervals_unclipped"].keys() == res["intervals"].keys() == res["rho_unclipped"].keys()
     for key, ((lo, hi),) in res["intervals_unclipped"].items():
@@ -395,7 +400,8 @@ def test_mini_pii_reconstruction_experiment(tmp_path):
     for key, by_signal in (("asr", res["ranks"]), ("generation_asr", res["generation_ranks"])):
         for signal, by_field in by_signal.items():  # the stored ranks give the stored ASR
             (ranks,) = by_field["email"]
-            assert len(ranks) == 3 and 100 * sum(r == 1 for r in ranks) / 3 == pytest.approx(res[key][signal]["email"][0])
+            assert len(ranks) == 3 \
+                and 100 * sum(r == 1 for r in ranks) / 3 == pytest.approx(res[key][signal]["email"][0])
     assert "| inference | email | combined − ce |" in table and "| generation | email | ce − AR ce |" in table
 
 
@@ -432,7 +438,8 @@ def test_run_writes_into_a_results_root_that_holds_other_experiments(tmp_path):
     assert_ok(lmaudit("run", str(tmp_path / "mini.toml"), "--out", str(root), "--no-report"))
     assert (root / "ep2" / "results.json").exists() and (root / "earlier" / "notes.txt").read_text() == "kept"
     (root / "ep2" / "mine.txt").write_text("x")  # the experiment's own folder is replaced whole: refused
-    assert_user_error(lmaudit("run", str(tmp_path / "mini.toml"), "--out", str(root)), "holds files lmaudit did not write")
+    assert_user_error(lmaudit("run", str(tmp_path / "mini.toml"), "--out", str(root)),
+                      "holds files lmaudit did not write")
 
 
 def test_mini_dp_audit_bounds_every_dp_row_below_its_epsilon(tmp_path):
@@ -457,7 +464,8 @@ def test_mini_set_validity_experiment_scores_both_splits_on_both_models(tmp_path
     assert list(res["cells"]) == ["iid / fine-tuned", "iid / untouched", "shifted / fine-tuned", "shifted / untouched"]
     for label, (cell,) in res["cells"].items():
         assert (cell["prior"] is None) == label.endswith("untouched")  # the untouched base has no reference
-        assert cell["best"]["attack"] in (("loss", "zlib") if label.endswith("untouched") else ("loss", "zlib", "reference"))
+        assert cell["best"]["attack"] in (("loss", "zlib") if label.endswith("untouched")
+                                          else ("loss", "zlib", "reference"))
         assert set(cell["evidence"]) <= {"loss", "zlib", "reference"} and cell["headline"].startswith("Exposure")
         assert 0 < cell["dataset_inference"]["p"] <= 1 and cell["ngrams_13"]["scored"] <= 12
     rows = res["tables"][0]["rows"]

@@ -203,7 +203,8 @@ def test_mask_specs_resolve_to_positions():
     assert len(a) == 20 and a.tolist() == b.tolist() and a.tolist() != rnd.resolve(40, record_id="q", seed=1).tolist()
     text = "mail bob@x.org now"
     offsets = [(0, 4), (4, 8), (8, 9), (9, 14), (14, 18)]
-    pii = MaskSpec.parse("pii:email").resolve(5, record_id="r", text=text, fields={"email": "bob@x.org"}, offsets=offsets)
+    pii = MaskSpec.parse("pii:email").resolve(5, record_id="r", text=text, fields={"email": "bob@x.org"},
+                                              offsets=offsets)
     assert pii.tolist() == [1, 2, 3]
 
 
@@ -226,7 +227,8 @@ def test_masks_that_do_not_fit_the_record_name_it():
     with pytest.raises(DataError, match="no 'phone' field"):
         MaskSpec.parse("pii:phone").resolve(5, record_id="r7", text="abc", fields={}, offsets=[(0, 1)] * 5)
     with pytest.raises(DataError, match="does not occur"):
-        MaskSpec.parse("pii:email").resolve(5, record_id="r7", text="abc", fields={"email": "z@y"}, offsets=[(0, 1)] * 5)
+        MaskSpec.parse("pii:email").resolve(5, record_id="r7", text="abc", fields={"email": "z@y"},
+                                            offsets=[(0, 1)] * 5)
 
 
 def test_gaussian_relaxed_rate():

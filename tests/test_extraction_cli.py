@@ -7,7 +7,8 @@ import pandas as pd
 from helpers import assert_ok, assert_user_error, lmaudit
 
 PII_ROWS = [
-    {"id": f"r{i}", "text": f"From: Ann Lee <ann{i}@mail.org>\nthe model data train token layer value. Phone {i}55-01{i}",
+    {"id": f"r{i}", "text": f"From: Ann Lee <ann{i}@mail.org>\nthe model data train token layer value. "
+                            f"Phone {i}55-01{i}",
      "email": f"ann{i}@mail.org", "phone": f"{i}55-01{i}"}
     for i in range(6)
 ]

@@ -40,7 +40,8 @@ def data(tmp_path):
 
 def _mia_args(model_dir, data, out, *extra):
     m, n = data
-    return ["mia", "--model", str(model_dir), "--members", str(m), "--nonmembers", str(n), "--out", str(out), *MIA, *extra]
+    return ["mia", "--model", str(model_dir), "--members", str(m), "--nonmembers", str(n), "--out", str(out),
+            *MIA, *extra]
 
 
 def _process(args, **env):

@@ -299,7 +299,8 @@ def test_constant_logp_gives_known_scores(c, lengths):
 
 
 @pytest.mark.parametrize("name,params,needle", [
-    ("min_k", {"k": 0.0}, "k must be"), ("min_k", {"k": 2.0}, "k must be"), ("min_k_pp", {"k": float("nan")}, "k must be"),
+    ("min_k", {"k": 0.0}, "k must be"), ("min_k", {"k": 2.0}, "k must be"),
+    ("min_k_pp", {"k": float("nan")}, "k must be"),
     ("gap_k", {"window": 0}, "window must be"), ("gap_k", {"window": 2.5}, "window must be"),
     ("gap_k", {"k": -1.0}, "k must be"),
 ])
@@ -406,7 +407,8 @@ def test_every_dlm_attack_scores_a_one_token_sample(spec):
     e = sum(len(p) for p in pats)
     flat = np.full(e, -2.0, np.float32)
     stats = MaskedStats(
-        offsets=np.array([0, e]), pattern=np.concatenate([np.full(len(p), j) for j, p in enumerate(pats)]).astype(np.int32),
+        offsets=np.array([0, e]),
+        pattern=np.concatenate([np.full(len(p), j) for j, p in enumerate(pats)]).astype(np.int32),
         position=np.zeros(e, np.int32), ratio=np.ones(e, np.float32), logp=flat, top1_logp=flat.copy(),
         mu=flat.copy(), sigma=np.ones(e, np.float32), ref_logp=flat - 1, ref_top1_logp=flat.copy(), ref_mu=flat.copy(),
         ref_sigma=np.ones(e, np.float32), n_positions=np.array([1]), n_patterns=np.array([len(pats)]),
@@ -582,7 +584,8 @@ def audit_sets(draw):
 
 
 INVALID = {  # a way to break a valid input -> what the error must say
-    "nan": "NaN or infinite", "inf": "NaN or infinite", "one-row": "at least 2 rows", "dims": "feature dimensions differ",
+    "nan": "NaN or infinite", "inf": "NaN or infinite", "one-row": "at least 2 rows",
+    "dims": "feature dimensions differ",
 }
 
 
@@ -594,7 +597,8 @@ def audit_inputs(draw):
     which = draw(st.integers(0, 2))
     if problem in ("nan", "inf"):
         x = sets[which].copy()
-        x[draw(st.integers(0, len(x) - 1)), draw(st.integers(0, x.shape[1] - 1))] = np.nan if problem == "nan" else -np.inf
+        x[draw(st.integers(0, len(x) - 1)),
+          draw(st.integers(0, x.shape[1] - 1))] = np.nan if problem == "nan" else -np.inf
         sets[which] = x
     elif problem == "one-row":
         sets[which] = sets[which][:1]

@@ -143,7 +143,8 @@ def test_bad_bytes_deep_in_a_streamed_file_name_their_line(tmp_path, suffix):
 
 
 def test_jsonl_duplicate_ids(tmp_path):
-    path = write(tmp_path / "dup.jsonl", '{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n{"id": "a", "text": "z"}\n')
+    path = write(tmp_path / "dup.jsonl", '{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n'
+                                         '{"id": "a", "text": "z"}\n')
     assert data_error(path, "duplicate id 'a'", "records 1 and 3")
     mixed = write(tmp_path / "dup2.jsonl", '{"id": 1, "text": "x"}\n{"id": "1", "text": "y"}\n')
     assert data_error(mixed, "duplicate id '1'")
@@ -182,8 +183,10 @@ def test_empty_header_only_and_bad_header(tmp_path, suffix):
     sep = "\t" if suffix == ".tsv" else ","
     assert data_error(write(tmp_path / f"header{suffix}", f"id{sep}text\n"), "no records found")
     assert data_error(write(tmp_path / f"header2{suffix}", f"id{sep}text\r\n\r\n"), "no records found")
-    assert data_error(write(tmp_path / f"nocol{suffix}", f"id{sep}body\n1{sep}x\n"), "missing column 'text'", "columns: id, body")
-    assert data_error(write(tmp_path / f"dupcol{suffix}", f"text{sep}text\na{sep}b\n"), "line 1", "duplicate column(s) 'text'")
+    assert data_error(write(tmp_path / f"nocol{suffix}", f"id{sep}body\n1{sep}x\n"), "missing column 'text'",
+                      "columns: id, body")
+    assert data_error(write(tmp_path / f"dupcol{suffix}", f"text{sep}text\na{sep}b\n"), "line 1",
+                      "duplicate column(s) 'text'")
     assert data_error(write(tmp_path / f"badhead{suffix}", f'"id{sep}text\n1{sep}a\n'), "malformed", "header")
 
 
@@ -271,7 +274,8 @@ def test_a_million_character_text_loads_intact(tmp_path, fmt):
 
 AWKWARD = st.sampled_from(list('\u2028\u2029\x85\x0b\x0c\x1c\r\n\t",\x00\ufeff\\'))  # separators, quotes, NUL, BOM
 # any character but a lone surrogate (UTF-8 cannot encode one: no file can hold it)
-TEXTS = st.lists(st.text(st.one_of(st.characters(exclude_categories=("Cs",)), AWKWARD), min_size=1, max_size=40).filter(lambda t: t.strip()),
+TEXTS = st.lists(st.text(st.one_of(st.characters(exclude_categories=("Cs",)), AWKWARD), min_size=1,
+                         max_size=40).filter(lambda t: t.strip()),
                  min_size=1, max_size=6)
 
 

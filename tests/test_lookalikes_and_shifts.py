@@ -19,7 +19,8 @@ from lmaudit.report.dataset_inference import inference_summary
 
 PROSE = make_texts(40, seed=91, min_words=14, max_words=24)
 _RNG = np.random.default_rng(3)
-CODE = [f"def step_{i}(x, y={int(_RNG.integers(1, 99))}):\n    return [v * {int(_RNG.integers(2, 9))} for v in x if v > y]"
+CODE = [f"def step_{i}(x, y={int(_RNG.integers(1, 99))}):\n"
+        f"    return [v * {int(_RNG.integers(2, 9))} for v in x if v > y]"
         for i in range(40)]  # another source: code the tiny model never saw either
 
 

@@ -112,16 +112,19 @@ def test_merge_writes_a_full_model_with_the_adapters_logits(trained, tiny_model_
     assert (logits(merged) - logits(load_model(tiny_model_dir))).abs().max() > 1e-2  # the adapter was merged in
 
 
-def test_mia_on_an_adapter_records_adapter_and_base_and_never_reuses_the_bases_probes(trained, tiny_model_dir, tmp_path):
+def test_mia_on_an_adapter_records_adapter_and_base_and_never_reuses_the_bases_probes(trained, tiny_model_dir,
+                                                                                      tmp_path):
     data = ["--members", trained / "members.jsonl", "--nonmembers", trained / "nonmembers.jsonl", "--attacks", "loss",
             "--bootstrap", 20, "--no-report"]
     assert_ok(lmaudit("mia", "--model", tiny_model_dir, "--out", tmp_path / "base", *data))
     assert_ok(lmaudit("mia", "--model", trained / "ar", "--reference", tiny_model_dir, "--out", tmp_path / "a", *data))
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     base_fp = load_model(tiny_model_dir).fingerprint
-    assert res["target"]["path"] == str(trained / "ar") and res["target"]["fingerprint"] == load_model(trained / "ar").fingerprint
+    assert res["target"]["path"] == str(trained / "ar") \
+        and res["target"]["fingerprint"] == load_model(trained / "ar").fingerprint
     assert res["target"]["adapter"]["base"] == {"path": str(tiny_model_dir.resolve()), "fingerprint": base_fp}
-    assert res["target"]["adapter"]["r"] == 4 and sorted(res["target"]["adapter"]["target_modules"]) == ["q_proj", "v_proj"]
+    assert res["target"]["adapter"]["r"] == 4 \
+        and sorted(res["target"]["adapter"]["target_modules"]) == ["q_proj", "v_proj"]
     assert res["reference"] == {"path": str(tiny_model_dir), "fingerprint": base_fp, "kind": "ar", "dtype": "float32",
                                 "device": "cpu"}
     on_base = pd.read_parquet(tmp_path / "base" / "scores.parquet")["loss"]
@@ -178,7 +181,8 @@ def test_a_hub_name_or_missing_base_is_a_one_line_error_and_adapter_base_fixes_i
                       "loss", "--bootstrap", 20, *data))
 
 
-def test_a_base_of_another_architecture_is_an_error_naming_both(trained, tiny_model_dir, tiny_dlm_dir, tokenizer, tmp_path):
+def test_a_base_of_another_architecture_is_an_error_naming_both(trained, tiny_model_dir, tiny_dlm_dir, tokenizer,
+                                                                tmp_path):
     with pytest.raises(ModelLoadError) as exc:
         load_model(trained / "ar", adapter_base=tiny_dlm_dir)
     assert "LlamaForCausalLM" in str(exc.value) and "BertForMaskedLM" in str(exc.value)
@@ -188,7 +192,8 @@ def test_a_base_of_another_architecture_is_an_error_naming_both(trained, tiny_mo
     wider = tmp_path / "wider"  # the same architecture, another size
     build_ar_model(Preset("wide", **{**TEST_PRESET_ARGS, "hidden": 48}), tokenizer, seed=0).save_pretrained(wider)
     tokenizer.save_pretrained(wider)
-    with pytest.raises(ModelLoadError, match=r"does not fit .*wider.*q_proj as 32 → 32 features, the base's is 48 → 48"):
+    with pytest.raises(ModelLoadError,
+                       match=r"does not fit .*wider.*q_proj as 32 → 32 features, the base's is 48 → 48"):
         load_model(trained / "ar", adapter_base=wider)
     as_dlm = tmp_path / "as_dlm"  # the AR network run as a diffusion model: same class and shapes, another kind
     dlm_from_ar(load_model(tiny_model_dir).model, tokenizer).save_pretrained(as_dlm)
@@ -239,7 +244,8 @@ def test_shadows_with_lora_are_adapters_of_the_base(trained, tiny_model_dir, tmp
     loaded = [load_model(p) for p in shadows.paths]
     assert all(is_adapter_dir(p) and record(p)["lora"]["rank"] == 2 for p in shadows.paths)
     assert len({h.fingerprint for h in loaded} | {load_model(tiny_model_dir).fingerprint}) == 3
-    assert_ok(lmaudit("mia", "--model", trained / "ar", "--shadows", tmp_path / "s", "--members", trained / "members.jsonl",
+    assert_ok(lmaudit("mia", "--model", trained / "ar", "--shadows", tmp_path / "s",
+                      "--members", trained / "members.jsonl",
                       "--nonmembers", trained / "nonmembers.jsonl", "--attacks", "lira", "--bootstrap", 20,
                       "--no-report", "--out", tmp_path / "r"))
     assert json.loads((tmp_path / "r" / "results.json").read_text())["attacks"]["lira"]["auc"] is not None
@@ -250,7 +256,8 @@ def test_an_experiment_selects_lora_by_rank(tmp_path, tiny_model_dir):
     f.write_text('name = "e"\ntype = "mia"\nlora = 4\n')
     assert load_experiment(f).lora == 4 and BaseConfig(name="x", type="mia").lora == 0
     f.write_text('name = "e"\ntype = "mia"\nlora = -1\n')
-    with pytest.raises(LmauditError, match=r"e.toml: lora must be an integer ≥ 0, got -1 \(hint: a LoRA rank ≥ 1, or 0 for full fine-tuning\)"):
+    with pytest.raises(LmauditError, match=r"e.toml: lora must be an integer ≥ 0, got -1 "
+                                           r"\(hint: a LoRA rank ≥ 1, or 0 for full fine-tuning\)"):
         load_experiment(f)
     ws = Workspace.__new__(Workspace)  # the fine-tuning only: no corpus needed
     data = TextSet.from_texts(MEMBERS[:8])

@@ -23,7 +23,8 @@ def no_model_load(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the options were checked")
 
-    monkeypatch.setattr("lmaudit.api.load_model", refuse)  # the commands load models through the Python interface
+    # the commands load models through the Python interface
+    monkeypatch.setattr("lmaudit.models.loading.load_model", refuse)
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -67,7 +67,8 @@ def test_a_large_tied_block_is_noted_with_its_value_and_count():
     assert largest_tie(TIED_S) == (2.0, 5)
     assert tie_note(TIED_S).startswith("5 of 14 scores (35.7%) are tied at 2:")
     with pytest.warns(UserWarning, match="only 4 member"), \
-            pytest.warns(UserWarning, match=r"^min_k: 5 of 14 scores \(35.7%\) are tied at 2: a threshold cannot split"):
+            pytest.warns(UserWarning,
+                         match=r"^min_k: 5 of 14 scores \(35.7%\) are tied at 2: a threshold cannot split"):
         notes = degenerate_notes("min_k", TIED_S, 4, 10)
     assert len(notes) == 2 and "conservative" in notes[1]  # after the note on the tiny set
     # more than 1% of the samples: 3 of 300 is not, 4 of 300 is; a pair among 150 is

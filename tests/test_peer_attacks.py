@@ -130,12 +130,14 @@ def test_recall_holds_out_non_members_and_reads_members_higher(tmp_path, tiny_mo
         print(f"{name} AUC {peers['attacks'][name]['auc']:.3f}")
         assert peers["attacks"][name]["auc"] > 0.6
     assert peers["attacks"]["neighbourhood"]["forwards_per_sample"] == 9
-    assert any("GradNorm differentiates every parameter of the target: " in n for n in peers["attacks"]["gradnorm"]["notes"])
+    assert any("GradNorm differentiates every parameter of the target: " in n
+               for n in peers["attacks"]["gradnorm"]["notes"])
     assert {"gradnorm", "neighbourhood"} <= set(peers["set_check"]["reference"]["attacks"])  # the reference as target
     every = lmaudit("mia", "--model", target, "--members", members, "--nonmembers", nonmembers, "--bootstrap", 0,
                     "--out", tmp_path / "all", "--no-report", "--no-blind")
     assert every.exit_code == 0 and "skipping recall (opt-in" in " ".join(every.output.split())
-    assert not {"recall", "gradnorm", "neighbourhood"} & set(json.loads((tmp_path / "all" / "results.json").read_text())["attacks"])  # opt-in
+    assert not {"recall", "gradnorm", "neighbourhood"} \
+        & set(json.loads((tmp_path / "all" / "results.json").read_text())["attacks"])  # opt-in
 
 
 def plain_dc_pdd(model, tokenizer, text: str, counts: np.ndarray, a: float = 0.01) -> float:

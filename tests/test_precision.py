@@ -11,7 +11,8 @@ import torch
 from helpers import assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import ModelLoadError
-from lmaudit.models.loading import load_model, resolve_device, resolve_dtype
+from lmaudit.models.loading import load_model, resolve_device
+from lmaudit.models.sources import resolve_dtype
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 
 

@@ -139,7 +139,8 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
     res = lmaudit(*args, "--out", str(out))
     assert_ok(res)
     payload = json.loads((out / "results.json").read_text())
-    assert set(payload["asr"]) == {"ce", "skew_pii", "skew_context", "combined", "combined_paper"} and payload["n_records"] == 3
+    assert set(payload["asr"]) == {"ce", "skew_pii", "skew_context", "combined", "combined_paper"} \
+        and payload["n_records"] == 3
     assert payload["mode"] == "inference" and set(payload["generation"]["asr"]) == set(payload["asr"])
     assert "inference mode" in res.stdout and "Wilson" in res.stdout and "combined ASR by α" in res.stdout
     assert len(payload["alpha_sweep"]["percent"]) == 11
@@ -166,7 +167,8 @@ def test_window_keeps_context_around_long_candidates(tokenizer):
     assert is_field.argmax() > 0 and not is_field[-1]  # context on both sides
     long_value = " ".join(["shape"] * 30)
     ids, is_field = _window(tokenizer, rec, long_value, 20)
-    assert (~is_field).sum() == 4 and is_field.sum() == len(tokenizer(long_value, add_special_tokens=False)["input_ids"])
+    assert (~is_field).sum() == 4 \
+        and is_field.sum() == len(tokenizer(long_value, add_special_tokens=False)["input_ids"])
     ids, is_field = _window(tokenizer, PIIRecord("r", "", " value array matrix function", "x"), "tensor", 20)
     assert not is_field[-1] and is_field[0]  # nothing before: all context after
 

@@ -170,7 +170,8 @@ def test_mini_regimes_experiment(tmp_path, monkeypatch):
         labels = np.r_[np.ones(6), np.zeros(6)]  # the mean-of-Δ ablation ranks by exactly these per-sample means
         assert one["auc"]["q_skew mean Δ"]["auc"] == pytest.approx(auc(labels, [d.mean() for d in delta]))
         sep = cell["delta"]["separation"]
-        for k, per_text in (("mean", np.array([d.mean() for d in delta])), ("skew", np.array([sps.skew(d) for d in delta]))):
+        for k, per_text in (("mean", np.array([d.mean() for d in delta])),
+                            ("skew", np.array([sps.skew(d) for d in delta]))):
             m, o = per_text[:6], per_text[6:]  # Cohen's d across texts, and the raw statistic's AUC
             assert sep[f"d_{k}"] == pytest.approx((m.mean() - o.mean()) / np.sqrt((m.var() + o.var()) / 2), abs=1e-5)
             assert sep[f"auc_{k}"] == pytest.approx(auc(labels, per_text))

@@ -137,12 +137,14 @@ def test_lira_and_rmia_against_hand_computed_values():
     shadow_phi = np.stack([phi - 1.0, phi - 3.0, phi + 5.0])  # the third shadow trained on everything
     shadows = ShadowStats(shadow_phi, np.array([[False] * len(phi), [False] * len(phi), [True] * len(phi)]))
     # OUT mean φ − 2, pooled σ = sqrt((1 + 1) · S / (2S − S)) = sqrt(2)
-    np.testing.assert_allclose(get_attack("lira", "ar")(TARGET.with_companions(shadows=shadows)), 2 / np.sqrt(2), rtol=1e-9)
+    np.testing.assert_allclose(get_attack("lira", "ar")(TARGET.with_companions(shadows=shadows)), 2 / np.sqrt(2),
+                               rtol=1e-9)
     lr = phi - np.log(0.5 * (1.3 * (np.exp(phi - 1) + np.exp(phi - 3)) / 2 + 0.7))
     expected = (np.argsort(np.argsort(lr)) + 1) / len(lr)  # rank share, no ties
     np.testing.assert_allclose(get_attack("rmia", "ar")(TARGET.with_companions(shadows=shadows)), expected)
     with pytest.raises(LmauditError, match="IN every shadow"):
-        get_attack("lira", "ar")(TARGET.with_companions(shadows=ShadowStats(shadow_phi, np.ones_like(shadow_phi, dtype=bool))))
+        get_attack("lira", "ar")(TARGET.with_companions(
+            shadows=ShadowStats(shadow_phi, np.ones_like(shadow_phi, dtype=bool))))
 
 
 def test_defaults_are_read_from_the_signature():
@@ -176,4 +178,5 @@ def test_a_new_plan_kind_is_one_registered_function():
         assert plan.n_patterns == 1 and plan.masks and pats[0].tolist() == [0, 1, 2, 3, 4] and ratios.tolist() == [0.5]
     finally:
         del PLAN_KINDS["first-half"]
-    assert MaskPlan("cyclic", budget=7, rho=0.35).n_patterns == 7  # 2 whole rounds of ⌈1/0.35⌉ = 3 chunks, and one chunk
+    # 2 whole rounds of ⌈1/0.35⌉ = 3 chunks, and one chunk
+    assert MaskPlan("cyclic", budget=7, rho=0.35).n_patterns == 7

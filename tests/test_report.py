@@ -166,6 +166,7 @@ def test_a_folder_written_before_p_values_were_stored_reports_them(tmp_path):
 
 
 def test_report_kinds_are_a_registry_and_an_unknown_type_is_refused(tmp_path):
+    import lmaudit.api  # noqa: F401  (the jobs declare their report kinds)
     from lmaudit.report.build import build_report
     from lmaudit.report.kinds import REPORTS, register_report
 

@@ -36,7 +36,8 @@ height:window.innerHeight,width:window.innerWidth,scrollY:window.scrollY,
 resources:performance.getEntriesByType('resource').map(function(e){return e.name}),
 broken:Array.from(document.images).filter(function(i){return !i.complete||i.naturalWidth===0}).length});
 document.body.appendChild(p);});</script>"""
-EXTERNAL = re.compile(r"""(?:\b(?:src|href|action|srcset)\s*=\s*['"]?\s*|url\(\s*['"]?|@import\s+['"]?)(?:https?:)?//""",
+EXTERNAL = re.compile(r"""(?:\b(?:src|href|action|srcset)\s*=\s*['"]?\s*|url\(\s*['"]?|@import\s+['"]?)"""
+                      r"""(?:https?:)?//""",
                       re.IGNORECASE)
 
 

@@ -84,7 +84,8 @@ def test_killed_mia_run_resumes_to_identical_results(fault, tmp_path, tiny_model
     assert not (tmp_path / "out" / "results.json").exists()
     manifest = _manifest(tmp_path / "cache")
     n_done = manifest["n_done"]
-    assert n_done == int(fault.split(":")[1]) - (fault.startswith("shard-unrenamed")) and len(manifest["shards"]) == N_SHARDS
+    assert n_done == int(fault.split(":")[1]) - (fault.startswith("shard-unrenamed")) \
+        and len(manifest["shards"]) == N_SHARDS
     if fault.startswith("shard-unrenamed"):  # the half-written shard is a temporary file, never under its name
         assert list((tmp_path / "cache" / "probes" / "shards").glob(".*.tmp"))
 

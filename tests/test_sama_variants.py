@@ -307,7 +307,8 @@ def test_mia_runs_the_variants(tmp_path, tiny_dlm_dir, ref_dlm_dir, tiny_dlm, re
                   "--out", tmp_path / "run")
     assert_ok(out)
     res = json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]
-    assert res["calibration"]["params"] == {"variant": "unmasked_ratio"} and res["calibration"]["forwards_per_sample"] == 1
+    assert res["calibration"]["params"] == {"variant": "unmasked_ratio"} \
+        and res["calibration"]["forwards_per_sample"] == 1
     assert res["loss"]["params"] == {"variant": "sum"} and res["loss"]["forwards_per_sample"] == 4
     assert res["sama"]["forwards_per_sample"] == 4
     scores = pd.read_parquet(tmp_path / "run" / "scores.parquet")

@@ -224,14 +224,15 @@ def test_dataset_inference_splits_are_bounded_and_say_why():
         InferenceConfig(splits=10_000_000)
     assert "each split" in raised.value.hint
     assert "--splits must be" in raised.value.on_command_line()
-    with pytest.raises(SettingError, match="^seed must be an integer between 0 and 4,294,967,295, got 18446744073709551616"):
+    with pytest.raises(SettingError,
+                       match="^seed must be an integer between 0 and 4,294,967,295, got 18446744073709551616"):
         InferenceConfig(seed=2**64)
 
 
 @pytest.mark.parametrize("args", [
     ("corpus", "pii"), ("corpus", "canaries", "--out", "CANARIES"), ("extract", "--model", "M", "--data", "D"),
-    ("generate", "--model", "M", "--prompt-file", "P"), ("epsilon", "RUN"), ("audit-set", "--model", "M", "--members", "D",
-                                                          "--nonmembers", "D", "--suspect", "D"),
+    ("generate", "--model", "M", "--prompt-file", "P"), ("epsilon", "RUN"),
+    ("audit-set", "--model", "M", "--members", "D", "--nonmembers", "D", "--suspect", "D"),
 ])
 def test_every_seed_option_is_checked_as_the_command_line_is_read(tmp_path, args):
     """Commands whose --seed reaches no checked config (Faker, the ε split, sampling) refuse a seed torch or numpy

@@ -63,13 +63,16 @@ def assert_refused_in_file(tmp_path, lines: str, message: str, type: str = "mia"
 
 def test_training(tmp_path, nothing_loads, data):
     out = tmp_path / "ft"
-    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, lr=-1.0), "lr must be a positive number, got -1.0")
-    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, batch_size=0), "batch_size must be an integer ≥ 1")
-    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, mode="xft"), "unknown fine-tuning mode 'xft'")
-    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lr", "-1"],
-                      "--lr must be a positive number, got -1.0", out)
-    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--epochs", "0"],
-                      "--epochs must be a positive number, got 0.0", out)
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, lr=-1.0),
+                               "lr must be a positive number, got -1.0")
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, batch_size=0),
+                               "batch_size must be an integer ≥ 1")
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, mode="xft"),
+                               "unknown fine-tuning mode 'xft'")
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out,
+                                    "--lr", "-1"], "--lr must be a positive number, got -1.0", out)
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out,
+                                    "--epochs", "0"], "--epochs must be a positive number, got 0.0", out)
     assert_refused_in_file(tmp_path, "lr = -1", "lr must be a positive number, got -1.0")
     assert_refused_in_file(tmp_path, "batch_size = 0", "batch_size must be an integer ≥ 1, got 0")
 
@@ -78,23 +81,29 @@ def test_unlearning(tmp_path, nothing_loads, data):
     out = tmp_path / "ul"
     assert_refused_from_python(lambda: api.unlearn(tmp_path / "model", data, data, out, method="npo", npo_beta=0.0),
                 "npo_beta must be a positive number, got 0.0")
-    assert_refused_on_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data, "--out", out,
-                       "--method", "npo", "--npo-beta", "0"], "--npo-beta must be a positive number, got 0.0", out)
-    assert_refused_on_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data, "--out", out,
-                       "--method", "npo", "--retain-weight", "-1"], "--retain-weight must be a number ≥ 0", out)
-    assert_refused_in_file(tmp_path, "unlearn = { npo_beta = 0.0 }", "unlearn.npo_beta must be a positive number, got 0.0",
-              type="unlearning-audit")
-    assert_refused_in_file(tmp_path, 'unlearn = { npo_bta = 0.5 }', "unlearn has no key 'npo_bta'", type="unlearning-audit")
-    assert_refused_in_file(tmp_path, 'unlearn_methods = ["npo", "forget"]', "unlearn_methods[1] must be", type="unlearning-audit")
+    assert_refused_on_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data,
+                                    "--out", out, "--method", "npo", "--npo-beta", "0"],
+                                   "--npo-beta must be a positive number, got 0.0", out)
+    assert_refused_on_command_line(["unlearn", "--model", tmp_path / "model", "--forget", data, "--retain", data,
+                                    "--out", out, "--method", "npo", "--retain-weight", "-1"],
+                                   "--retain-weight must be a number ≥ 0", out)
+    assert_refused_in_file(tmp_path, "unlearn = { npo_beta = 0.0 }",
+                           "unlearn.npo_beta must be a positive number, got 0.0", type="unlearning-audit")
+    assert_refused_in_file(tmp_path, 'unlearn = { npo_bta = 0.5 }', "unlearn has no key 'npo_bta'",
+                           type="unlearning-audit")
+    assert_refused_in_file(tmp_path, 'unlearn_methods = ["npo", "forget"]', "unlearn_methods[1] must be",
+                           type="unlearning-audit")
 
 
 def test_lora(tmp_path, nothing_loads, data):
     out = tmp_path / "ft"
-    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, lora=0), "rank must be an integer ≥ 1, got 0")
-    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lora", "0"],
-                      "--lora must be an integer ≥ 1, got 0", out)
-    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--lora-alpha", "8"],
-                      "--lora-alpha applies to LoRA training only (hint: add --lora RANK)", out)
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, lora=0),
+                               "rank must be an integer ≥ 1, got 0")
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out,
+                                    "--lora", "0"], "--lora must be an integer ≥ 1, got 0", out)
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out,
+                                    "--lora-alpha", "8"],
+                                   "--lora-alpha applies to LoRA training only (hint: add --lora RANK)", out)
     assert_refused_in_file(tmp_path, "lora = -1", "lora must be an integer ≥ 0, got -1")
 
 
@@ -102,22 +111,30 @@ def test_differential_privacy(tmp_path, nothing_loads, data):
     from lmaudit.models.dp import DPSpec
 
     out = tmp_path / "ft"
-    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out, dp=DPSpec(epsilon=1.0, max_grad_norm=0.0)),
-                "max_grad_norm must be a positive number, got 0.0")
-    assert_refused_from_python(lambda: DPSpec.given(delta=1e-5), "delta applies to DP training only (hint: add epsilon= E")
-    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out, "--dp-epsilon", "1",
-                       "--max-grad-norm", "0"], "--max-grad-norm must be a positive number, got 0.0", out)
-    assert_refused_in_file(tmp_path, "max_grad_norm = 0.0", "max_grad_norm must be a positive number, got 0.0", type="dp-audit")
-    assert_refused_in_file(tmp_path, "epsilons = [8.0, -1.0]", "epsilons[1] must be a number ≥ 0, got -1.0", type="dp-audit")
+    assert_refused_from_python(lambda: api.finetune(tmp_path / "model", data, out,
+                                                    dp=DPSpec(epsilon=1.0, max_grad_norm=0.0)),
+                               "max_grad_norm must be a positive number, got 0.0")
+    assert_refused_from_python(lambda: DPSpec.given(delta=1e-5),
+                               "delta applies to DP training only (hint: add epsilon= E")
+    assert_refused_on_command_line(["finetune", "--model", tmp_path / "model", "--data", data, "--out", out,
+                                    "--dp-epsilon", "1", "--max-grad-norm", "0"],
+                                   "--max-grad-norm must be a positive number, got 0.0", out)
+    assert_refused_in_file(tmp_path, "max_grad_norm = 0.0", "max_grad_norm must be a positive number, got 0.0",
+                           type="dp-audit")
+    assert_refused_in_file(tmp_path, "epsilons = [8.0, -1.0]", "epsilons[1] must be a number ≥ 0, got -1.0",
+                           type="dp-audit")
 
 
 def test_shadows(tmp_path, nothing_loads, data):
     out = tmp_path / "sh"
-    assert_refused_from_python(lambda: api.shadows(tmp_path / "model", data, out, k=1), "k must be an integer ≥ 2, got 1")
-    assert_refused_from_python(lambda: api.shadows(tmp_path / "model", data, out, lr=0.0), "lr must be a positive number, got 0.0")
+    assert_refused_from_python(lambda: api.shadows(tmp_path / "model", data, out, k=1),
+                               "k must be an integer ≥ 2, got 1")
+    assert_refused_from_python(lambda: api.shadows(tmp_path / "model", data, out, lr=0.0),
+                               "lr must be a positive number, got 0.0")
     assert_refused_on_command_line(["shadows", "--model", tmp_path / "model", "--pool", data, "--out", out, "--k", "1"],
                       "--k must be an integer ≥ 2, got 1", out)
-    assert_refused_in_file(tmp_path, "n_shadows = -1", "n_shadows must be an integer ≥ 0, got -1", type="unlearning-audit")
+    assert_refused_in_file(tmp_path, "n_shadows = -1", "n_shadows must be an integer ≥ 0, got -1",
+                           type="unlearning-audit")
 
 
 def test_pii_reconstruction(tmp_path, nothing_loads, data):
@@ -129,9 +146,10 @@ def test_pii_reconstruction(tmp_path, nothing_loads, data):
                                    ("--alpha", "1.5", "--alpha must be in [0, 1] (or 'auto'), got 1.5"),
                                    ("--mask-length", "8,x", "--mask-length must be an integer ≥ 1, got 'x'"),
                                    ("--mask-length", "0", "--mask-length must be an integer ≥ 1, got 0")):
-        assert_refused_on_command_line(["pii", "--model", tmp_path / "model", "--records", data, "--out", out, option, value],
-                          message, out)
-    assert_refused_in_file(tmp_path, "n_targets = 0", "n_targets must be an integer ≥ 1, got 0", type="pii-reconstruction")
+        assert_refused_on_command_line(["pii", "--model", tmp_path / "model", "--records", data, "--out", out,
+                                        option, value], message, out)
+    assert_refused_in_file(tmp_path, "n_targets = 0", "n_targets must be an integer ≥ 1, got 0",
+                           type="pii-reconstruction")
 
 
 def test_mask_plans():
@@ -145,7 +163,8 @@ def test_mask_plans():
         MaskPlan("nested", r_start=0.6, r_end=0.5)
     assert raised.value.on_command_line().startswith("nested ratios need --r-start ≤ --r-end")
     assert MaskPlan("cyclic").n_patterns == 16  # a valid plan is unchanged
-    assert_refused_from_python(lambda: get_attack("q_skew", "dlm").check({"rho": 0.0}), "q_skew.rho must be in (0, 1], got 0.0")
+    assert_refused_from_python(lambda: get_attack("q_skew", "dlm").check({"rho": 0.0}),
+                               "q_skew.rho must be in (0, 1], got 0.0")
     assert_refused_from_python(lambda: get_attack("q_skew", "dlm").check({"sampling": "cyclc"}),
                 "q_skew.sampling must be one of cyclic, random, got 'cyclc'")
 
@@ -155,13 +174,16 @@ def test_attack_parameters_with_choices(tmp_path, data, tiny_model_dir):
 
     assert_refused_from_python(lambda: get_attack("loss", "dlm").check({"variant": "bogus"}),
                 "loss.variant must be one of per_token, sum, got 'bogus'")
-    assert_refused_from_python(lambda: get_attack("gradnorm", "ar").check({"p": True}), "gradnorm.p must be one of 1, 2, inf, got True")
+    assert_refused_from_python(lambda: get_attack("gradnorm", "ar").check({"p": True}),
+                               "gradnorm.p must be one of 1, 2, inf, got True")
     out = tmp_path / "run"
     others = write_jsonl(tmp_path / "others.jsonl", make_texts(8, seed=6, min_words=4, max_words=9))
-    assert_refused_on_command_line(["mia", "--model", tiny_model_dir, "--members", data, "--nonmembers", others, "--attacks",
-                       "gradnorm", "--param", "gradnorm.variant=l3", "--out", out, "--no-report"],
-                      "--param gradnorm.variant must be one of l2, tensor_mean, got 'l3'", out)
-    assert_refused_in_file(tmp_path, '[params.loss]\nvariant = "bogus"', "params.loss.variant must be one of per_token, sum, got 'bogus'")
+    assert_refused_on_command_line(["mia", "--model", tiny_model_dir, "--members", data, "--nonmembers", others,
+                                    "--attacks", "gradnorm", "--param", "gradnorm.variant=l3",
+                                    "--out", out, "--no-report"],
+                                   "--param gradnorm.variant must be one of l2, tensor_mean, got 'l3'", out)
+    assert_refused_in_file(tmp_path, '[params.loss]\nvariant = "bogus"',
+                           "params.loss.variant must be one of per_token, sum, got 'bogus'")
     assert_refused_in_file(tmp_path, "[params.recall]\nshots = 0", "params.recall.shots must be an integer ≥ 1, got 0")
     assert_refused_in_file(tmp_path, '[variants.random]\nattack = "q_skew"\nsampling = "randm"',
               "variants.random.sampling must be one of cyclic, random, got 'randm'", type="ablation")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
 
+from lmaudit.audit.sets import standardise
 from lmaudit.audit.smi import (
     KERNELS,
     SetEstimate,
@@ -16,7 +17,6 @@ from lmaudit.audit.smi import (
     _smim_fit,
     smi,
     smi_m,
-    standardise,
 )
 from lmaudit.errors import LmauditError
 
@@ -403,7 +403,8 @@ def test_indistinguishable_message_names_identifiability(kernel):
 
 
 def test_mostly_duplicate_references_have_a_zero_median_distance():
-    # five identical rows and one other: most pairwise distances are exactly 0, whatever the rounding of the Gram product
+    # five identical rows and one other: most pairwise distances are exactly 0,
+    # whatever the rounding of the Gram product
     M = np.zeros((5, 5))
     N = np.vstack([np.zeros((4, 5)), [[0, 0, 0, 1, 372]]])
     with pytest.raises(LmauditError, match="median pairwise distance"):

@@ -150,7 +150,8 @@ def test_audit_summary_is_rho_and_its_interval_in_one_sentence(tmp_path):
     lo, hi = est["ci90"]
     s = audit_summary(res)
     assert s.points[0].startswith(f"SMI-M estimates ρ = {est['rho']:.2f} (90% interval {lo:.2f}–{hi:.2f}): about "
-                                  f"{100 * est['rho']:.0f}% of the 80 suspect texts behave like texts the model never saw")
+                                  f"{100 * est['rho']:.0f}% of the 80 suspect texts behave like texts the model "
+                                  "never saw")
     assert 0.15 < est["rho"] < 0.5  # 30% of the suspect set was drawn like the non-members
     assert f"(SMI: ρ = {res['methods']['smi']['rho']:.2f}" in s.points[0]
 

@@ -38,7 +38,8 @@ def test_ar_objective_equals_transformers_loss(tiny_model, tokenizer):
 
 
 def test_training_lowers_loss_and_is_deterministic(tokenizer):
-    preset = Preset("t", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32, batch=8, lr=3e-3)
+    preset = Preset("t", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32,
+                    batch=8, lr=3e-3)
     examples = dft_examples(tokenizer, TextSet.from_texts(make_texts(20, seed=2)), block=32)
     runs = []
     for _ in range(2):
@@ -74,7 +75,8 @@ def test_a_loss_that_ends_far_above_its_start_is_a_warning():
     from lmaudit.models.build import warn_if_diverged
 
     assert not warn_if_diverged([4.0] * 20 + [3.0] * 20, 1e-3)
-    with pytest.warns(UserWarning, match=r"diverged: the training loss went from 4.000 to 9.000 \(learning rate 0.01\)"):
+    with pytest.warns(UserWarning,
+                      match=r"diverged: the training loss went from 4.000 to 9.000 \(learning rate 0.01\)"):
         assert warn_if_diverged([4.0] * 20 + [9.0] * 20, 1e-2)
     with pytest.warns(UserWarning, match="diverged"):
         assert warn_if_diverged([4.0] * 20 + [float("nan")] * 20, 1e-2)

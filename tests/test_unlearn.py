@@ -28,7 +28,8 @@ def models(tmp_path_factory, tiny_model_dir, tiny_dlm_dir):
         both = TextSet.from_texts(FORGET.texts + RETAIN.texts, source="both")
         out = {}
         for kind, base in (("ar", tiny_model_dir), ("dlm", tiny_dlm_dir)):
-            trained = finetune(base, both, tmp_path_factory.mktemp(f"ft_{kind}"), epochs=20, lr=1e-2, block=32, batch_size=8)
+            trained = finetune(base, both, tmp_path_factory.mktemp(f"ft_{kind}"), epochs=20, lr=1e-2, block=32,
+                               batch_size=8)
             out[kind] = (base, trained)
         return out
 
@@ -91,7 +92,8 @@ def test_npo_term_is_two_over_beta_log_two_at_the_reference(kind, tiny_model_dir
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
     assert all(p.grad is None for p in reference.parameters())
     with torch.no_grad():  # a different model gives a different value
-        torch.nn.utils.vector_to_parameters(torch.nn.utils.parameters_to_vector(model.parameters()) * 1.1, model.parameters())
+        torch.nn.utils.vector_to_parameters(torch.nn.utils.parameters_to_vector(model.parameters()) * 1.1,
+                                            model.parameters())
         moved = npo_objective(reference, kind, tok, beta=0.5)(model, ids, attn, mask, torch.Generator().manual_seed(0))
     assert abs(moved.item() - 4 * math.log(2)) > 1e-3
 
@@ -134,18 +136,21 @@ def test_finetune_and_retrain_lower_retain_loss(models, tmp_path):
     rec = training_record(out)
     assert rec["method"] == "retrain" and rec["started_from"] == str(base) == rec["base"]
     assert rec["base_fingerprint"] == model_dir_fingerprint(base)
-    assert rec["source_fingerprint"] == model_dir_fingerprint(trained) and rec["data_fingerprint"] == RETAIN.fingerprint()
+    assert rec["source_fingerprint"] == model_dir_fingerprint(trained) \
+        and rec["data_fingerprint"] == RETAIN.fingerprint()
 
 
 def test_retrain_keeps_dlm_kind(models, tmp_path):
     base, trained = models["dlm"]
-    out = unlearn(trained, FORGET, RETAIN, tmp_path / "rt", method="retrain", base_dir=base, epochs=1, batch_size=8, block=32)
+    out = unlearn(trained, FORGET, RETAIN, tmp_path / "rt", method="retrain", base_dir=base, epochs=1, batch_size=8,
+                  block=32)
     assert load_model(out).kind == "dlm" and training_record(out)["kind"] == "dlm"
 
 
 def test_same_seed_gives_identical_weights(models, tmp_path):
     _, trained = models["dlm"]
-    runs = [unlearn(trained, FORGET, RETAIN, tmp_path / f"run{i}", method="npo", seed=seed, epochs=1, batch_size=8, block=32)
+    runs = [unlearn(trained, FORGET, RETAIN, tmp_path / f"run{i}", method="npo", seed=seed, epochs=1, batch_size=8,
+                    block=32)
             for i, seed in enumerate((1, 1, 2))]
     states = [load_model(r).model.state_dict() for r in runs]
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])

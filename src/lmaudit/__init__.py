@@ -22,25 +22,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-_API = {"load_model": "lmaudit.api", "load_results": "lmaudit.api", "mia": "lmaudit.api", "probe": "lmaudit.api",
-        "score": "lmaudit.api", "audit_set": "lmaudit.api", "extract": "lmaudit.api",
-        "reconstruct_pii": "lmaudit.api", "dataset_inference": "lmaudit.api",
-        "finetune": "lmaudit.api", "generate": "lmaudit.api", "epsilon": "lmaudit.api", "unlearn": "lmaudit.api", "pretrain": "lmaudit.api", "shadows": "lmaudit.api",
-        "LoraSpec": "lmaudit.models.lora", "DPSpec": "lmaudit.models.dp", "RunConfig": "lmaudit.runs.mia", "AuditConfig": "lmaudit.runs.audit_set",
-        "ExtractConfig": "lmaudit.runs.extract", "ReconstructConfig": "lmaudit.runs.pii",
-        "InferenceConfig": "lmaudit.runs.dataset_inference"}
-__all__ = ["__version__", *_API]
 
 
 def __getattr__(name: str):
-    """The jobs of :mod:`lmaudit.api`, imported on first use (they need torch; ``import lmaudit`` does not)."""
-    if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
+    """The names of :mod:`lmaudit.api` (its jobs, their settings and results), imported on first use: they need torch,
+    ``import lmaudit`` does not. ``__all__`` is read the same way."""
     if name == "attacks":  # light: no torch
         return importlib.import_module("lmaudit.attacks")
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(f"module 'lmaudit' has no attribute '{name}'")
+    api = importlib.import_module("lmaudit.api")
+    if name == "__all__":
+        return ["__version__", *api.__all__]
+    if name in api.__all__:
+        return getattr(api, name)
     raise AttributeError(f"module 'lmaudit' has no attribute '{name}'")
 
 
 def __dir__() -> list[str]:
-    """What ``lmaudit.<Tab>`` completes: the jobs and configs of :mod:`lmaudit.api` besides this module's names."""
-    return sorted({*globals(), *_API, "attacks"})
+    """What ``lmaudit.<Tab>`` completes: this module's names and those of :mod:`lmaudit.api`."""
+    return sorted({*globals(), *importlib.import_module("lmaudit.api").__all__, "attacks"})

@@ -17,18 +17,18 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
+from lmaudit.api.tools import disk_error, git_state
 from lmaudit.commands.common import PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
-from lmaudit.folders import disk_error
 from lmaudit.progress import console, set_quiet
-from lmaudit.utils import git_state
 
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
 COMMANDS = {
-    "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction", "pii": "pii",
-    "epsilon": "privacy",
+    "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction",
+    "pii": "pii", "epsilon": "privacy",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus", "models": "models",
+    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus",
+    "models": "models",
 }
 GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS}  # commands with subcommands
 _state = {"debug": False}

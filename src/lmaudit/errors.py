@@ -93,7 +93,8 @@ class SettingError(LmauditError):
 
     def _spelled(self, *, python: bool) -> tuple[str, str | None]:
         names = {**self._names(python), "name": self.field if python else self.flag}
-        hint = self.hint_template if self.hint_template is None or not self.options else _fill(self.hint_template, names)
+        hint = (self.hint_template if self.hint_template is None or not self.options
+                else _fill(self.hint_template, names))
         return _fill(self.template, names), hint
 
 

@@ -54,8 +54,9 @@ _DISK_HINTS = {
     errno.ENOTDIR: "a part of the path is a file, not a folder: pick another --out",
     errno.EISDIR: "a file lmaudit writes is a folder there: pick another --out",
 }
-# what a folder's manifest says it is (``what``): one output kind per command that writes a folder
-RUN_KINDS = ("mia", "set-audit", "extraction", "pii-reconstruction", "dataset-inference", "demo")
+# what a folder's manifest says it is (``what``): a job's kind (lmaudit.runs.common.Job), or one of these, which hold
+# no results
+NOT_RESULTS = ("model", "shadows", "canaries")
 # older manifests said "run" for every results folder; folders without a manifest are known by a marker file
 _LEGACY_KIND = {"results.json": "run", "lmaudit_training.json": "model", "shadows.json": "shadows"}
 
@@ -84,7 +85,8 @@ def _read_manifest(folder: Path) -> dict | None:
         if not isinstance(files, dict):
             raise TypeError
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
-        raise LmauditError(f"{path}: unreadable manifest", hint="the folder is damaged; re-run the command that wrote it") from None
+        raise LmauditError(f"{path}: unreadable manifest",
+                           hint="the folder is damaged; re-run the command that wrote it") from None
     return manifest
 
 
@@ -135,7 +137,7 @@ def folder_kind(folder: Path) -> str | None:
 def _same_kind(existing: str | None, kind: str | None) -> bool:
     if existing is None or kind is None or existing == kind:
         return True
-    return existing == "run" and kind in (*RUN_KINDS, "experiment")  # written before manifests said which run
+    return existing == "run" and kind not in NOT_RESULTS  # written before manifests said which run
 
 
 CACHE = "the cache"
@@ -158,7 +160,7 @@ def _input_paths(inputs: dict | None) -> list[tuple[str, Path]]:
     return pairs
 
 
-def _check_inputs(out: Path, what: str, inputs: dict | None) -> None:
+def _check_inputs(out: Path, what: str, inputs: dict | None, options: dict | None = None) -> None:
     """``out`` must not be, contain or lie inside any input: replacing it would delete what the command reads."""
     real_out = Path(os.path.realpath(out))
     for name, path in _input_paths(inputs):
@@ -173,7 +175,7 @@ def _check_inputs(out: Path, what: str, inputs: dict | None) -> None:
             continue
         shown = name if name == CACHE else f"{name} '{path}'"
         raise LmauditError(f"{what} '{out}' {relation} {shown}: writing it would replace what the command reads",
-                           hint=f"name an output folder outside {name}")
+                           hint=f"name an output folder outside {name}", options=options or ())
 
 
 def resolve_out(out: str | Path, what: str = "--out") -> Path:
@@ -189,31 +191,35 @@ def resolve_out(out: str | Path, what: str = "--out") -> Path:
 
 
 def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | None = None,
-                      inputs: dict | None = None) -> Path:
+                      inputs: dict | None = None, options: dict | None = None) -> Path:
     """``out`` may be written: absent, empty, or a folder lmaudit wrote as ``kind``; said before any work.
 
     ``inputs`` maps an option name (``"--model"``) to the path(s) the command reads; an ``out``
     that is, contains or lies inside one of them (or the cache) is refused. A symbolic link is
-    resolved: the returned path is the folder that will be written.
+    resolved: the returned path is the folder that will be written. With ``options`` (as
+    :class:`~lmaudit.errors.LmauditError` takes them), ``what`` and the input names may be ``{setting}``
+    placeholders, spelled as Python's parameters or the command line's options by whoever reads the error.
     """
     given = Path(out)
     out = resolve_out(given, what)
-    _check_inputs(out, what, inputs)
+    _check_inputs(out, what, inputs, options)
+    spelled = {"options": options or ()}
     if out.exists() and not out.is_dir():
-        raise LmauditError(f"{what} '{given}' is an existing file", hint="name a folder (it is created if absent)")
+        raise LmauditError(f"{what} '{given}' is an existing file", hint="name a folder (it is created if absent)",
+                           **spelled)
     if out.is_dir():
         existing, foreign = _inspect(out)
         if not _same_kind(existing, kind):
             raise LmauditError(f"{what} '{given}' holds {_a(existing)} lmaudit wrote; this command writes {_a(kind)}",
                                hint=f"name another folder: lmaudit replaces its output folder whole, and never "
-                                    f"replaces {_a(existing)} with {_a(kind)}")
+                                    f"replaces {_a(existing)} with {_a(kind)}", **spelled)
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
             raise LmauditError(f"{what} '{out}' holds files lmaudit did not write ({shown})",
                                hint="lmaudit replaces its output folder whole: name a new or empty folder, "
-                                    "or move those files out")
+                                    "or move those files out", **spelled)
     if out.parent.exists() and not out.parent.is_dir():
-        raise LmauditError(f"{what} '{given}': '{out.parent}' is a file, not a folder")
+        raise LmauditError(f"{what} '{given}': '{out.parent}' is a file, not a folder", **spelled)
     return out
 
 

@@ -199,7 +199,8 @@ def _interval(values: np.ndarray, level: float) -> np.ndarray:
     return np.quantile(values, [alpha, 1 - alpha], axis=0)
 
 
-def auc_bootstrap_ci(y_true, y_score, *, n_resamples: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def auc_bootstrap_ci(y_true, y_score, *, n_resamples: int = 1000, level: float = 0.95,
+                     seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the AUC.
 
     Members and non-members are resampled separately (stratified), so each replicate

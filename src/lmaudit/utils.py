@@ -207,7 +207,8 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def package_versions(names: tuple[str, ...] = ("lmaudit", "torch", "transformers", "tokenizers", "numpy")) -> dict[str, str]:
+def package_versions(names: tuple[str, ...] = ("lmaudit", "torch", "transformers", "tokenizers",
+                                               "numpy")) -> dict[str, str]:
     out = {}
     for name in names:
         try:

@@ -34,7 +34,8 @@ class LLaDABlock(nn.Module):
     def forward(self, x, bias):
         B, T, d = x.shape
         y = self.attn_norm(x)
-        q, k, v = (p(y).view(B, T, self.h, d // self.h).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (p(y).view(B, T, self.h, d // self.h).transpose(1, 2)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
         q, k = rotate(q, self.theta), rotate(k, self.theta)
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=False)  # (B, H, T, D)
         x = x + self.attn_out(a.transpose(1, 2).reshape(B, T, d))

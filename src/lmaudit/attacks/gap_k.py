@@ -15,7 +15,8 @@ from lmaudit.probes.segments import bottom_k_mean, moving_average, shuffle_withi
 SMOOTHING = ("none", "sequential", "shuffled")
 
 
-def gap_k_scores(gaps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, *, k: float, window: int, smooth: str) -> np.ndarray:
+def gap_k_scores(gaps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, *, k: float, window: int,
+                 smooth: str) -> np.ndarray:
     """Gap-K% aggregation of per-token gaps g_t ≤ 0 (shared by the AR and DLM attacks).
 
     ``smooth="sequential"``: moving average of width ``window`` in text order (valid

@@ -27,7 +27,8 @@ from lmaudit.settings import fraction, integer
 
 
 def _probe(params: dict, budget: int) -> NeighbourRequest:
-    """The request of checked parameters (the registry checks them first: :class:`~lmaudit.attacks.registry.AttackSpec`)."""
+    """The request of checked parameters (the registry checks them first:
+    :class:`~lmaudit.attacks.registry.AttackSpec`)."""
     return NeighbourRequest(model=str(params.get("model") or ""), n=int(params.get("n", 25)),
                             fraction=float(params.get("fraction", 0.0)), top=int(params.get("top", 5)))
 

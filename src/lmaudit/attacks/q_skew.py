@@ -20,7 +20,8 @@ from lmaudit.settings import fraction, one_of, positive
 QUANTILES = (0.15, 0.85)
 
 
-def weighted_skew(values: np.ndarray, offsets: np.ndarray, *, h: float = 0.1, weighting: str = "quantile") -> np.ndarray:
+def weighted_skew(values: np.ndarray, offsets: np.ndarray, *, h: float = 0.1,
+                  weighting: str = "quantile") -> np.ndarray:
     """Pearson median skewness 3·(m_W − median)/std per segment, with quantile weights.
 
     ``m_W = Σ W(s)·s / Σ W(s)`` with ``W(s) = φ((F(s) − 0.15)/h) + φ((F(s) − 0.85)/h)``,

@@ -65,7 +65,8 @@ def draw_subsets(seeds: np.ndarray, size: np.ndarray, *, n_subsets: int, subset_
     """
     m = np.asarray(size, dtype=np.int64)
     k = np.minimum(subset_size, m)
-    counter = (np.arange(n_subsets, dtype=np.uint64)[:, None] << np.uint64(32)) | np.arange(subset_size, dtype=np.uint64)
+    counter = ((np.arange(n_subsets, dtype=np.uint64)[:, None] << np.uint64(32))
+               | np.arange(subset_size, dtype=np.uint64))
     with np.errstate(over="ignore"):
         h = splitmix64(np.asarray(seeds, dtype=np.uint64)[:, None, None] ^ splitmix64(counter)[None])  # (G, R, l)
     chosen = np.zeros((len(m), n_subsets, subset_size), dtype=np.int64)  # (G, R, l)

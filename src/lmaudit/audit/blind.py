@@ -46,7 +46,8 @@ BASELINES = ("blind_ngrams", "blind_features")
 MIN_PER_FOLD = 2  # texts of each class in every fold
 DEFAULT_FOLDS = 5
 _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
-_DATE = re.compile(r"\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b|\b\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w*",
+_DATE = re.compile(r"\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b|"
+                   r"\b\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w*",
                    re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from lmaudit.audit.kernels import float32_conditioned, kernel_means, lowered, pow2_near_rms, use_float32
+from lmaudit.audit.sets import as_sets, unit_scale
 from lmaudit.errors import LmauditError
 
 KERNELS = ("rbf", "laplacian", "linear")
@@ -55,71 +56,6 @@ class SetEstimate:
         for name in ("ci90", "ci90_unclipped"):
             out[name] = [None if math.isnan(x) else x for x in getattr(self, name)]
         return out
-
-
-def _as_sets(named: dict[str, object], tops: list[float] | None = None) -> list[np.ndarray]:
-    """The named arrays as validated 2-D float64 arrays; ``tops`` (if given) receives each one's largest |value|."""
-    out: list[np.ndarray] = []
-    tops = [] if tops is None else tops
-    for name, x in named.items():
-        try:
-            a = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise LmauditError(f"{name} is not a numeric array ({e})") from None
-        if a.ndim != 2 or a.shape[1] == 0:
-            raise LmauditError(f"{name} must be a 2-D array (n_samples, n_features), got shape {a.shape}")
-        if a.shape[0] < 2:
-            raise LmauditError(f"{name} has {a.shape[0]} row(s); each set needs at least 2 rows")
-        if out and a.shape[1] != out[0].shape[1]:
-            first = next(iter(named))
-            raise LmauditError(
-                f"feature dimensions differ: {first} has {out[0].shape[1]} features, {name} has {a.shape[1]}",
-                hint="all sets must come from the same feature extractor",
-            )
-        lo, hi = float(np.min(a)), float(np.max(a))  # NaN propagates: two passes, no temporary
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            bad = int(a.size - np.isfinite(a).sum())
-            raise LmauditError(f"{name} contains {bad} NaN or infinite feature value(s)", hint="drop or impute them")
-        out.append(a)
-        tops.append(max(-lo, hi))
-    return out
-
-
-def _unit_scale(sets: list[np.ndarray], tops: list[float] | None = None) -> list[np.ndarray]:
-    """Features of extreme magnitude (beyond 1e±50) divided by the largest |value| of the reference sets.
-
-    ρ is invariant to a common positive scale, and fourth powers of such features would
-    overflow or underflow; ordinary features are left as they are (so ``details`` keep
-    their units). ``tops``: the largest |value| of each set, when already known.
-    """
-    tops = tops or [float(np.max(np.abs(s))) for s in sets[:2]]
-    top = max(tops[0], tops[1])
-    if top > 0 and any(float(np.max(np.abs(s))) > 1e50 * top for s in sets[2:]):
-        # e.g. references of size 1e-308 and a suspect set of size 1: fourth powers would overflow
-        raise LmauditError("the suspect set's features are more than 1e50 times larger than the reference sets'",
-                           hint="the sets must come from the same feature extractor; check their scales")
-    return [s / top for s in sets] if top > 0 and not 1e-50 < top < 1e50 else sets
-
-
-def standardise(members, nonmembers, *others) -> tuple[np.ndarray, ...]:
-    """Z-score every set with the mean and (population) std of members ∪ non-members pooled.
-
-    Parameters
-    ----------
-    members, nonmembers, *others : array_like, shape (n_m, d), (n_n, d), (n_k, d)
-        Reference sets (they define the scaling) and further sets, e.g. the suspect set.
-
-    Returns
-    -------
-    tuple of ndarray
-        ``(members, nonmembers, *others)`` in float64; constant columns get std 1.
-    """
-    named = {"members": members, "nonmembers": nonmembers} | {f"others[{i}]": o for i, o in enumerate(others)}
-    sets = _as_sets(named)
-    ref = np.vstack(sets[:2])
-    mu, sd = ref.mean(axis=0), ref.std(axis=0)
-    sd[sd <= 1e-12 * np.maximum(1.0, np.abs(mu))] = 1.0
-    return tuple((s - mu) / sd for s in sets)
 
 
 def _bootstrap_batches(n: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
@@ -347,7 +283,7 @@ def smi(members, nonmembers, suspect, *, bootstrap: int = 200, seed: int = 0, an
     """
     _check_precision(precision)
     tops: list[float] = []
-    sets = _unit_scale(_as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}, tops), tops)
+    sets = unit_scale(as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}, tops), tops)
     nm, nn, d = len(sets[0]), len(sets[1]), sets[0].shape[1]
     f32 = use_float32(precision, (nm + nn + len(sets[2])) * d * min(d, nm + nn))
     return _estimate("smi", sets, lambda: _smi_fit(*sets, float32=f32), bootstrap=bootstrap, seed=seed,
@@ -392,7 +328,7 @@ def smi_m(members, nonmembers, suspect, *, kernel: str = "rbf", bandwidth_factor
         raise LmauditError(f"bandwidth_factor must be a positive number, got {bandwidth_factor!r}")
     _check_precision(precision)
     tops: list[float] = []
-    sets = _unit_scale(_as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}, tops), tops)
+    sets = unit_scale(as_sets({"members": members, "nonmembers": nonmembers, "suspect": suspect}, tops), tops)
     nr = len(sets[0]) + len(sets[1])
     f32 = kernel != "linear" and use_float32(precision, (nr * nr // 2 + nr * len(sets[2])) * sets[0].shape[1])
     fit = lambda: _smim_fit(*sets, kernel=kernel, bandwidth_factor=bandwidth_factor, seed=seed,  # noqa: E731

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from lmaudit.attacks import list_attacks
+from lmaudit.api.tools import list_attacks
 from lmaudit.commands.common import PANEL_AUDIT, config_option, print_table
 
 app = typer.Typer(add_completion=False)

@@ -9,21 +9,25 @@ from typing import Optional
 import typer
 
 from lmaudit import api
+from lmaudit.api.reports import audit_caveats, audit_rows, inference_summary
 from lmaudit.commands import common as c
 from lmaudit.commands.mia import data_option, label_field_option
-from lmaudit.commands.running import backend_from, finish
+from lmaudit.commands.running import (
+    ModelOptions,
+    RunOptions,
+    backend_from,
+    check_out,
+    finish,
+    model_inputs,
+    shared_options,
+)
 from lmaudit.progress import stdout_console
-from lmaudit.report.dataset_inference import inference_summary
-from lmaudit.report.summary import audit_summary
-from lmaudit.report.tables import audit_rows
-from lmaudit.runs.audit_set import AuditConfig
-from lmaudit.runs.dataset_inference import InferenceConfig
 
 app = typer.Typer(add_completion=False)
 
 
 @app.command("audit-set", rich_help_panel=c.PANEL_AUDIT)
-@c.shared_options(run=True)
+@shared_options(run=True)
 def audit_set(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder (AR or DLM) to audit."),
@@ -44,28 +48,27 @@ def audit_set(
     seed: int = c.seed_option(),
     out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
     allow_overlap: bool = c.allow_overlap_option(),
-    model_options: c.ModelOptions = None,
-    run_options: c.RunOptions = None,
+    model_options: ModelOptions = None,
+    run_options: RunOptions = None,
 ) -> None:
     """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
     model = c.pick_model(model, None, "")
-    c.check_out(out, kind="set-audit", inputs={**c.model_inputs("--model", model, model_options),
-                                               **c.model_inputs("--reference", reference, model_options),
-                                               "--members": members, "--nonmembers": nonmembers, "--data": data,
-                                               "--suspect": suspect})
-    cfg = AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
-                      bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks),
-                      allow_overlap=allow_overlap)
-    with backend_from(run_options.backend, run_options.address, run_options.workers):
+    check_out(out, kind="set-audit", inputs={**model_inputs("--model", model, model_options),
+                                             **model_inputs("--reference", reference, model_options),
+                                             "--members": members, "--nonmembers": nonmembers, "--data": data,
+                                             "--suspect": suspect})
+    cfg = api.AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
+                          bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks), allow_overlap=allow_overlap)
+    with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:
         result = api.audit_set(model, members, nonmembers, suspect, data=data, label_field=label_field,
-                               text_field=text_field, split=split, reference=reference, config=cfg,
+                               text_field=text_field, split=split, reference=reference, config=cfg, backend=backend,
                                **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)
     title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
              f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
     c.print_table(c.rich_table(title, *audit_rows(payload)))
-    caveats = [p for p in audit_summary(payload).points if p.startswith("Caveat")]  # shared texts
+    caveats = audit_caveats(payload)  # shared texts
     caveats += [f"Caveat: {note}." for note in payload["overlap"].get("notes", [])]  # formats that differ
     if caveats:
         stdout_console.print(" ".join(caveats), markup=False, soft_wrap=not stdout_console.is_terminal)
@@ -73,7 +76,7 @@ def audit_set(
 
 
 @app.command("dataset-inference", rich_help_panel=c.PANEL_AUDIT)
-@c.shared_options(run=True)
+@shared_options(run=True)
 def dataset_inference(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder (AR or DLM) to audit."),
@@ -104,22 +107,21 @@ def dataset_inference(
         True, "--reference-prior/--no-reference-prior",
         help="With --reference: also score both sets with the reference as the target (it never saw either set, so "
              "its AUC should be near 0.5; when it tells them apart the verdict is \"cannot tell\")."),
-    model_options: c.ModelOptions = None,
-    run_options: c.RunOptions = None,
+    model_options: ModelOptions = None,
+    run_options: RunOptions = None,
 ) -> None:
     """Dataset inference: a p-value for "the model was trained on the suspect set" (Maini et al., 2024)."""
     model = c.pick_model(model, None, "")
-    c.check_out(out, kind="dataset-inference", inputs={**c.model_inputs("--model", model, model_options),
-                                                       **c.model_inputs("--reference", reference, model_options),
-                                                       "--suspect": suspect, "--validation": validation,
-                                                       "--members": members})
-    cfg = InferenceConfig(attacks=c.split_names(attacks), params=c.parse_params(param), splits=splits, seed=seed,
-                          outliers=outliers,
-                          budget=budget, use_cache=not no_cache, allow_overlap=allow_overlap, blind=blind,
-                          reference_prior=reference_prior)
-    with backend_from(run_options.backend, run_options.address, run_options.workers):
+    check_out(out, kind="dataset-inference", inputs={**model_inputs("--model", model, model_options),
+                                                     **model_inputs("--reference", reference, model_options),
+                                                     "--suspect": suspect, "--validation": validation,
+                                                     "--members": members})
+    cfg = api.InferenceConfig(attacks=c.split_names(attacks), params=c.parse_params(param), splits=splits, seed=seed,
+                              outliers=outliers, budget=budget, use_cache=not no_cache, allow_overlap=allow_overlap,
+                              blind=blind, reference_prior=reference_prior)
+    with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:
         result = api.dataset_inference(model, suspect, validation, members=members, reference=reference,
-                                       text_field=text_field, split=split, config=cfg,
+                                       text_field=text_field, split=split, config=cfg, backend=backend,
                                        **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
     summary = inference_summary(result.payload)  # every point but the closing reading: the checks and caveats too

@@ -7,15 +7,23 @@ from typing import Optional
 
 import typer
 
+from lmaudit.api.data import (
+    CANARY_KINDS,
+    CORPUS_SOURCES,
+    build_corpus,
+    pii_corpus,
+    pydoc_corpus,
+    write_canary_folder,
+    write_jsonl,
+)
+from lmaudit.api.tools import output_folder
 from lmaudit.commands import common as c
-from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
-from lmaudit.data.pii import pii_corpus, write_jsonl
+from lmaudit.commands.running import check_out
 from lmaudit.errors import LmauditError
-from lmaudit.folders import output_folder
-from lmaudit.privacy.canaries import KINDS, write_canary_folder
 from lmaudit.progress import stdout_console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="The embedded corpus (docstrings of installed packages).")
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="The embedded corpus (docstrings of installed packages).")
 
 
 @app.command("build")
@@ -28,9 +36,10 @@ def corpus_build(
                                               "reference (pydoc_data.topics), member/non-member pools only."),
 ) -> None:
     """Extract, clean and cache the docstring corpus (or build the out-of-domain one); print its manifest."""
-    if source not in SOURCES:
-        raise LmauditError(f"--source must be one of {', '.join(SOURCES)}, got {source!r}")
-    corpus = pydoc_corpus() if source == "pydoc" else build_corpus(tuple(p for p in packages.split(",") if p), force=force)
+    if source not in CORPUS_SOURCES:
+        raise LmauditError(f"--source must be one of {', '.join(CORPUS_SOURCES)}, got {source!r}")
+    corpus = (pydoc_corpus() if source == "pydoc"
+              else build_corpus(tuple(p for p in packages.split(",") if p), force=force))
     stdout_console.print_json(data=corpus.manifest)
 
 
@@ -43,7 +52,7 @@ def corpus_pii(
     seed: int = c.seed_option("Seed of the synthetic names, addresses and phones."),
 ) -> None:
     """Write synthetic e-mails with names, e-mail addresses and phone numbers (seeded Faker)."""
-    c.check_out(out, kind="corpus")
+    check_out(out, kind="corpus")
     train, unseen = pii_corpus(build_corpus(), n_train, n_unseen, seed=seed)
     with output_folder(out, what="corpus") as tmp:  # the two files are written together, as one folder
         write_jsonl(train, tmp / "train.jsonl")
@@ -55,13 +64,13 @@ def corpus_pii(
 def corpus_canaries(
     config: Optional[Path] = c.config_option(),
     n: int = typer.Option(1000, "--n", help="Number of canaries (each trained on with probability 1/2)."),
-    kind: str = typer.Option("random", help=f"{' | '.join(KINDS)}: random token-like strings, sentences of "
+    kind: str = typer.Option("random", help=f"{' | '.join(CANARY_KINDS)}: random token-like strings, sentences of "
                                             "made-up words, or e-mails with synthetic names, addresses and phones."),
     out: Path = typer.Option(..., help="Folder for canaries.jsonl, train_canaries.jsonl, included.json, decoys.jsonl."),
     seed: int = c.seed_option("Seed of the texts and of the inclusion coins."),
 ) -> None:
     """Canaries for a one-run privacy audit ('lmaudit epsilon RUN_DIR --canaries OUT'), half of them to train on."""
-    c.check_out(out, kind="canaries")
+    check_out(out, kind="canaries")
     info = write_canary_folder(out, n, kind, seed=seed)
     stdout_console.print(
         f"{n} {kind} canaries: {out / 'canaries.jsonl'} (score all of them); {info['n_included']} to train on: "

@@ -8,12 +8,20 @@ from typing import Optional
 import typer
 
 from lmaudit import api
+from lmaudit.api.reports import summary_rows
+from lmaudit.api.setup import parse_steps
 from lmaudit.commands import common as c
-from lmaudit.commands.running import backend_from, finish
+from lmaudit.commands.running import (
+    ModelOptions,
+    RunOptions,
+    backend_from,
+    check_out,
+    finish,
+    model_inputs,
+    shared_options,
+)
 from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
-from lmaudit.report.tables import summary_rows
-from lmaudit.runs.extract import ExtractConfig, parse_steps
 
 app = typer.Typer(add_completion=False)
 
@@ -26,7 +34,7 @@ def extraction_table(payload: dict):
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
-@c.shared_options(run=True)
+@shared_options(run=True)
 def extract(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option(),
@@ -47,22 +55,22 @@ def extract(
     out: Path = typer.Option(Path("runs/extract"), help="Output folder."),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
-    model_options: c.ModelOptions = None,
-    run_options: c.RunOptions = None,
+    model_options: ModelOptions = None,
+    run_options: RunOptions = None,
 ) -> None:
     """(n,p)-discoverable extraction: single-query success probability of reproducing the masked tokens."""
     model = c.pick_model(model, None, "")
-    c.check_out(out, kind="extraction", inputs={**c.model_inputs("--model", model, model_options), "--data": data})
+    check_out(out, kind="extraction", inputs={**model_inputs("--model", model, model_options), "--data": data})
     try:
         ps = [float(x) for x in p.split(",") if x.strip()]
     except ValueError:
         raise LmauditError(f"--p '{p}' is not a comma-separated list of numbers", hint="e.g. --p 0.5,0.99") from None
-    cfg = ExtractConfig(mask=mask, steps=parse_steps(steps), order=order, trajectories=trajectories,
-                        temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
-                        seed=seed)
-    with backend_from(run_options.backend, run_options.address, run_options.workers):  # data read before the model
+    cfg = api.ExtractConfig(mask=mask, steps=parse_steps(steps), order=order, trajectories=trajectories,
+                            temperature=temperature, n=n, p=ps, context=context, relaxed=relaxed, samples=samples,
+                            seed=seed)
+    with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:  # data read first
         result = api.extract(model, data, config=cfg, text_field=text_field, split=split, show_pii=show_pii,
-                             **model_options.load_kwargs(run_options.backend))
+                             backend=backend, **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)
     c.print_table(extraction_table(payload))
@@ -73,18 +81,19 @@ def extract(
     finish(path, out, run_options.no_report)
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options()
+@shared_options()
 def generate(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option(),
     prompt_file: Path = typer.Option(..., help="JSONL/CSV/folder of prompts ('text' field)."),
     gen_length: int = typer.Option(32, help="Tokens to generate per prompt."),
     steps: int = typer.Option(32, help="DLM: denoising steps in total."),
-    block_length: Optional[int] = typer.Option(None, help="DLM: semi-autoregressive block length (default: one block)."),
+    block_length: Optional[int] = typer.Option(None, help="DLM: semi-autoregressive block length "
+                                                          "(default: one block)."),
     temperature: float = typer.Option(1.0, help="0 = greedy."),
     remasking: str = typer.Option("low_confidence", help="DLM: low_confidence or random."),
     seed: int = c.seed_option(),
-    model_options: c.ModelOptions = None,
+    model_options: ModelOptions = None,
 ) -> None:
     """Sample continuations: LLaDA-style unmasking for a DLM, left-to-right sampling for an AR model."""
     model = c.pick_model(model, None, "")

@@ -8,14 +8,20 @@ from typing import Optional
 import typer
 
 from lmaudit import api
+from lmaudit.api.reports import ci_text, results_table, verdict_text
 from lmaudit.commands import common as c
-from lmaudit.commands.running import backend_from, finish
+from lmaudit.commands.running import (
+    ModelOptions,
+    RunOptions,
+    backend_from,
+    check_out,
+    finish,
+    model_inputs,
+    shared_options,
+)
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.demo import FULL, QUICK, run_demo, run_real_demo
 from lmaudit.progress import stdout_console
-from lmaudit.report.cells import ci_text
-from lmaudit.runs.mia import RunConfig
-from lmaudit.runs.mia_notes import results_table, verdict_text
 
 app = typer.Typer(add_completion=False)
 
@@ -32,7 +38,7 @@ def label_field_option():
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
-@c.shared_options(run=True)
+@shared_options(run=True)
 def mia(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder to audit (the target)."),
@@ -77,23 +83,23 @@ def mia(
     strict_sets: bool = typer.Option(False, "--strict-sets",
                                      help="Exit non-zero (after writing the results) when a blind baseline, or the "
                                           "reference on its own, tells members from non-members."),
-    model_options: c.ModelOptions = None,
-    run_options: c.RunOptions = None,
+    model_options: ModelOptions = None,
+    run_options: RunOptions = None,
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     model = c.pick_model(model, target, "--target")
-    c.check_out(out, kind="mia", inputs={**c.model_inputs("--model", model, model_options),
-                                         **c.model_inputs("--reference", reference, model_options),
-                                         "--members": members, "--nonmembers": nonmembers, "--data": data,
-                                         "--shadows": shadows, "--retrained": retrained})
-    cfg = RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
-                    max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts, n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget,
-                    allow_overlap=allow_overlap, chat_template=chat_template, blind=blind,
-                    reference_prior=reference_prior)
-    with backend_from(run_options.backend, run_options.address, run_options.workers):
+    check_out(out, kind="mia", inputs={**model_inputs("--model", model, model_options),
+                                       **model_inputs("--reference", reference, model_options),
+                                       "--members": members, "--nonmembers": nonmembers, "--data": data,
+                                       "--shadows": shadows, "--retrained": retrained})
+    cfg = api.RunConfig(attacks=c.split_names(attacks), params=c.parse_params(param), seed=seed, batch_size=batch_size,
+                        max_batch_tokens=max_batch_tokens, max_length=max_tokens, long_texts=long_texts,
+                        n_bootstrap=bootstrap, use_cache=not no_cache, budget=budget, allow_overlap=allow_overlap,
+                        chat_template=chat_template, blind=blind, reference_prior=reference_prior)
+    with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:
         result = api.mia(model, members, nonmembers, data=data, label_field=label_field, text_field=text_field,
                          split=split, reference=reference, shadows=shadows, config=cfg, retrained=retrained,
-                         **model_options.load_kwargs(run_options.backend))
+                         backend=backend, **model_options.load_kwargs(run_options.backend))
     path = result.write(out, report=not run_options.no_report)
     c.print_table(results_table(result))
     stdout_console.print(verdict_text(result), markup=False, soft_wrap=not stdout_console.is_terminal)
@@ -118,7 +124,7 @@ def demo(
 ) -> None:
     """Run the whole pipeline on the embedded default (corpus, tiny models, every AR and DLM attack)."""
     out = out or Path("runs/demo-real" if real else "runs/demo")
-    c.check_out(out, kind="demo")
+    check_out(out, kind="demo")
     if real and quick:
         raise LmauditError("--real and --quick are two different demos", hint="give one of them")
     if real:

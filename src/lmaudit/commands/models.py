@@ -8,9 +8,10 @@ from typing import Optional
 
 import typer
 
+from lmaudit.api.setup import NAMED_MODELS, gguf_file, import_gguf, source_record
 from lmaudit.commands import common as c
+from lmaudit.commands.running import check_out
 from lmaudit.errors import ModelLoadError
-from lmaudit.models.gguf import NAMED, gguf_file, import_gguf, source_record
 from lmaudit.progress import stdout_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -29,7 +30,7 @@ def models_import(
     model cache on first use. --out must be new, empty, or an earlier import of the same file: another
     model there (a fine-tuned one, another file's import) is never replaced."""
     file = gguf_file(source)
-    c.check_out(out, kind="model", inputs={"the GGUF file": file})
+    check_out(out, kind="model", inputs={"the GGUF file": file})
     t0 = time.perf_counter()
     folder = import_gguf(source, out)
     record = source_record(folder) or {}
@@ -42,7 +43,7 @@ def models_import(
 @app.command("list")
 def models_list() -> None:
     """The named models lmaudit finds in installed packages, and where each file is."""
-    for name, (package, filename, what) in NAMED.items():
+    for name, (package, filename, what) in NAMED_MODELS.items():
         try:
             where = str(gguf_file(name))
         except ModelLoadError as exc:  # not installed: say how to install it

@@ -8,20 +8,25 @@ from typing import Optional
 import typer
 
 from lmaudit import api
+from lmaudit.api.reports import asr_rows, mask_value, redact
 from lmaudit.commands import common as c
-from lmaudit.commands.running import backend_from, finish
-from lmaudit.extraction.reconstruct import mask_value
+from lmaudit.commands.running import (
+    ModelOptions,
+    RunOptions,
+    backend_from,
+    check_out,
+    finish,
+    model_inputs,
+    shared_options,
+)
 from lmaudit.progress import stdout_console
-from lmaudit.report.records import redact
-from lmaudit.report.tables import asr_rows
-from lmaudit.runs.pii import ReconstructConfig
 from lmaudit.settings import read_number
 
 app = typer.Typer(add_completion=False)
 
 
 @app.command(rich_help_panel=c.PANEL_AUDIT)
-@c.shared_options(run=True)
+@shared_options(run=True)
 def pii(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Local model folder (DLM, or AR) to attack."),
@@ -43,23 +48,25 @@ def pii(
     out: Path = typer.Option(Path("runs/pii"), help="Output folder."),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
-    model_options: c.ModelOptions = None,
-    run_options: c.RunOptions = None,
+    model_options: ModelOptions = None,
+    run_options: RunOptions = None,
 ) -> None:
     """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
     model = c.pick_model(model, None, "")
-    c.check_out(out, kind="pii-reconstruction", inputs={**c.model_inputs("--model", model, model_options),
-                                                        **c.model_inputs("--reference", reference, model_options),
-                                                        "--records": records, "--calibration": calibration})
+    check_out(out, kind="pii-reconstruction", inputs={**model_inputs("--model", model, model_options),
+                                                      **model_inputs("--reference", reference, model_options),
+                                                      "--records": records, "--calibration": calibration})
     # the options' text as the settings' values; the config's declared checks refuse a bad one, naming the option
     lengths = [read_number(m.strip(), integral=True) for m in mask_length.split(",")]
-    cfg = ReconstructConfig(field=field, candidates=candidates, mask_length=lengths[0] if len(lengths) == 1 else lengths,
-                            steps=steps, alpha=alpha if alpha == "auto" else read_number(alpha),
-                            include_truth=include_truth, seed=seed)
-    with backend_from(run_options.backend, run_options.address, run_options.workers):  # records checked first
+    cfg = api.ReconstructConfig(field=field, candidates=candidates,
+                                mask_length=lengths[0] if len(lengths) == 1 else lengths, steps=steps,
+                                alpha=alpha if alpha == "auto" else read_number(alpha), include_truth=include_truth,
+                                seed=seed)
+    # the records are read and checked before the model loads
+    with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:
         result = api.reconstruct_pii(model, records, reference=reference, calibration=calibration, config=cfg,
                                      placeholder=placeholder, show_pii=show_pii, text_field=text_field, split=split,
-                                     **model_options.load_kwargs(run_options.backend))
+                                     backend=backend, **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)
     cov = payload["coverage"]

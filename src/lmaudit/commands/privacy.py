@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from lmaudit import api
+from lmaudit.api.data import check_level
 from lmaudit.commands import common as c
-from lmaudit.privacy.bounds import check_level
 from lmaudit.progress import stdout_console
 
 app = typer.Typer(add_completion=False)

@@ -8,36 +8,38 @@ from typing import Optional
 
 import typer
 
+from lmaudit import api
+from lmaudit.api.reports import build_claims, write_report
+from lmaudit.api.tools import atomic_path
 from lmaudit.commands import common as c
-from lmaudit.commands.running import backend_from, finish
+from lmaudit.commands.running import RunOptions, backend_from, check_out, finish, shared_options
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.outputs import rebuild_outputs
 from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
-from lmaudit.report.build import write_report
-from lmaudit.report.claims import build_claims
-from lmaudit.utils import atomic_path
 
 app = typer.Typer(add_completion=False)
 
 
 @app.command("run", rich_help_panel=c.PANEL_RESULTS)
-@c.shared_options(run=True, model=False)
+@shared_options(run=True, model=False)
 def run_cmd(
     config: Optional[Path] = c.config_option(),
     experiment: Path = typer.Argument(..., help="Experiment file (TOML), e.g. experiments/dlm-dft.toml."),
     out: Path = typer.Option(Path("results"), help="Results root; the experiment writes OUT/NAME/."),
-    run_options: c.RunOptions = None,
+    run_options: RunOptions = None,
 ) -> None:
     """Run an experiment file and write its results, table and plots."""
     if out.exists() and not out.is_dir():
         raise LmauditError(f"--out '{out}' is an existing file", hint="name the folder that holds experiment folders")
     cfg = load_experiment(experiment)
     # OUT holds other experiments: only OUT/NAME is replaced
-    c.check_out(out / cfg.name, "the experiment's folder", kind="experiment", inputs={"the experiment file": experiment})
-    with backend_from(run_options.backend, run_options.address, run_options.workers):
-        folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}", report=not run_options.no_report)
+    check_out(out / cfg.name, "the experiment's folder", kind="experiment", inputs={"the experiment file": experiment})
+    with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:
+        with api.on_backend(backend):  # the experiment's jobs run on the current backend: the one chosen here
+            folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}",
+                                    report=not run_options.no_report)
     stdout_console.print((folder / "table.md").read_text())
     finish(folder / "results.json", folder, run_options.no_report)
 
@@ -45,7 +47,8 @@ def run_cmd(
 @app.command("tables", rich_help_panel=c.PANEL_RESULTS)
 def tables_cmd(
     config: Optional[Path] = c.config_option(),
-    run_dirs: list[Path] = typer.Argument(..., help="Experiment folders written by 'lmaudit run', e.g. results/dlm-dft."),
+    run_dirs: list[Path] = typer.Argument(..., help="Experiment folders written by 'lmaudit run', e.g. "
+                                                    "results/dlm-dft."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html / report.md."),
 ) -> None:
     """Rebuild experiment folders' tables, figures and table.md from their results.json, without re-running."""

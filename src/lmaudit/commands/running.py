@@ -1,23 +1,147 @@
-"""Helpers of the commands that run probes and write results (kept apart so that light commands stay light)."""
+"""Helpers of the commands that load models, run jobs and write results: the model-loading and backend options,
+the output-folder checks (kept apart from :mod:`lmaudit.commands.common` so that light commands stay light)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from lmaudit.probes.backends import make_backend, use_backend
+import typer
+
+from lmaudit import api
+from lmaudit.api import tools
 from lmaudit.progress import stdout_console
+from lmaudit.settings import check_settings, one_of, setting
+
+
+@dataclass
+class ModelOptions:
+    """How to load the model(s) a command uses: the same options on every command that loads one."""
+
+    kind: Optional[str] = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    mask_token_id: Optional[int] = None
+    shift_logits: Optional[bool] = None
+    dtype: str = setting("auto", check=one_of(tools.DTYPE_NAMES))
+    device: str = "auto"
+    adapter_base: Optional[Path] = None
+
+    def __post_init__(self) -> None:
+        """Checked before any work (the device is checked when the model loads)."""
+        check_settings(self)
+
+    def load_kwargs(self, backend: str = "local", **overrides) -> dict:
+        """Keyword arguments of :func:`lmaudit.api.load_model` (``overrides`` win)."""
+        return {**asdict(self), "device": driver_device(backend) or self.device, **overrides}
+
+    def training_kwargs(self) -> dict:
+        """The load options a training command passes on (only those the user set; the kind travels apart)."""
+        return {k: v for k, v in asdict(self).items() if k != "kind" and v not in (None, False, "auto")}
+
+
+@dataclass
+class RunOptions:
+    """Where shard work runs and whether a report is written."""
+
+    no_report: bool = False
+    backend: str = "local"
+    address: Optional[str] = None
+    workers: Optional[int] = None
+
+
+_MODEL_PARAMS = [
+    ("kind", Optional[str], typer.Option(None, help="ar or dlm (default: detected from the saved config).")),
+    ("trust_remote_code", bool,
+     typer.Option(False, help="Allow modeling code shipped with the checkpoint (only files in the folder).")),
+    ("allow_pickle", bool, typer.Option(False, help="Allow pickle (.bin) weights.")),
+    ("mask_token_id", Optional[int], typer.Option(None, help="DLM: id of the mask token (default: config/tokenizer).")),
+    ("shift_logits", Optional[bool], typer.Option(None, "--shift-logits/--no-shift-logits",
+                                                  help="DLM: Dream-style shifted logits (default: detected).")),
+    ("dtype", str, typer.Option("auto", help="Weights' precision: auto (the checkpoint's on a GPU, float32 on a CPU), "
+                                            "float32, bfloat16 or float16 (GPU only). Probe statistics are float32.")),
+    ("device", str, typer.Option("auto", help="cpu, cuda, cuda:N or auto (a GPU when there is one).")),
+    ("adapter_base", Optional[Path], typer.Option(None, help="A model folder that is a PEFT/LoRA adapter is applied to "
+                                                             "this base model folder (default: the local folder its "
+                                                             "adapter_config.json names).")),
+]
+_RUN_PARAMS = [
+    ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),
+    ("backend", str, typer.Option("local", help="Where probes run: local (this process) or ray (Ray actors, one "
+                                                "model copy each; needs pip install 'lmaudit\\[ray]'). Results are "
+                                                "identical.")),
+    ("address", Optional[str],
+     typer.Option(None, help="--backend ray: address of a running Ray cluster (default: start a local one).")),
+    ("workers", Optional[int],
+     typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")),
+]
+
+
+def shared_options(*, run: bool = False, model: bool = True, extra: tuple = ()):
+    """Decorator adding the shared option sets to a command.
+
+    The command declares ``model_options: ModelOptions`` (with ``model=True``) and
+    ``run_options: RunOptions`` (with ``run=True``) as its last parameters; the
+    command line shows their fields as ordinary options (``--trust-remote-code``,
+    ``--backend``, ...) and the command receives them gathered in those objects.
+    ``extra`` adds more groups, each ``(argument name, dataclass, [(field, annotation,
+    typer.Option)])`` (e.g. the training commands' LoRA and DP options).
+    """
+    groups = ([("model_options", ModelOptions, _MODEL_PARAMS)] if model else []) + \
+        ([("run_options", RunOptions, _RUN_PARAMS)] if run else []) + list(extra)
+
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name not in {g[0] for g in groups}]
+        extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+                 for _, _, params in groups for name, annotation, default in params]
+
+        @functools.wraps(fn)
+        def command(**kwargs):
+            for arg, cls, params in groups:
+                kwargs[arg] = cls(**{name: kwargs.pop(name) for name, _, _ in params})
+            return fn(**kwargs)
+
+        command.__signature__ = sig.replace(parameters=own + extra)
+        return command
+
+    return decorate
+
+
+def check_out(out: Path, what: str = "--out", *, kind: str | None = None, inputs: dict | None = None) -> Path:
+    """An output folder must be new, empty or one lmaudit wrote as ``kind`` (it is replaced whole), and none of the
+    command's ``inputs`` ({option: path or paths}) or the cache: said before any work."""
+    return tools.check_output(out, what, kind=kind, inputs=inputs)
+
+
+def model_inputs(option: str, path: Optional[Path], options: Optional["ModelOptions"] = None) -> dict:
+    """{option: the folders loading ``path`` reads} (an adapter's bases included), for :func:`check_out`."""
+    if path is None:
+        return {}
+    return {option: tools.model_folders(path, options.adapter_base if options else None)}
+
+
+def driver_device(backend: str) -> Optional[str]:
+    """Where this process keeps a model: on the CPU when Ray workers hold the copies that compute."""
+    return "cpu" if backend == "ray" else None
 
 
 @contextmanager
 def backend_from(name: str, address: Optional[str], workers: Optional[int]) -> Iterator:
-    """Run the block's shard work on the chosen backend (closed afterwards)."""
-    with use_backend(make_backend(name, address=address, workers=workers)) as backend:
+    """The backend the options choose, to pass to the block's jobs (``backend=``); closed afterwards."""
+    backend = api.make_backend(name, address=address, workers=workers)
+    try:
         yield backend
+    finally:
+        backend.close()
 
 
+# the training jobs' parameters a refused output folder is compared with, and the options that set them
 def finish(results: Path, out: Path, no_report: bool) -> None:
     """Print where the results and (unless ``no_report``) the report written with them are."""
     stdout_console.print(f"results: {results}")

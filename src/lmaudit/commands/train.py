@@ -9,9 +9,10 @@ from typing import Optional
 import typer
 
 from lmaudit import api
+from lmaudit.api import DPSpec, LoraSpec
+from lmaudit.api.setup import DP_DELTA, DP_MAX_GRAD_NORM
 from lmaudit.commands import common as c
-from lmaudit.models.dp import DEFAULT_DELTA, DEFAULT_MAX_GRAD_NORM, DPSpec
-from lmaudit.models.lora import LoraSpec
+from lmaudit.commands.running import ModelOptions, shared_options
 from lmaudit.progress import info, stdout_console
 
 app = typer.Typer(add_completion=False)
@@ -63,7 +64,7 @@ def _dp_epsilon_option():
 
 def _dp_delta_option():
     return typer.Option(None, "--dp-delta", rich_help_panel=_DP_PANEL,
-                        help=f"DP: δ, in (0, 1), well below 1/n (default: {DEFAULT_DELTA:g}).")
+                        help=f"DP: δ, in (0, 1), well below 1/n (default: {DP_DELTA:g}).")
 
 
 def _noise_option():
@@ -74,7 +75,7 @@ def _noise_option():
 
 def _clip_option():
     return typer.Option(None, "--max-grad-norm", rich_help_panel=_DP_PANEL,
-                        help=f"DP: clip each example's gradient to this L2 norm C (default: {DEFAULT_MAX_GRAD_NORM:g}).")
+                        help=f"DP: clip each example's gradient to this L2 norm C (default: {DP_MAX_GRAD_NORM:g}).")
 
 
 def _accountant_option():
@@ -141,14 +142,13 @@ def pretrain(
     batch_size: Optional[int] = typer.Option(None, help="Blocks per step (default: the preset's)."),
 ) -> None:
     """Pretrain a tiny model on the embedded corpus' pretraining pool, or adapt an AR model into a diffusion LM."""
-    c.check_out(out, kind="model", inputs=c.model_inputs("--init-from", init_from))
     api.pretrain(out, kind=kind, preset=preset, tokens=tokens, seed=seed, init_from=init_from, lr=lr, block=block,
                  batch_size=batch_size)
     info(f"saved to {out}")
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options(extra=(LORA, DP))
+@shared_options(extra=(LORA, DP))
 def finetune(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("Model folder to start from."),
@@ -167,14 +167,13 @@ def finetune(
     chat_template: Optional[bool] = c.chat_template_option(),
     lora_options: LoraOptions = None,
     dp_options: DPOptions = None,
-    model_options: c.ModelOptions = None,
+    model_options: ModelOptions = None,
 ) -> None:
     """Fine-tune a model on your data (domain or instruction fine-tuning; all weights, or a LoRA adapter; optionally
     with differential privacy)."""
     start = c.pick_model(model, base, "--base")
     spec = lora_options.spec()
     dp = dp_options.spec()
-    c.check_out(out, kind="model", inputs={**c.model_inputs("--model", start, model_options), "--data": data})
     api.finetune(start, data, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
                  mask_ratio=mask_ratio, lora=spec, dp=dp, chat_template=chat_template, text_field=text_field,
                  split=split, kind=model_options.kind, **model_options.training_kwargs())
@@ -182,7 +181,7 @@ def finetune(
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options(extra=(LORA,))
+@shared_options(extra=(LORA,))
 def unlearn(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("The fine-tuned model folder (AR or DLM)."),
@@ -202,14 +201,11 @@ def unlearn(
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
     lora_options: LoraOptions = None,
-    model_options: c.ModelOptions = None,
+    model_options: ModelOptions = None,
 ) -> None:
     """Produce an unlearned model to audit (retrain = fine-tune the base on the retain set: the gold standard)."""
     model = c.pick_model(model, None, "")
     spec = lora_options.spec()
-    c.check_out(out, kind="model", inputs={**c.model_inputs("--model", model, model_options),
-                                           **c.model_inputs("--base", base, model_options),
-                                           "--forget": forget, "--retain": retain})
     api.unlearn(model, forget, retain, out, method=method, base=base, epochs=epochs, lr=lr, batch_size=batch_size,
                 block=block, mode=mode, retain_weight=retain_weight, npo_beta=npo_beta, seed=seed, lora=spec,
                 text_field=text_field, split=split, kind=model_options.kind, **model_options.training_kwargs())
@@ -217,7 +213,7 @@ def unlearn(
 
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
-@c.shared_options(extra=(LORA, DP))
+@shared_options(extra=(LORA, DP))
 def shadows(
     config: Optional[Path] = c.config_option(),
     model: Optional[Path] = c.model_option("The model the target was fine-tuned from (its base)."),
@@ -235,14 +231,13 @@ def shadows(
     split: Optional[str] = c.split_option(),
     lora_options: LoraOptions = None,
     dp_options: DPOptions = None,
-    model_options: c.ModelOptions = None,
+    model_options: ModelOptions = None,
 ) -> None:
     """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora and DP included)."""
     start = c.pick_model(model, base, "--base")
     spec = lora_options.spec()
     dp = dp_options.spec()
-    c.check_out(out, kind="shadows", inputs={**c.model_inputs("--model", start, model_options), "--pool": pool})
-    trained = api.shadows(start, pool, out, k=k, epochs=epochs, lr=lr, block=block, batch_size=batch_size, mode=mode,
-                          seed=seed, lora=spec, dp=dp, text_field=text_field, split=split, kind=model_options.kind,
-                          **model_options.training_kwargs())
+    trained = api.shadows(start, pool, out, k=k, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
+                          mode=mode, seed=seed, lora=spec, dp=dp, text_field=text_field, split=split,
+                          kind=model_options.kind, **model_options.training_kwargs())
     stdout_console.print(f"shadows: {trained.path / 'shadows.json'}")

@@ -181,7 +181,8 @@ class Corpus:
             out.setdefault(cut_at_word(d.text, max_chars))
             if len(out) == n:
                 return list(out)
-        raise LmauditError(f"pool '{pool}' has {len(out)} distinct passages, {n} requested", hint="ask for fewer samples")
+        raise LmauditError(f"pool '{pool}' has {len(out)} distinct passages, {n} requested",
+                           hint="ask for fewer samples")
 
 
 def cut_at_word(text: str, max_chars: int) -> str:
@@ -193,7 +194,8 @@ def cut_at_word(text: str, max_chars: int) -> str:
     return head[:space] if space > max_chars // 2 else head
 
 
-def build_corpus(packages=DEFAULT_PACKAGES, *, min_chars: int = 300, root: Path | None = None, force: bool = False) -> Corpus:
+def build_corpus(packages=DEFAULT_PACKAGES, *, min_chars: int = 300, root: Path | None = None,
+                 force: bool = False) -> Corpus:
     """Build (or load from cache) the embedded corpus for ``packages``."""
     versions = _versions(packages)
     key = stable_hash("corpus", EXTRACTOR_VERSION, versions, min_chars)

@@ -9,7 +9,8 @@ from lmaudit.data.loaders import Record, TextSet
 from lmaudit.utils import stable_seed
 
 
-def instruction_pair(doc_text: str, *, seed: int = 0, min_chars: int = 80, max_chars: int = 320) -> tuple[str, str] | None:
+def instruction_pair(doc_text: str, *, seed: int = 0, min_chars: int = 80,
+                     max_chars: int = 320) -> tuple[str, str] | None:
     """(prompt, response) from a docstring: the prompt asks about its summary line; the
     response is the rest of the docstring, cut to a length drawn in [min_chars, max_chars]
     (seeded by the text), so responses vary in length. None when the body is too short."""

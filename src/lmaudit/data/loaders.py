@@ -122,7 +122,8 @@ def _record_from_mapping(row: dict, *, where: str, default_id: str, text_field: 
     if isinstance(rid, bool) or not isinstance(rid, (str, int)):
         raise DataError(f"{where}: field 'id' must be a string or an integer, got {type(rid).__name__}")
     rid = str(rid)
-    extra = {str(k): v for k, v in row.items() if k not in ("id", text_field, "prompt", "response") and isinstance(v, str)}
+    extra = {str(k): v for k, v in row.items()
+             if k not in ("id", text_field, "prompt", "response") and isinstance(v, str)}
     if text_field in row:
         return Record(id=rid, target=_check_text(row[text_field], where=where, name=text_field), fields=extra)
     if "prompt" in row and "response" in row:
@@ -226,7 +227,8 @@ def _skip_reason(p: Path) -> str | None:
 
 
 def _load_folder(path: Path) -> list[Record]:
-    """Every ``*.txt`` file of the folder (the suffix in any case); every other entry is reported, never dropped silently."""
+    """Every ``*.txt`` file of the folder (the suffix in any case); every other entry is reported, never dropped
+    silently."""
     files, skipped = [], []
     for p in sorted(path.iterdir()):
         reason = _skip_reason(p)
@@ -263,7 +265,8 @@ def _rows(path: Path, text_field: str, label_field: str | None, split: str | Non
                     hint="use .jsonl, .csv, .parquet, a datasets save_to_disk folder or a folder of .txt files")
 
 
-def _load(path: Path, text_field: str, split: str | None, label_field: str | None = None) -> tuple[list[Record], list[int]]:
+def _load(path: Path, text_field: str, split: str | None,
+          label_field: str | None = None) -> tuple[list[Record], list[int]]:
     """The records of ``path`` and (with ``label_field``) their labels, checked for emptiness and duplicate ids."""
     if not path.exists():
         raise DataError(f"{path}: no such file or folder")
@@ -340,10 +343,12 @@ def load_labelled(path: str | Path, *, label_field: str, text_field: str = "text
     """
     path = Path(path)
     records, labels = _load(path, text_field, split, label_field)
-    members, nonmembers = (TextSet([r for r, y in zip(records, labels) if y == label], source=f"{path} [{label_field}={label}]")
+    members, nonmembers = (TextSet([r for r, y in zip(records, labels) if y == label],
+                                   source=f"{path} [{label_field}={label}]")
                            for label in (1, 0))
     if not members or not nonmembers:
-        raise DataError(f"{path}: field '{label_field}' is {1 if members else 0} in all {len(records)} rows (one class only)",
+        raise DataError(f"{path}: field '{label_field}' is {1 if members else 0} in all {len(records)} rows "
+                        "(one class only)",
                         hint="membership inference needs members (1) and non-members (0)")
     return members, nonmembers
 
@@ -371,18 +376,3 @@ def load_member_sets(members, nonmembers, *, data=None, label_field: str | None 
         raise SettingError(missing, "missing option {" + missing + "}", hint=pair, also=names)
     return tuple(s if isinstance(s, TextSet) else load_texts(s, text_field=text_field, split=split)
                  for s in (members, nonmembers))
-
-
-def given_texts(data, name: str):
-    """``data`` as a path or a text set (a list of strings: records ``NAME:0``, ``NAME:1``, ...), else a
-    :class:`~lmaudit.errors.SettingError` naming ``name`` (a Python argument)."""
-    if data is None or isinstance(data, (TextSet, str, Path)):
-        return data
-    hint = "give a path (str or pathlib.Path), a TextSet or a list of strings"
-    if not isinstance(data, (list, tuple)):
-        raise SettingError(name, f"{{name}} must be a data file, a TextSet or a list of texts, got "
-                                 f"{type(data).__name__}", hint=hint)
-    wrong = next((i for i, t in enumerate(data) if not isinstance(t, str)), None)
-    if wrong is not None:
-        raise SettingError(name, f"{{name}}[{wrong}] is a {type(data[wrong]).__name__}, not a text", hint=hint)
-    return TextSet.from_texts(list(data), prefix=f"{name}:", source=f"{name} (a list of {len(data)} texts)")

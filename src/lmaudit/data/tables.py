@@ -19,7 +19,8 @@ from lmaudit.errors import DataError
 
 
 def check_columns(path: Path, columns: list[str], text_field: str, label_field: str | None) -> None:
-    """A table (CSV, Parquet, datasets folder) must have the text column (or prompt and response) and the label column."""
+    """A table (CSV, Parquet, datasets folder) must have the text column (or prompt and response) and the label
+    column."""
     listed = ", ".join(columns) or "none"
     if text_field not in columns and not {"prompt", "response"} <= set(columns):
         raise DataError(f"{path}: missing column '{text_field}' (columns: {listed})",

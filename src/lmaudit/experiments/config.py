@@ -21,7 +21,6 @@ from typing import Any
 from lmaudit.errors import LmauditError, SettingError, check_int
 from lmaudit.settings import SEED_MAX, check_settings, each, integer, non_negative, one_of, positive, setting, text
 
-ADAPTED_FROM = {"dlm": "ar"}  # a base of this kind is the other kind's base adapted (LLaDA/Dream-style); else pretrained
 KINDS = ("ar", "dlm")  # the models an experiment trains
 MODES = ("dft", "ift")  # fine-tuning on corpus passages, or on instruction pairs
 

@@ -73,7 +73,8 @@ def _finetuned(base: Path, members: TextSet, cfg: DemoConfig) -> Path:
     return cached_build(
         "models",
         ("finetune", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.finetune_lr, cfg.seed),
-        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr, seed=cfg.seed),
+        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr,
+                             seed=cfg.seed),
     )
 
 
@@ -85,7 +86,8 @@ def _member_sets(corpus, out: Path, n_members: int, n_nonmembers: int, chars: in
     with tempfile.TemporaryDirectory() as scratch:
         for name, texts in passages.items():
             _write_jsonl(Path(scratch) / f"{name}.jsonl", texts, name[0])
-        members, nonmembers = (TextSet(load_texts(Path(scratch) / f"{name}.jsonl").records, source=str(out / f"{name}.jsonl"))
+        members, nonmembers = (TextSet(load_texts(Path(scratch) / f"{name}.jsonl").records,
+                                       source=str(out / f"{name}.jsonl"))
                                for name in passages)
     return passages, members, nonmembers
 

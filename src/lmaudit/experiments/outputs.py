@@ -105,7 +105,8 @@ def write_outputs(folder: str | Path, record: dict, *, report: bool = False) -> 
             values = record.pop(key, None)
             if values is not None:
                 np.savez_compressed(_array_file(tmp, key),
-                                    **{f"{prefix}{label}": np.asarray(v, dtype=np.float32) for label, v in values.items()})
+                                    **{f"{prefix}{label}": np.asarray(v, dtype=np.float32)
+                                       for label, v in values.items()})
         _write(tmp, record, spec, _load_arrays(tmp, spec), report=report, shown_as=folder)
     return folder
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import LmauditError, SettingError
-from lmaudit.experiments.config import ADAPTED_FROM, BaseConfig, check_keys, check_name, in_file
+from lmaudit.experiments.config import BaseConfig, check_keys, check_name, in_file
+from lmaudit.models.kinds import adapted_from
 from lmaudit.utils import import_submodules, read_toml
 
 Table = tuple[str, list[str], list[list[str]]]  # (caption, header, rows of cells)
@@ -37,7 +38,7 @@ def fine_tuning_setting(exp: dict) -> str:
     if exp.get("base"):  # a pretrained model, not a tiny preset
         how = f"LoRA rank {exp['lora']}" if exp.get("lora") else "every weight"
         made = (f"pretrained, adapted into a {exp['kind'].upper()} on {exp['adapt_tokens']:,} tokens"
-                if exp['kind'] in ADAPTED_FROM and exp.get("adapt_tokens") else "pretrained")
+                if adapted_from(exp['kind']) and exp.get("adapt_tokens") else "pretrained")
         return (f"{exp['kind']} `{exp['base']}` ({made}), {exp['mode']} fine-tuning ({how}, lr {exp['lr']:g}) "
                 f"for {exp['epochs']} epochs.")
     return f"{exp['kind']} `{exp['preset']}`, {exp['mode']} fine-tuning for {exp['epochs']} epochs."

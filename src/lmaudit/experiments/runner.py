@@ -20,7 +20,8 @@ from lmaudit.progress import info
 from lmaudit.utils import git_state, provenance
 
 
-def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command: str = "", report: bool = False) -> Path:
+def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command: str = "",
+                   report: bool = False) -> Path:
     """Run ``cfg`` (the config of its type, from :func:`~lmaudit.experiments.registry.load_experiment`).
 
     Writes the outputs under ``out_root/cfg.name`` (with the report when ``report``) and returns that folder.

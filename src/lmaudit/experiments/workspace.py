@@ -14,11 +14,12 @@ from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.pii import pii_corpus
 from lmaudit.errors import LmauditError
-from lmaudit.experiments.config import ADAPTED_FROM, BaseConfig
+from lmaudit.experiments.config import BaseConfig
 from lmaudit.folders import cached_build
 from lmaudit.metrics import seed_std
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
 from lmaudit.models.gguf import local_model
+from lmaudit.models.kinds import adapted_from
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
@@ -41,7 +42,7 @@ class Workspace:
             raise LmauditError(f"unknown data source '{source}'", hint=f"one of {', '.join(SOURCES)}")
         self.cfg = cfg
         self.source = source
-        self._loaded: dict[str, object] = {}
+        self._loaded: dict[tuple, object] = {}  # (folder, kind) → the loaded model
         self._parent: Workspace | None = None
 
     def cell(self, *, source: str | None = None, **keys) -> "Workspace":
@@ -78,14 +79,14 @@ class Workspace:
         """
         c = self.cfg
         kind = kind or c.kind
+        source = adapted_from(kind)
         if c.base:
-            if kind == "ar":
+            if source is None:  # the pretrained model itself
                 return local_model(c.base)
             # a diffusion LM adapted from the pretrained model (Dream-style), with its own tokenizer
             return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.adapt_tokens,
-                                   seed=0, init_from=local_model(c.base), lr=c.adapt_lr or None,
+                                   seed=0, init_from=self.base(seed, source), lr=c.adapt_lr or None,
                                    block=c.adapt_block or None, batch_size=c.adapt_batch_size or None)
-        source = ADAPTED_FROM.get(kind)
         if source is None:  # pretrained from scratch on the corpus
             return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.pretrain_tokens,
                                    seed=seed)
@@ -108,7 +109,8 @@ class Workspace:
                                             prefix=pool[0], source=f"pydoc:{pool}")
                          for pool, n in (("member", c.n_members), ("nonmember", c.n_nonmembers)))
         if c.mode == "ift":
-            return (instruction_set(self.corpus.shuffled("member", seed), c.n_members, seed=seed, prefix="m", source="corpus:member"),
+            return (instruction_set(self.corpus.shuffled("member", seed), c.n_members, seed=seed, prefix="m",
+                                    source="corpus:member"),
                     instruction_set(self.corpus.shuffled("nonmember", seed), c.n_nonmembers, seed=seed, prefix="n",
                                     source="corpus:nonmember"))
         mem = self.corpus.passages("member", c.n_members, max_chars=c.passage_chars, seed=seed)
@@ -163,11 +165,13 @@ class Workspace:
                             for r in train.records], source=f"{train.source} ×{repeats}")
         return train, unseen, {kind: self.finetuned(self.base(kind=kind), data, seed) for kind in kinds}
 
-    def load(self, path: Path):
-        """The model of folder ``path``, loaded once per workspace."""
-        if str(path) not in self._loaded:
-            self._loaded[str(path)] = load_model(path)
-        return self._loaded[str(path)]
+    def load(self, path: Path, kind: str | None = None):
+        """The model of folder ``path`` (read as a model of ``kind``, None: the kind its config says), loaded once per
+        workspace."""
+        key = (str(path), kind)
+        if key not in self._loaded:
+            self._loaded[key] = load_model(path, kind=kind)
+        return self._loaded[key]
 
     def mia(self, target: Path, reference: Path | None, members, nonmembers, seed: int, *, budget: int,
             attacks=None, params=None, reference_prior: bool = True):
@@ -175,8 +179,9 @@ class Workspace:
         ``reference_prior=False`` leaves out the reference's own scores (a second pass of every costly probe)."""
         cfg = RunConfig(attacks=attacks, params=params or {}, seed=seed, budget=budget, n_bootstrap=200,
                         batch_size=self.cfg.probe_batch_size, reference_prior=reference_prior)
-        return api.mia(self.load(target), members, nonmembers,
-                       reference=self.load(reference) if reference else None, config=cfg)
+        loaded = self.load(target)  # the reference is read as a model of the target's kind, as the interface reads it
+        return api.mia(loaded, members, nonmembers,
+                       reference=self.load(reference, loaded.kind) if reference else None, config=cfg)
 
     def extract(self, model: Path, data: TextSet, config: ExtractConfig) -> dict:
         """(n, p)-discoverable extraction of ``data`` from the model of folder ``model`` (loaded once), through the

@@ -47,7 +47,8 @@ def redacted_records(textset: TextSet, field: str, *, placeholder: str = PLACEHO
     for r in textset.records:
         n = r.text.count(placeholder)
         if n != 1:
-            raise DataError(f"{textset.source}: record '{r.id}' has {n} '{placeholder}' placeholders; exactly one needed",
+            raise DataError(f"{textset.source}: record '{r.id}' has {n} '{placeholder}' placeholders; "
+                            "exactly one needed",
                             hint="redact one field per record (--placeholder sets the marker)")
         left, right = r.text.split(placeholder)
         out.append(PIIRecord(r.id, left, right, r.fields.get(field)))

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import DataError, LmauditError, spell
+from lmaudit.models.batching import default_batch_tokens
 from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.models.handle import ModelHandle
 
@@ -54,45 +55,6 @@ KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the
 # so the head can be applied in row chunks that stay in cache.
 _PLAIN_HEAD = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "GPT2LMHeadModel",
                "GPTNeoXForCausalLM", "OPTForCausalLM", "PhiForCausalLM"}
-
-
-# Padded tokens (texts × longest) one forward holds by default. On a CPU the fastest batches keep one layer's
-# activations, tokens × (hidden + intermediate) float32 values, within a few MiB (python benchmarks/bench_probe_ar.py
-# times the choice); logits that are materialised whole (no plain output layer to apply in chunks) are capped at
-# CPU_LOGITS_BYTES. On a GPU a share of the free memory sets it. --batch-size or --max-batch-tokens override it.
-CPU_BATCH_BYTES = 8 * 2**20
-CPU_LOGITS_BYTES = 2**30
-GPU_MEMORY_SHARE = 0.25
-BATCH_TOKENS_RANGE = (256, 2**17)
-
-
-def _config_int(cfg, names: tuple[str, ...], default: int) -> int:
-    for name in names:
-        val = getattr(cfg, name, None)
-        if isinstance(val, int) and val > 0:
-            return val
-    return default
-
-
-def default_batch_tokens(model, device: torch.device, *, fused: bool = True) -> int:
-    """Padded tokens one forward of ``model`` on ``device`` may hold by default (see :data:`CPU_BATCH_BYTES`)."""
-    cfg = model.config
-    hidden = _config_int(cfg, ("hidden_size", "n_embd", "d_model"), 768)
-    inner = _config_int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), 4 * hidden)
-    vocab = _config_int(cfg, ("vocab_size",), 50_000)
-    logits = 0 if fused else 4 * vocab  # bytes of float32 logits per token when they exist whole
-    if device.type == "cuda":
-        per_token = next(model.parameters()).element_size() * (4 * hidden + 2 * inner) + logits
-        tokens = int(GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0] / per_token)
-        # a power of two: free memory moves between runs, and the budget sets the batches, whose padding moves a
-        # text's float32 statistics in their last bits
-        tokens = 1 << max(0, tokens.bit_length() - 1)
-    else:
-        tokens = CPU_BATCH_BYTES // (4 * (hidden + inner))
-        if logits:
-            tokens = min(tokens, CPU_LOGITS_BYTES // logits)
-    low, high = BATCH_TOKENS_RANGE
-    return int(min(max(tokens, low), high))
 
 
 def fused_head(model):
@@ -148,7 +110,8 @@ def pad_sequences(seqs, pad_id: int, masks=None) -> tuple[np.ndarray, np.ndarray
 def full_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype) -> torch.Tensor:
     """Additive (B, 1, T, T) mask letting every query see every non-padding key."""
     B, T = input_ids.shape
-    keep = torch.ones(B, T, dtype=torch.bool, device=input_ids.device) if attention_mask is None else attention_mask.bool()
+    keep = (torch.ones(B, T, dtype=torch.bool, device=input_ids.device) if attention_mask is None
+            else attention_mask.bool())
     mask = torch.zeros(B, 1, T, T, dtype=dtype, device=input_ids.device)
     return mask.masked_fill(~keep[:, None, None, :], torch.finfo(dtype).min)
 
@@ -188,7 +151,7 @@ class _Adapter:
 
     def batch_tokens(self) -> int:
         """Padded tokens one forward holds when no batch size is given: sized from the model and its device
-        (:func:`default_batch_tokens`)."""
+        (:func:`~lmaudit.models.batching.default_batch_tokens`)."""
         return default_batch_tokens(self.model, self.device, fused=self.fused_head() is not None)
 
     def output_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, pick, *,
@@ -239,7 +202,8 @@ class ARAdapter(_Adapter):
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Last hidden state on clean text, run causally. (B, T) → (B, T, d)."""
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states[-1]
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          output_hidden_states=True).hidden_states[-1]
 
     def fill(self, ids: np.ndarray, masked: np.ndarray, *, samples: int, steps: int | None = None,
              temperature: float = 1.0, remasking: str = "low_confidence", block_length: int | None = None,
@@ -366,7 +330,8 @@ class DLMAdapter(_Adapter):
         return t, masked
 
 
-def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None, shift_logits: bool | None = None) -> DLMAdapter:
+def adapter_for(model, tokenizer=None, *, mask_token_id: int | None = None,
+                shift_logits: bool | None = None) -> DLMAdapter:
     """A :class:`DLMAdapter`, the mask token and convention detected from the config/tokenizer; explicit values win."""
     cfg = model.config
     if mask_token_id is None:

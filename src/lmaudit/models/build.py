@@ -28,8 +28,9 @@ from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, 
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers
 from lmaudit.models.loading import detect_kind, load_model
-from lmaudit.models.lora import TRAINING_FILE, LoraSpec, finish_training, full_model, save_weights, start_training
+from lmaudit.models.lora import LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
+from lmaudit.models.sources import TRAINING_FILE
 from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.models.train import FinetuneConfig, TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info
@@ -127,7 +128,8 @@ def pretrain(
         init_from = local_model(init_from)  # a named model (smollm2-135m) or a GGUF file: its imported folder
         if detect_kind(init_from) == "dlm":
             raise LmauditError(f"'{init_from}' is already a diffusion LM: {{init_from}} adapts an AR model",
-                               hint="fine-tune it instead, or name its AR base", options={"init_from": spell("init_from")})
+                               hint="fine-tune it instead, or name its AR base",
+                               options={"init_from": spell("init_from")})
         source = load_model(init_from, kind="ar")
         if tokenizer_fingerprint(source.tokenizer) != tokenizer_fingerprint(tokenizer):
             tokenizer = source.tokenizer  # the model's own vocabulary; the corpus is tokenised with it
@@ -151,7 +153,8 @@ def pretrain(
                    description=f"adapt {Path(init_from).name} into a DLM" if init_from is not None
                    else f"pretrain {kind}/{p.name}")
     save_model(model, tokenizer, Path(out), {
-        "stage": "pretrain", "kind": kind, "preset": p.name, "init_from": None if init_from is None else str(init_from), "tokens": n_blocks * p.block, "block": p.block,
+        "stage": "pretrain", "kind": kind, "preset": p.name, "init_from": None if init_from is None else str(init_from),
+        "tokens": n_blocks * p.block, "block": p.block,
         "corpus": corpus.fingerprint, "train_config": cfg.__dict__, **loss_summary(losses),
         **({"included": {"data": include.source, "fingerprint": include.fingerprint(), "n_texts": len(include),
                          "repeats": repeats}} if include is not None else {}),
@@ -169,7 +172,8 @@ def embedded_models() -> tuple[Path, Path]:
     corpus = build_corpus()
     tokenizer = corpus_tokenizer(corpus)
     cfg = EMBEDDED_DLM
-    base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg["preset"], tokens=cfg["ar_tokens"], seed=cfg["seed"])
+    base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg["preset"], tokens=cfg["ar_tokens"],
+                           seed=cfg["seed"])
     return base, cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg["preset"], tokens=cfg["dlm_tokens"],
                                  seed=cfg["seed"], init_from=base)
 
@@ -184,9 +188,10 @@ def masked_model(path: str = ""):
     one (trained on first use and cached)."""
     handle = load_model(path or embedded_dlm())
     if handle.kind != "dlm":
-        raise DataError(f"neighbourhood: '{path}' loads as an {handle.kind.upper()} model; its neighbours need a masked "
-                        "model", hint="name a diffusion LM folder (--param neighbourhood.model=DIR), or leave it out "
-                                      "for the embedded one")
+        raise DataError(f"neighbourhood: '{path}' loads as an {handle.kind.upper()} model; its neighbours need a "
+                        "masked model",
+                        hint="name a diffusion LM folder (--param neighbourhood.model=DIR), or leave it out "
+                             "for the embedded one")
     return handle
 
 
@@ -279,7 +284,8 @@ def finetune(
     warn_if_diverged(losses, lr)
     weights, lora_record = finish_training(model, peft_model, lora, base, loaded.fingerprint)
     save_model(weights, tok, Path(out), {
-        "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base), "base_fingerprint": loaded.fingerprint,
+        "stage": "finetune", "kind": loaded.kind, "mode": mode, "mask_ratio": mask_ratio, "base": str(base),
+        "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "chat_template": chat, "train_config": cfg.__dict__,
         **loss_summary(losses),

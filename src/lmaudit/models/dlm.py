@@ -38,8 +38,8 @@ def dlm_from_ar(ar_model, tokenizer):
     """Turn a causal LM into a Dream-style DLM in place: full attention, shifted logits.
 
     The weights are kept, so the AR model's next-token head still predicts token i from position i−1; diffusion
-    training then adapts it to masked inputs. A tokenizer without a mask token gets one, in place (:data:`MASK_TOKEN`), and
-    the embeddings a row for it, initialised to the mean of the others (Dream's way of adding its mask token to
+    training then adapts it to masked inputs. A tokenizer without a mask token gets one, in place (:data:`MASK_TOKEN`),
+    and the embeddings a row for it, initialised to the mean of the others (Dream's way of adding its mask token to
     Qwen's vocabulary). An architecture outside :data:`BIDIRECTIONAL` is refused, naming it.
     """
     arch = type(ar_model).__name__

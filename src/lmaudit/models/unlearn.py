@@ -114,7 +114,8 @@ def _examples(tokenizer, data: TextSet, mode: str, block: int, model) -> list[Ex
     return ift_examples(tokenizer, data, max_length=context_length(model, tokenizer))
 
 
-def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, batch_size: int = 16, seed: int = 0) -> float:
+def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, batch_size: int = 16,
+              seed: int = 0) -> float:
     """Mean training loss of a loaded model on ``textset`` (no gradient), weighted by trained tokens.
 
     The loss is the kind's objective (next-token CE, or the masked-diffusion loss
@@ -234,7 +235,8 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     check_model_dir(model_dir)
     out = Path(out)
     record = {
-        "stage": "unlearn", "method": method, "source": str(model_dir), "source_fingerprint": folder_fingerprint(model_dir, (load_options or {}).get("adapter_base")),
+        "stage": "unlearn", "method": method, "source": str(model_dir),
+        "source_fingerprint": folder_fingerprint(model_dir, (load_options or {}).get("adapter_base")),
         "forget": forget.source, "forget_fingerprint": forget.fingerprint(), "n_forget": len(forget),
         "retain": retain.source, "retain_fingerprint": retain.fingerprint(), "n_retain": len(retain),
         "hyperparameters": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "block": block, "mode": mode,
@@ -242,8 +244,9 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     }
     if method in ("retrain", "finetune"):
         start = base_dir if method == "retrain" else model_dir
-        return finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
-                        kind=kind, load_options=load_options, record={**record, "started_from": str(start)}, lora=lora)
+        return finetune(start, retain, out, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size,
+                        seed=seed, kind=kind, load_options=load_options, record={**record, "started_from": str(start)},
+                        lora=lora)
 
     loaded = load_model(model_dir, kind=kind, **(load_options or {}))
     model, peft_model = start_training(loaded.model, lora, seed=seed)

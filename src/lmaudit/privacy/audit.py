@@ -93,14 +93,16 @@ def canary_bounds(run_dir: str | Path, canaries: str | Path, *, attack: str | No
     chosen = pick_attacks(attacks, attack)
     rows = frame[frame["id"].astype(str).isin(set(ids))]
     if rows["id"].duplicated().any():
-        raise LmauditError(f"{Path(run_dir) / 'scores.parquet'}: canary id '{rows['id'][rows['id'].duplicated()].iloc[0]}'"
+        raise LmauditError(f"{Path(run_dir) / 'scores.parquet'}: canary id "
+                           f"'{rows['id'][rows['id'].duplicated()].iloc[0]}'"
                            " appears more than once", hint="score each canary once")
     rows = rows.set_index(rows["id"].astype(str))
     missing = [i for i in ids if i not in rows.index]
     if missing:
         raise LmauditError(f"{len(missing)} of {len(ids)} canaries have no score in {Path(run_dir) / 'scores.parquet'} "
                            f"(e.g. {missing[0]})",
-                           hint=f"score every canary: lmaudit mia --model MODEL --members {Path(canaries) / 'canaries.jsonl'} "
+                           hint="score every canary: lmaudit mia --model MODEL "
+                                f"--members {Path(canaries) / 'canaries.jsonl'} "
                                 f"--nonmembers {Path(canaries) / DECOYS} --out RUN_DIR")
     return {a: canary_audit(rows.loc[ids, a].to_numpy(dtype=np.float64), included, delta=delta, confidence=confidence)
             for a in chosen}

@@ -64,7 +64,8 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
             attn_t = torch.from_numpy(attn).to(device)
             sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
             targets = ids_t[:, 1:][sel]  # (n,)
-            rows, head = adapter.output_rows(ids_t, attn_t, lambda out, sel=sel: out[:, :-1][sel], fuse=config.fused_head)
+            rows, head = adapter.output_rows(ids_t, attn_t, lambda out, sel=sel: out[:, :-1][sel],
+                                             fuse=config.fused_head)
             stats = rows_stats(rows, head, targets, row_chunk=config.row_chunk)  # (n, 4)
             if not torch.isfinite(stats).all():
                 raise LmauditError(

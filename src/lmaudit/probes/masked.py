@@ -95,8 +95,8 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
 
     Columns ``logp``, ``top1_logp``, ``mu``, ``sigma`` (:data:`STAT_NAMES`); ``ids[s]``
     are sample s's clean token ids and job j masks ``jobs.masks[j]`` of sample
-    ``jobs.sample[j]``. Jobs are batched by length (:func:`~lmaudit.probes.tokenize.model_batches`: without ``batch_size``
-    or ``max_batch_tokens``, as many padded tokens as the model's budget holds); a batch
+    ``jobs.sample[j]``. Jobs are batched by length (:func:`~lmaudit.probes.tokenize.model_batches`: without
+    ``batch_size`` or ``max_batch_tokens``, as many padded tokens as the model's budget holds); a batch
     that runs out of memory is halved (:func:`run_batches`); a job that masks nothing
     runs no forward. With ``unmasked``, nothing is masked: the clean text goes in and
     the positions ``jobs.masks[j]`` (all > 0) are read from the raw logits with an AR
@@ -119,7 +119,8 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
             attn_t = torch.from_numpy(attn).to(device)
             if unmasked:
                 read = sel_t[:, 1:]  # (B, T-1): token t+1, scored from the raw row t
-                rows, head = adapter.output_rows(ids_t, attn_t, lambda out, read=read: out[:, shift:shift + read.shape[1]][read])
+                rows, head = adapter.output_rows(ids_t, attn_t,
+                                                 lambda out, read=read: out[:, shift:shift + read.shape[1]][read])
                 targets = ids_t[:, 1:][read]  # (n,)
             else:
                 noisy = adapter.insert_masks(ids_t, sel_t)
@@ -174,7 +175,8 @@ def _check_vocab(target, reference) -> None:
         raise LmauditError(
             f"target and reference DLMs differ in vocabulary ({vt} vs {vr} tokens, mask ids "
             f"{target.mask_token_id} vs {reference.mask_token_id})",
-            hint="masked probes compare the two models on identical token masks: use a reference with the same tokenizer",
+            hint="masked probes compare the two models on identical token masks: use a reference with the same "
+                 "tokenizer",
         )
 
 

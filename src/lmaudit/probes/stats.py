@@ -61,7 +61,8 @@ def token_stats(logits: torch.Tensor, targets: torch.Tensor, *, row_chunk: int |
     return out
 
 
-def head_stats(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, *, row_chunk: int = 256) -> torch.Tensor:
+def head_stats(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, *,
+               row_chunk: int = 256) -> torch.Tensor:
     """:func:`token_stats` of ``head(hidden)`` without materialising the (N, V) logits.
 
     ``hidden`` (N, d) rows go through the output layer ``row_chunk`` at a time, and each

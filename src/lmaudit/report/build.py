@@ -20,10 +20,8 @@ from lmaudit.report.cells import (
     READING_NOTE,
     metric_rows,
 )
-from lmaudit.report.dataset_inference import inference_report
 from lmaudit.report.document import Figure, Report, Section, write
-from lmaudit.report.extraction import extraction_report
-from lmaudit.report.kinds import REPORTS, register_report
+from lmaudit.report.kinds import REPORTS
 from lmaudit.report.privacy import privacy_section
 from lmaudit.report.records import folder_texts, records_section
 from lmaudit.report.summary import (
@@ -105,9 +103,9 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
     caveats = [[n, note] for n, m in res["attacks"].items() for note in m.get("notes", [])]
     sections = [
         Section(f"{prefix}Membership inference ({kind})",
-                f"{res['n_members']} members vs {res['n_nonmembers']} non-members; higher score = more likely a member. "
-                f"Intervals are 95% stratified bootstraps ({n_boot:,} resamples, shared by every attack; a TPR's "
-                f"interval is in brackets, in %). {READING_NOTE}"
+                f"{res['n_members']} members vs {res['n_nonmembers']} non-members; higher score = more likely a "
+                f"member. Intervals are 95% stratified bootstraps ({n_boot:,} resamples, shared by every attack; "
+                f"a TPR's interval is in brackets, in %). {READING_NOTE}"
                 + (f" {BLIND_NOTE}" if blind else "") + (f" {PRIOR_NOTE}" if prior else "")
                 + (f" {ngram_sentence(res.get('overlap'))}" if ngram_sentence(res.get("overlap")) else ""),
                 table=(header, rows)),
@@ -116,16 +114,19 @@ def mia_sections(run: Path, res: dict, *, prefix: str = "") -> list[Section]:
                 figures=[Figure(f"{tag}roc", "ROC, linear axes", plots.roc_curves(labels, by_attack)),
                          Figure(f"{tag}roc_log", "ROC, log-log axes", plots.roc_curves(labels, by_attack, log=True))]),
         Section(f"{prefix}Score distributions",
-                figures=[Figure(f"{tag}hist", "Member vs non-member scores", plots.score_histograms(labels, by_attack))]),
+                figures=[Figure(f"{tag}hist", "Member vs non-member scores",
+                                plots.score_histograms(labels, by_attack))]),
     ]
     if res.get("privleak"):
         sections.insert(1, privleak_section(res["privleak"], prefix))
     if caveats:  # right under the table they qualify
-        sections.insert(1, Section(f"{prefix}Caveats", table=(["attack", "what makes its figures unreliable"], caveats)))
+        sections.insert(1, Section(f"{prefix}Caveats",
+                                   table=(["attack", "what makes its figures unreliable"], caveats)))
     examples = run / "examples.json"
     if examples.exists():  # per attack: the values its statistic reads, for a typical member and non-member
         for name, ex in json.loads(examples.read_text()).items():
-            what = ex.get("values", "Per-token gaps Δ between target and reference log-probabilities under cyclic masks")
+            what = ex.get("values",
+                          "Per-token gaps Δ between target and reference log-probabilities under cyclic masks")
             sections.append(Section(
                 f"{prefix}{name}: what the statistic sees",
                 f"{what}, for the member and the non-member whose {name} scores are the medians of their sets.",
@@ -210,7 +211,8 @@ def experiment_report(run: Path, res: dict) -> Report:
     if figs and not tabs:
         sections.append(Section("Figures", figures=figs))
     facts = {"command": res.get("command", ""), "run time": f"{res['runtime_s'] / 60:.1f} min",
-             "seeds": ", ".join(map(str, exp["seeds"])), "model": f"{exp['kind']} {exp.get('model') or exp.get('base') or exp['preset']}",
+             "seeds": ", ".join(map(str, exp["seeds"])),
+             "model": f"{exp['kind']} {exp.get('model') or exp.get('base') or exp['preset']}",
              "data": f"{exp['n_members']} / {exp['n_nonmembers']} records ({exp['mode']})",
              "configuration": json.dumps(exp), **facts_common(res)}
     return Report(f"lmaudit experiment: {exp['name']}", exp["description"], facts, sections,
@@ -279,8 +281,7 @@ def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None, sho
     return REPORTS[kind](run, res, where=where, show_pii=show_pii)
 
 
-@register_report("set-audit")
-def _set_audit_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
+def set_audit_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
     text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
             f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
             "standardised on the reference sets. ρ is the fraction of the suspect set that behaves like "
@@ -292,8 +293,7 @@ def _set_audit_report(run: Path, res: dict, *, where: Path, show_pii: bool = Fal
                   [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))], summary=audit_summary(res))
 
 
-@register_report("pii-reconstruction")
-def _pii_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
+def pii_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
     cfg = res["config"]
     text = (f"{res['n_records']} redacted records ({cfg['field']}); {cfg['candidates']} generations per record "
             f"({res['mean_candidates']:.1f} distinct candidates on average); the true value was among the "
@@ -305,14 +305,6 @@ def _pii_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) ->
                   summary=pii_summary(res))
 
 
-@register_report("extraction")
-def _extraction_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
-    return extraction_report(run, res, where=where)
-
-
-register_report("dataset-inference")(inference_report)
-register_report("mia")(mia_report)
-register_report("demo")(mia_report)  # the demo's AR part is a membership run
 
 
 

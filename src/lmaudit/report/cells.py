@@ -29,8 +29,8 @@ def ci_text(ci, *, percent: bool = False) -> str:
 
 
 def tpr_text(metrics: dict, key: str, *, ci: bool = False) -> str:
-    """A TPR of :func:`~lmaudit.metrics.summarize`'s output as a percentage (with ``ci``, its interval too), or the reason it
-    cannot be measured."""
+    """A TPR of :func:`~lmaudit.metrics.summarize`'s output as a percentage (with ``ci``, its interval too), or the
+    reason it cannot be measured."""
     value = metrics.get(key)
     if value is None:
         return metrics.get("unresolved", {}).get(key, "n/a")

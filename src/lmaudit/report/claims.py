@@ -37,7 +37,8 @@ QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pret
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
 MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
 # SmolLM2-135M adapted into a DLM
-REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation"  # membership on SmolLM2-135M fine-tunings
+REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = (  # membership on SmolLM2-135M fine-tunings
+    "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation")
 REAL_DLM_STEPS, REAL_DLM_IFT = "real-dlm-extraction-steps", "real-dlm-ift-lora"
 REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning", "real-pii-extraction"
 REAL_DLM_PII, REAL_DLM_RECON = "real-dlm-pii-extraction", "real-dlm-pii-reconstruction"  # SmolLM2 and its DLM
@@ -86,15 +87,15 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "Per-token gain falls as the training mask ratio rises (Assumption 3.1)",
           "LLaDA, XSUM, 4 epochs at fixed ratios 0.25 / 0.5 / 0.75: higher mean gain at lower ratios (Figure 1)",
           ("dlm-mask-ratio",), q.mask_ratio),
-    _dlm_mia_claim("Q-Skew has the highest TPR at 1% FPR", "ArXiv DFT 50.6 (LLaDA-8B, Table 1); the exception: Dream XSUM, "
-          "SAMA 4.4 vs Q-Skew 4.2 (Table 3)", h.tpr_at_1),
+    _dlm_mia_claim("Q-Skew has the highest TPR at 1% FPR", "ArXiv DFT 50.6 (LLaDA-8B, Table 1); the exception: "
+          "Dream XSUM, SAMA 4.4 vs Q-Skew 4.2 (Table 3)", h.tpr_at_1),
     _dlm_mia_claim("Q-Skew's average AUC gain over the next best exceeds 10 points", "'more than 10 points on average' "
           "(Section 4; not itemised in the text)", h.average_gain),
     Claim(QS, "Evaluating on DFT alone overestimates: IFT is harder", "Q-Skew TPR@1%FPR 6.7 / 4.3 on MedQA / "
           "Tulu-3 IFT vs 50.6 on ArXiv DFT (Tables 1, 2)", MIA_TABLES, h.ift_harder,
           real_experiments=(REAL_DLM_IFT,), real_judge=partial(h.ift_harder, dft=REAL_DLM_MIA, ift=REAL_DLM_IFT)),
-    _dlm_mia_claim("Random masking breaks Min-K% and Min-K%++ on DLMs", "(Section 2: lower-tail token scores are broken "
-          "by masking; no figure)", h.min_k_broken),
+    _dlm_mia_claim("Random masking breaks Min-K% and Min-K%++ on DLMs", "(Section 2: lower-tail token scores are "
+          "broken by masking; no figure)", h.min_k_broken),
     _dlm_mia_claim("SecMI, built for continuous diffusion, degrades on DLMs", "SecMI-DLM below Q-Skew in every table "
           "(Tables 1–3)", h.secmi_weak),
     Claim(QS, "ρ = 0.35 maximises the members / non-members gap", "(Section 3: the authors' choice; no sweep shown)",
@@ -107,7 +108,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(QS, "PII reconstruction: Q-Skew alone ranks worse than CE",
           "phone 22% (PII mask) / 10% (context mask) vs CE 30%; e-mail 16% / 8% vs 20% (Table 6)",
           ("pii-reconstruction",), pii.pii_combined("skew_pii", "ce", better=False),
-          real_experiments=(REAL_DLM_RECON,), real_judge=pii.pii_combined("skew_pii", "ce", better=False, name=REAL_DLM_RECON)),
+          real_experiments=(REAL_DLM_RECON,),
+          real_judge=pii.pii_combined("skew_pii", "ce", better=False, name=REAL_DLM_RECON)),
     Claim(GAP, "Gap-K% beats Min-K%++ at detecting pretraining data",
           "WikiMIA AUC +2.1 / +2.6 / +2.6 (lengths 32 / 64 / 128); MIMIR Pythia-12B 57.3 vs 57.1",
           ("ar-pretraining-detection",), o.pretraining_gap,
@@ -164,14 +166,15 @@ CLAIMS: tuple[Claim, ...] = (
           real_experiments=(REAL_DLM_STEPS,), real_judge=partial(m.p_hat_converged, name=REAL_DLM_STEPS)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data",
           "e-mails discoverable at p = 50%: AR-1.1B 213 vs DLM-1.1B max-step 16 (of 3,000)", ("pii-extraction",),
-          pii.ar_leaks_more, real_experiments=(REAL_DLM_PII,), real_judge=partial(pii.ar_leaks_more, name=REAL_DLM_PII)),
+          pii.ar_leaks_more,
+          real_experiments=(REAL_DLM_PII,), real_judge=partial(pii.ar_leaks_more, name=REAL_DLM_PII)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data: reconstruction of redacted values",
           "(the extraction paper's claim, tested with the Q-Skew paper's reconstruction attack)",
           ("pii-reconstruction",), pii.ar_reconstructs_more,
           real_experiments=(REAL_DLM_RECON,), real_judge=partial(pii.ar_reconstructs_more, name=REAL_DLM_RECON)),
     Claim(EXT, "A DLM leaks less PII than an AR model of the same data, at p = 99%",
-          "e-mails discoverable at p = 99%: AR-1.1B 139 vs DLM-1.1B max-step 7 (of 3,000); phones 3 vs 0", ("pii-extraction",),
-          partial(pii.ar_leaks_more, p=0.99),
+          "e-mails discoverable at p = 99%: AR-1.1B 139 vs DLM-1.1B max-step 7 (of 3,000); phones 3 vs 0",
+          ("pii-extraction",), partial(pii.ar_leaks_more, p=0.99),
           real_experiments=(REAL_DLM_PII,), real_judge=partial(pii.ar_leaks_more, p=0.99, name=REAL_DLM_PII)),
     Claim(EXT, "Max-step sampling leaks more than one-step", "DLM-1.1B e-mails 16 vs 0; LLaDA-8B 179 vs 9",
           ("pii-extraction",), pii.one_vs_max_step,

@@ -60,7 +60,8 @@ def seeds_verdict(per_seed: list[dict]) -> tuple[int, int, int]:
 
 def count_text(ahead: int, tied: int, behind: int) -> str:
     n = ahead + tied + behind
-    parts = [f"ahead {ahead}/{n}"] * bool(ahead) + [f"tied {tied}/{n}"] * bool(tied) + [f"behind {behind}/{n}"] * bool(behind)
+    parts = ([f"ahead {ahead}/{n}"] * bool(ahead) + [f"tied {tied}/{n}"] * bool(tied)
+             + [f"behind {behind}/{n}"] * bool(behind))
     return ", ".join(parts)
 
 

@@ -99,7 +99,8 @@ def min_k_broken(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Find
                          f"({o})")
     verdict = (UNTESTABLE if single else REPRODUCED if broken and not fine else
                NOT_REPRODUCED if fine and not broken else PARTLY)
-    return Finding("AUC, mean over seeds; 'above' / 'below' the masked Loss baseline on every seed: " + "; ".join(parts),
+    return Finding("AUC, mean over seeds; 'above' / 'below' the masked Loss baseline on every seed: "
+                   + "; ".join(parts),
                    verdict, "Min-K% / Min-K%++ read the masked tokens' log-probabilities under the ELBO plan (every "
                    "masking ratio); 'broken' would put them at or below the plain masked loss." + ONE_SEED * single,
                    points=True)

@@ -140,7 +140,8 @@ def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
     table = recs[name]["unlearning"]
     parts = []
     for frac in dict.fromkeys(k.split(" / ")[0] for k in table):
-        cells = {k.split(" / ")[1]: v for k, v in table.items() if k.startswith(f"{frac} / ") and k.endswith(f" / {audit}")
+        cells = {k.split(" / ")[1]: v for k, v in table.items()
+                 if k.startswith(f"{frac} / ") and k.endswith(f" / {audit}")
                  and k.split(" / ")[1] not in ("none", "retrain") and np.isfinite(v["mean"])}
         ranked = sorted(cells, key=lambda m: -cells[m]["mean"])
         std = {m: _defined_std(cells[m]["per_seed"]) for m in ranked}  # ddof = 1 over the seeds where ρ is defined
@@ -152,8 +153,8 @@ def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
     return Finding(f"{audit} ρ of the forget set, mean ± std over seeds (ddof = 1; nan where one seed is defined; "
                    "'>' where two neighbours differ by more "
                    "than their stds' sum): " + "; ".join(parts), UNTESTABLE,
-                   "What an approximate method truly forgot is unknown here (only 'none' and 'retrain' have a known ρ), "
-                   "so a ranking cannot be checked against the truth.")
+                   "What an approximate method truly forgot is unknown here (only 'none' and 'retrain' have a known "
+                   "ρ), so a ranking cannot be checked against the truth.")
 
 
 def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", share: float = UNCONVERGED_SHARE
@@ -178,20 +179,22 @@ def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", sh
                      f"{np.mean([c['median_abs_change_half_to_full'] for c in conv]):.2f} nats")
     verdict = UNTESTABLE if not ok else REPRODUCED if all(ok) else PARTLY if any(ok) else NOT_REPRODUCED
     return Finding(f"R = {R} trajectories; records whose p̂ moved by more than 2× from R/2 to R: " + "; ".join(parts),
-                   verdict, f"Converged: at most {pct(share)}% of records move by more than 2× from R/2 to R at every step "
-                   "count (one step is left out: every order gives it the same p̂). Where more do, the discoverable counts at that "
-                   "step count rest on an estimate still moving; a median change of log 2 = 0.69 nats is one order "
-                   "carrying the whole mean.", points=True)
+                   verdict, f"Converged: at most {pct(share)}% of records move by more than 2× from R/2 to R at every "
+                   "step count (one step is left out: every order gives it the same p̂). Where more do, the "
+                   "discoverable counts at that step count rest on an estimate still moving; a median change of "
+                   "log 2 = 0.69 nats is one order carrying the whole mean.", points=True)
 
 
 UNDEFINED_ERROR = 0.5  # an undefined ρ counts as the mean |ρ − truth| of a guess drawn uniformly from [0, 1]
-TOLERANCE = round(1 - THRESHOLD_FORGOTTEN, 6)  # an error below this still reads 'none' as kept and 'retrain' as forgotten
+# an error below this still reads 'none' as kept and 'retrain' as forgotten
+TOLERANCE = round(1 - THRESHOLD_FORGOTTEN, 6)
 
 
 def _truth_errors(rec: dict, frac: str, audit: str) -> list[float]:
     """Per seed: the mean |ρ − truth| of an audit over 'none' (ρ = 0) and 'retrain' (ρ = 1) at one forget fraction."""
     table = rec["unlearning"]
-    per = [[UNDEFINED_ERROR if not np.isfinite(x) else abs(x - truth) for x in table[f"{frac} / {m} / {audit}"]["per_seed"]]
+    per = [[UNDEFINED_ERROR if not np.isfinite(x) else abs(x - truth)
+            for x in table[f"{frac} / {m} / {audit}"]["per_seed"]]
            for m, truth in (("none", 0.0), ("retrain", 1.0))]
     return [float(np.mean(pair)) for pair in zip(*per)]
 
@@ -209,13 +212,16 @@ def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity"
     frac = max(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
     narrow = sorted((label for label, v in variants.items() if v.get("kernel", "rbf") == "rbf"
                      and v.get("bandwidth_factor", 1.0) < 1), key=lambda label: variants[label]["bandwidth_factor"])
-    kernels = [label for label, v in variants.items() if v.get("kernel", "rbf") != "rbf" and v.get("bandwidth_factor", 1.0) == 1]
+    kernels = [label for label, v in variants.items()
+               if v.get("kernel", "rbf") != "rbf" and v.get("bandwidth_factor", 1.0) == 1]
     errs = {"rbf 1× (default)": _truth_errors(rec, frac, "smi-m-scores")}
     errs |= {label: _truth_errors(rec, frac, f"smi-m-scores {label}") for label in variants}
     ours = (f"SMI-M on attack-score features, mean |ρ − truth| over 'none' (0) and 'retrain' (1), forget "
-            f"{float(frac):.0%}, mean ± std over seeds (ddof = 1): " + ", ".join(f"{k} {_err_text(v)}" for k, v in errs.items()))
+            f"{float(frac):.0%}, mean ± std over seeds (ddof = 1): "
+            + ", ".join(f"{k} {_err_text(v)}" for k, v in errs.items()))
     if not narrow or not kernels or one_seed(rec):
-        return Finding(ours, UNTESTABLE, "Needs a bandwidth below the default, another kernel and two seeds.", points=True)
+        return Finding(ours, UNTESTABLE, "Needs a bandwidth below the default, another kernel and two seeds.",
+                       points=True)
     default, worst = errs["rbf 1× (default)"], errs[narrow[0]]
     gain = np.mean(worst) - np.mean(default)
     sensitive = gain > seed_std(worst) + seed_std(default)
@@ -225,8 +231,8 @@ def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity"
     why = (f"Sensitive: the narrowest bandwidth ({narrow[0]}) changes the error by {gain:+.2f}, "
            + ("more" if sensitive else "not more") + " than the seeds' spread; less to the kernel: "
            + ", ".join(f"{k} moves it by {v:.2f}" for k, v in moves.items())
-           + (" (each less)" if less else " (not all less)") + ". Only 'none' and 'retrain' have a known ρ; an undefined "
-           f"estimate counts as an error of {UNDEFINED_ERROR} (a uniform guess).")
+           + (" (each less)" if less else " (not all less)") + ". Only 'none' and 'retrain' have a known ρ; an "
+           f"undefined estimate counts as an error of {UNDEFINED_ERROR} (a uniform guess).")
     return Finding(ours, verdict, why, points=True)
 
 
@@ -245,12 +251,13 @@ def smi_min_samples(recs: dict[str, dict], *, name: str = "unlearning-sensitivit
             "set size: " + ", ".join(f"{size[f]} texts {_err_text(errs[f])}" for f in fracs))
     small, big = [f for f in fracs if size[f] < enough], [f for f in fracs if size[f] >= enough]
     largest = errs[fracs[-1]]
-    why = (f"Each forget set against {rec['n_nonmembers'] // 2} retain and {rec['n_nonmembers'] // 2} held-out reference "
-           f"texts (the paper's 'per class' read as the forget set's size). Needs about {enough}: below it the error "
-           f"exceeds the largest set's by more than the seeds' spread and reaches {TOLERANCE:.1f}, at or above it "
-           "stays within that spread.")
+    why = (f"Each forget set against {rec['n_nonmembers'] // 2} retain and {rec['n_nonmembers'] // 2} held-out "
+           f"reference texts (the paper's 'per class' read as the forget set's size). Needs about {enough}: below it "
+           f"the error exceeds the largest set's by more than the seeds' spread and reaches {TOLERANCE:.1f}, at or "
+           "above it stays within that spread.")
     if not small or len(big) < 2 or one_seed(rec):
-        return Finding(ours, UNTESTABLE, why + " Needs a set below and two at or above that size, and two seeds.", points=True)
+        return Finding(ours, UNTESTABLE, why + " Needs a set below and two at or above that size, and two seeds.",
+                       points=True)
     if np.mean(largest) >= 0.25:
         return Finding(ours, UNTESTABLE, why + f" The audit misreads even {size[fracs[-1]]} texts (error "
                        f"{np.mean(largest):.2f} ≥ 0.25), so no sample-size limit can show.", points=True)

@@ -111,9 +111,10 @@ def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", 
     verdict = REPRODUCED if orders and all(orders) else NOT_REPRODUCED if not any(orders) else PARTLY
     return Finding("AUC, mean ± std over seeds (points; the paired interval is stored for Gap-K% − Min-K%++ "
                    "only): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, ddof = 1); the "
-                   "ordering is read from the means. Possible reason where no smoothing leads: the few tokens that "
-                   "separate members are isolated, and a smoothing window averages them with their neighbours."), points=True)
+                   regime_text(regime, recs) or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, "
+                   "ddof = 1); the ordering is read from the means. Possible reason where no smoothing leads: the few "
+                   "tokens that separate members are isolated, and a smoothing window averages them with their "
+                   "neighbours."), points=True)
 
 
 def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
@@ -143,8 +144,8 @@ def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detectio
     verdict = (REPRODUCED if len(halves) == 2 and all(halves) else
                NOT_REPRODUCED if not any(above_all) and not any(peak_ok) else PARTLY)
     return Finding("mean AUC over seeds (points): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or ("The peak's place is read only where the k curve spans more than twice the seeds' "
-                              "spread; Gap-K% is compared with Min-K%++ point by point."), points=True)
+                   regime_text(regime, recs) or ("The peak's place is read only where the k curve spans more than "
+                              "twice the seeds' spread; Gap-K% is compared with Min-K%++ point by point."), points=True)
 
 
 def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
@@ -160,8 +161,8 @@ def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
     verdict = REPRODUCED if ahead and all(ahead) else NOT_REPRODUCED
     return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
                    "(points): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or (f"Word swaps ({PERTURB_RATE:.0%} of words) stand in for DIPPER paraphrases; the ordering follows the unperturbed "
-                   "one (Min-K%++ ahead)."), points=True)
+                   regime_text(regime, recs) or (f"Word swaps ({PERTURB_RATE:.0%} of words) stand in for DIPPER "
+                   "paraphrases; the ordering follows the unperturbed one (Min-K%++ ahead)."), points=True)
 
 
 def _cell(v: dict) -> tuple[float, float] | None:
@@ -195,18 +196,18 @@ def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
     verdict = REPRODUCED if all(closest_ok) else PARTLY if any(closest_ok) else NOT_REPRODUCED
     return Finding(f"ρ of the forget set, mean ± std over seeds (ddof = 1), of {audit} against the closest audit, "
                    "on the untouched model and on the retrained one: " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' allows one seed "
-                              "std of the closest audit (a noisy estimate does not pass on its own spread), and must "
-                              "hold for 'none' and for 'retrain' both."), points=True)
+                   regime_text(regime, recs) or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' "
+                              "allows one seed std of the closest audit (a noisy estimate does not pass on its own "
+                              "spread), and must hold for 'none' and for 'retrain' both."), points=True)
 
 
 def smi_cost(recs: dict[str, dict]) -> Finding:
     r = recs["unlearning-audit"]
     c = r["cost_s"]
-    ours = (f"seconds per audit: SMI {c['smi']:.3f} and SMI-M {c['smi-m']:.3f} on hidden features (+ {c['features']:.2f} "
-            f"to extract them), on score features {c['smi-scores']:.3f} / {c['smi-m-scores']:.3f}; LiRA: probes "
-            f"{c['lira_probes']:.2f} per audited model, plus {c['lira_shadow_training']:.1f} per seed to train the "
-            "shadow models (near 0 when they come from the model cache)")
+    ours = (f"seconds per audit: SMI {c['smi']:.3f} and SMI-M {c['smi-m']:.3f} on hidden features (+ "
+            f"{c['features']:.2f} to extract them), on score features {c['smi-scores']:.3f} / {c['smi-m-scores']:.3f}; "
+            f"LiRA: probes {c['lira_probes']:.2f} per audited model, plus {c['lira_shadow_training']:.1f} per seed to "
+            "train the shadow models (near 0 when they come from the model cache)")
     cheap = max(c["smi"], c["smi-m"]) < c["lira_probes"]
     return Finding(ours, REPRODUCED if cheap else NOT_REPRODUCED,
                    "SMI needs no shadow model; its estimate costs milliseconds once features or scores exist "
@@ -236,14 +237,14 @@ def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regim
     verdict = (UNTESTABLE if not verdicts or all(v == UNTESTABLE for v in verdicts) else
                REPRODUCED if all(v == REPRODUCED for v in verdicts) else
                NOT_REPRODUCED if NOT_REPRODUCED in verdicts and REPRODUCED not in verdicts else PARTLY)
-    return Finding(f"90% intervals of ρ, of the {which}, that hold the known value ('none': 0, 'retrain': 1), over forget "
-                   "fractions and seeds: " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% (the Wilson 95% lower "
-                   "bound) and consistent with the nominal 90% (its upper bound); below 90% with confidence is "
-                   "unreliable; in between, too few intervals to tell. Intervals of an estimate clipped to 0 or 1 "
-                   "on every resample, and intervals spanning all of [0, 1], hold the truth whatever the audit does "
-                   "and are not counted. The bootstrap resamples the forget set only, so it cannot cover the "
-                   "variation that comes from the reference sets and from training."))
+    return Finding(f"90% intervals of ρ, of the {which}, that hold the known value ('none': 0, 'retrain': 1), over "
+                   "forget fractions and seeds: " + "; ".join(parts), verdict,
+                   regime_text(regime, recs) or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% "
+                   "(the Wilson 95% lower bound) and consistent with the nominal 90% (its upper bound); below 90% with "
+                   "confidence is unreliable; in between, too few intervals to tell. Intervals of an estimate clipped "
+                   "to 0 or 1 on every resample, and intervals spanning all of [0, 1], hold the truth whatever the "
+                   "audit does and are not counted. The bootstrap resamples the forget set only, so it cannot cover "
+                   "the variation that comes from the reference sets and from training."))
 
 
 def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> Finding:
@@ -254,7 +255,8 @@ def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> 
     frac = rec["monotone_fraction"][0]
     cols = {s: np.asarray(v, dtype=np.float64) for s, v in rec["log_p_columns"].items()}
     n_rec = len(next(iter(cols.values())))
-    ours = ("median Δ log p̂ = log(p̂_N / p̂_1) (nats) at N = " + ", ".join(f"{s}: {m:+.2f}" for s, m in zip(steps, med))
+    ours = ("median Δ log p̂ = log(p̂_N / p̂_1) (nats) at N = "
+            + ", ".join(f"{s}: {m:+.2f}" for s, m in zip(steps, med))
             + f"; per record, log p̂ never fell as N grew on {pct(frac)}% of masks (first seed, {n_rec} masks)")
     nested, other = [], []
     for a, b in zip(steps, steps[1:]):  # the same orders at every N: N' refines N when N divides N' (or N' = |M|)
@@ -264,8 +266,8 @@ def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> 
                    "Every N unmasks along the same random orders, so a step count that divides a larger one (and |M| "
                    "steps, one token each) refines its partition, where Theorem 4.3 says p̂ cannot fall. Records whose "
                    "p̂ fell on a refinement: " + ", ".join(nested) + (f"; on a step that is not one: {', '.join(other)}"
-                   if other else "") + ". With the orders shared, a fall on a refinement is not noise of the sampled orders: "
-                   "for that record the model's coarser (more tokens at once) prediction gave the value more "
+                   if other else "") + ". With the orders shared, a fall on a refinement is not noise of the sampled "
+                   "orders: for that record the model's coarser (more tokens at once) prediction gave the value more "
                    "probability than its finer one, which the theorem's idealised model (conditionals of one joint "
                    "distribution) excludes; they are evidence on how far a trained DLM is from it.", points=True)
 
@@ -334,5 +336,5 @@ def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime=None) -
     return Finding(f"median log p̂ of the value, training − unseen messages ({rec['n_train']} and {rec['n_unseen']}; "
                    "nats, first seed) with a bootstrap 95% interval, higher only when it excludes 0: "
                    + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or ("Unseen messages come from the same generator (names, addresses, phones), so the shift "
-                              "measures memorisation, not format."))
+                   regime_text(regime, recs) or ("Unseen messages come from the same generator (names, addresses, "
+                              "phones), so the shift measures memorisation, not format."))

@@ -50,7 +50,8 @@ def _unconverged(rec: dict, f: str) -> float | None:
 
 def _counts(rec: dict, key: str, p: float, where: str = "train") -> int:
     """Discoverable values of one 'field / model' row over seeds, on the training or the unseen messages."""
-    return sum((r if where == "train" else r["unseen_discoverable"])[f"discoverable@p={p:g}"] for r in rec["pii_rows"][key])
+    return sum((r if where == "train" else r["unseen_discoverable"])[f"discoverable@p={p:g}"]
+               for r in rec["pii_rows"][key])
 
 
 def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-extraction") -> Finding:
@@ -75,8 +76,8 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
             moving.append(share > UNCONVERGED_SHARE)
         if all("unseen_discoverable" in r for m in ("AR", "DLM max-step") for r in rec["pii_rows"][f"{f} / {m}"]):
             # the same extraction on messages never trained on: values a model finds without having seen them
-            u_ar, u_dlm, nu = _counts(rec, f"{f} / AR", p, "unseen"), _counts(rec, f"{f} / DLM max-step", p, "unseen"), \
-                rec["n_unseen"] * seeds
+            u_ar, u_dlm, nu = _counts(rec, f"{f} / AR", p, "unseen"), \
+                _counts(rec, f"{f} / DLM max-step", p, "unseen"), rec["n_unseen"] * seeds
             parts[-1] += f"; unseen control AR {u_ar}/{nu}, DLM {u_dlm}/{nu}"
             if ar and wilson_interval(ar, n * seeds)[0] <= wilson_interval(u_ar, nu)[1]:
                 guessed.append(f)
@@ -88,13 +89,15 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
     regime += "."
     if guessed:
         regime += (f" The AR model's training count of {' and '.join(guessed)} is not above its unseen control (Wilson "
-                   "intervals overlap): it finds values it never trained on about as often, so its lead is of guessable "
-                   "values more than of memorised ones; the counts judged are of training messages, as the paper's.")
+                   "intervals overlap): it finds values it never trained on about as often, so its lead is of "
+                   "guessable values more than of memorised ones; the counts judged are of training messages, as the "
+                   "paper's.")
     if verdict in (REPRODUCED, PARTLY) and any(moving):
         verdict = PARTLY
-        regime += (f" The DLM's p̂ has not been shown to converge in the number of orders (more than "
-                   f"{pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): a mean of a heavy-tailed probability over few orders is "
-                   "usually below its expectation, which favours this claim, so the verdict is at most partly.")
+        regime += (" The DLM's p̂ has not been shown to converge in the number of orders (more than "
+                   f"{pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): a mean of a "
+                   "heavy-tailed probability over few orders is usually below its expectation, which favours this "
+                   "claim, so the verdict is at most partly.")
     return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
                    + "; ".join(parts), verdict, regime)
 
@@ -153,9 +156,11 @@ def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, nam
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs[name]
         parts, verdict = pii_pairs(rec, a, b, better=better)
-        ours = "; ".join(parts) + f" (paired bootstrap over records, all seeds pooled; generation coverage {_coverage(rec)})"
+        ours = ("; ".join(parts)
+                + f" (paired bootstrap over records, all seeds pooled; generation coverage {_coverage(rec)})")
         if beside:
-            ours += f". Beside it, {beside} (fitted α, not judged): " + "; ".join(pii_pairs(rec, beside, b, better=better)[0])
+            ours += (f". Beside it, {beside} (fitted α, not judged): "
+                     + "; ".join(pii_pairs(rec, beside, b, better=better)[0]))
         alphas = sorted({a for v in rec["fields"].values() for a in v.get("alpha", []) if a is not None})
         sweep = "; ".join(f"{f}: " + ", ".join(f"α={a:g} {np.mean([p[i] for p in sw['percent']]):.1f}%"
                                               for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))

@@ -55,8 +55,8 @@ def regimes_why(recs: dict[str, dict], name: str = "dlm-regimes") -> str:
                f"{int((dmean > dskew).sum())}/{len(seps)} regimes.")
     modes = [c["settings"].get("mode", "dft") for c in rec["cells"].values()]
     kinds = ", ".join(f"{modes.count(m)} {m.upper()}" for m in dict.fromkeys(modes))
-    return (f"{name} ({n} fine-tuning regime{'s' * (n > 1)}: {kinds}): Q-Skew − masked calibration is {flips}, tied in {t}, "
-            f"behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
+    return (f"{name} ({n} fine-tuning regime{'s' * (n > 1)}: {kinds}): Q-Skew − masked calibration is {flips}, tied in "
+            f"{t}, behind in {b}. Over the cells, members' mean Δ is {dm[:, 0].mean():.2f} vs non-members' "
             f"{dn[:, 0].mean():.2f} (a shift of location), while members' Δ skewness is {dm[:, 1].mean():+.2f} vs "
             f"non-members' {dn[:, 1].mean():+.2f}: a mean of loss gaps (calibration) reads the location shift, which a "
             f"skewness ignores by construction.{sep} Possible reason for the papers' ordering: 8B models fine-tuned "
@@ -135,12 +135,12 @@ def rho_maximises(recs: dict[str, dict], name: str = "dlm-rho") -> Finding:
     flat = not sometimes and not any(a for a, _, _ in counts.values())
     verdict = (NOT_REPRODUCED if above else UNTESTABLE if flat else PARTLY if sometimes or not below else REPRODUCED)
     rows = list(rec["rows"])
-    ours = (f"Q-Skew AUC by mask ratio: {', '.join(f'{r} {auc_text(rec, r)}' for r in rows)}; AUC({best}) − AUC(other), "
-            "each seed with its paired 95% interval: " + "; ".join(lines))
+    ours = (f"Q-Skew AUC by mask ratio: {', '.join(f'{r} {auc_text(rec, r)}' for r in rows)}; AUC({best}) − "
+            "AUC(other), each seed with its paired 95% interval: " + "; ".join(lines))
     e = rec.get("experiment", {})
-    why = (f"Each ρ gets the same {e.get('budget', 16)} masked forwards per text (a cyclic plan of ⌈1/ρ⌉ chunks a round, "
-           f"its last round partial). The gap is read as AUC. A maximum at {best}: no ρ ahead of it on any seed and it "
-           "ahead of some ρ on every seed.")
+    why = (f"Each ρ gets the same {e.get('budget', 16)} masked forwards per text (a cyclic plan of ⌈1/ρ⌉ chunks a "
+           f"round, its last round partial). The gap is read as AUC. A maximum at {best}: no ρ ahead of it on any seed "
+           "and it ahead of some ρ on every seed.")
     if above:
         why += f" Ahead of {best} on every seed: {', '.join(above)}."
     elif flat:
@@ -186,7 +186,8 @@ def over_epochs(recs: dict[str, dict]) -> Finding:
     leaders = {b: [e for e, x in zip(epochs, best) if x == b] for b in dict.fromkeys(best)}
     return Finding(ours, verdict, "Best attack by epoch: " + "; ".join(f"{b} at epoch(s) {', '.join(es)}"
                                                                      for b, es in leaders.items())
-                   + f". {len(rec['experiment']['seeds'])} seed(s), points only: read with the paired rows above.", points=True)
+                   + f". {len(rec['experiment']['seeds'])} seed(s), points only: read with the paired rows above.",
+                   points=True)
 
 
 def real_dlm_setting(rec: dict) -> str:

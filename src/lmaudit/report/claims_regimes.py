@@ -32,8 +32,8 @@ def pretraining(recs: dict[str, dict], *, name: str = "real-pretraining-detectio
         aucs = {a: row_stat(rec, f"{setting}: {a}")[0] for a in attacks if f"{setting}: {a}" in rec["rows"]}
         best = max(aucs, key=aucs.get)
         variants = [row_stat(rec, row)[0] for row in rec["rows"] if row.startswith(f"{setting}: gap_k ")]
-        text += (f" {setting[:1].upper()}{setting[1:]}: the best attack is {best} at {pct(aucs[best])} AUC; Gap-K% − Min-K%++ "
-                 f"{seed_intervals(per_seed)} "
+        text += (f" {setting[:1].upper()}{setting[1:]}: the best attack is {best} at {pct(aucs[best])} AUC; Gap-K% − "
+                 f"Min-K%++ {seed_intervals(per_seed)} "
                  f"({count_text(*seeds_verdict(per_seed))})")
         if tiny in recs and setting in recs[tiny]["paired"]:
             text += f", on the tiny model {count_text(*seeds_verdict(recs[tiny]['paired'][setting]))}"

@@ -43,8 +43,8 @@ def differ_sentences(check: dict | None) -> list[str]:
                    f"{_p(prior['p_adjusted'])} over its {len(prior['attacks'])} attacks.")
     formats = check.get("formats") or {}
     if formats.get("differ"):
-        out.append(f"The suspect set is {FORMS[formats['suspect']]} and the validation set {FORMS[formats['validation']]}: "
-                   "the format alone tells them apart.")
+        out.append(f"The suspect set is {FORMS[formats['suspect']]} and the validation set "
+                   f"{FORMS[formats['validation']]}: the format alone tells them apart.")
     if out:
         out.append("The test below then measures how the sets differ (source, era, format), not whether the model "
                    "was trained on the suspect set: it cannot tell. Draw the validation set like the suspect set "

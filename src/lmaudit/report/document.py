@@ -96,7 +96,8 @@ def render_html(report: Report) -> str:
         f"<title>{html.escape(report.title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(report.title)}</h1><p class='sub'>{html.escape(report.subtitle)}</p>",
         _html_summary(report.summary) if report.summary else "",
-        "<dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in report.facts.items()) + "</dl>",
+        "<dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in report.facts.items())
+        + "</dl>",
     ]
     for s in report.sections:
         parts.append(f"<h2>{html.escape(s.title)}</h2>")

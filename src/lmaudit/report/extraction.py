@@ -13,7 +13,7 @@ from lmaudit.report.summary import extraction_summary
 from lmaudit.report.tables import facts_common, summary_rows
 
 
-def extraction_report(run: Path, res: dict, *, where: Path | None = None) -> Report:
+def extraction_report(run: Path, res: dict, *, where: Path | None = None, show_pii: bool = False) -> Report:
     """The report of an extraction run: the verdict, the (n, p) table by step count, relaxed extraction."""
     cfg = res["config"]
     records = pd.read_csv(run / "records.csv")

@@ -7,7 +7,8 @@ import numpy as np
 from lmaudit.report.plots import _PALETTE, _png, plt
 
 
-def log_p_by_steps(columns: dict[str, np.ndarray], *, title: str = "Single-query success by sampling resolution") -> bytes:
+def log_p_by_steps(columns: dict[str, np.ndarray], *,
+                   title: str = "Single-query success by sampling resolution") -> bytes:
     """Box plot of per-record log10 p̂ for each step count (or model), infinite values dropped."""
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     labels = list(columns)

@@ -96,7 +96,8 @@ def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes
     return _png(fig, margins="grid")
 
 
-def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_score: float, nonmember_score: float) -> bytes:
+def delta_distributions(member: np.ndarray, nonmember: np.ndarray, *, member_score: float,
+                        nonmember_score: float) -> bytes:
     """Q-Skew: the Δ = log p_target − log p_ref values of one member and one non-member."""
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     both = np.concatenate([member, nonmember])

@@ -22,14 +22,15 @@ def privacy_section(labels: np.ndarray, score: np.ndarray, attack: str, target: 
         bound = epsilon_lower_bound(labels, score, delta=delta, confidence=CONFIDENCE, seed=0)
     except LmauditError as exc:  # e.g. too few samples for any bound
         return Section(title, f"No ε lower bound from this run: {exc.message}.")
-    rows = [["claimed ε (DP training)", "none (not trained with DP)" if claimed is None else f"{claimed:.3g} at δ = {delta:.2g}"],
+    rows = [["claimed ε (DP training)",
+             "none (not trained with DP)" if claimed is None else f"{claimed:.3g} at δ = {delta:.2g}"],
             [f"ε lower bound ({100 * CONFIDENCE:.0f}% confidence)", f"{bound.epsilon:.3g} at δ = {delta:.2g}"],
             ["from", f"{attack}, threshold {bound.threshold:.4g} ({bound.direction}); TPR ≥ {bound.tpr_lo:.3f}, "
                      f"FPR ≤ {bound.fpr_hi:.3f} on {bound.n_members} + {bound.n_nonmembers} held-out texts"],
             ["method", bound.method]]
     if claimed is None:
-        text = (f"The model claims no differential-privacy guarantee. The attacks prove that no (ε, δ = {delta:.2g})-DP "
-                f"claim below ε = {bound.epsilon:.2f} could be true of it.")
+        text = ("The model claims no differential-privacy guarantee. The attacks prove that no "
+                f"(ε, δ = {delta:.2g})-DP claim below ε = {bound.epsilon:.2f} could be true of it.")
     elif bound.epsilon > claimed:
         text = (f"The attacks contradict the claim: they prove ε ≥ {bound.epsilon:.2f} at {100 * CONFIDENCE:.0f}% "
                 f"confidence, above the claimed ε = {claimed:.2f}. Either the DP training or its accounting is wrong.")

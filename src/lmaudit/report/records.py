@@ -75,7 +75,8 @@ def records_section(scores: pd.DataFrame, attack: str, n_nonmembers: int, texts:
     rows = []
     for r in frame.head(top).itertuples():
         count = int(round(r.p_value * n_nonmembers))
-        cells = [f"{r.rank:.0f}", redact(r.id, show_pii=show_pii), f"{r.score:.4g}", f"{r.p_value:.3f} ({count}/{n_nonmembers:,})"]
+        cells = [f"{r.rank:.0f}", redact(r.id, show_pii=show_pii), f"{r.score:.4g}",
+                 f"{r.p_value:.3f} ({count}/{n_nonmembers:,})"]
         if texts:
             text, fields = texts.get(r.id, ("", {}))
             cells.append(preview(text, fields, show_pii=show_pii) if text else "-")

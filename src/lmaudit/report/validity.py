@@ -124,8 +124,8 @@ def ngram_sentence(overlap: dict | None) -> str | None:
         return f"No non-member has {n} words, so no {n}-word run is compared with the members."
     copies = (f"{f['near_copies']:,} of {f['scored']:,} share half or more of them with the members (near-copies: "
               "members in all but name)" if f["near_copies"] else "none is a near-copy")
-    return (f"Non-members' {n}-word runs found in the members: mean {_percent(f['mean'])}, largest {_percent(f['max'])}; "
-            f"{copies}.")
+    return (f"Non-members' {n}-word runs found in the members: mean {_percent(f['mean'])}, largest "
+            f"{_percent(f['max'])}; {copies}.")
 
 
 def near_copy_note(overlap: dict | None) -> str | None:

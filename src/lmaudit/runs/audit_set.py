@@ -5,17 +5,21 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from lmaudit.audit.smi import KERNELS, smi, smi_m, standardise
+from lmaudit.audit.sets import standardise
+from lmaudit.audit.smi import KERNELS, smi, smi_m
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError
 from lmaudit.probes.features import hidden_features
-from lmaudit.runs.common import write_results
-from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
+from lmaudit.report.build import set_audit_report
+from lmaudit.report.summary import audit_summary
+from lmaudit.runs.common import Job, RunResult, register_job
+from lmaudit.runs.mia import score_set
+from lmaudit.runs.mia_result import MAX_BUDGET, RunConfig, budget_memory_hint
 from lmaudit.settings import check_settings, integer, one_of, seed_value, setting
 
 METHODS = ("smi", "smi-m", "both")
@@ -114,6 +118,16 @@ def run_audit(loaded, members: TextSet, nonmembers: TextSet, suspect: TextSet, c
             "methods": methods, "timings_ms": {"features": 1e3 * t_features}}
 
 
-def write_audit(payload: dict, out: str | Path, *, report: bool = False) -> Path:
-    """``OUT/results.json`` of a set-level audit (with the provenance block)."""
-    return write_results(out, payload, kind="set-audit", report=report)
+class AuditResult(RunResult):
+    """A set-level audit: ``to_frame()`` has one row per method (ρ, its 90% interval, the unclipped ρ)."""
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"method": name, "rho": est["rho"], "rho_low": est["ci90"][0],
+                              "rho_high": est["ci90"][1], "rho_unclipped": est.get("rho_unclipped")}
+                             for name, est in self.payload["methods"].items()])
+
+    def headline(self) -> str:
+        return audit_summary(self.payload).headline
+
+
+JOB = register_job(Job("audit_set", "set-audit", "audit-set", AuditResult, AuditConfig, set_audit_report))

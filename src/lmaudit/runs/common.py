@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder, with_cache
-from lmaudit.report.build import write_report
-from lmaudit.report.dataset_inference import inference_summary
+from lmaudit.report.build import read_results, write_report
+from lmaudit.report.kinds import register_report
 from lmaudit.report.records import redact
-from lmaudit.report.summary import audit_summary, extraction_summary, pii_summary
 from lmaudit.utils import provenance, write_json_atomic
 
 PROVENANCE_KEYS = ("lmaudit_version", "git_commit", "git_dirty", "created", "packages")
@@ -66,21 +65,49 @@ def write_results(out: str | Path, payload: dict, *, kind: str, tables: dict[str
     return out / "results.json"
 
 
-SUMMARIES = {"set-audit": audit_summary, "extraction": extraction_summary, "pii-reconstruction": pii_summary,
-             "dataset-inference": inference_summary}
+@dataclass(frozen=True)
+class Job:
+    """A job of :mod:`lmaudit.api`, declared once beside its body: ``name`` (the interface function), ``type`` (what
+    ``results.json``'s ``type`` and the folder's manifest say it wrote), ``command``, its ``settings`` type, its
+    ``result`` type (which writes, reads back, tabulates and describes itself) and ``report`` (the builder of its
+    report, or None). The folder kinds, :func:`lmaudit.load_results` and the report lookup derive from it."""
+
+    name: str
+    type: str
+    command: str
+    result: type
+    settings: type | None = None
+    report: Callable | None = None
 
 
-@dataclass
+JOBS: dict[str, Job] = {}  # name -> job
+
+
+def register_job(job: Job) -> Job:
+    """Declare ``job`` (once): its report builder is then found by the type of its results."""
+    if JOBS.get(job.name, job) != job:
+        raise LmauditError(f"job '{job.name}' is declared twice")
+    JOBS[job.name] = job
+    if job.report is not None:
+        register_report(job.type)(job.report)
+    return job
+
+
+def job_of_type(written: str | None) -> Job | None:
+    """The job that writes results of type ``written`` (the first declared when several write one), or None."""
+    return next((job for job in JOBS.values() if job.type == written), None)
+
+
+@dataclass(repr=False)
 class RunResult:
-    """A finished audit-set, extract or pii run: the ``results.json`` payload and how to write it.
+    """A finished run: the ``results.json`` payload, what the job returns and :func:`lmaudit.load_results` reads back.
 
-    ``payload`` is the dict ``results.json`` holds (without the provenance block);
-    index it directly (``result["methods"]``). ``write(folder)`` writes the run's
-    files as the command does.
+    ``payload`` is the dict ``results.json`` holds (without the provenance block); index it directly
+    (``result["methods"]``). ``write(folder)`` writes the run's files as the command does. Each job's result type
+    (a subclass, declared with its :class:`Job`) says how it tabulates, describes and writes itself.
     """
 
     payload: dict
-    writer: object = field(repr=False, default=None)  # (payload, folder, report=) -> path of results.json
     source: Path | None = None  # the folder a result read back with lmaudit.load_results came from
 
     def __getitem__(self, key: str):
@@ -88,36 +115,35 @@ class RunResult:
 
     @property
     def type(self) -> str:
-        """``set-audit``, ``extraction`` or ``pii-reconstruction``."""
+        """What ``results.json`` says the run is (its job's kind)."""
         return self.payload.get("type", "run")
 
     def to_frame(self) -> pd.DataFrame:
-        """A set-level audit: one row per method (ρ, its 90% interval, the unclipped ρ); extraction and PII
-        reconstruction: one row per record (as ``records.csv``)."""
-        if self.type == "epsilon-lower-bound":
-            return pd.DataFrame([{"attack": name, **bound} for name, bound in self.payload["attacks"].items()])
-        if self.type == "dataset-inference":
-            return pd.DataFrame([{"attack": name, **m} for name, m in self.payload["attacks"].items()])
-        if "methods" in self.payload:
-            return pd.DataFrame([{"method": name, "rho": est["rho"], "rho_low": est["ci90"][0],
-                                  "rho_high": est["ci90"][1], "rho_unclipped": est.get("rho_unclipped")}
-                                 for name, est in self.payload["methods"].items()])
+        """One row per record (as ``records.csv``)."""
         return pd.DataFrame(self.payload["records"])
 
+    def headline(self) -> str:
+        """One sentence: what the run found."""
+        return ""
+
     def __repr__(self) -> str:
-        if self.type == "epsilon-lower-bound":
-            name, best = max(self.payload["attacks"].items(), key=lambda kv: kv[1]["epsilon"])
-            return (f"<RunResult epsilon-lower-bound: largest ε_lb {best['epsilon']:.3f} ({name}) at δ = "
-                    f"{self.payload['delta']:g}, {self.payload['confidence']:g} confidence per attack>")
-        summary = SUMMARIES.get(self.type)
-        verdict = f" {summary(self.payload).headline}" if summary else ""
-        return f"<RunResult {self.type}:{verdict}>"
+        return f"<{type(self).__name__} {self.type}: {self.headline()}>".replace(": >", ">")
+
+    def _write(self, out: Path, report: bool) -> Path:
+        return write_results(out, self.payload, kind=self.type, report=report)
 
     def write(self, out: str | Path, *, report: bool = False) -> Path:
         """Write the run's folder (as one unit); ``report`` adds ``report.html``/``report.md``."""
         if self.source is not None:
             raise LmauditError(f"this result was read from {self.source}: its folder is what the run wrote",
                                hint="copy that folder instead of writing the result again")
-        if self.writer:
-            return self.writer(self.payload, Path(out), report=report)
-        return write_results(out, self.payload, kind=self.type, report=report)
+        return self._write(Path(out), report)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "RunResult":
+        """The result a run wrote to ``folder``: its payload (``results.json``) and ``records.csv``."""
+        folder = Path(folder)
+        payload = {k: v for k, v in read_results(folder / "results.json").items() if k not in PROVENANCE_KEYS}
+        if (folder / "records.csv").is_file():
+            payload["records"] = pd.read_csv(folder / "records.csv").to_dict("list")
+        return cls(payload, source=folder)

@@ -22,9 +22,11 @@ from lmaudit.audit.dataset_inference import OUTLIERS, dataset_inference
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.overlap import check_sets, ngram_overlap
 from lmaudit.metrics import auc
+from lmaudit.report.dataset_inference import inference_report, inference_summary
 from lmaudit.runs.audit_set import AuditConfig, estimate_rho
-from lmaudit.runs.common import write_results
-from lmaudit.runs.mia import MAX_BUDGET, RunConfig, budget_memory_hint, score_set
+from lmaudit.runs.common import Job, RunResult, register_job, write_results
+from lmaudit.runs.mia import score_set
+from lmaudit.runs.mia_result import MAX_BUDGET, RunConfig, budget_memory_hint
 from lmaudit.runs.set_check import PRIOR, two_set_check
 from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting
 
@@ -47,7 +49,8 @@ class InferenceConfig:
 
     attacks: list[str] | None = None  # None: every attack of the model's kind that can run
     params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
-    splits: int = setting(20, check=integer(1, 10_000, hint=(  # seeded halvings of both sets: the test is repeated on each
+    # seeded halvings of both sets: the test is repeated on each
+    splits: int = setting(20, check=integer(1, 10_000, hint=(
         "each split fits two logistic regressions and keeps two p-values in results.json; the median p-value "
         "settles within a few hundred splits (default 20)")))
     seed: int = setting(0, check=seed_value())
@@ -124,7 +127,9 @@ def verdict(decision: dict[str, bool], check: dict) -> str:
     """``cannot tell`` when a blind baseline or the reference tells the suspect set from the validation set, or their
     formats differ (they differ without the model, so the test's p-value measures that difference, not training);
     otherwise ``trained`` when the test rejects at 0.05, else ``not shown``."""
-    if check.get("differ") or (check.get("reference") or {}).get("differ") or (check.get("formats") or {}).get("differ"):
+    if check.get("differ") \
+            or (check.get("reference") or {}).get("differ") \
+            or (check.get("formats") or {}).get("differ"):
         return "cannot tell"
     return "trained" if decision.get("0.05") else "not shown"
 
@@ -164,3 +169,25 @@ def write_inference(payload: dict, out: str | Path, *, scores: pd.DataFrame | No
     """``OUT/results.json`` and ``OUT/scores.parquet`` (one row per text: id, set, one column per attack)."""
     tables = {"scores.parquet": scores} if scores is not None else None
     return write_results(out, payload, kind="dataset-inference", tables=tables, report=report)
+
+
+class InferenceResult(RunResult):
+    """A dataset-inference run: ``to_frame()`` has one row per attack; ``scores`` the per-text scores (id, set, one
+    column per attack) the run writes to ``scores.parquet`` (None when read back from a folder)."""
+
+    def __init__(self, payload: dict, source: Path | None = None, scores: pd.DataFrame | None = None):
+        super().__init__(payload, source)
+        self.scores = scores
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"attack": name, **m} for name, m in self.payload["attacks"].items()])
+
+    def headline(self) -> str:
+        return inference_summary(self.payload).headline
+
+    def _write(self, out: Path, report: bool) -> Path:
+        return write_inference(self.payload, out, scores=self.scores, report=report)
+
+
+JOB = register_job(Job("dataset_inference", "dataset-inference", "dataset-inference", InferenceResult,
+                       InferenceConfig, inference_report))

@@ -24,7 +24,9 @@ from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
 from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
-from lmaudit.runs.common import shown_ids, write_results
+from lmaudit.report.extraction import extraction_report
+from lmaudit.report.summary import extraction_summary
+from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_results
 from lmaudit.settings import check_settings, integer, seed_value, setting
 from lmaudit.utils import cache_dir, stable_hash
 
@@ -140,7 +142,8 @@ def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -
             n_rows = np.where(deterministic, 1, cfg.trajectories)
             results: list = [None] * len(targets)
             for group in _groups(n_rows, lengths, max_tokens):
-                res = dlm_trajectories(loaded.adapter, [targets[i] for i in group], steps=[int(steps[i]) for i in group],
+                res = dlm_trajectories(loaded.adapter, [targets[i] for i in group],
+                                       steps=[int(steps[i]) for i in group],
                                        order=cfg.order, trajectories=cfg.trajectories, temperature=cfg.temperature,
                                        seed=cfg.seed, max_tokens=max_tokens)
                 for i, r in zip(group, res):
@@ -281,8 +284,10 @@ class ExtractionTask:
         return out
 
 
-def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: bool = True) -> dict:
-    """Run an extraction audit on ``textset``; return the payload of ``results.json`` plus per-record columns.
+def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: bool = True,
+                   show_pii: bool = False) -> dict:
+    """Run an extraction audit on ``textset``; return the payload of ``results.json`` plus per-record columns
+    (``show_pii``: ``records.csv`` keeps ids that look like e-mail addresses or phone numbers).
 
     The records are processed in shards on the current backend; with ``use_cache``
     each shard's result is cached (a killed run resumes where it stopped).
@@ -314,8 +319,8 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     labels = list(dict.fromkeys(k.split("@", 1)[1] for k in merged if k.startswith("log_p_hat@")))  # the table's
     table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
     n_masked = merged["n_masked"]
-    payload = {"type": "extraction", "config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype, "device": loaded.device,
-               "n_records": len(textset),
+    payload = {"type": "extraction", "config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype,
+               "device": loaded.device, "n_records": len(textset),
                "n_masked": {"median": float(np.median(n_masked)), "min": int(n_masked.min()),
                             "max": int(n_masked.max())},
                "summary": summarise(table, cfg)}
@@ -325,6 +330,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     payload["runtime_s"] = round(time.perf_counter() - t0, 2)
     payload["records"] = {"id": [r.id for r in textset.records],
                           **{f"{k}@{label}": v.tolist() for label, col in table.items() for k, v in col.items()}}
+    payload["model"], payload["show_pii"] = loaded.path, show_pii
     return payload
 
 
@@ -334,3 +340,16 @@ def write_extraction(payload: dict, out: Path, *, report: bool = False) -> Path:
     body = {**{k: v for k, v in payload.items() if k != "records"}, "type": "extraction"}
     records = shown_ids(payload["records"], bool(payload.get("show_pii")))
     return write_results(out, body, kind="extraction", tables={"records.csv": pd.DataFrame(records)}, report=report)
+
+
+class ExtractionResult(RunResult):
+    """An extraction run: ``to_frame()`` has one row per record (as ``records.csv``)."""
+
+    def headline(self) -> str:
+        return extraction_summary(self.payload).headline
+
+    def _write(self, out: Path, report: bool) -> Path:
+        return write_extraction(self.payload, out, report=report)
+
+
+JOB = register_job(Job("extract", "extraction", "extract", ExtractionResult, ExtractConfig, extraction_report))

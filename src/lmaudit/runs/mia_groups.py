@@ -148,7 +148,8 @@ def fit_shots(tokenizer, shots: tuple[str, ...], textset: TextSet, limit: int) -
     ids = tokenizer(shots[-1], add_special_tokens=False)["input_ids"]
     room = limit - alone - len(tokenizer(SHOT_SEPARATOR, add_special_tokens=False)["input_ids"])
     while room >= MIN_PREFIX_TOKENS:
-        prefixed = _prefixed(textset, tokenizer.decode(ids[-room:]) + SHOT_SEPARATOR, f"the last {room} tokens of a shot")
+        prefixed = _prefixed(textset, tokenizer.decode(ids[-room:]) + SHOT_SEPARATOR,
+                             f"the last {room} tokens of a shot")
         if _longest(tokenizer, prefixed) <= limit:
             return prefixed, 1, room
         room -= 1  # a cut that tokenises longer once joined: one token less

@@ -74,7 +74,8 @@ def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers:
 def results_table(result) -> Table:
     """A rich table of the run's metrics, best AUC first; attacks the data cannot tell from the best say "≈ best"."""
     kind = result.target.get("kind", "ar").upper()
-    table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs {result.n_nonmembers} non-members")
+    table = Table(title=f"Membership inference ({kind}): {result.n_members} members vs "
+                        f"{result.n_nonmembers} non-members")
     blind = (result.set_check or {}).get("baselines") or {}
     prior = ((result.set_check or {}).get("reference") or {}).get("attacks") or {}
     header, rows = metric_rows(result.attacks, result.set_check)

@@ -58,7 +58,9 @@ from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
 from lmaudit.progress import progress
-from lmaudit.runs.common import shown_ids, write_results
+from lmaudit.report.build import pii_report
+from lmaudit.report.summary import pii_summary
+from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_results
 from lmaudit.settings import boolean, check_settings, fraction, integer, one_of, seed_value, setting
 from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
@@ -308,7 +310,8 @@ def evaluate(cases: list[dict], calib: list[dict], alpha: float | str) -> dict:
 
 
 def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig, *, reference=None,
-                       calibration: list[PIIRecord] | None = None) -> dict:
+                       calibration: list[PIIRecord] | None = None, placeholder: str = "[REDACTED]",
+                       show_pii: bool = False) -> dict:
     """Rank candidates for every record; top-1 attack success rate (ASR) with Wilson 95% intervals per signal.
 
     ``mode`` says whether the true value was added to the candidates (``inference``) or
@@ -347,6 +350,8 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
         gen = evaluate([generated_only(c) for c in cases], [generated_only(c) for c in calib], cfg.alpha)
         payload["generation"] = {"asr": gen["asr"], "alpha": gen["alpha"], "calibration_hits": gen["calibration_hits"],
                                  "ranks": gen["ranks"]}
+    payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
+                    "reference": None if reference is None else reference.path, "show_pii": show_pii})
     return payload
 
 
@@ -367,3 +372,16 @@ def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bo
                          tables={"records.csv": pd.DataFrame(shown_ids(payload["records"], show_pii))},
                          files=candidates if show_pii else None, report=report)
 
+
+class ReconstructionResult(RunResult):
+    """A PII reconstruction run: ``to_frame()`` has one row per record (ranks only, as ``records.csv``)."""
+
+    def headline(self) -> str:
+        return pii_summary(self.payload).headline
+
+    def _write(self, out: Path, report: bool) -> Path:
+        return write_reconstruction(self.payload, out, show_pii=bool(self.payload.get("show_pii")), report=report)
+
+
+JOB = register_job(Job("reconstruct_pii", "pii-reconstruction", "pii", ReconstructionResult, ReconstructConfig,
+                       pii_report))

@@ -30,7 +30,7 @@ import numpy as np
 from lmaudit.errors import DataError
 from lmaudit.metrics import auc, stratified_bootstrap
 from lmaudit.report.build import verify_run
-from lmaudit.runs.mia import MIAResult, text_digests
+from lmaudit.runs.mia_result import MIAResult, text_digests
 
 # settings of a run that change its scores, compared between the two runs: (config key, what to call it)
 _SETTINGS = (("max_length", "--max-tokens"), ("long_texts", "--long-texts"), ("budget", "--budget"))
@@ -111,7 +111,8 @@ def check_texts_and_model(result, retrained, where: str = "the retrained run", *
         raise DataError(f"{which} holds no per-text digests (no 'digest' column in its scores.parquet: written by "
                         "an older lmaudit), so its texts cannot be checked to be this run's",
                         hint="re-run lmaudit mia on the retrained model with this version of lmaudit")
-    mine, theirs = (Counter(zip(run.digests, np.asarray(run.labels).astype(int).tolist())) for run in (result, retrained))
+    mine, theirs = (Counter(zip(run.digests, np.asarray(run.labels).astype(int).tolist()))
+                    for run in (result, retrained))
     if texts and mine != theirs:
         raise DataError(f"{where} scores other texts than this run ({len(retrained.digests)} vs "
                         f"{len(result.digests)} records, compared by content and label, not by id)",

@@ -4,8 +4,8 @@
 :func:`lmaudit.shadows` (in :mod:`lmaudit.api`; the commands call them) refuse an ``out``
 that is one of their inputs, the cache, or a folder of another kind, before any work
 (:func:`check_training_out`), and return a :class:`TrainedModel`: the folder, what
-``lmaudit_training.json`` (or ``shadows.json``) records, ``load()``, ``to_frame()`` and a
-repr that says what was trained and how the loss moved.
+``lmaudit_training.json`` records (:class:`TrainedShadows`: ``shadows.json``), ``load()``, ``to_frame()`` and a
+repr that says what was trained and how the loss moved. Each is declared as a :class:`~lmaudit.runs.common.Job`.
 """
 
 from __future__ import annotations
@@ -13,56 +13,59 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import check_replaceable, with_cache
 from lmaudit.models.loading import load_model
-from lmaudit.models.lora import TRAINING_FILE
 from lmaudit.models.shadows import MANIFEST as SHADOWS_FILE
-from lmaudit.models.shadows import ShadowSet
-from lmaudit.models.sources import model_folders
+from lmaudit.models.shadows import ShadowsConfig, ShadowSet
+from lmaudit.models.sources import TRAINING_FILE, model_folders
+from lmaudit.models.train import FinetuneConfig
+from lmaudit.models.unlearn import UnlearnConfig
+from lmaudit.runs.common import Job, register_job
 
 
 def check_training_out(out: str | Path, kind: str, inputs: dict) -> Path:
     """``out`` may receive a ``kind`` folder ("model" or "shadows"): none of ``inputs`` ({parameter: a model source,
-    a data path, or None}; a model's adapter bases count) and not the cache. Raised before any work."""
+    a data path, or None}; a model's adapter bases count) and not the cache. Raised before any work, naming ``out``
+    and the inputs as the caller spells them (``out``, ``model``; ``--out``, ``--model`` on the command line)."""
     paths = {}
     for name, value in inputs.items():
         if isinstance(value, (str, Path)):
-            paths[name] = model_folders(value) if name in ("model", "base", "adapter_base", "init_from") else Path(value)
-    return check_replaceable(out, "out", kind=kind, inputs=with_cache(paths))
+            paths["{" + name + "}"] = (model_folders(value) if name in ("model", "base", "adapter_base", "init_from")
+                                       else Path(value))
+    spelled = {name: (name, "--" + name.replace("_", "-")) for name in ("out", *inputs)}
+    return check_replaceable(out, "{out}", kind=kind, inputs=with_cache(paths), options=spelled)
 
 
-@dataclass
+@dataclass(repr=False)
 class TrainedModel:
-    """A folder a training job wrote: a model (or adapter) folder, or with ``type`` "shadows" a set of shadow models."""
+    """A model (or adapter) folder a training job wrote: its ``lmaudit_training.json`` record."""
 
     path: Path
-    training: dict  # lmaudit_training.json, or shadows.json for a shadow set
-    type: str = "model"
+    training: dict  # the folder's training record
+    type: ClassVar[str] = "model"
+    RECORD: ClassVar[str] = TRAINING_FILE
 
     @classmethod
-    def read(cls, folder: str | Path, type: str = "model") -> "TrainedModel":
+    def read(cls, folder: str | Path) -> "TrainedModel":
         folder = Path(folder)
-        f = folder / (SHADOWS_FILE if type == "shadows" else TRAINING_FILE)
+        f = folder / cls.RECORD
         try:
             record = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise LmauditError(f"{f}: unreadable training record ({exc})", hint="train the model again") from None
-        return cls(folder, record if isinstance(record, dict) else {}, type)
+        return cls(folder, record if isinstance(record, dict) else {})
 
     def load(self, **options):
-        """The model (:func:`~lmaudit.models.loading.load_model` with ``options``), or the :class:`ShadowSet`."""
-        if self.type == "shadows":
-            return ShadowSet.load(self.path)
+        """The model (:func:`~lmaudit.models.loading.load_model` with ``options``)."""
         return load_model(self.path, **options)
 
     def _what(self) -> str:
         t = self.training
-        if self.type == "shadows":
-            return f"{t.get('k', '?')} shadow models"
         lora = t.get("lora")
         how = f", LoRA rank {lora['rank']}" if lora else ""
         mode = f" {t['mode']}" if t.get("mode") else f" {t['method']}" if t.get("method") else ""
@@ -80,4 +83,25 @@ class TrainedModel:
         t = self.training
         loss = (f", training loss {t['loss_start']:.3f} → {t['loss_end']:.3f} over {t['steps']} steps"
                 if isinstance(t.get("loss_start"), float) and isinstance(t.get("loss_end"), float) else "")
-        return f"<TrainedModel {self.path}: {self._what()}{loss}>"
+        return f"<{type(self).__name__} {self.path}: {self._what()}{loss}>"
+
+
+class TrainedShadows(TrainedModel):
+    """A set of shadow models a ``shadows`` job wrote: its ``shadows.json`` record; ``load()`` gives the
+    :class:`~lmaudit.models.shadows.ShadowSet`."""
+
+    type: ClassVar[str] = "shadows"
+    RECORD: ClassVar[str] = SHADOWS_FILE
+
+    def load(self, **options) -> ShadowSet:
+        return ShadowSet.load(self.path)
+
+    def _what(self) -> str:
+        return f"{self.training.get('k', '?')} shadow models"
+
+
+for _job in (Job("finetune", "model", "finetune", TrainedModel, FinetuneConfig),
+             Job("unlearn", "model", "unlearn", TrainedModel, UnlearnConfig),
+             Job("pretrain", "model", "pretrain", TrainedModel),
+             Job("shadows", "shadows", "shadows", TrainedShadows, ShadowsConfig)):
+    register_job(_job)

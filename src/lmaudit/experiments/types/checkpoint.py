@@ -96,7 +96,8 @@ def run(ws: Workspace, cfg: CheckpointConfig) -> dict:
         result = api.mia(tgt, members, nonmembers, reference=reference or None, config=run_cfg, **load)
         for name in result.attacks:
             rows.setdefault(name, []).append(metrics(result, name))
-        n_tokens = sum(len(tgt.tokenizer(r.context + r.target)["input_ids"]) for r in members.records + nonmembers.records)
+        n_tokens = sum(len(tgt.tokenizer(r.context + r.target)["input_ids"])
+                       for r in members.records + nonmembers.records)
         probe_s = sum(v for k, v in result.timings_s.items() if k.startswith("probe_"))
         throughput.append({"seed": seed, "tokens": n_tokens, "probe_s": round(probe_s, 3),
                            "tokens_per_s": round(n_tokens / probe_s, 1) if probe_s else None,

@@ -20,11 +20,10 @@ from pathlib import Path
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.models.adapters import adapter_for
 from lmaudit.models.build import embedded_models
-from lmaudit.models.dlm import dlm_from_ar
+from lmaudit.models.kinds import dlm_before_adaptation
 from lmaudit.models.loading import load_model
-from lmaudit.models.lora import TRAINING_FILE, full_model
+from lmaudit.models.sources import TRAINING_FILE
 from lmaudit.probes.fill_quality import RATIOS, mask_filling
 from lmaudit.settings import boolean, each, fraction, setting
 
@@ -33,13 +32,6 @@ from lmaudit.settings import boolean, each, fraction, setting
 class AdaptationConfig(BaseConfig):
     ratios: list[float] = setting(default_factory=lambda: list(RATIOS), check=each(fraction()))
     beside_embedded: bool = setting(True, check=boolean())  # also the embedded tiny DLM (the quick demo's)
-
-
-def _as_dlm_before_training(folder):
-    """The AR folder's weights read as a DLM, as adaptation starts (full attention, the mask token untrained)."""
-    handle = load_model(folder, kind="ar")
-    model = dlm_from_ar(full_model(handle.model), handle.tokenizer)
-    return adapter_for(model.eval(), handle.tokenizer), handle.tokenizer
 
 
 def run(ws: Workspace, cfg: AdaptationConfig) -> dict:
@@ -52,7 +44,7 @@ def run(ws: Workspace, cfg: AdaptationConfig) -> dict:
         pairs["embedded tiny DLM"] = embedded_models()
     rows = {}
     for name, (ar, dlm) in pairs.items():
-        before, tok = _as_dlm_before_training(ar)
+        before, tok = dlm_before_adaptation(ar)  # the AR weights read as a DLM, the mask token untrained
         after = load_model(dlm)
         record = json.loads((Path(dlm) / TRAINING_FILE).read_text())
         rows[name] = {

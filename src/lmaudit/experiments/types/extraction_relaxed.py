@@ -19,6 +19,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
 from lmaudit.extraction.discoverable import success_within
+from lmaudit.models.kinds import extraction_row, extraction_steps, label
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.settings import fraction, integer, setting, table, text
 
@@ -36,24 +37,24 @@ class RelaxedConfig(BaseConfig):
 def run(ws: Workspace, cfg: RelaxedConfig) -> dict:
     """Relaxed extraction of the suffix of ``n_relaxed`` messages, then the budget curve of every message."""
     ns = np.unique(np.round(np.logspace(0, 6, 61)).astype(np.int64))
-    out: dict = {"budget": {"n": ns.tolist(), "p": cfg.budget_p, "mask": cfg.budget_mask, "fractions": {}}, "relaxed": {}}
+    out: dict = {"budget": {"n": ns.tolist(), "p": cfg.budget_p, "mask": cfg.budget_mask, "fractions": {}},
+                 "relaxed": {}}
     seed = cfg.seeds[0]
     train, _, models = ws.pii_models(seed)
     data = TextSet(train.records[: cfg.n_relaxed], source=train.source)
     for kind in ("ar", "dlm"):
-        steps = ["1"] if kind == "ar" else ["1", "max"]
+        steps = extraction_steps(kind)  # the relaxed samples: the last (a DLM's max steps)
         payload = ws.extract(models[kind], data, extract_config(cfg.extract, seed, steps=[steps[-1]]))
-        out["relaxed"]["AR" if kind == "ar" else "DLM"] = payload["relaxed"]
+        out["relaxed"][label(kind)] = payload["relaxed"]
         out["n_masked"] = payload["n_masked"]
         # the query-budget curve: every training message, the budget mask, left context only
         budget_cfg = extract_config({k: v for k, v in cfg.extract.items() if k not in ("relaxed", "mask")}, seed,
                                     steps=steps, mask=cfg.budget_mask, context="left")
         payload = ws.extract(models[kind], train, budget_cfg)
-        for label in step_labels(payload["summary"]):
-            name = "AR" if kind == "ar" else {"1": "DLM one-step", "max": "DLM max-step"}[label]
-            p_hat = np.asarray(payload["records"][f"p_hat@{label}"])
+        for step in step_labels(payload["summary"]):
+            p_hat = np.asarray(payload["records"][f"p_hat@{step}"])
             reached = success_within(p_hat[:, None], ns[None, :]) >= cfg.budget_p  # (records, n)
-            out["budget"]["fractions"][name] = reached.mean(axis=0).tolist()
+            out["budget"]["fractions"][extraction_row(kind, step)] = reached.mean(axis=0).tolist()
     out["budget"]["n_records"] = len(train)
     return out
 

@@ -61,7 +61,8 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     rows = [[lb, pm(s["median_delta_log_p"]), f"{s['median_log_p_hat'][0]:.2f}", f"{s['forwards_per_record']:.1f}"]
             for lb, s in record["steps"].items()]
     mono = record["monotone_fraction"]
-    caption = (f"Median Δ log p̂ = median over records of log(p̂_N / p̂_1) (nats{'' if one else '; mean ± std over seeds'}); "
+    caption = ("Median Δ log p̂ = median over records of log(p̂_N / p̂_1) "
+               f"(nats{'' if one else '; mean ± std over seeds'}); "
                f"masks of {record['n_masked']['median']:g} tokens (median). The medians "
                f"{'rise' if record['median_delta_monotone'] else 'do not rise'} monotonically with N; per record, "
                f"log p̂ never fell as N grew on {100 * mono[0]:.0f}%{'' if one else f' ± {100 * mono[1]:.0f}%'} "

@@ -1,4 +1,5 @@
-"""Membership-inference tables: every attack (``mia``), Q-Skew ablations (``ablation``), other references (``misaligned-ref``).
+"""Membership-inference tables: every attack (``mia``), Q-Skew ablations (``ablation``), other references
+(``misaligned-ref``).
 
 The three types share their payload — ``rows``: ``{label: {per_seed, auc, tpr@10%fpr,
 tpr@1%fpr}}`` with each metric as [mean, std] over seeds — and its table; they differ in

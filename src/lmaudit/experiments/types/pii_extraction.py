@@ -20,12 +20,9 @@ import numpy as np
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
+from lmaudit.models.kinds import exact_extraction, extraction_row, extraction_steps, lineage
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.settings import each, setting, table, text
-
-# the models and step settings of each experiment kind: an AR experiment has the AR rows alone, a DLM one both models
-# of the lineage (on a pretrained base: that AR model and the DLM adapted from it)
-SETTINGS = {"ar": (("ar", ["1"]),), "dlm": (("ar", ["1"]), ("dlm", ["1", "max"]))}
 
 
 @dataclass
@@ -45,24 +42,27 @@ def run(ws: Workspace, cfg: PIIExtractionConfig) -> dict:
     """Extract every field of the training and unseen messages with each model and step setting."""
     rows: dict[str, list[dict]] = {}
     shift: dict[str, dict[str, list]] = {}
-    settings = SETTINGS[cfg.kind]
+    # the models of the experiment's lineage: an AR experiment has the AR rows alone, a DLM one both models (on a
+    # pretrained base: that AR model and the DLM adapted from it)
+    kinds = lineage(cfg.kind)
     for seed in cfg.seeds:
-        train, unseen, models = ws.pii_models(seed, kinds=[kind for kind, _ in settings])
+        train, unseen, models = ws.pii_models(seed, kinds=list(kinds))
         for pii_field in cfg.pii_fields:
-            for kind, steps in settings:
-                xcfg = extract_config(cfg.extract, seed, mask=f"pii:{pii_field}", steps=steps, context="left")
+            for kind in kinds:
+                xcfg = extract_config(cfg.extract, seed, mask=f"pii:{pii_field}", steps=extraction_steps(kind),
+                                      context="left")
                 on = {name: ws.extract(models[kind], data, xcfg) for name, data in
                       (("train", train), ("unseen", unseen))}
                 for label in step_labels(on["train"]["summary"]):
-                    setting = "AR" if kind == "ar" else {"1": "DLM one-step", "max": "DLM max-step"}[label]
-                    key = f"{pii_field} / {setting}"
+                    key = f"{pii_field} / {extraction_row(kind, label)}"
                     entry = {k: v for k, v in on["train"]["summary"][label].items() if k.startswith("discoverable")}
                     lp = {name: on[name]["records"][f"log_p_hat@{label}"] for name in on}
                     entry.update({"median_log_p_train": _finite_median(lp["train"]),
                                   "median_log_p_unseen": _finite_median(lp["unseen"]),
                                   "unseen_discoverable": {k: v for k, v in on["unseen"]["summary"][label].items()
                                                           if k.startswith("discoverable")}})
-                    if kind != "ar" and "convergence" in on["train"]["summary"][label]:  # AR p̂ is exact
+                    # an exact p̂ (AR: one left-to-right pass) has no sampled orders to converge over
+                    if not exact_extraction(kind) and "convergence" in on["train"]["summary"][label]:
                         entry["convergence"] = on["train"]["summary"][label]["convergence"]
                     rows.setdefault(key, []).append(entry)
                     if seed == cfg.seeds[0]:
@@ -96,7 +96,8 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                "context only" + (", for both model kinds." if any("DLM" in key for key in record["pii_rows"]) else ".")
                + (" The last column: the share of training records whose DLM p̂ changed by more than 2× between "
                   "the first half of the sampled orders and all of them (the highest over seeds; the AR p̂ and "
-                  "the one-step p̂, the same for every order, are exact; — where it cannot be checked)." if converges else ""))
+                  "the one-step p̂, the same for every order, are exact; — where it cannot be checked)."
+                  if converges else ""))
     return [(caption, header, rows)]
 
 

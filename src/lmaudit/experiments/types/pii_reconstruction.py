@@ -196,8 +196,8 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     caption = (f"Top-1 attack success rate (%) on {n} redacted training messages per field, {what}: mean ± std over "
                f"{seeds} seed(s), and the Wilson 95% interval of the {n * seeds} records of all seeds pooled; α "
                f"fitted on {record['n_calibration']} further known messages."
-               + (" 'AR ce': the AR model of the same lineage fine-tuned on the same messages, generating from the left "
-                  "context, ranked by cross-entropy." if any(s.startswith("AR ") for s in record["asr"]) else ""))
+               + (" 'AR ce': the AR model of the same lineage fine-tuned on the same messages, generating from the "
+                  "left context, ranked by cross-entropy." if any(s.startswith("AR ") for s in record["asr"]) else ""))
     out = [(caption, *_asr_table(record["asr"], fields, n))]
     if "generation_asr" in record:
         out.append(("The same scores in generation mode: the ranks among the generated candidates only.",

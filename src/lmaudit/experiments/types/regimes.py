@@ -225,7 +225,8 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     exp, cells = record["experiment"], record["cells"]
     seeds = len(exp["seeds"])
     over = "mean over seeds; differences: mean of the per-seed differences and bounds" if seeds > 1 else "one seed"
-    auc_rows = [[label, _setting(c["settings"], exp.get("base", ""))] + [f"{100 * c['auc'][row][0]:.1f}" for row in ROWS]
+    auc_rows = [[label, _setting(c["settings"], exp.get("base", ""))]
+                + [f"{100 * c['auc'][row][0]:.1f}" for row in ROWS]
                 + [_diff(c["paired"][vs]) for vs in VERSUS] for label, c in cells.items()]
     auc_caption = (f"AUC (%) per regime cell ({exp['n_members']} members vs {exp['n_nonmembers']} non-members, "
                    f"{exp['budget']} forwards per model per sample, reference = the cell's base; {over}). The last "
@@ -264,7 +265,8 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     if all("separation" in c["delta"] for c in cells.values()):
         sep = {f"d ({k} Δ)": ([c["delta"]["separation"][f"d_{k}"] for c in cells.values()], [0.0] * len(cells))
                for k in ("mean", "skew")}
-        out.append(("separation", "How far the per-text mean and skewness of Δ put members from non-members (Cohen's d)",
+        out.append(("separation",
+                    "How far the per-text mean and skewness of Δ put members from non-members (Cohen's d)",
                     plots.grouped_bars(list(cells), sep, ylabel="Cohen's d, members vs non-members",
                                        title="Per-text mean vs skewness of Δ by regime", rotate=35)))
     return out

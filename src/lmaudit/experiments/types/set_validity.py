@@ -128,9 +128,9 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     caption = ("Blind: the best model-free baseline's AUC [95% interval] and its held-out p-value (both baselines, "
                "Bonferroni). Best attack: the highest AUC of the run; Δ blind: its paired AUC difference to the blind "
                "baseline. Reference's own: the base model scoring the sets as a target (fine-tuned rows only; "
-               "two-sided Mann–Whitney, Bonferroni over attacks). Evidence: the attack the verdict reads, and what it adds "
-               "beyond the sets' differences when they differ (its paired interval). Verdict: the report's exposure "
-               "headline. DI p: "
+               "two-sided Mann–Whitney, Bonferroni over attacks). Evidence: the attack the verdict reads, and what it "
+               "adds beyond the sets' differences when they differ (its paired interval). Verdict: the report's "
+               "exposure headline. DI p: "
                "dataset inference (members as the suspect set, non-members as validation; twice the median split "
                "p-value) and its control on two halves of the non-members.")
     header = ["split / model", "seed", "blind AUC", "blind p", "best attack", "Δ blind", "reference's own",

@@ -47,6 +47,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import cached_build
+from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
 from lmaudit.models.unlearn import METHODS, UnlearnConfig, unlearn
@@ -61,16 +62,14 @@ AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "thres
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
 
 
-UNLEARNING_KINDS = ("ar",)  # the model kinds the experiment audits (LiRA's shadows are AR models)
-
-
 @dataclass
 class UnlearningConfig(BaseConfig):
     forget_fractions: list[float] = setting(default_factory=lambda: [0.05, 0.1], check=each(fraction()))
     unlearn_methods: list[str] = setting(default_factory=lambda: ["none", "retrain", "gradient_ascent", "npo",
                                                                   "finetune"], check=each(one_of(("none",) + METHODS)))
     # lr, epochs, retain_weight, npo_beta (and mode): each checked as UnlearnConfig declares it
-    unlearn: dict = setting(default_factory=dict, check=keys_of(UnlearnConfig, ("epochs", "lr", "mode", "retain_weight", "npo_beta")))
+    unlearn: dict = setting(default_factory=dict,
+                            check=keys_of(UnlearnConfig, ("epochs", "lr", "mode", "retain_weight", "npo_beta")))
     n_shadows: int = setting(8, check=integer(0))  # LiRA shadow models (0: no LiRA audit)
     audit_fpr: float = setting(0.1, check=fraction())  # FPR at which per-sample audits set their threshold
     # extra SMI-M audits on the score features, label -> {kernel, bandwidth_factor}: audit "smi-m-scores LABEL"
@@ -112,7 +111,7 @@ def _nan_stat(fn, values) -> float:
 
 def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     """ρ of each audit for every forget fraction, unlearning method and seed, and the cost of each audit."""
-    if cfg.kind not in UNLEARNING_KINDS:
+    if not unlearning_audited(cfg.kind):
         raise LmauditError("the unlearning-audit experiment runs on AR models (LiRA's shadows are AR)")
     if cfg.n_shadows == 1:
         raise LmauditError("n_shadows must be 0 (no LiRA audit) or at least 2 (LiRA's shadows come in "
@@ -153,7 +152,8 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
                     unclipped["intervals_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(ci_u)
     table = {k: {"per_seed": v, "mean": _nan_stat(np.nanmean, v), "std": _nan_stat(np.nanstd, v),
                  "n_undefined": int(np.isnan(v).sum())} for k, v in rows.items()}
-    return {"unlearning": table, "intervals": intervals, **unclipped, "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
+    return {"unlearning": table, "intervals": intervals, **unclipped,
+            "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
             "n_train": cfg.n_members, "n_nonmembers": cfg.n_nonmembers}
 
 
@@ -254,10 +254,10 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     if record.get("intervals"):
         intervals, which = stored_intervals(record)
         cov = coverage(intervals)
-        out.append((f"How often each set-level audit's bootstrap 90% interval (of the {which}) holds the value ρ must take "
-                    "('none': 0, 'retrain': 1), over forget fractions and seeds; nominal 90%. Degenerate intervals (an "
-                    "estimate clipped to 0 or 1 on every resample, or one holding all of [0, 1]) hold the truth whatever "
-                    "the audit does and are counted apart.",
+        out.append((f"How often each set-level audit's bootstrap 90% interval (of the {which}) holds the value ρ "
+                    "must take ('none': 0, 'retrain': 1), over forget fractions and seeds; nominal 90%. Degenerate "
+                    "intervals (an estimate clipped to 0 or 1 on every resample, or one holding all of [0, 1]) hold "
+                    "the truth whatever the audit does and are counted apart.",
                     ["audit", "covered", "share", "median width", "clipped to a point", "all of [0, 1]"],
                     [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a",
                       f"{float(np.median(c['widths'])):.2f}" if c["widths"] else "n/a", str(c["clipped"]),

@@ -1,0 +1,85 @@
+"""Extraction jobs: (n, p)-discoverable extraction, PII reconstruction and plain generation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.extraction.reconstruct import redacted_records
+from lmaudit.models.loading import load_models
+from lmaudit.runs.extract import ExtractConfig, ExtractionResult, run_extraction
+from lmaudit.runs.inputs import on_backend, texts_of
+from lmaudit.runs.pii import ReconstructConfig, ReconstructionResult, run_reconstruction
+
+# what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
+__all__ = ["extract", "reconstruct_pii", "generate", "ExtractConfig", "ReconstructConfig"]
+
+
+def extract(model, data, *, config: ExtractConfig | None = None, text_field: str = "text", split: str | None = None,
+            show_pii: bool = False, backend=None, **load_options) -> ExtractionResult:
+    """(n, p)-discoverable extraction of every record's masked tokens (``config.mask``, ``config.steps``, ...).
+
+    The data is read before the model is loaded. Record ids that look like e-mail addresses or phone numbers are
+    masked in ``records.csv`` unless ``show_pii``; ``backend`` as in :func:`mia`.
+
+    Examples
+    --------
+    >>> found = lmaudit.extract(MODEL, "members.jsonl", config=lmaudit.ExtractConfig(mask="suffix:4", n=100))
+    >>> found.type, len(found.to_frame())
+    ('extraction', 12)
+    """
+    texts = texts_of(data, text_field, split)
+    target, _ = load_models(model, **load_options)
+    with on_backend(backend):
+        return ExtractionResult(run_extraction(target, texts, config or ExtractConfig(), show_pii=show_pii))
+
+
+def reconstruct_pii(model, records, *, reference=None, calibration=None, config: ReconstructConfig | None = None,
+                    placeholder: str = "[REDACTED]", show_pii: bool = False, text_field: str = "text",
+                    split: str | None = None, backend=None, **load_options) -> ReconstructionResult:
+    """Recover a redacted field of each record; top-1 attack success rate per ranking signal.
+
+    The records (and calibration records) are read and checked before any model is loaded; ``backend`` as in
+    :func:`mia`.
+
+    Examples
+    --------
+    >>> rec = lmaudit.reconstruct_pii(MODEL, "redacted.jsonl",
+    ...                               config=lmaudit.ReconstructConfig(field="email", candidates=4))
+    >>> rec.type, len(rec.to_frame())
+    ('pii-reconstruction', 3)
+    """
+    cfg = config or ReconstructConfig()
+    recs = redacted_records(texts_of(records, text_field, split), cfg.field, placeholder=placeholder)
+    calib = None if calibration is None else redacted_records(texts_of(calibration, text_field, split), cfg.field,
+                                                              placeholder=placeholder)
+    target, ref = load_models(model, reference, **load_options)
+    with on_backend(backend):
+        return ReconstructionResult(run_reconstruction(target, recs, cfg, reference=ref, calibration=calib,
+                                                       placeholder=placeholder, show_pii=show_pii))
+
+
+def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_length: int | None = None,
+             temperature: float = 1.0, remasking: str = "low_confidence", seed: int = 0,
+             **load_options) -> pd.DataFrame:
+    """A continuation of ``gen_length`` tokens for each prompt (a data file or a TextSet): left-to-right sampling for
+    an AR model, LLaDA-style unmasking in ``steps`` steps for a DLM (``block_length``: semi-autoregressive blocks).
+    One row per prompt: ``id``, ``prompt``, ``continuation``; prompt i samples with seed ``seed + i``.
+
+    Examples
+    --------
+    >>> rows = lmaudit.generate(MODEL, "prompts.jsonl", gen_length=4, seed=0)
+    >>> list(rows.columns), len(rows)
+    (['id', 'prompt', 'continuation'], 2)
+    """
+    texts = texts_of(prompts)
+    target, _ = load_models(model, **load_options)
+    tok = target.tokenizer
+    rows = []
+    for i, rec in enumerate(texts.records):
+        prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)
+        x = np.concatenate([prompt, np.zeros(gen_length, dtype=np.int64)])  # the continuation is filled in
+        new = target.adapter.fill(x, np.arange(len(prompt), len(x)), samples=1, steps=steps, temperature=temperature,
+                                  remasking=remasking, block_length=block_length, seed=seed + i)[0]
+        rows.append({"id": rec.id, "prompt": rec.text, "continuation": tok.decode(new)})
+    return pd.DataFrame(rows, columns=["id", "prompt", "continuation"])

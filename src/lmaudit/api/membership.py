@@ -1,0 +1,146 @@
+"""Membership jobs: per-record membership inference, its probes and scores, and set-level audits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmaudit.data.loaders import load_member_sets
+from lmaudit.errors import SettingError
+from lmaudit.models.loading import load_models
+from lmaudit.models.shadows import ShadowSet
+from lmaudit.runs.audit_set import AuditConfig, AuditResult, run_audit
+from lmaudit.runs.dataset_inference import InferenceConfig, InferenceResult, run_dataset_inference
+from lmaudit.runs.inputs import given_texts, on_backend, texts_of
+from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
+from lmaudit.runs.privleak import check_before_run, privleak_against, read_retrained
+from lmaudit.runs.records import ProbeRecords, probe_records, score_records
+
+# what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
+__all__ = ["mia", "probe", "score", "audit_set", "dataset_inference", "RunConfig", "AuditConfig", "InferenceConfig"]
+
+
+def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | None = None, text_field: str = "text",
+        split: str | None = None, reference=None, shadows=None, config: RunConfig | None = None,
+        retrained=None, backend=None, **load_options) -> MIAResult:
+    """Membership inference: every attack that can run (or ``config.attacks``), AUC and TPR@FPR per attack.
+
+    ``model``/``reference``: folders or loaded models; ``members``/``nonmembers``:
+    data files or :class:`~lmaudit.data.loaders.TextSet`, or instead one labelled file
+    ``data`` whose ``label_field`` is 1 for members and 0 for non-members (as WikiMIA and
+    MIMIR ship); ``text_field`` and ``split`` as the command's options; ``shadows``: a
+    folder from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`. The data
+    is read before any model is loaded. ``retrained``: the folder (or result) of the same run on a model
+    retrained without the members; the result then holds MUSE's PrivLeak per attack (``result.privleak``), once
+    the two runs are found comparable (:func:`~lmaudit.runs.privleak.check_comparable`). ``members`` and
+    ``nonmembers`` may also be lists of strings (records ``members:0``, ...). ``backend``: where the shard work runs
+    (:func:`~lmaudit.runs.inputs.on_backend`: None the current one, ``"local"``, ``"ray"`` or a backend object).
+
+    Examples
+    --------
+    >>> result = lmaudit.mia(MODEL, "members.jsonl", "nonmembers.jsonl",
+    ...                      config=lmaudit.RunConfig(attacks=["loss", "zlib"], n_bootstrap=50))
+    >>> result.n_members, result.n_nonmembers, sorted(result.attacks)
+    (12, 12, ['loss', 'zlib'])
+    >>> lo, hi = result.attacks["loss"]["auc_ci95"]
+    >>> bool(lo <= result.attacks["loss"]["auc"] <= hi)
+    True
+    """
+    mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
+                                label_field=label_field, text_field=text_field, split=split)
+    shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    other, where = (None, None) if retrained is None else read_retrained(retrained)
+    target, ref = load_models(model, reference, **load_options)
+    config = config or RunConfig()
+    if other is not None:
+        check_before_run(other, where, target, mem, non, config)
+    with on_backend(backend):
+        result = run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
+    if other is not None:
+        result.privleak = privleak_against(result, other, where)
+    return result
+
+
+def probe(model, texts, *, reference=None, shadows=None, config: RunConfig | None = None, backend=None,
+          **load_options) -> ProbeRecords:
+    """The probe records of ``texts`` for ``config.attacks`` (None: every attack that can run), to score with
+    :func:`score` under other attacks or parameters without running the model again.
+
+    ``texts``: a data file or a :class:`~lmaudit.data.loaders.TextSet`; ``model``, ``reference``,
+    ``shadows``, ``backend`` and ``load_options`` as in :func:`mia`. Probes share the cache of ``mia``.
+
+    Examples
+    --------
+    >>> records = lmaudit.probe(MODEL, "members.jsonl", config=lmaudit.RunConfig(attacks=["min_k"]))
+    >>> len(records), records.attacks
+    (12, ['min_k'])
+    """
+    textset = texts_of(texts)
+    shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    target, ref = load_models(model, reference, **load_options)
+    with on_backend(backend):
+        return probe_records(target, textset, reference=ref, shadows=shadow_set, config=config)
+
+
+def score(records: ProbeRecords, attacks: list[str] | None = None, *,
+          params: dict[str, dict] | None = None) -> dict[str, np.ndarray]:
+    """{attack: scores, higher = more member-like} from probe records alone (no model, no forward pass).
+
+    ``attacks`` (None: those probed for) with ``params`` over each attack's defaults, e.g.
+    ``lmaudit.score(records, ["min_k"], params={"min_k": {"k": 0.5}})``. An attack that reads
+    another probe than the records hold (a DLM attack with another mask plan or budget) is an error.
+
+    Examples
+    --------
+    >>> records = lmaudit.probe(MODEL, "members.jsonl", config=lmaudit.RunConfig(attacks=["min_k"]))
+    >>> scores = lmaudit.score(records, ["min_k", "loss"], params={"min_k": {"k": 0.5}})
+    >>> sorted(scores), scores["loss"].shape
+    (['loss', 'min_k'], (12,))
+    """
+    return score_records(records, attacks, params=params)
+
+
+def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, label_field: str | None = None,
+              text_field: str = "text", split: str | None = None, reference=None, config: AuditConfig | None = None,
+              backend=None, **load_options) -> AuditResult:
+    """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
+
+    Members and non-members as in :func:`mia` (two files, or one labelled ``data`` file); ``suspect``: a data
+    file or text set. The data is read before any model is loaded; ``backend`` as in :func:`mia`.
+
+    Examples
+    --------
+    >>> audit = lmaudit.audit_set(MODEL, "members.jsonl", "nonmembers.jsonl", "suspect.jsonl",
+    ...                           config=lmaudit.AuditConfig(method="smi", bootstrap=20))
+    >>> audit.type, list(audit.to_frame()["method"])
+    ('set-audit', ['smi'])
+    """
+    if suspect is None:
+        raise SettingError("suspect", "missing {name}: the set to audit", hint="a data file or a TextSet")
+    mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
+                                split=split)
+    sets = [mem, non, texts_of(suspect, text_field, split)]
+    target, ref = load_models(model, reference, **load_options)
+    with on_backend(backend):
+        return AuditResult(run_audit(target, *sets, config or AuditConfig(), reference=ref))
+
+
+def dataset_inference(model, suspect, validation, *, members=None, reference=None, text_field: str = "text",
+                      split: str | None = None, config: InferenceConfig | None = None, backend=None,
+                      **load_options) -> InferenceResult:
+    """A p-value for "``model`` was trained on ``suspect``" against ``validation`` (texts drawn alike, never trained
+    on); with ``members`` (known training texts), SMI's ρ beside it. Data files or text sets, read before the model;
+    ``backend`` as in :func:`mia`.
+
+    Examples
+    --------
+    >>> found = lmaudit.dataset_inference(MODEL, "members.jsonl", "nonmembers.jsonl",
+    ...                                   config=lmaudit.InferenceConfig(attacks=["loss", "min_k"], splits=5))
+    >>> found.type, sorted(found["decision"])
+    ('dataset-inference', ['0.01', '0.05'])
+    """
+    sets = [None if ts is None else texts_of(ts, text_field, split) for ts in (suspect, validation, members)]
+    target, ref = load_models(model, reference, **load_options)
+    with on_backend(backend):
+        payload, scores = run_dataset_inference(target, *sets[:2], reference=ref, members=sets[2],
+                                                config=config or InferenceConfig())
+    return InferenceResult(payload, scores=scores)

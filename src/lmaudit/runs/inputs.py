@@ -1,0 +1,60 @@
+"""What the jobs of :mod:`lmaudit.api` take: models and text sets from what a caller gives, and the backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lmaudit.data.loaders import TextSet, load_texts
+from lmaudit.errors import SettingError
+from lmaudit.models.handle import ModelHandle
+from lmaudit.models.lora import LoraSpec
+from lmaudit.probes.backends import current_backend, use_backend
+
+
+@contextmanager
+def on_backend(backend=None) -> Iterator:
+    """Shard work inside the block runs on ``backend``: None keeps the current one (the local one unless a caller
+    chose another), a name (``"local"``, ``"ray"``) makes one for the block and closes it after, and a backend object
+    (:func:`~lmaudit.probes.backends.make_backend`, e.g. Ray at an address) is used as it is: its owner closes it."""
+    if backend is None:
+        yield current_backend()
+        return
+    with use_backend(backend, close=isinstance(backend, str)) as chosen:
+        yield chosen
+
+
+def given_texts(data, name: str):
+    """``data`` as a path or a text set (a list of strings: records ``NAME:0``, ``NAME:1``, ...), else a
+    :class:`~lmaudit.errors.SettingError` naming ``name`` (a Python argument)."""
+    if data is None or isinstance(data, (TextSet, str, Path)):
+        return data
+    hint = "give a path (str or pathlib.Path), a TextSet or a list of strings"
+    if not isinstance(data, (list, tuple)):
+        raise SettingError(name, f"{{name}} must be a data file, a TextSet or a list of texts, got "
+                                 f"{type(data).__name__}", hint=hint)
+    wrong = next((i for i, t in enumerate(data) if not isinstance(t, str)), None)
+    if wrong is not None:
+        raise SettingError(name, f"{{name}}[{wrong}] is a {type(data[wrong]).__name__}, not a text", hint=hint)
+    return TextSet.from_texts(list(data), prefix=f"{name}:", source=f"{name} (a list of {len(data)} texts)")
+
+
+def texts_of(data, text_field: str = "text", split: str | None = None, name: str = "texts") -> TextSet:
+    """A text set from a data file, a :class:`TextSet` or a list of strings (:func:`given_texts`)."""
+    data = given_texts(data, name)
+    return data if isinstance(data, TextSet) else load_texts(data, text_field=text_field, split=split)
+
+
+def lora_of(lora: LoraSpec | int | None) -> LoraSpec | None:
+    return LoraSpec(lora) if isinstance(lora, int) and not isinstance(lora, bool) else lora
+
+
+def source_of(model) -> str | Path:
+    """A model to train from: a folder, a GGUF file or a name (a loaded model gives its folder)."""
+    return Path(model.path) if isinstance(model, ModelHandle) else model
+
+
+def base_of(load_options: dict) -> dict:
+    """An adapter base given in the load options, an input like the model."""
+    return {"adapter_base": load_options["adapter_base"]} if load_options.get("adapter_base") else {}
