@@ -7,9 +7,11 @@ import pytest
 
 from helpers import assert_ok, assert_user_error, lmaudit
 from lmaudit.report.claims import CLAIMS, build_claims, judge_all
-from lmaudit.report.claims_base import NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE
+from lmaudit.report.claims_gapk import finetuned_gap
+from lmaudit.report.claims_others import smi_closest, smi_coverage
 from lmaudit.report.claims_pii import pii_combined
 from lmaudit.report.claims_qskew import misaligned, q_skew_beats_baselines
+from lmaudit.report.verdicts import AGAINST, INCONCLUSIVE, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,14 +30,14 @@ AHEAD, TIED, BEHIND = (0.05, 0.02, 0.08), (0.01, -0.02, 0.04), (-0.05, -0.08, -0
 @pytest.mark.parametrize("intervals, verdict", [
     ({"loss": [AHEAD] * 3, "calibration": [AHEAD] * 3}, REPRODUCED),
     ({"loss": [AHEAD] * 3, "calibration": [AHEAD, AHEAD, TIED]}, PARTLY),  # ahead only where every seed says so
-    ({"loss": [AHEAD] * 3, "calibration": [BEHIND] * 3}, NOT_REPRODUCED),
+    ({"loss": [AHEAD] * 3, "calibration": [BEHIND] * 3}, AGAINST),  # one baseline ahead of Q-Skew on every seed
 ])
 def test_q_skew_verdict_is_read_from_the_paired_intervals(intervals, verdict):
     f = q_skew_beats_baselines("dlm-dft")({"dlm-dft": mia_record(intervals)})
     assert f.verdict == verdict
     # each seed, own interval
-    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (ahead 3/3)" in f.ours
-    if verdict == NOT_REPRODUCED:
+    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (ahead 3/3: reproduced)" in f.ours
+    if verdict == AGAINST:
         assert "Ahead of Q-Skew on every seed: calibration" in f.ours and "calibration -5.0" in f.ours
 
 
@@ -56,8 +58,8 @@ def test_pii_claim_pairs_the_same_records():
     f = pii_combined("combined_paper", "ce", better=True, beside="combined")({"pii-reconstruction": rec})
     assert f.verdict == REPRODUCED and "Beside it, combined (fitted α, not judged): inference email: combined 20.0% " \
         "vs ce 20.0%, difference +0.0 [+0.0, +0.0]" in f.ours
-    rec["ranks"]["combined_paper"] = ranks["ce"]
-    assert pii_combined("combined_paper", "ce", better=True)({"pii-reconstruction": rec}).verdict == NOT_REPRODUCED
+    rec["ranks"]["combined_paper"] = ranks["ce"]  # the same hits on every record: [0, 0] measures nothing
+    assert pii_combined("combined_paper", "ce", better=True)({"pii-reconstruction": rec}).verdict == INCONCLUSIVE
 
 
 def test_missing_and_older_experiments_are_not_run_naming_the_command():
@@ -88,14 +90,17 @@ def test_the_committed_claims_are_those_the_committed_results_give():
 
 
 @pytest.mark.parametrize("cost, mis_auc, verdict", [
-    (TIED, 0.90, REPRODUCED),  # no significant cost, above the strongest golden baseline (0.85)
-    (AHEAD, 0.90, PARTLY),  # golden Q-Skew ahead of the misaligned one on every seed: a real cost
-    (TIED, 0.80, NOT_REPRODUCED),  # below the strongest baseline
+    (TIED, 0.90, REPRODUCED),  # a drop shown below the paper's 5.0, above the strongest golden baseline (0.85)
+    (AHEAD, 0.90, PARTLY),  # a drop of 2–8 points: consistent with the paper's 5.0, not shown below it
+    ((0.10, 0.07, 0.13), 0.90, AGAINST),  # a drop shown above the paper's 5.0
+    (TIED, 0.80, AGAINST),  # below the strongest baseline on every seed
 ])
 def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mis_auc, verdict):
-    rows = {"golden / q_skew": {"auc": [0.92, 0.0]}, "golden / calibration": {"auc": [0.85, 0.0]},
-            "other-seed / q_skew": {"auc": [mis_auc, 0.0]}, "other-seed / calibration": {"auc": [0.84, 0.0]}}
-    vs = {k: [{"seed": i, "diff": cost[0], "ci95": list(cost[1:])} for i in range(3)]
+    # 5 seeds: 'above the strongest baseline' is read on points, which needs the sign test's 5 seeds
+    auc = lambda a: {"auc": [a, 0.0], "per_seed": [{"auc": a}] * 5}  # noqa: E731
+    rows = {"golden / q_skew": auc(0.92), "golden / calibration": auc(0.85), "other-seed / q_skew": auc(mis_auc),
+            "other-seed / calibration": auc(0.84)}
+    vs = {k: [{"seed": i, "diff": cost[0], "ci95": list(cost[1:])} for i in range(5)]
           for k in rows if k != "golden / q_skew"}
     f = misaligned({"dlm-misaligned-ref": {"rows": rows, "paired": {"compare": "golden / q_skew", "vs": vs}}})
     assert f.verdict == verdict
@@ -103,20 +108,18 @@ def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mi
 
 
 def test_interval_coverage_claim_counts_intervals_that_hold_the_known_rho():
-    from lmaudit.report.claims_others import smi_coverage
-
     hold = {"0.05 / none / smi-m": [[0.0, 0.1]] * 15, "0.05 / retrain / smi-m": [[0.8, 1.0]] * 15,
             "0.05 / npo / smi-m": [[0.2, 0.3]] * 15}  # npo's true ρ is unknown: not counted
     f = smi_coverage({"unlearning-audit": {"intervals": hold}})
     assert f.verdict == REPRODUCED and "smi-m 30/30" in f.ours  # Wilson lower bound 88.6% ≥ 80%
     miss = {**hold, "0.05 / retrain / smi-m": [[0.5, 0.7]] * 15, "0.05 / none / smi-m": [[0.1, 0.2]] * 15}
     f = smi_coverage({"unlearning-audit": {"intervals": miss}})
-    assert f.verdict == NOT_REPRODUCED and "smi-m 0/30" in f.ours
+    assert f.verdict == "not reproduced" and "smi-m 0/30" in f.ours  # below 90% with confidence
     # 9 of 12 is consistent with 90% (Wilson upper 91%) but does not show even 80%: too few to call reliable
     nine = {"0.05 / none / smi-m": [[0.0, 0.1]] * 5 + [[0.2, 0.3]], "0.05 / retrain / smi-m": [[0.8, 1.0]] * 4
             + [[0.5, 0.7]] * 2}
     f = smi_coverage({"unlearning-audit": {"intervals": nine}})
-    assert f.verdict == UNTESTABLE and "smi-m 9/12" in f.ours
+    assert f.verdict == INCONCLUSIVE and "smi-m 9/12" in f.ours
     # clipped ([0, 0], [1, 1]) and whole-range intervals hold the truth whatever the audit does: never counted
     degenerate = {"0.05 / none / smi-m": [[0.0, 0.0]] * 20, "0.05 / retrain / smi-m": [[0.0, 1.0]] * 20}
     f = smi_coverage({"unlearning-audit": {"intervals": degenerate}})
@@ -124,8 +127,6 @@ def test_interval_coverage_claim_counts_intervals_that_hold_the_known_rho():
 
 
 def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
-    from lmaudit.report.claims_others import finetuned_gap
-
     def real(diffs):
         rec = mia_record({"min_k_pp": diffs})
         rec["rows"] = {"gap_k": {"auc": [0.6, 0.01]}, "min_k_pp": {"auc": [0.55, 0.02]}}
@@ -135,7 +136,11 @@ def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
     assert gap.real_judge is not None and "real-dft-lora" in gap.real_experiments
     assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD] * 3)}).verdict == REPRODUCED
     assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD, TIED, AHEAD])}).verdict == PARTLY
-    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([TIED] * 3)}).verdict == NOT_REPRODUCED
+    # [−2, +4] holds 0 and the paper's +2.1: a tie, inconclusive
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([TIED] * 3)}).verdict == INCONCLUSIVE
+    # [−5.8, +0.5] holds 0 but excludes the paper's +2.1 (the issue's SmolLM2 figure): not reproduced
+    short = real([(-0.027, -0.058, 0.005)] * 3)
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": short}).verdict == "not reproduced"
     judged = {c.claim: (f, r) for c, f, r in judge_all({"real-dft-lora": real([AHEAD] * 3)})}
     tiny, on_real = judged[gap.claim]
     assert tiny.verdict == NOT_RUN and on_real.verdict == REPRODUCED  # the two columns are judged apart
@@ -153,20 +158,28 @@ def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run
                   "rows": {"seen 4×: gap_k": {"auc": [0.64, 0.0]}, "seen 4×: min_k_pp": {"auc": [0.6, 0.0]}}}
     both = gap.real_judge({"real-dft-lora": tuned, REAL_PT: pretrained})
     assert both.verdict == REPRODUCED and both.ours.startswith("continued pretraining: ")
-    assert "After fine-tuning (not the paper's regime, not reproduced there)" in both.ours
+    assert "After fine-tuning (not the paper's regime, inconclusive there)" in both.ours
     assert "60,000 tokens" in both.regime and "the best attack is gap_k at 64.0 AUC" in both.regime
-    assert gap.real_judge({"real-dft-lora": tuned}).verdict == NOT_REPRODUCED  # fine-tuning alone: its own verdict
+    assert gap.real_judge({"real-dft-lora": tuned}).verdict == INCONCLUSIVE  # fine-tuning alone: its own verdict
 
 
 def test_an_audit_that_reads_none_like_retrain_cannot_be_the_closest_to_the_gold_standard():
-    from lmaudit.report.claims_others import smi_closest
-
-    def rec(none_smi_m, retrain_smi_m):
-        cell = lambda m, s: {"mean": m, "std": s, "n_undefined": 0, "per_seed": [m]}  # noqa: E731
+    def rec(none_smi_m, retrain_smi_m, none_loss=(0.05, 0.06, 0.07, 0.06, 0.06),
+            retrain_loss=(0.9, 0.85, 0.88, 0.9, 0.87)):
+        cell = lambda v: {"mean": sum(v) / len(v), "n_undefined": 0, "per_seed": list(v)}  # noqa: E731
         return {"unlearning-audit": {"unlearning": {
-            "0.1 / none / smi-m": cell(*none_smi_m), "0.1 / retrain / smi-m": cell(*retrain_smi_m),
-            "0.1 / none / threshold-loss": cell(0.05, 0.02), "0.1 / retrain / threshold-loss": cell(0.9, 0.05)}}}
+            "0.1 / none / smi-m": cell(none_smi_m), "0.1 / retrain / smi-m": cell(retrain_smi_m),
+            "0.1 / none / threshold-loss": cell(none_loss), "0.1 / retrain / threshold-loss": cell(retrain_loss)}}}
 
-    assert smi_closest(rec((0.05, 0.03), (0.95, 0.03))).verdict == REPRODUCED  # separates, and closest
-    stuck = smi_closest(rec((1.0, 0.0), (1.0, 0.0)))  # exactly 1 for retrain, but also for the untouched model
-    assert stuck.verdict == NOT_REPRODUCED and "none (ρ = 0): smi-m 1.00 ± 0.00, closest threshold-loss" in stuck.ours
+    # 5 seeds: 'closest' is read on points, which needs the sign test's 5 seeds
+    none, retrain = [0.01, 0.02, 0.01, 0.03, 0.02], [0.98, 0.99, 0.97, 0.99, 0.98]
+    assert smi_closest(rec(none, retrain)).verdict == REPRODUCED  # closer on every seed, both models
+    assert smi_closest(rec(none[:3], retrain[:3], (0.05, 0.06, 0.07), (0.9, 0.85, 0.88))).verdict == INCONCLUSIVE
+    stuck = smi_closest(rec([1.0] * 5, [1.0] * 5))  # exactly 1 for retrain, but also for the untouched model
+    assert stuck.verdict == AGAINST and "none (ρ = 0): smi-m 1.00 ± 0.00, the closest other audit threshold-loss " \
+        "0.06 ± 0.01; farther from it on every seed than threshold-loss" in stuck.ours
+    # seeds disagree on the untouched model
+    assert smi_closest(rec([0.01, 0.2, 0.01, 0.2, 0.01], retrain)).verdict == PARTLY
+    # the std is the sample std (ddof = 1) of the per-seed values: [0, 0, 1] reads 0.58, not 0.47 (ddof = 0)
+    three = smi_closest(rec([0.0, 0.0, 1.0], [1.0, 1.0, 1.0], (0.1, 0.1, 0.1), (0.9, 0.9, 0.9)))
+    assert "smi-m 0.33 ± 0.58" in three.ours

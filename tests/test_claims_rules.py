@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from lmaudit.metrics import pool_paired
+from lmaudit.report import claims_gapk as g
 from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_more as m
 from lmaudit.report import claims_others as o
 from lmaudit.report import claims_pii as pii
 from lmaudit.report import claims_qskew as q
 from lmaudit.report.claims import build_claims
-from lmaudit.report.claims_base import NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
+from lmaudit.report.verdicts import AGAINST, INCONCLUSIVE, NOT_REPRODUCED, PARTLY, REPRODUCED, UNTESTABLE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,40 +30,60 @@ def paired(**per_seed):
                    for b, v in per_seed.items()}}
 
 
-@pytest.mark.parametrize("base, verdict", [((0.1, 0.05), REPRODUCED), ((0.9, 0.95), NOT_REPRODUCED),
-                                           ((0.1, 0.95), PARTLY)])
+@pytest.mark.parametrize("base, verdict", [((0.1, 0.05, 0.1, 0.05, 0.1), REPRODUCED),  # 5 seeds: points
+                                           ((0.9, 0.95, 0.9, 0.95, 0.9), AGAINST),
+                                           ((0.1, 0.95, 0.1, 0.1, 0.1), INCONCLUSIVE)])  # points: seeds that disagree
 def test_low_fpr_rule_gives_each_verdict(base, verdict):
-    rec = {"rows": rows(q_skew=[(0.9, 0.5), (0.9, 0.6)], sama=[(0.8, base[0]), (0.8, base[1])])}
+    rec = {"rows": rows(q_skew=[(0.9, t) for t in (0.5, 0.6, 0.5, 0.6, 0.55)], sama=[(0.8, t) for t in base])}
     assert h.tpr_at_1({"dlm-dft": rec}).verdict == verdict
 
 
 @pytest.mark.parametrize("diff, verdict", [((0.15, 0.12, 0.18), REPRODUCED), ((0.02, -0.01, 0.05), NOT_REPRODUCED),
-                                           ((0.11, 0.05, 0.17), PARTLY)])
+                                           ((0.11, 0.05, 0.17), INCONCLUSIVE), ((-0.05, -0.08, -0.02), AGAINST)])
 def test_average_gain_needs_the_lower_bound_above_ten_points(diff, verdict):
     rec = {"paired": paired(loss=[(0.3, 0.25, 0.35)] * 2, sama=[diff] * 2)}  # sama: the strongest baseline
     f = h.average_gain({"dlm-dft": rec})
     assert f.verdict == verdict and f"{100 * diff[0]:+.1f}" in f.ours
 
 
-@pytest.mark.parametrize("ift, verdict", [(0.7, REPRODUCED), (0.95, NOT_REPRODUCED)])
+@pytest.mark.parametrize("ift, verdict", [(0.7, REPRODUCED), (0.95, AGAINST)])
 def test_ift_harder_and_min_k_rules(ift, verdict):
-    two = {"experiment": {"seeds": [0, 1]}}
-    dft = {"rows": rows(q_skew=[(0.9, 0.1)] * 2, loss=[(0.8, 0.1)] * 2), **two}
-    ift_rec = {"rows": rows(q_skew=[(ift, 0.1)] * 2, loss=[(ift, 0.1)] * 2), **two}
+    five = {"experiment": {"seeds": list(range(5))}}  # points: the sign test needs 5 seeds
+    dft = {"rows": rows(q_skew=[(0.9, 0.1)] * 5, loss=[(0.8, 0.1)] * 5), **five}
+    ift_rec = {"rows": rows(q_skew=[(ift, 0.1)] * 5, loss=[(ift, 0.1)] * 5), **five}
     f = h.ift_harder({"dlm-dft": dft, "dlm-ift": ift_rec})
     assert f.verdict == verdict and f.points
-    broken = {"rows": rows(loss=[(0.8, 0)] * 2, min_k=[(ift, 0)] * 2, min_k_pp=[(ift, 0)] * 2), **two}
-    assert h.min_k_broken({"dlm-dft": broken}).verdict == (REPRODUCED if ift < 0.9 else NOT_REPRODUCED)
+    broken = {"rows": rows(loss=[(0.8, 0)] * 5, min_k=[(ift, 0)] * 5, min_k_pp=[(ift, 0)] * 5), **five}
+    assert h.min_k_broken({"dlm-dft": broken}).verdict == (REPRODUCED if ift < 0.9 else AGAINST)
     one = {"experiment": {"seeds": [0]}}  # a point difference on one seed cannot be read
-    assert h.ift_harder({"dlm-dft": {**dft, **one}, "dlm-ift": ift_rec}).verdict == UNTESTABLE
-    assert h.min_k_broken({"dlm-dft": {**broken, **one}}).verdict == UNTESTABLE
+    dft1, ift1 = ({"rows": rows(q_skew=[(a, 0.1)], loss=[(a, 0.1)]), **one} for a in (0.9, ift))
+    assert h.ift_harder({"dlm-dft": dft1, "dlm-ift": ift1}).verdict == INCONCLUSIVE
+    broken1 = {"rows": rows(loss=[(0.8, 0)], min_k=[(ift, 0)], min_k_pp=[(ift, 0)]), **one}
+    f = h.min_k_broken({"dlm-dft": broken1})
+    assert f.verdict == INCONCLUSIVE and f.one_seed and f"({'below' if ift < 0.9 else 'above'}, one seed)" in f.ours
+
+
+def test_ift_harder_and_min_k_say_which_way_three_seeds_point_though_inconclusive():
+    three = {"experiment": {"seeds": [0, 1, 2]}}  # lower after IFT on every seed: too few seeds for the sign test
+    dft = {"rows": rows(q_skew=[(0.9, 0.1)] * 3, loss=[(0.8, 0.1), (0.7, 0.1), (0.6, 0.1)]), **three}
+    ift_rec = {"rows": rows(q_skew=[(0.7, 0.1)] * 3, loss=[(0.7, 0.1), (0.8, 0.1), (0.5, 0.1)]), **three}
+    f = h.ift_harder({"dlm-dft": dft, "dlm-ift": ift_rec})
+    assert f.verdict == INCONCLUSIVE and "q_skew 90.0 → 70.0 (lower on every seed)" in f.ours  # was '(mixed)'
+    assert "loss 70.0 → 66.7 (mixed)" in f.ours
+    assert "Lower on every seed for 1 of 2 attacks, higher on every seed for 0" in f.regime  # was '0 of 2'
+    broken = {"rows": rows(loss=[(0.8, 0)] * 3, min_k=[(0.7, 0)] * 3, min_k_pp=[(0.9, 0)] * 3), **three}
+    f = h.min_k_broken({"dlm-dft": broken})
+    assert f.verdict == INCONCLUSIVE and "min_k 70.0 vs loss 80.0 (below on every seed)" in f.ours
+    assert "min_k_pp 90.0 vs loss 80.0 (above on every seed)" in f.ours
 
 
 def test_secmi_rule_reads_the_paired_intervals():
     ahead = {"paired": paired(secmi_dlm=[(0.2, 0.1, 0.3)] * 3)}
     assert h.secmi_weak({"dlm-dft": ahead}).verdict == REPRODUCED
-    tied = {"paired": paired(secmi_dlm=[(0.02, -0.01, 0.05)] * 3)}
-    assert h.secmi_weak({"dlm-dft": tied}).verdict == PARTLY
+    short = {"paired": paired(secmi_dlm=[(0.02, -0.01, 0.05)] * 3)}  # excludes the next-best margin +9.7
+    assert h.secmi_weak({"dlm-dft": short}).verdict == NOT_REPRODUCED
+    tied = {"paired": paired(secmi_dlm=[(0.05, -0.01, 0.11)] * 3)}  # holds 0 and +9.7
+    assert h.secmi_weak({"dlm-dft": tied}).verdict == INCONCLUSIVE
 
 
 def relaxed(dlm_empirical):
@@ -77,22 +98,43 @@ def relaxed(dlm_empirical):
 def test_gaussian_fit_is_not_testable_on_zeros_and_judged_otherwise():
     zeros = o.gaussian_fit(relaxed([0.0] * 9 + [1.0]))
     assert zeros.verdict == UNTESTABLE and "64 generations per record, 7 records, 9 masked tokens" in zeros.ours
+    # one error per model, one seed: points with nothing to measure their noise against, whichever fits better
     good = o.gaussian_fit(relaxed([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]))
-    assert good.verdict == REPRODUCED  # the DLM follows the prediction; the AR staircase does not
+    assert good.verdict == INCONCLUSIVE and "fits the DLM model better" in good.regime
     worse = o.gaussian_fit(relaxed([0.0, 0.02, 0.02, 0.02, 0.02, 0.9, 0.9, 0.9, 0.9, 0.98]))
-    assert worse.verdict == NOT_REPRODUCED
+    assert worse.verdict == INCONCLUSIVE and "fits the AR model better" in worse.regime
 
 
-def test_k_peak_within_noise_is_not_placed():
-    def rec(aucs, sd):
-        ks = {f"s: gap_k k={k}": {"per_seed": [{"auc": a - sd}, {"auc": a + sd}]} for k, a in aucs.items()}
-        return {"ar": {"paired": {"s": []}, "rows": {**ks, "s: min_k_pp": {"per_seed": [{"auc": 0.5}] * 2}}}}
-    sharp = o.k_sensitivity(rec({0.05: 0.6, 0.15: 0.7, 0.5: 0.6}, 0.01), name="ar")
-    assert sharp.verdict == REPRODUCED and "best k = 0.15" in sharp.ours
-    flat = o.k_sensitivity(rec({0.05: 0.6, 0.15: 0.61, 0.5: 0.6}, 0.02), name="ar")
-    assert flat.verdict == PARTLY and "within noise" in flat.ours  # above Min-K%++, but the peak is not placed
-    off = o.k_sensitivity(rec({0.05: 0.7, 0.15: 0.6, 0.5: 0.6}, 0.01), name="ar")
-    assert off.verdict == PARTLY and "best k = 0.05" in off.ours
+def k_record(aucs: dict[float, list[float]], min_k_pp: float = 0.5) -> dict:
+    """A pretraining record with one setting: per-seed AUCs of Gap-K% at each k, and Min-K%++ at ``min_k_pp``."""
+    n = len(next(iter(aucs.values())))
+    ks = {f"s: gap_k k={k}": {"per_seed": [{"auc": a} for a in v]} for k, v in aucs.items()}
+    return {"ar": {"paired": {"s": []}, "rows": {**ks, "s: min_k_pp": {"per_seed": [{"auc": min_k_pp}] * n}},
+                   "experiment": {"seeds": list(range(n))}}}
+
+
+def test_k_peak_is_placed_by_the_sign_test_across_seeds():
+    sharp = g.k_sensitivity(k_record({0.05: [0.6] * 5, 0.15: [0.7, 0.72, 0.69, 0.71, 0.7], 0.5: [0.6] * 5}),
+                            name="ar")
+    assert sharp.verdict == REPRODUCED and "best k per seed 0.15, 0.15, 0.15, 0.15, 0.15" in sharp.ours
+    assert "the best AUC at a k in 0.1–0.2 vs the best elsewhere: above on every seed" in sharp.ours
+    off = g.k_sensitivity(k_record({0.05: [0.7] * 5, 0.15: [0.6] * 5, 0.5: [0.6] * 5}), name="ar")
+    assert off.verdict == AGAINST and "vs the best elsewhere: below on every seed" in off.ours  # the peak elsewhere
+    # the peak in 10–20% on four seeds, at 5% on one: not placed; above Min-K%++ at every k holds: partly
+    split = g.k_sensitivity(k_record({0.05: [0.6] * 4 + [0.8], 0.15: [0.7] * 5, 0.5: [0.6] * 5}), name="ar")
+    assert split.verdict == PARTLY and "best k per seed 0.15, 0.15, 0.15, 0.15, 0.05" in split.ours \
+        and "vs the best elsewhere: mixed" in split.ours
+    inside = g.k_sensitivity(k_record({0.1: [0.6] * 5, 0.15: [0.7] * 5}), name="ar")  # no k outside 10–20%
+    assert inside.verdict == PARTLY and "needs a k inside 0.1–0.2 and one outside" in inside.ours
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_sharp_k_peak_on_fewer_than_five_seeds_is_not_placed(n):
+    # the spread heuristic read a sharp peak on 2 seeds (span > 2 × the seeds' std) as reproduced; the sign test needs 5
+    f = g.k_sensitivity(k_record({0.05: [0.6, 0.61, 0.59, 0.6][:n], 0.15: [0.8, 0.81, 0.79, 0.8][:n],
+                                  0.5: [0.6, 0.59, 0.61, 0.6][:n]}), name="ar")
+    assert f.verdict == INCONCLUSIVE and "vs the best elsewhere: above on every seed" in f.ours
+    assert "above it on every seed at 3 of 3 k" in f.ours
 
 
 def test_a_planted_value_changes_the_why_text(tmp_path):
@@ -161,19 +203,21 @@ def pretraining(gap, other, *, attack="min_k", metric="auc"):
     return {"pt": {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": list(range(len(gap)))}}}
 
 
-@pytest.mark.parametrize("gap, verdict", [([0.7, 0.7], REPRODUCED), ([0.5, 0.5], NOT_REPRODUCED),
-                                          ([0.7], UNTESTABLE)])
-def test_gap_k_against_min_k_needs_every_seed_and_more_than_one(gap, verdict):
-    f = m.gap_beats_min_k(pretraining(gap, [0.6] * len(gap)), name="pt")
-    assert f.verdict == verdict and f.points
+@pytest.mark.parametrize("gap, verdict", [([0.7] * 5, REPRODUCED), ([0.5] * 5, AGAINST),
+                                          ([0.7, 0.5, 0.7, 0.7, 0.7], INCONCLUSIVE),
+                                          ([0.7] * 3, INCONCLUSIVE),  # 3 seeds of points: 0.5³ = 12.5%, no sign test
+                                          ([0.7], INCONCLUSIVE)])  # one seed of points: inconclusive
+def test_gap_k_against_min_k_needs_every_seed_and_five_of_them(gap, verdict):
+    f = g.gap_beats_min_k(pretraining(gap, [0.6] * len(gap)), name="pt")
+    assert f.verdict == verdict and f.points and f.one_seed == (len(gap) == 1)
 
 
 def test_gap_k_low_fpr_needs_both_bracketing_rates():
-    rec = pretraining([0.7, 0.7], [0.6, 0.6], attack="min_k_pp", metric="tpr@1%fpr")
+    rec = pretraining([0.7] * 5, [0.6] * 5, attack="min_k_pp", metric="tpr@1%fpr")  # 5 seeds: points
     for row, v in (("s: gap_k", 0.1), ("s: min_k_pp", 0.2)):  # ahead at 1% FPR, behind at 10%
         for s in rec["pt"]["rows"][row]["per_seed"]:
             s["tpr@10%fpr"] = v
-    assert m.gap_low_fpr(rec, name="pt").verdict == PARTLY
+    assert g.gap_low_fpr(rec, name="pt").verdict == AGAINST  # behind at 10% FPR on every seed
 
 
 def unlearning_record(rho_unclipped, threshold, control=(0.1, 0.2)):
@@ -183,30 +227,41 @@ def unlearning_record(rho_unclipped, threshold, control=(0.1, 0.2)):
                                                           "0.1 / gradient_ascent / smi-m": rho_unclipped}}}
 
 
+BEYOND, CONTROL = [3.0, 2.5, 2.8, 3.1, 2.6], (0.1, 0.2, 0.1, 0.2, 0.0)  # 5 seeds: points need the sign test's 5
+
+
 @pytest.mark.parametrize("raw, threshold, control, verdict", [
-    ([3.0, 2.5], 1.0, (0.1, 0.2), REPRODUCED),
-    ([3.0, 0.9], 1.0, (0.1, 0.2), NOT_REPRODUCED),
-    ([3.0, 2.5], 0.5, (0.1, 0.2), UNTESTABLE),  # the per-sample audits do not read it forgotten
-    ([3.0, 0.9], 1.0, (0.1, 2.4), REPRODUCED),  # seed 1 cannot tell: the untouched model reads beyond 1 there too
+    (BEYOND, 1.0, CONTROL, REPRODUCED),
+    (BEYOND[:3], 1.0, CONTROL[:3], INCONCLUSIVE),  # beyond on 3 seeds only: 0.5³ = 12.5%, too few for the sign test
+    ([3.0, 0.9, 2.8, 3.1, 2.6], 1.0, CONTROL, INCONCLUSIVE),  # beyond the band on four seeds, inside it on one
+    ([0.5, 0.9, 0.7, 0.6, 0.8], 1.0, CONTROL, AGAINST),  # inside the band on every seed: a mixture, not past the
+    # non-members
+    (BEYOND, 0.5, CONTROL, UNTESTABLE),  # the per-sample audits do not read it forgotten
+    ([3.0, 2.9, 2.8, 3.1, 2.6], 1.0, (0.1, 2.4, 0.1, 0.2, 0.0), INCONCLUSIVE),  # seed 1 cannot tell (its control
+    # beyond 1.1): four seeds are left, too few (counted, its 2.9 would make five beyond: reproduced)
+    (BEYOND, 1.0, (-0.5, 0.2, 0.1, 0.2, 0.0), INCONCLUSIVE),  # seed 0 cannot tell: its control is below −0.1
+    ([3.0, 0.9, 2.8, 3.1, 2.6, 2.7], 1.0, (0.1, 2.4, 0.1, 0.2, 0.0, 0.1), REPRODUCED),  # seed 1 (inside the band)
+    # cannot tell and is left out: five seeds beyond remain
     ([3.0, float("nan")], 1.0, (2.4, float("nan")), UNTESTABLE),  # no seed can tell (SmolLM2's case)
 ])
 def test_illusory_forgetting_is_judged_where_per_sample_audits_read_forgotten(raw, threshold, control, verdict):
     f = m.smi_illusory(unlearning_record(raw, threshold, control), name="ul")
     assert f.verdict == verdict
-    assert ("No seed can tell for 0.1 gradient_ascent" in f.regime) == (control[0] > 1.1)
+    can_tell = sum(-0.1 <= c <= 1.1 and x == x for x, c in zip(raw, control))
+    assert ("No seed can tell for 0.1 gradient_ascent" in f.regime) == (threshold == 1.0 and not can_tell)
     if threshold == 1.0:
-        can_tell = sum(c <= 1.1 and x == x for x, c in zip(raw, control))
-        assert f"seeds that can tell: {can_tell}/2" in f.ours
+        assert f"seeds that can tell: {can_tell}/{len(raw)}" in f.ours
 
 
-@pytest.mark.parametrize("moved, verdict", [(0.02, REPRODUCED), (0.4, NOT_REPRODUCED), (float("nan"), NOT_REPRODUCED)])
-def test_p_hat_convergence_reads_the_stored_check(moved, verdict):
+@pytest.mark.parametrize("moved, verdict", [(0.02, REPRODUCED), (0.4, AGAINST), (0.11, INCONCLUSIVE),
+                                            (float("nan"), INCONCLUSIVE)])
+def test_p_hat_convergence_reads_the_stored_share_with_its_interval(moved, verdict):
     conv = {"not_converged_fraction": moved, "median_abs_change_half_to_full": 0.1}
-    rec = {"experiment": {"extract": {"trajectories": 8}},
+    rec = {"experiment": {"extract": {"trajectories": 8}}, "log_p_columns": {"1": [-5.0] * 200},
            "steps": {"2": {"per_seed": [{"convergence": conv}]}, "max": {"per_seed": [{"convergence": conv}]}}}
     f = m.p_hat_converged({"st": rec}, name="st")
-    assert f.verdict == verdict
-    assert (f"{100 * moved:.1f}% moved" if moved == moved else "convergence cannot be checked") in f.ours
+    assert f.verdict == verdict  # 22 of 200 (11%): Wilson [7.4%, 16.1%] holds the 10% criterion
+    assert (f"{100 * moved:.1f}% [" if moved == moved else "convergence cannot be checked") in f.ours
 
 
 def test_pooled_paired_interval_is_of_the_mean_difference():
@@ -232,40 +287,41 @@ def pii_record(ar: tuple[int, int], dlm: tuple[int, int], moved: float | None = 
 
 
 @pytest.mark.parametrize("ar, dlm, moved, verdict", [
-    ((40, 30), (2, 1), 0.0, REPRODUCED),  # 40/60 against 2/60: Wilson intervals far apart in both fields
-    ((40, 30), (2, 1), 0.5, PARTLY),  # the DLM's p̂ still moving in the number of orders: the gap may be its bias
-    ((40, 30), (2, 1), float("nan"), PARTLY),  # every DLM p̂ = 0: its convergence cannot be confirmed
-    ((40, 3), (2, 1), None, PARTLY),  # phones 3/60 vs 1/60 overlap
-    ((2, 1), (3, 1), None, NOT_REPRODUCED),
-    ((0, 0), (3, 0), None, NOT_REPRODUCED),  # the DLM finds what the AR model does not: against the claim
-    ((0, 0), (0, 0), None, UNTESTABLE),
+    ((40, 30), (2, 1), 0.0, REPRODUCED),  # 40/60 against 2/60: the difference's interval far above 0 in both fields
+    ((40, 30), (2, 1), 0.5, INCONCLUSIVE),  # the DLM's p̂ still moving in the number of orders: the gap may be its bias
+    ((40, 30), (2, 1), float("nan"), INCONCLUSIVE),  # every DLM p̂ = 0: its convergence cannot be confirmed
+    ((40, 3), (2, 1), None, PARTLY),  # phones 3/60 vs 1/60: a tie
+    ((2, 1), (3, 1), None, INCONCLUSIVE),
+    ((0, 0), (20, 0), None, AGAINST),  # the DLM finds what the AR model does not: against the claim
+    ((0, 0), (0, 0), None, UNTESTABLE),  # nothing discoverable from either model
 ])
-def test_ar_leaks_more_needs_disjoint_intervals_and_a_converged_dlm_estimate(ar, dlm, moved, verdict):
+def test_ar_leaks_more_is_judged_per_seed_and_needs_a_converged_dlm_estimate(ar, dlm, moved, verdict):
     f = pii.ar_leaks_more({"x": pii_record(ar, dlm, moved)}, name="x")
-    assert f.verdict == verdict and f"email: AR {ar[0]}/60 [" in f.ours and "unseen control AR 7/50, DLM 0/50" in f.ours
+    assert f.verdict == verdict and f"email: AR vs DLM max-step {ar[0]} vs {dlm[0]} of 60, difference" in f.ours
+    assert "unseen control AR 7/50, DLM 0/50" in f.ours and f.one_seed
     assert "`m` and the DLM adapted from it on 100 tokens, both fine-tuned (LoRA rank 16, lr 0.0005) 10 epochs " \
         "on the same 60 messages" in f.regime
     assert ("its p̂ moved > 2× from R/2 to R orders: 50.0% of records); unseen" in f.ours) == (moved == 0.5)
-    assert ("so the verdict is at most partly" in f.regime) == (moved is not None and not moved < 0.1)
+    assert ("so its lead does not count as support" in f.regime) == (moved is not None and not moved < 0.1)
     assert ("convergence in R orders cannot be checked" in f.ours) == (moved is not None and moved != moved)
     assert ("phones discoverable from neither model" in f.regime) == (ar[1] == dlm[1] == 0)
 
 
-def test_ar_leaks_more_says_when_the_ar_model_finds_unseen_values_as_often():
+def test_ar_leaks_more_does_not_count_values_the_ar_model_finds_unseen_as_often():
     f = pii.ar_leaks_more({"x": pii_record((40, 30), (2, 1), unseen_ar=38)}, name="x")
-    assert f.verdict == REPRODUCED and "training count of email and phone is not above its unseen control" in f.regime
+    assert f.verdict == INCONCLUSIVE and "training count of email and phone is not above its unseen control" in f.regime
     f = pii.ar_leaks_more({"x": pii_record((40, 30), (2, 1), unseen_ar=7)}, name="x")
-    assert "unseen control (Wilson" not in f.regime  # 7/50 is far below 40/60 and 30/60
+    assert f.verdict == REPRODUCED and "unseen control (Wilson" not in f.regime  # 7/50 is far below 40/60 and 30/60
 
 
-@pytest.mark.parametrize("one, one_lp, verdict", [
-    (0, -30.0, REPRODUCED),  # max-step (counts 2 and 1, median log p̂ -20) above one-step in both
-    (5, -30.0, NOT_REPRODUCED),  # one-step finds more
-    (1, -30.0, REPRODUCED),  # e-mails 2 > 1, phones 1 = 1: higher in one field, below in none
-    (0, -10.0, NOT_REPRODUCED),  # one-step's median likelihood above max-step's
+@pytest.mark.parametrize("dlm, one, verdict", [
+    ((30, 25), 0, REPRODUCED),  # max-step 30/60 and 25/60 against none at one step
+    ((2, 1), 30, AGAINST),  # one step finds more
+    ((2, 1), 1, INCONCLUSIVE),  # 2 vs 1 and 1 vs 1 of 60: ties
+    ((30, 1), 1, PARTLY),
 ])
-def test_max_step_leaks_more_where_its_counts_and_likelihoods_are_not_below_one_step(one, one_lp, verdict):
-    f = pii.one_vs_max_step({"x": pii_record((9, 9), (2, 1), one=one, one_lp=one_lp)}, name="x")
-    assert f.verdict == verdict and f.points
-    assert pii.one_vs_max_step({"x": pii_record((9, 9), (1, 1), one=1)}, name="x").verdict == NOT_REPRODUCED  # equal
+def test_max_step_leaks_more_is_judged_on_the_counts_per_field(dlm, one, verdict):
+    f = pii.one_vs_max_step({"x": pii_record((9, 9), dlm, one=one)}, name="x")
+    assert f.verdict == verdict and f"email: discoverable max-step vs one-step {dlm[0]} vs {one} of 60" in f.ours
+    assert "median log p̂ -30.0 → -20.0" in f.ours
     assert pii.one_vs_max_step({"x": pii_record((9, 9), (0, 0))}, name="x").verdict == UNTESTABLE

@@ -1,4 +1,5 @@
-"""Findings, the five verdicts, and the formatting every judge shares."""
+"""Findings, and the formatting and intervals every judge shares (the verdicts and their rule:
+:mod:`lmaudit.report.verdicts`)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import seed_std
-
-REPRODUCED, PARTLY, NOT_REPRODUCED, UNTESTABLE, NOT_RUN = (
-    "reproduced", "partly reproduced", "not reproduced", "not testable here", "not run")
+from lmaudit.report.verdicts import (  # noqa: F401  (re-exported: the judges import the vocabulary from here)
+    AGAINST,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PARTLY,
+    REPRODUCED,
+    SEED_WORDS,
+    UNTESTABLE,
+    across_seeds,
+    seed_verdicts,
+)
+from lmaudit.report.verdicts import ONE_SEED_POINTS as ONE_SEED  # noqa: F401
 
 
 @dataclass
 class Finding:
     ours: str  # what we measured, with intervals where stored
-    verdict: str  # one of the five verdicts above
+    verdict: str  # one of lmaudit.report.verdicts.VERDICTS
     regime: str  # what in our regime explains a difference (or confirms the setting)
     points: bool = False  # the verdict rests on points (no interval of the compared quantity): said in its cell
+    one_seed: bool = False  # the verdict rests on one seed: said in its cell
 
 
 @dataclass
@@ -28,6 +41,7 @@ class Claim:
     paper_figure: str
     experiments: tuple[str, ...]  # results/NAME folders the judge reads (the first is linked)
     judge: Callable[[dict[str, dict]], Finding]
+    effect: str  # the effect the verdict is judged against, as taken from the paper (or why there is none)
     # the same claim judged on the real pretrained model (SmolLM2-135M): its experiments and judge, when there are
     real_experiments: tuple[str, ...] = ()
     real_judge: Callable[[dict[str, dict]], Finding] | None = None
@@ -51,8 +65,9 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def seeds_verdict(per_seed: list[dict]) -> tuple[int, int, int]:
-    """(ahead, tied, behind) seeds of a list of ``{diff, ci95}``: ahead only when the interval excludes 0."""
+def seed_counts(per_seed: list[dict]) -> tuple[int, int, int]:
+    """(ahead, tied, behind) seeds of a list of ``{diff, ci95}``, for text that describes a regime (a verdict comes
+    from :func:`judged_seeds`): ahead only when the interval is above 0."""
     ahead = sum(p["ci95"][0] > 0 for p in per_seed)
     behind = sum(p["ci95"][1] < 0 for p in per_seed)
     return ahead, len(per_seed) - ahead - behind, behind
@@ -71,13 +86,15 @@ def seed_intervals(per_seed: list[dict]) -> str:
     return ", ".join(f"{pts(p['diff'])} {ci(*p['ci95'])}" for p in per_seed)
 
 
-def paired_lines(rec: dict) -> tuple[list[str], dict[str, tuple[int, int, int]]]:
-    """Per compared row: 'row −4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3] (behind 2/2)', each seed with its interval."""
-    lines, counts = [], {}
+def judged_lines(rec: dict, effect: float | dict | None = None) -> tuple[list[str], dict[str, str]]:
+    """Per compared row of ``rec["paired"]["vs"]``: 'row −4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3] (behind 2/2)' and the
+    row's verdict by the rule, against ``effect`` (one for every row, or one per row; None: the paper gives none)."""
+    lines, verdicts = [], {}
     for other, per_seed in rec["paired"]["vs"].items():
-        counts[other] = seeds_verdict(per_seed)
-        lines.append(f"{other} {seed_intervals(per_seed)} ({count_text(*counts[other])})")
-    return lines, counts
+        text, verdicts[other] = judged_seeds(per_seed, effect=effect.get(other) if isinstance(effect, dict)
+                                             else effect)
+        lines.append(f"{other} {text}")
+    return lines, verdicts
 
 
 def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
@@ -91,12 +108,10 @@ def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
 
 UNCONVERGED_SHARE = 0.1  # an estimate p̂ with more of its records moving > 2× from R/2 to R orders has not converged
 
-ONE_SEED = " With one seed a point difference has nothing to measure its noise against: not testable here."
-
 
 def one_seed(*recs: dict) -> bool:
-    """Whether any of these experiments ran one seed (a verdict on points then cannot be read)."""
-    return any(len(r["experiment"]["seeds"]) < 2 for r in recs)
+    """Whether any of these experiments ran one seed (a record that does not say is taken as several)."""
+    return any(len(r.get("experiment", {}).get("seeds", (0, 1))) < 2 for r in recs)
 
 
 def per_seed(rec: dict, row: str, metric: str) -> list[float]:
@@ -104,11 +119,39 @@ def per_seed(rec: dict, row: str, metric: str) -> list[float]:
     return [s[metric] for s in rec["rows"][row]["per_seed"]]
 
 
-def seed_order(a: list[float], b: list[float]) -> str:
-    """'above' / 'below' when every seed says so, else 'mixed' (points: no interval of the difference)."""
-    return "above" if all(x > y for x, y in zip(a, b)) else "below" if all(x < y for x, y in zip(a, b)) else "mixed"
-
-
 def auc_text(rec: dict, row: str) -> str:
+    """'95.1 ± 0.7' (mean ± std over seeds, ddof = 1), or '70.3 (one seed)'."""
     m, s = row_stat(rec, row)
-    return f"{pct(m)} ± {pct(s)}"
+    entry = rec["rows"][row]
+    single = len(entry["per_seed"]) < 2 if "per_seed" in entry else one_seed(rec)
+    return f"{pct(m)} (one seed)" if single else f"{pct(m)} ± {pct(s)}"
+
+
+def judged_seeds(per_seed: list[dict], *, effect: float | None = None, threshold: float = 0.0,
+                 sign: float = 1.0) -> tuple[str, str]:
+    """Each seed's difference with its own 95% interval and how many seeds read each way, and the comparison's
+    verdict by the rule of :mod:`lmaudit.report.verdicts` ('+6.8 [+4.0, +9.9], … (ahead 3/3)'). ``sign = −1``
+    orients a stored difference whose claim says it is below 0 (the text keeps the stored sign)."""
+    oriented = [sorted((sign * p["ci95"][0], sign * p["ci95"][1])) for p in per_seed]
+    seeds = seed_verdicts(oriented, effect=effect, threshold=threshold)
+    n = len(seeds)
+    counts = ", ".join(f"{word} {seeds.count(v)}/{n}" for v, word in SEED_WORDS.items() if v in seeds)
+    verdict = across_seeds(seeds)
+    return f"{seed_intervals(per_seed)} ({counts}: {verdict})", verdict
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float, float]:
+    """k1/n1 − k2/n2 with Newcombe's hybrid score 95% interval, built from the two Wilson intervals (fractions)."""
+    p1, p2 = k1 / n1, k2 / n2
+    (l1, u1), (l2, u2) = wilson_interval(k1, n1), wilson_interval(k2, n2)
+    d = p1 - p2
+    return d, d - float(np.hypot(p1 - l1, u2 - p2)), d + float(np.hypot(u1 - p1, p2 - l2))
+
+
+def paired_median(a, b, *, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """median(a − b) of paired values (pairs with both finite), with a percentile bootstrap 95% interval over the
+    pairs."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    reps = np.median(d[np.random.default_rng(seed).integers(0, len(d), (n_resamples, len(d)))], axis=1)
+    return float(np.median(d)), float(np.quantile(reps, 0.025)), float(np.quantile(reps, 0.975))

@@ -1,99 +1,47 @@
-"""Claims of the Gap-K%, SMI and DLM-extraction papers beyond their main rows: Gap-K% against Min-K% and at low FPR,
-its component ablation, SMI's illusory forgetting and its ranking of approximate unlearning methods, and the
-convergence of the extraction estimate p̂ in the number of trajectories."""
+"""Claims of the SMI and DLM-extraction papers beyond their main rows: SMI's illusory forgetting, its ranking of
+approximate unlearning methods, its bandwidth and sample-size sensitivity, and the convergence of the extraction
+estimate p̂ in the number of trajectories. Every verdict by the rule of :mod:`lmaudit.report.verdicts`."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import seed_std
 from lmaudit.report.claims_base import (
-    NOT_REPRODUCED,
     ONE_SEED,
-    PARTLY,
-    REPRODUCED,
     UNCONVERGED_SHARE,
     UNTESTABLE,
     Finding,
     one_seed,
     pct,
-    per_seed,
-    seed_order,
+)
+from lmaudit.report.verdicts import (
+    INCONCLUSIVE,
+    SIGN_TEST_SEEDS,
+    across_seeds,
+    combine,
+    interval_verdict,
+    points_verdict,
+    seed_side,
 )
 
-PRETRAINING = "ar-pretraining-detection"
-
-
-def _verdict(orders: list[str], rec: dict) -> str:
-    """Reproduced when every cell is 'above' (on every seed), not reproduced when none is, else partly; one seed
-    leaves a point difference with nothing to measure its noise against: not testable."""
-    if one_seed(rec):
-        return UNTESTABLE
-    above = sum(o == "above" for o in orders)
-    return REPRODUCED if orders and above == len(orders) else NOT_REPRODUCED if not above else PARTLY
-
-
-
-def gap_beats_min_k(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
-    """Gap-K% against plain Min-K% (not Min-K%++), seed by seed, in every exposure setting (points: the stored paired
-    interval is of Gap-K% − Min-K%++)."""
-    rec = recs[name]
-    parts, orders = [], []
-    for setting in rec["paired"]:
-        g, m = (per_seed(rec, f"{setting}: {a}", "auc") for a in ("gap_k", "min_k"))
-        orders.append(seed_order(g, m))
-        parts.append(f"{setting}: gap_k {', '.join(pct(x) for x in g)} vs min_k {', '.join(pct(x) for x in m)} "
-                     f"({orders[-1]})")
-    return Finding("AUC per seed: " + "; ".join(parts), _verdict(orders, rec),
-                   "Read seed by seed from the AUCs ('above' on every seed): no paired interval of this difference is "
-                   "stored." + ONE_SEED * one_seed(rec), points=True)
-
-
-def gap_low_fpr(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
-    """Gap-K% against Min-K%++ at low FPR. The paper reports TPR at 5% FPR; the experiments store it at 1% and 10%,
-    which bracket it: judged on both, seed by seed."""
-    rec = recs[name]
-    parts, orders = [], []
-    for setting in rec["paired"]:
-        for metric in ("tpr@1%fpr", "tpr@10%fpr"):
-            g, m = (per_seed(rec, f"{setting}: {a}", metric) for a in ("gap_k", "min_k_pp"))
-            orders.append(seed_order(g, m))
-            parts.append(f"{setting} {metric.replace('tpr@', 'TPR at ').replace('fpr', ' FPR')}: gap_k "
-                         f"{', '.join(pct(x) for x in g)} vs min_k_pp {', '.join(pct(x) for x in m)} ({orders[-1]})")
-    return Finding("per seed, % of members: " + "; ".join(parts), _verdict(orders, rec),
-                   "TPR at 5% FPR is not stored; the stored 1% and 10% bracket it, and the verdict needs both. Read "
-                   "seed by seed (no interval of a TPR difference is stored)."
-                   + ONE_SEED * one_seed(rec), points=True)
-
-
-def gap_components(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
-    """The ablation's two halves: top-1 gap without smoothing (the 'smooth=none' row) against full Gap-K%, which can
-    be tested; smoothing of Min-K%++ without the top-1 gap, which lmaudit does not implement."""
-    rec = recs[name]
-    parts, below = [], []
-    for setting in rec["paired"]:
-        full, top1 = (per_seed(rec, f"{setting}: {row}", "auc") for row in ("gap_k", "gap_k smooth=none"))
-        below.append(seed_order(top1, full) == "below")
-        parts.append(f"{setting}: top-1 only {pct(np.mean(top1))} vs full {pct(np.mean(full))}")
-    verdict = UNTESTABLE if one_seed(rec) else PARTLY if below and all(below) else NOT_REPRODUCED
-    return Finding("mean AUC over seeds: " + "; ".join(parts) + "; smoothing only: not measured", verdict,
-                   "Partly at best: 'smoothing only' (Min-K%++ with sequential smoothing) is not an attack here, so "
-                   "half of the ablation is untested; the other half holds only where top-1 only is below the full "
-                   "score on every seed." + ONE_SEED * one_seed(rec), points=True)
-
-
 THRESHOLD_FORGOTTEN = 0.9  # a per-sample audit reads the forget set as forgotten at this ρ
-ANOMALY = 1.1  # an unclipped SMI-M estimate above this puts the forget set beyond the non-members
+ANOMALY_TOL = 0.1  # the audits' anomaly band [−0.1, 1.1] (lmaudit.audit.smi's default anomaly_tol)
+ANOMALY = 1 + ANOMALY_TOL  # an unclipped SMI-M estimate above this puts the forget set beyond the non-members
 
 
 def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m") -> Finding:
     """Illusory forgetting: where the per-sample (threshold) audits read an approximate method's forget set as
-    forgotten, the set is not a mixture of members and non-members: its unclipped SMI-M estimate lies beyond 1 (the
-    forget set sits past the non-members, as the negative gradient pushes it). Judged on the seeds where the audit
-    can tell: its estimate is defined, and the untouched model's (``none``) is not itself beyond 1 on that seed."""
+    forgotten, the set is not a mixture of members and non-members: its unclipped SMI-M estimate lies beyond the
+    anomaly band (the forget set sits past the non-members, as the negative gradient pushes it). Judged on points,
+    seed by seed, on the seeds where the audit can tell: its estimate is defined, and the untouched model's
+    (``none``) is inside the band [−0.1, 1.1] on that seed (an untouched control outside it says the audit
+    misplaces even a set nobody unlearned). Fewer than :data:`SIGN_TEST_SEEDS` such seeds (the sign test across
+    seeds): inconclusive."""
     rec = recs[name]
     table, raw = rec["unlearning"], rec["rho_unclipped"]  # missing in older results: 'not run', said by the caller
-    parts, flags, blind = [], [], []
+    parts, verdicts, blind = [], [], []
     for key in raw:
         frac, method, a = key.split(" / ")
         if a != audit or method in ("none", "retrain"):
@@ -105,25 +53,31 @@ def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit
             continue
         control = raw.get(f"{frac} / none / {a}", [float("nan")] * len(raw[key]))
         seeds = [i for i, (x, c) in enumerate(zip(raw[key], control))
-                 if x is not None and np.isfinite(x) and c is not None and np.isfinite(c) and c <= ANOMALY]
+                 if x is not None and np.isfinite(x) and c is not None and -ANOMALY_TOL <= c <= ANOMALY]
         parts.append(f"{frac} {method}: per-sample audits ρ ≥ {min(thresholds):.2f}, unclipped {audit} "
                      + ", ".join(f"{x:.2f}" for x in raw[key]) + " (untouched model: "
                      + ", ".join(f"{c:.2f}" for c in control) + f"; seeds that can tell: {len(seeds)}/{len(raw[key])})")
         if not seeds:
             blind.append(f"{frac} {method}")
+            verdicts.append(UNTESTABLE)
             continue
-        flags.append(all(raw[key][i] > ANOMALY for i in seeds))
-    verdict = (UNTESTABLE if not flags else REPRODUCED if all(flags) else PARTLY if any(flags) else NOT_REPRODUCED)
+        beyond = [raw[key][i] - ANOMALY for i in seeds]
+        verdicts.append(points_verdict(beyond))
+        parts[-1] += f"; on the seeds that can tell: {seed_side(beyond, up='beyond the band', down='inside it')}"
     why = (f"Judged where every per-sample audit reads ρ ≥ {THRESHOLD_FORGOTTEN} (forgotten): the claim holds there "
            f"when the unclipped {audit} estimate exceeds {ANOMALY} on every seed that can tell (a forget set past the "
-           "non-members, which a member-vs-non-member classifier mistakes for forgotten). A seed can tell when its "
-           f"estimate is defined and the untouched model's own estimate is not beyond {ANOMALY} too; otherwise the "
-           "audit places even a forget set nobody unlearned past the non-members, and a high value says nothing of "
-           "the method. Not testable where no approximate method is read as forgotten.")
+           "non-members, which a member-vs-non-member classifier mistakes for forgotten), on "
+           f"{SIGN_TEST_SEEDS} such seeds at least (the one-sided sign test at 5%; inside the band on every one of "
+           f"them is against it; fewer seeds, or seeds that disagree, inconclusive). A "
+           f"seed can tell when its estimate is defined and the untouched model's own estimate lies inside the "
+           f"anomaly band [{-ANOMALY_TOL}, {ANOMALY}]; otherwise the audit misplaces even a forget set nobody "
+           "unlearned, and a value beyond 1 says nothing of the method. Not testable where no approximate method is "
+           "read as forgotten.")
     if blind:
-        why += (f" No seed can tell for {', '.join(blind)}: the untouched model's estimate is itself beyond "
-                f"{ANOMALY} or undefined (nan: the mixture is not identifiable) on every seed.")
-    return Finding("forget fraction and method: " + "; ".join(parts), verdict, why, points=True)
+        why += (f" No seed can tell for {', '.join(blind)}: the untouched model's estimate is itself outside the band "
+                "or undefined (nan: the mixture is not identifiable) on every seed.")
+    return Finding("forget fraction and method: " + "; ".join(parts), combine(verdicts) if verdicts else UNTESTABLE,
+                   why, points=True)
 
 
 def _defined_std(per_seed: list[float]) -> float:
@@ -159,30 +113,35 @@ def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
 
 def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", share: float = UNCONVERGED_SHARE
                     ) -> Finding:
-    """The Monte Carlo estimate p̂ has converged in the number of trajectories R: at every step count, at most
-    ``share`` of the records moved by more than 2× between R/2 and R (one step: every order gives the same p̂)."""
+    """The Monte Carlo estimate p̂ has converged in the number of trajectories R: at every step count, the share of
+    records whose p̂ moved by more than 2× between R/2 and R is below ``share``, read per seed with its Wilson 95%
+    interval over the records (shown below it: converged; above it: against; holding it: inconclusive). One step is
+    left out (every order gives the same p̂); a seed where every p̂ is 0 cannot be checked (inconclusive)."""
     rec = recs[name]
     R = rec["experiment"]["extract"].get("trajectories")
-    parts, ok = [], []
+    n = len(next(iter(rec["log_p_columns"].values())))
+    parts, verdicts = [], []
     for label, entry in rec["steps"].items():
         conv = [s["convergence"] for s in entry["per_seed"]]  # missing in older results: 'not run', said by the caller
         shares = [c["not_converged_fraction"] for c in conv]
         if np.isnan(shares).any():  # a seed where every p̂ is 0: nothing finite to compare, convergence unconfirmed
             if label != "1":
-                ok.append(False)
+                verdicts.append(INCONCLUSIVE)
             parts.append(f"N = {label}: every p̂ is 0 in a seed, convergence cannot be checked")
             continue
-        moved = max(shares)
+        bounds = [wilson_interval(int(round(x * n)), n) for x in shares]
         if label != "1":  # one step unmasks everything at once: every order gives the same p̂, nothing to converge
-            ok.append(moved <= share)
-        parts.append(f"N = {label}: {pct(moved)}% moved > 2×, median |Δ log p̂| R/2 → R "
+            verdicts.append(across_seeds([interval_verdict(share - hi, share - lo) for lo, hi in bounds]))
+        parts.append(f"N = {label}: " + ", ".join(f"{pct(x)}% [{pct(lo)}, {pct(hi)}]" for x, (lo, hi) in
+                                                    zip(shares, bounds))
+                     + f" moved > 2×, median |Δ log p̂| R/2 → R "
                      f"{np.mean([c['median_abs_change_half_to_full'] for c in conv]):.2f} nats")
-    verdict = UNTESTABLE if not ok else REPRODUCED if all(ok) else PARTLY if any(ok) else NOT_REPRODUCED
-    return Finding(f"R = {R} trajectories; records whose p̂ moved by more than 2× from R/2 to R: " + "; ".join(parts),
-                   verdict, f"Converged: at most {pct(share)}% of records move by more than 2× from R/2 to R at every "
-                   "step count (one step is left out: every order gives it the same p̂). Where more do, the "
-                   "discoverable counts at that step count rest on an estimate still moving; a median change of "
-                   "log 2 = 0.69 nats is one order carrying the whole mean.", points=True)
+    return Finding(f"R = {R} trajectories, {n} records; share whose p̂ moved by more than 2× from R/2 to R, per seed "
+                   "with its Wilson 95% interval: " + "; ".join(parts), combine(verdicts) if verdicts else UNTESTABLE,
+                   f"Converged: fewer than {pct(share)}% of records move by more than 2× from R/2 to R at every step "
+                   "count (one step is left out: every order gives it the same p̂). Where more do, the discoverable "
+                   "counts at that step count rest on an estimate still moving; a median change of log 2 = 0.69 nats "
+                   "is one order carrying the whole mean.", one_seed=one_seed(rec))
 
 
 UNDEFINED_ERROR = 0.5  # an undefined ρ counts as the mean |ρ − truth| of a guess drawn uniformly from [0, 1]
@@ -204,9 +163,9 @@ def _err_text(errs: list[float]) -> str:
 
 
 def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity") -> Finding:
-    """SMI-M is sensitive to a too-narrow bandwidth, less to the kernel: at the largest forget set, the error of the
-    narrowest rbf bandwidth exceeds the default's by more than the seeds' spread (sum of stds, ddof = 1), and every
-    other kernel moves the error by less than that narrow bandwidth does (points)."""
+    """SMI-M is sensitive to a too-narrow bandwidth, less to the kernel: at the largest forget set, seed by seed on
+    points, the narrowest rbf bandwidth's error above the default's (sensitive), and each other kernel moving the error
+    by less than that narrow bandwidth does (less to the kernel); each one comparison."""
     rec = recs[name]
     variants = rec["experiment"].get("smi_m_variants", {})
     frac = max(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
@@ -219,56 +178,51 @@ def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity"
     ours = (f"SMI-M on attack-score features, mean |ρ − truth| over 'none' (0) and 'retrain' (1), forget "
             f"{float(frac):.0%}, mean ± std over seeds (ddof = 1): "
             + ", ".join(f"{k} {_err_text(v)}" for k, v in errs.items()))
-    if not narrow or not kernels or one_seed(rec):
-        return Finding(ours, UNTESTABLE, "Needs a bandwidth below the default, another kernel and two seeds.",
-                       points=True)
-    default, worst = errs["rbf 1× (default)"], errs[narrow[0]]
-    gain = np.mean(worst) - np.mean(default)
-    sensitive = gain > seed_std(worst) + seed_std(default)
-    moves = {k: abs(np.mean(errs[k]) - np.mean(default)) for k in kernels}
-    less = all(v < gain for v in moves.values())
-    verdict = REPRODUCED if sensitive and less else PARTLY if sensitive or less else NOT_REPRODUCED
-    why = (f"Sensitive: the narrowest bandwidth ({narrow[0]}) changes the error by {gain:+.2f}, "
-           + ("more" if sensitive else "not more") + " than the seeds' spread; less to the kernel: "
-           + ", ".join(f"{k} moves it by {v:.2f}" for k, v in moves.items())
-           + (" (each less)" if less else " (not all less)") + ". Only 'none' and 'retrain' have a known ρ; an "
-           f"undefined estimate counts as an error of {UNDEFINED_ERROR} (a uniform guess).")
-    return Finding(ours, verdict, why, points=True)
+    if not narrow or not kernels:
+        return Finding(ours, UNTESTABLE, "Needs a bandwidth below the default and another kernel.", points=True)
+    default = np.asarray(errs["rbf 1× (default)"])
+    gain = np.asarray(errs[narrow[0]]) - default
+    sensitive = points_verdict(gain)
+    margin = {k: gain - np.abs(np.asarray(errs[k]) - default) for k in kernels}  # > 0: the kernel moves it less
+    less = {k: points_verdict(d) for k, d in margin.items()}
+    why = (f"Sensitive: the narrowest bandwidth ({narrow[0]}) changes the error by {np.mean(gain):+.2f} on average, "
+           f"{seed_side(gain, up='worse than the default', down='better than the default')}; less to the kernel: "
+           + ", ".join(f"{k} moves it by {np.mean(np.abs(np.asarray(errs[k]) - default)):.2f}, "
+                       + seed_side(d, up="less than the narrow bandwidth", down="more than the narrow bandwidth")
+                       for k, d in margin.items())
+           + f". Only 'none' and 'retrain' have a known ρ; an undefined estimate counts as an error of "
+           f"{UNDEFINED_ERROR} (a uniform guess)." + ONE_SEED * one_seed(rec))
+    return Finding(ours, combine([sensitive, *less.values()]), why, points=True, one_seed=one_seed(rec))
 
 
 def smi_min_samples(recs: dict[str, dict], *, name: str = "unlearning-sensitivity", audit: str = "smi-m-scores",
                     enough: int = 20) -> Finding:
-    """SMI needs about ``enough`` samples: below it the error against the known ρ ('none' 0, 'retrain' 1) exceeds the
-    largest forget set's by more than the seeds' spread and is past the tolerance (an error under it still reads
-    both right), and at or above it the error is within that spread of it (points). Not testable where the audit
-    misreads even the largest set (error ≥ 0.25)."""
+    """SMI needs about ``enough`` samples: below it the audit misreads the known ρ ('none' 0, 'retrain' 1: its error
+    at or past the tolerance, under which it still reads both right), at or above it reads them right; each set one
+    comparison on points, seed by seed. Not testable where the audit misreads even the largest set (error ≥ 0.25)."""
     rec = recs[name]
     n = rec["n_train"]
     fracs = sorted(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
     size = {f: max(2, int(round(float(f) * n))) for f in fracs}
-    errs = {f: _truth_errors(rec, f, audit) for f in fracs}
+    errs = {f: np.asarray(_truth_errors(rec, f, audit)) for f in fracs}
     ours = (f"{audit}, mean |ρ − truth| over 'none' (0) and 'retrain' (1), mean ± std over seeds (ddof = 1), by forget "
             "set size: " + ", ".join(f"{size[f]} texts {_err_text(errs[f])}" for f in fracs))
     small, big = [f for f in fracs if size[f] < enough], [f for f in fracs if size[f] >= enough]
-    largest = errs[fracs[-1]]
     why = (f"Each forget set against {rec['n_nonmembers'] // 2} retain and {rec['n_nonmembers'] // 2} held-out "
            f"reference texts (the paper's 'per class' read as the forget set's size). Needs about {enough}: below it "
-           f"the error exceeds the largest set's by more than the seeds' spread and reaches {TOLERANCE:.1f}, at or "
-           "above it stays within that spread.")
-    if not small or len(big) < 2 or one_seed(rec):
-        return Finding(ours, UNTESTABLE, why + " Needs a set below and two at or above that size, and two seeds.",
-                       points=True)
-    if np.mean(largest) >= 0.25:
+           f"the error reaches the tolerance {TOLERANCE:.1f} on every seed (it misreads 'none' or 'retrain'), at or "
+           "above it stays under it on every seed.")
+    if not small or not big:
+        return Finding(ours, UNTESTABLE, why + " Needs a set below and one at or above that size.", points=True)
+    if np.mean(errs[fracs[-1]]) >= 0.25:
         return Finding(ours, UNTESTABLE, why + f" The audit misreads even {size[fracs[-1]]} texts (error "
-                       f"{np.mean(largest):.2f} ≥ 0.25), so no sample-size limit can show.", points=True)
-    spread = lambda f: seed_std(errs[f]) + seed_std(largest)  # noqa: E731
-    worse = all(np.mean(errs[f]) - np.mean(largest) > spread(f) for f in small)
-    degrades = worse and all(np.mean(errs[f]) >= TOLERANCE for f in small)
-    stable = all(abs(np.mean(errs[f]) - np.mean(largest)) <= spread(f) for f in big)
-    verdict = REPRODUCED if degrades and stable else PARTLY if degrades or stable else NOT_REPRODUCED
-    why += (f" Below {enough}: " + ("worse beyond the spread and past the tolerance" if degrades else
-                                    f"worse beyond the spread, but its error stays under {TOLERANCE:.1f}, so it still "
-                                    "reads 'none' as kept and 'retrain' as forgotten" if worse else
-                                    "not worse beyond the spread")
-            + "; at or above: " + ("within the spread" if stable else "not within the spread") + ".")
-    return Finding(ours, verdict, why, points=True)
+                       f"{np.mean(errs[fracs[-1]]):.2f} ≥ 0.25), so no sample-size limit can show.", points=True)
+    below = {f: points_verdict(errs[f] - TOLERANCE) for f in small}
+    above = {f: points_verdict(TOLERANCE - errs[f]) for f in big}
+    why += (f" Below {enough}: " + ", ".join(f"{size[f]} texts "
+                                           + seed_side(errs[f] - TOLERANCE, up="past the tolerance", down="under it")
+                                           for f in small)
+            + "; at or above: " + ", ".join(f"{size[f]} texts "
+                                            + seed_side(TOLERANCE - errs[f], up="under it", down="past it")
+                                            for f in big) + "." + ONE_SEED * one_seed(rec))
+    return Finding(ours, combine([*below.values(), *above.values()]), why, points=True, one_seed=one_seed(rec))

@@ -1,217 +1,113 @@
-"""The Gap-K%, SMI and DLM-extraction papers' claims."""
+"""The SMI and DLM-extraction papers' claims: SMI-M against the gold standard, its cost and intervals, and
+extraction's step count, relaxed fit, query budget and the memorisation shift (the Gap-K% paper's: claims_gapk).
+Every verdict by the rule of :mod:`lmaudit.report.verdicts`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from lmaudit.audit.coverage import coverage, stored_intervals
-from lmaudit.data.instruct import PERTURB_RATE
 from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import median_shift, seed_std
 from lmaudit.report.claims_base import (
-    NOT_REPRODUCED,
-    PARTLY,
-    REPRODUCED,
+    ONE_SEED,
+    UNCONVERGED_SHARE,
     UNTESTABLE,
     Finding,
-    auc_text,
-    ci,
-    count_text,
+    paired_median,
     pct,
-    pts,
     regime_text,
-    row_stat,
-    seeds_verdict,
+)
+from lmaudit.report.verdicts import (
+    AGAINST,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    capped,
+    combine,
+    direction,
+    effect_text,
+    interval_verdict,
+    points_verdict,
 )
 
 
-def pretraining_gap(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
-    rec = recs[name]
-    parts, any_ahead, any_behind = [], False, False
-    for setting, per_seed in rec["paired"].items():
-        a, t, b = seeds_verdict(per_seed)
-        any_ahead |= a == len(per_seed)
-        any_behind |= b > 0
-        parts.append(f"{setting}: " + ", ".join(f"{pts(p['diff'])} {ci(*p['ci95'])}" for p in per_seed)
-                     + f" ({count_text(a, t, b)})")
-    verdict = REPRODUCED if any_ahead and not any_behind else NOT_REPRODUCED
-    ours = "AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals: " + "; ".join(parts)
-    if regime:
-        return Finding(ours, verdict, regime_text(regime, recs))
-    attacks = rec["experiment"].get("attacks") or []
-    spans = []
-    for setting in rec["paired"]:
-        aucs = [row_stat(rec, f"{setting}: {a}")[0] for a in attacks if f"{setting}: {a}" in rec["rows"]]
-        if aucs:
-            spans.append(f"{setting}, every attack's AUC {pct(min(aucs))}–{pct(max(aucs))}")
-    return Finding(ours, verdict, (f"A tiny AR model pretrained from scratch on "
-                   f"{rec['experiment']['pretrain_tokens']:,} tokens with the members in the stream (the paper: "
-                   f"Pythia/LLaMA on WikiMIA and MIMIR); {'; '.join(spans)}. Possible reason where Min-K%++ leads: a "
-                   "small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on."))
-
-
-def finetuned_gap(*names: str):
-    """The Gap-K% head-to-head on fine-tuned real models: AUC(gap_k) − AUC(min_k_pp) per seed in each experiment
-    ``names`` (``compare = "gap_k"``), ahead only where the paired interval excludes 0."""
-
-    def judge(recs: dict[str, dict]) -> Finding:
-        parts, counts, aucs = [], [], []
-        for name in names:
-            if name not in recs:
-                continue
-            rec = recs[name]
-            per_seed = rec["paired"]["vs"]["min_k_pp"]
-            counts.append(seeds_verdict(per_seed))
-            aucs.append(f"{name}: gap_k {auc_text(rec, 'gap_k')}, min_k_pp {auc_text(rec, 'min_k_pp')}")
-            parts.append(f"{name}: " + ", ".join(f"{pts(p['diff'])} {ci(*p['ci95'])}" for p in per_seed)
-                         + f" ({count_text(*counts[-1])})")
-        ahead, tied, behind = (sum(c[i] for c in counts) for i in range(3))
-        verdict = REPRODUCED if ahead and not tied and not behind else PARTLY if ahead else NOT_REPRODUCED
-        ours = ("AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals: " + "; ".join(parts)
-                + ". AUC mean ± std over seeds: " + "; ".join(aucs))
-        return Finding(ours, verdict, "Members are fine-tuned into the pretrained SmolLM2-135M-Instruct (see the "
-                       "experiment's description), not met in pretraining as in the paper.")
-
-    return judge
-
-
-def real_gap(pretraining: str, finetuned: tuple[str, ...], regime):
-    """Gap-K% − Min-K%++ on the real model: judged in the paper's regime (``pretraining``: continued pretraining with
-    the members in the stream), with the fine-tuned experiments (``finetuned``, not the paper's regime) beside it."""
-
-    def judge(recs: dict[str, dict]) -> Finding:
-        tuned = finetuned_gap(*finetuned)(recs) if any(name in recs for name in finetuned) else None
-        if pretraining not in recs:  # the fine-tuned experiments alone, until the paper's regime is run
-            return tuned
-        found = pretraining_gap(recs, name=pretraining, regime=regime)
-        if tuned is None:
-            return found
-        return Finding(f"continued pretraining: {found.ours}. After fine-tuning (not the paper's regime, "
-                       f"{tuned.verdict} there): {tuned.ours.split(': ', 1)[1]}", found.verdict, found.regime)
-
-    return judge
-
-
-def _setting_rows(rec: dict, setting: str, labels: list[str]) -> dict[str, tuple[float, float]]:
-    return {lab: row_stat(rec, f"{setting}: {lab}") for lab in labels if f"{setting}: {lab}" in rec["rows"]}
-
-
-def smoothing(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
-    rec = recs[name]
-    parts, orders = [], []
-    for setting in rec["paired"]:
-        r = _setting_rows(rec, setting, ["gap_k smooth=sequential", "gap_k smooth=shuffled", "gap_k smooth=none"])
-        if len(r) < 3:
-            continue
-        seq, shu, non = (r[k][0] for k in ("gap_k smooth=sequential", "gap_k smooth=shuffled", "gap_k smooth=none"))
-        orders.append(seq > shu > non)
-        parts.append(f"{setting}: sequential {pct(seq)} ± {pct(r['gap_k smooth=sequential'][1])}, shuffled "
-                     f"{pct(shu)} ± {pct(r['gap_k smooth=shuffled'][1])}, none {pct(non)} ± "
-                     f"{pct(r['gap_k smooth=none'][1])}")
-    verdict = REPRODUCED if orders and all(orders) else NOT_REPRODUCED if not any(orders) else PARTLY
-    return Finding("AUC, mean ± std over seeds (points; the paired interval is stored for Gap-K% − Min-K%++ "
-                   "only): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, "
-                   "ddof = 1); the ordering is read from the means. Possible reason where no smoothing leads: the few "
-                   "tokens that separate members are isolated, and a smoothing window averages them with their "
-                   "neighbours."), points=True)
-
-
-def k_sensitivity(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
-    """The peak's place is judged only where the k curve spans more than twice the seeds' spread (ddof = 1) of its
-    points; a flatter curve (or one seed) cannot place a peak: that part is not testable."""
-    rec = recs[name]
-    parts, best_near, above_all, flat = [], [], [], []
-    for setting in rec["paired"]:
-        ks = {float(k.split("k=")[1]): row_stat(rec, k) for k in rec["rows"] if k.startswith(f"{setting}: gap_k k=")}
-        if not ks:
-            continue
-        means = {k: m for k, (m, _) in ks.items()}
-        best = max(means, key=means.get)
-        spread = float(np.mean([sd for _, sd in ks.values()]))
-        span = max(means.values()) - min(means.values())
-        mkpp = row_stat(rec, f"{setting}: min_k_pp")[0]
-        flat.append(spread == 0 or span <= 2 * spread)
-        best_near.append(0.1 <= best <= 0.2)
-        above_all.append(all(v > mkpp for v in means.values()))
-        parts.append(f"{setting}: best k = {best:g} ({pct(means[best])}), range {pct(min(means.values()))}–"
-                     f"{pct(max(means.values()))} (span {100 * span:.1f} points, "
-                     + ("one seed: no spread to place a peak against" if spread == 0 else
-                        f"seed std {100 * spread:.1f}" + (": within noise" if flat[-1] else ""))
-                     + f") vs min_k_pp {pct(mkpp)}")
-    peak_ok = [b for b, f in zip(best_near, flat) if not f]  # settings whose curve can place a peak
-    halves = ([all(peak_ok)] if peak_ok else []) + [all(above_all)]
-    verdict = (REPRODUCED if len(halves) == 2 and all(halves) else
-               NOT_REPRODUCED if not any(above_all) and not any(peak_ok) else PARTLY)
-    return Finding("mean AUC over seeds (points): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or ("The peak's place is read only where the k curve spans more than "
-                              "twice the seeds' spread; Gap-K% is compared with Min-K%++ point by point."), points=True)
-
-
-def paraphrase(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", regime=None) -> Finding:
-    rec = recs[name]
-    parts, ahead = [], []
-    for setting in rec["paired"]:
-        r = _setting_rows(rec, setting, ["perturbed gap_k", "perturbed min_k_pp"])
-        if len(r) < 2:
-            continue
-        g, m = r["perturbed gap_k"], r["perturbed min_k_pp"]
-        ahead.append(g[0] - g[1] > m[0] + m[1])  # points: ahead beyond one std of each
-        parts.append(f"{setting}: gap_k {pct(g[0])} ± {pct(g[1])} vs min_k_pp {pct(m[0])} ± {pct(m[1])}")
-    verdict = REPRODUCED if ahead and all(ahead) else NOT_REPRODUCED
-    return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
-                   "(points): " + "; ".join(parts), verdict,
-                   regime_text(regime, recs) or (f"Word swaps ({PERTURB_RATE:.0%} of words) stand in for DIPPER "
-                   "paraphrases; the ordering follows the unperturbed one (Min-K%++ ahead)."), points=True)
-
-
-def _cell(v: dict) -> tuple[float, float] | None:
-    """(mean, seed std with ddof = 1) of an audit cell, from its per-seed ρ; None where ρ was undefined on a seed."""
-    if v["n_undefined"]:
-        return None
-    return float(np.mean(v["per_seed"])), seed_std(v["per_seed"])
+def _spread(values) -> str:
+    """'0.42 ± 0.52' over the defined seeds (ddof = 1), 'undefined' with none, '(one seed)' with one."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return "undefined"
+    return f"{v.mean():.2f}" + (" (one seed)" if v.size == 1 else f" ± {seed_std(v):.2f}")
 
 
 def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m",
                 regime=None) -> Finding:
     """The paper's SMI-M (one named audit, no choosing the better variant after the fact) is closest to the truth on
-    both models whose ρ is known: 'none' (ρ = 0) and 'retrain' (ρ = 1), within one seed std of the closest audit.
-    A constant estimator is right on one of them and wrong on the other, so it cannot pass."""
+    both models whose ρ is known: 'none' (ρ = 0) and 'retrain' (ρ = 1). Against each other audit, |ρ − truth| is
+    compared seed by seed on points (seeds where both are defined): SMI-M closer on every seed supports it, farther on
+    every seed is against it. A constant estimator is right on one model and wrong on the other, so it cannot pass."""
     rec = recs[name]["unlearning"]
     fracs = sorted({k.split(" / ")[0] for k in rec}, key=float)
-    parts, closest_ok = [], []
+    parts, verdicts = [], []
     for f in fracs:
-        shown, ok = [], True
+        shown = []
         for method, truth in (("none", 0.0), ("retrain", 1.0)):
-            cells = {k.split(" / ")[2]: _cell(v) for k, v in rec.items() if k.startswith(f"{f} / {method} / ")}
-            err = {a: abs(truth - c[0]) for a, c in cells.items() if c is not None}
-            mine = cells.get(audit)
-            best = min(err, key=err.get) if err else "none defined"
-            ok &= bool(err) and mine is not None and err[audit] <= err[best] + cells[best][1]  # the closest's std
-            shown.append(f"{method} (ρ = {truth:g}): {audit} " + (f"{mine[0]:.2f} ± {mine[1]:.2f}" if mine else
-                                                                 "undefined on a seed")
-                         + (f", closest {best} {cells[best][0]:.2f}" if err and best != audit else ", the closest"))
-        closest_ok.append(ok)
+            err = {k.split(" / ")[2]: np.abs(np.asarray(v["per_seed"], dtype=float) - truth)
+                   for k, v in rec.items() if k.startswith(f"{f} / {method} / ")}
+            mine = err.pop(audit)
+            farther = []
+            for other, e in err.items():
+                both = np.isfinite(mine) & np.isfinite(e)
+                verdicts.append(points_verdict((e - mine)[both]))
+                if direction((e - mine)[both]) < 0:  # the signs, whether or not the sign test passes
+                    farther.append(other)
+            means = {o: float(np.nanmean(e)) for o, e in err.items() if np.isfinite(e).any()}
+            best = min(means, key=means.get) if means else None
+            shown.append(f"{method} (ρ = {truth:g}): {audit} {_spread(rec[f'{f} / {method} / {audit}']['per_seed'])}"
+                         + (f", the closest other audit {best} {_spread(rec[f'{f} / {method} / {best}']['per_seed'])}"
+                            if best else "")
+                         + (f"; farther from it on every seed than {', '.join(farther)}" if farther else ""))
         parts.append(f"forget {float(f):.0%}: " + "; ".join(shown))
-    verdict = REPRODUCED if all(closest_ok) else PARTLY if any(closest_ok) else NOT_REPRODUCED
-    return Finding(f"ρ of the forget set, mean ± std over seeds (ddof = 1), of {audit} against the closest audit, "
-                   "on the untouched model and on the retrained one: " + "; ".join(parts), verdict,
+    return Finding(f"ρ of the forget set, mean ± std over seeds (ddof = 1), of {audit} on the untouched model and on "
+                   "the retrained one, beside the other audit closest on average, and the audits closer to the truth "
+                   "than it on every seed: " + "; ".join(parts),
+                   combine(verdicts),
                    regime_text(regime, recs) or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' "
-                              "allows one seed std of the closest audit (a noisy estimate does not pass on its own "
-                              "spread), and must hold for 'none' and for 'retrain' both."), points=True)
+                                                 "is read seed by seed against every other audit, for 'none' and for "
+                                                 "'retrain' both; seeds that disagree are inconclusive."),
+                   points=True)
+
+
+ORDER = 10.0  # 'seconds vs tens of minutes' is a ratio of magnitudes: an order of magnitude either way decides
 
 
 def smi_cost(recs: dict[str, dict]) -> Finding:
-    r = recs["unlearning-audit"]
-    c = r["cost_s"]
+    """An SMI or SMI-M audit costs seconds where LiRA needs shadow models: the costlier of the two SMI audits
+    (feature extraction + estimate) against LiRA's (shadow training + probes), mean seconds over the runs. A
+    cost claim of 'seconds vs tens of minutes' is a comparison of magnitudes, not a membership-style difference of
+    a few points that noise across seeds could flip: at least :data:`ORDER` times cheaper is reproduced, at least
+    :data:`ORDER` times dearer is against the claim, and a ratio within one order of magnitude either way (which
+    machine load or caching can move) is inconclusive. Without shadow models (no LiRA) it is not testable."""
+    c = recs["unlearning-audit"]["cost_s"]
     ours = (f"seconds per audit: SMI {c['smi']:.3f} and SMI-M {c['smi-m']:.3f} on hidden features (+ "
             f"{c['features']:.2f} to extract them), on score features {c['smi-scores']:.3f} / {c['smi-m-scores']:.3f}; "
-            f"LiRA: probes {c['lira_probes']:.2f} per audited model, plus {c['lira_shadow_training']:.1f} per seed to "
-            "train the shadow models (near 0 when they come from the model cache)")
-    cheap = max(c["smi"], c["smi-m"]) < c["lira_probes"]
-    return Finding(ours, REPRODUCED if cheap else NOT_REPRODUCED,
-                   "SMI needs no shadow model; its estimate costs milliseconds once features or scores exist "
-                   "(seconds on a CPU with the tiny models).", points=True)
+            f"LiRA: probes {c['lira_probes']:.2f} per audited model, plus {c['lira_shadow_training'] or 0:.1f} per "
+            "seed to train the shadow models (near 0 when they come from the model cache)")
+    if c.get("lira_shadow_training") is None:
+        return Finding(ours, UNTESTABLE, "No shadow models were trained, so there is no LiRA cost to compare with.",
+                       points=True)
+    smi = (c["features"] or 0) + max(c["smi"], c["smi-m"])
+    lira = c["lira_shadow_training"] + c["lira_probes"]
+    ratio = lira / smi if smi > 0 else float("inf")
+    verdict = REPRODUCED if ratio >= ORDER else AGAINST if ratio <= 1 / ORDER else INCONCLUSIVE
+    return Finding(ours + f"; SMI's audit {smi:.2f} vs LiRA's {lira:.1f}: LiRA / SMI = {ratio:.3g}", verdict,
+                   f"A ratio of magnitudes (the paper: seconds vs tens of minutes), not a difference that needs seeds "
+                   f"to tell from noise: at least {ORDER:g}× cheaper is reproduced, at least {ORDER:g}× dearer against "
+                   f"the claim, within one order of magnitude either way inconclusive. SMI's audit counts its feature "
+                   "extraction and the costlier estimate (SMI or SMI-M), LiRA's its shadow training and probes (one "
+                   "audited model). SMI needs no shadow model; its estimate costs milliseconds once features or scores "
+                   "exist (seconds on a CPU with the tiny models).", points=True)
 
 
 COVERAGE_FLOOR = 0.8  # 'reliable' needs the data to show coverage of at least this (nominal 90%)
@@ -231,45 +127,63 @@ def smi_coverage(recs: dict[str, dict], *, name: str = "unlearning-audit", regim
             continue
         lo, hi = wilson_interval(c["covered"], c["n"])
         verdicts.append(REPRODUCED if lo >= COVERAGE_FLOOR and hi >= 0.9 else NOT_REPRODUCED if hi < 0.9
-                        else UNTESTABLE)
+                        else INCONCLUSIVE)
         parts.append(f"{audit} {c['covered']}/{c['n']} (Wilson 95% {pct(lo)}–{pct(hi)}%, median width "
                      f"{float(np.median(c['widths'])):.2f}){degenerate}")
-    verdict = (UNTESTABLE if not verdicts or all(v == UNTESTABLE for v in verdicts) else
-               REPRODUCED if all(v == REPRODUCED for v in verdicts) else
-               NOT_REPRODUCED if NOT_REPRODUCED in verdicts and REPRODUCED not in verdicts else PARTLY)
+    verdict = combine(verdicts) if verdicts else UNTESTABLE
     return Finding(f"90% intervals of ρ, of the {which}, that hold the known value ('none': 0, 'retrain': 1), over "
                    "forget fractions and seeds: " + "; ".join(parts), verdict,
                    regime_text(regime, recs) or (f"'Reliable': coverage shown to be at least {pct(COVERAGE_FLOOR)}% "
                    "(the Wilson 95% lower bound) and consistent with the nominal 90% (its upper bound); below 90% with "
-                   "confidence is unreliable; in between, too few intervals to tell. Intervals of an estimate clipped "
-                   "to 0 or 1 on every resample, and intervals spanning all of [0, 1], hold the truth whatever the "
-                   "audit does and are not counted. The bootstrap resamples the forget set only, so it cannot cover "
-                   "the variation that comes from the reference sets and from training."))
+                   "confidence is unreliable; in between, too few intervals to tell (inconclusive). Intervals of an "
+                   "estimate clipped to 0 or 1 on every resample, and intervals spanning all of [0, 1], hold the "
+                   "truth whatever the audit does and are not counted. The bootstrap resamples the forget set only, "
+                   "so it cannot cover the variation that comes from the reference sets and from training."))
 
 
-def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps") -> Finding:
+def steps_monotone(recs: dict[str, dict], *, name: str = "extraction-steps", effects: dict[str, float] | None = None,
+                   share: float = UNCONVERGED_SHARE) -> Finding:
+    """Theorem 4.3 in two parts, on the per-record log p̂ stored for the first seed. The paper's quantity: the median
+    gain log(p̂_N / p̂_1) at each N, with a bootstrap interval over records, against the paper's median at that N
+    (``effects``); where p̂ at N has not converged in the number of orders (more than ``share`` of records moved by
+    more than 2× from R/2 to R, or not checkable), its support does not count. The theorem itself, one more part: on
+    a refinement (N divides N', or N' = |M|, along the same orders) p̂ cannot fall for any record; a record whose p̂
+    fell on any refinement makes that part not reproduced."""
     rec = recs[name]
     steps = list(rec["steps"])
-    med = [rec["steps"][s]["median_delta_log_p"][0] for s in steps]
-    mono = all(a <= b for a, b in zip(med, med[1:]))
-    frac = rec["monotone_fraction"][0]
+    effects = effects or {}
     cols = {s: np.asarray(v, dtype=np.float64) for s, v in rec["log_p_columns"].items()}
-    n_rec = len(next(iter(cols.values())))
-    ours = ("median Δ log p̂ = log(p̂_N / p̂_1) (nats) at N = "
-            + ", ".join(f"{s}: {m:+.2f}" for s, m in zip(steps, med))
-            + f"; per record, log p̂ never fell as N grew on {pct(frac)}% of masks (first seed, {n_rec} masks)")
-    nested, other = [], []
+    n_rec = len(cols[steps[0]])
+    moved = {s: max((c["convergence"]["not_converged_fraction"] for c in rec["steps"][s].get("per_seed", [])
+                     if "convergence" in c), default=None) for s in steps}
+    verdicts, gains, falls = [], [], []
+    for s in steps[1:]:
+        d, lo, hi = paired_median(cols[s], cols[steps[0]])
+        verdict = interval_verdict(lo, hi, effect=effects.get(s))
+        unconverged = moved[s] is not None and not moved[s] <= share
+        verdicts.append(capped(verdict) if unconverged else verdict)
+        paper = effect_text(effects.get(s), scale=1, unit="", digits=2)
+        gains.append(f"{s}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] vs {paper}" + (" (p̂ not converged)" if unconverged else ""))
+    fell_any = False
     for a, b in zip(steps, steps[1:]):  # the same orders at every N: N' refines N when N divides N' (or N' = |M|)
-        fell = float(np.mean(cols[b] < cols[a]))
-        (nested if b == "max" or int(b) % int(a) == 0 else other).append(f"{a} → {b}: {pct(fell)}%")
-    return Finding(ours, REPRODUCED if mono else NOT_REPRODUCED,
+        fell = int(np.sum(cols[b] < cols[a]))
+        if b == "max" or int(b) % int(a) == 0:
+            fell_any |= fell > 0
+            falls.append(f"{a} → {b}: {pct(fell / n_rec)}%")
+        else:
+            falls.append(f"{a} → {b} (not a refinement): {pct(fell / n_rec)}%")
+    verdicts.append(NOT_REPRODUCED if fell_any else REPRODUCED)  # the theorem: no record falls on any refinement
+    ours = (f"median gain log(p̂_N / p̂_1) (nats) per record, bootstrap 95% interval over {n_rec} masks (first seed), "
+            "against the paper's: " + ", ".join(gains) + f"; log p̂ never fell as N grew on "
+            f"{pct(rec['monotone_fraction'][0])}% of masks; records whose p̂ fell: " + ", ".join(falls))
+    return Finding(ours, combine(verdicts),
                    "Every N unmasks along the same random orders, so a step count that divides a larger one (and |M| "
-                   "steps, one token each) refines its partition, where Theorem 4.3 says p̂ cannot fall. Records whose "
-                   "p̂ fell on a refinement: " + ", ".join(nested) + (f"; on a step that is not one: {', '.join(other)}"
-                   if other else "") + ". With the orders shared, a fall on a refinement is not noise of the sampled "
-                   "orders: for that record the model's coarser (more tokens at once) prediction gave the value more "
-                   "probability than its finer one, which the theorem's idealised model (conditionals of one joint "
-                   "distribution) excludes; they are evidence on how far a trained DLM is from it.", points=True)
+                   "steps, one token each) refines its partition, where Theorem 4.3 says p̂ cannot fall. With the "
+                   "orders shared, a fall on a refinement is not noise of the sampled orders: for that record the "
+                   "model's coarser (more tokens at once) prediction gave the value more probability than its finer "
+                   "one, which the theorem's assumption (recovery monotonicity, Assumption 4.2) excludes. The medians "
+                   "count only where p̂ has converged in the number of orders (at most "
+                   f"{pct(share)}% of records moving by more than 2× from R/2 to R).", one_seed=True)
 
 
 MIN_INFORMATIVE_EPS = 5  # tolerances at which a model's empirical rate is neither ≈ 0 nor ≈ 1, needed to judge a fit
@@ -296,45 +210,60 @@ def gaussian_fit(recs: dict[str, dict]) -> Finding:
                        f"{' and '.join(thin)}: fewer than {MIN_INFORMATIVE_EPS} tolerances where its empirical rate "
                        "is neither 0 nor 1: the model gets almost every masked token wrong, so over most ε a near-zero "
                        "prediction is compared with a zero rate and the fit's error says nothing about its shape.")
-    return Finding(ours, REPRODUCED if err["DLM"] < err["AR"] else NOT_REPRODUCED,
-                   "Possible reason (the paper's): an AR model's errors cascade (one wrong token derails the rest), "
-                   "which a sum of near-independent errors does not describe.", points=True)
+    better = "DLM" if err["DLM"] < err["AR"] else "AR"
+    return Finding(ours, INCONCLUSIVE, f"On points, the Gaussian fits the {better} model better. Possible reason "
+                   "(the paper's): an AR model's errors cascade (one wrong token derails the rest), which a sum of "
+                   "near-independent errors does not describe." + ONE_SEED, points=True, one_seed=True)
 
 
-def sublinear_budget(recs: dict[str, dict]) -> Finding:
+def sublinear_budget(recs: dict[str, dict], *, small: float = 1e-3) -> Finding:
+    """Two parts per model, each read on the records extractable at each budget n (Wilson 95% intervals): sublinear
+    growth, each 10× more queries giving less than 10× more records (the share of those found at 10n already found
+    at n above 10%), and most records appearing at small n (the share of those found at the largest n already found
+    at ``small`` × that n above 50%). A model with nothing extractable at any n cannot be read (not testable, and
+    said)."""
     b = recs["extraction-relaxed"]["budget"]
     n = np.array(b["n"], dtype=float)
-    parts, sub, sat = [], [], []
+    total = b["n_records"]
+    parts, verdicts = [], []
     for model, fr in b["fractions"].items():
-        fr = np.array(fr)
-        if fr[-1] == 0:
-            parts.append(f"{model}: 0 at every n up to {int(n[-1]):,}")
+        k = np.rint(np.array(fr) * total).astype(int)
+        if k[-1] == 0:
+            parts.append(f"{model}: 0 at every n up to {int(n[-1]):,} (nothing extractable: not testable)")
+            verdicts.append(UNTESTABLE)
             continue
-        decades = [float(fr[np.searchsorted(n, 10 ** e)]) for e in range(0, int(np.log10(n[-1])) + 1)
-                   if np.searchsorted(n, 10 ** e) < len(n)]
-        nz = [(x, y) for x, y in zip(decades, decades[1:]) if x > 0]
-        sub.append(all(y / x < 10 for x, y in nz))
-        steps = np.diff(decades)
-        sat.append(len(steps) >= 2 and steps[-1] < steps[-2])
-        parts.append(f"{model}: " + ", ".join(f"n=10^{e}: {pct(v)}%" for e, v in enumerate(decades)))
-    verdict = (REPRODUCED if sub and all(sub) and all(sat) else PARTLY if sub and all(sub) else
-               UNTESTABLE if not sub else NOT_REPRODUCED)
-    return Finding(f"extractable at p = {b['p']}, mask {b['mask']}: " + "; ".join(parts), verdict,
-                   "Sublinear: each 10× more queries gives less than 10× more records. Saturation: the last decade's "
-                   "gain below the one before it" + (" (holds)." if sat and all(sat) else " (does not hold: still "
-                   "rising at the largest n)."), points=True)
+        at = {e: int(k[np.searchsorted(n, 10 ** e)]) for e in range(0, int(np.log10(n[-1])) + 1)
+              if np.searchsorted(n, 10 ** e) < len(n)}
+        steps = []
+        for e in (e for e in at if e + 1 in at and at[e + 1]):
+            lo, hi = wilson_interval(at[e], at[e + 1])
+            verdicts.append(interval_verdict(lo - 0.1, hi - 0.1))
+            steps.append(f"10^{e} → 10^{e + 1}: {at[e]}/{at[e + 1]} [{pct(lo)}, {pct(hi)}]%")
+        i = int(np.searchsorted(n, n[-1] * small))
+        lo, hi = wilson_interval(int(k[i]), int(k[-1]))
+        verdicts.append(interval_verdict(lo - 0.5, hi - 0.5))
+        parts.append(f"{model}: extractable " + ", ".join(f"n=10^{e}: {pct(v / total)}%" for e, v in at.items())
+                     + "; found at n already found at n/10 (sublinear above 10%): " + ", ".join(steps)
+                     + f"; at n = {int(n[i]):,} already {k[i]}/{k[-1]} of those at {int(n[-1]):,} "
+                     f"[{pct(lo)}, {pct(hi)}]% ('most' above 50%)")
+    return Finding(f"records extractable at p = {b['p']}, mask {b['mask']}, of {total} (one seed): " + "; ".join(parts),
+                   combine(verdicts), "Sublinear: each 10× more queries gives less than 10× more records, read as the "
+                   "share of the records found at 10n already found at n, above 10% (Wilson interval). Saturating "
+                   f"early: most of the records found at the largest n already found at 1/{1 / small:,.0f} of it, its "
+                   "share above 50%; below it is against the claim.", one_seed=True)
 
 
 def shift(recs: dict[str, dict], *, name: str = "pii-extraction", regime=None) -> Finding:
+    """Training values more likely than unseen ones: per model and field, median log p̂ of training − unseen values
+    (first seed) with a bootstrap interval, each one comparison (no paper figure: a tie is inconclusive)."""
     rec = recs[name]
-    parts, up = [], []
+    parts, verdicts = [], []
     for key, lp in rec["likelihood_shift"].items():  # per-record log p̂ of the first seed
         d = median_shift(lp["train"], lp["unseen"], seed=0)
-        up.append(d.lo > 0)
+        verdicts.append(interval_verdict(d.lo, d.hi))
         parts.append(f"{key} {d.diff:+.1f} [{d.lo:+.1f}, {d.hi:+.1f}]")
-    verdict = REPRODUCED if all(up) else PARTLY if any(up) else NOT_REPRODUCED
     return Finding(f"median log p̂ of the value, training − unseen messages ({rec['n_train']} and {rec['n_unseen']}; "
                    "nats, first seed) with a bootstrap 95% interval, higher only when it excludes 0: "
-                   + "; ".join(parts), verdict,
+                   + "; ".join(parts), combine(verdicts),
                    regime_text(regime, recs) or ("Unseen messages come from the same generator (names, addresses, "
-                              "phones), so the shift measures memorisation, not format."))
+                              "phones), so the shift measures memorisation, not format."), one_seed=True)

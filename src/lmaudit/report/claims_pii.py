@@ -7,18 +7,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import RANK_MODES, paired_signals, wilson_interval
+from lmaudit.extraction.reconstruct import RANK_MODES, paired_rate_diff, top1_hits, wilson_interval
 from lmaudit.report.claims_base import (
-    NOT_REPRODUCED,
-    PARTLY,
-    REPRODUCED,
     UNCONVERGED_SHARE,
     UNTESTABLE,
     Finding,
-    ci,
+    judged_seeds,
+    newcombe,
     pct,
-    pts,
 )
+from lmaudit.report.verdicts import AGAINST, against_paper, capped, combine, effect_text
 
 
 def lineage(rec: dict, texts: str = "messages") -> str:
@@ -54,35 +52,62 @@ def _counts(rec: dict, key: str, p: float, where: str = "train") -> int:
                for r in rec["pii_rows"][key])
 
 
-def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-extraction") -> Finding:
-    """The AR model has more (n, p)-discoverable training values than the DLM max-step, Wilson intervals disjoint
-    per field; where the DLM's p̂ has not converged in the number of orders, the verdict is at most 'partly'."""
-    rec = recs[name]
+def _single(rec: dict) -> bool:
+    """Whether a PII record holds one seed (its rows' per-seed entries, or its ranks', say how many)."""
+    rows = rec.get("pii_rows") or {}
+    if rows:
+        return len(next(iter(rows.values()))) < 2
+    ranks = next(iter(rec["ranks"].values()))
+    return len(next(iter(ranks.values()))) < 2
+
+
+def _field_seeds(rec: dict, a: str, b: str, p: float) -> tuple[list[dict], list[str]]:
+    """Per seed: the share of training values discoverable from model ``a`` − from ``b`` with Newcombe's 95% interval
+    (fractions), and the counts as text."""
     n = rec["n_train"]
-    parts, ok, found, moving, both_zero, guessed = [], [], False, [], [], []
+    out, text = [], []
+    for ra, rb in zip(rec["pii_rows"][a], rec["pii_rows"][b]):
+        ka, kb = ra[f"discoverable@p={p:g}"], rb[f"discoverable@p={p:g}"]
+        d, lo, hi = newcombe(ka, n, kb, n)
+        out.append({"diff": d, "ci95": [lo, hi]})
+        text.append(f"{ka} vs {kb}")
+    return out, text
+
+
+def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-extraction",
+                  effects: dict[str, float] | None = None) -> Finding:
+    """The AR model has more (n, p)-discoverable training values than the DLM max-step: per field and seed, the
+    difference of the two shares with Newcombe's 95% interval, against the paper's difference (``effects``, per
+    field). A field's support does not count (reproduced or partly become inconclusive) where the DLM's p̂ has not
+    converged in the number of orders (an estimate still moving is biased low, which favours the claim), or where
+    the AR model finds unseen values about as often as training ones (its lead is then of guessable values)."""
+    rec = recs[name]
+    n, effects = rec["n_train"], effects or {}
+    parts, verdicts, moving, both_zero, guessed = [], [], [], [], []
     for f in ("email", "phone"):
-        ar, dlm = _counts(rec, f"{f} / AR", p), _counts(rec, f"{f} / DLM max-step", p)
-        seeds = len(rec["pii_rows"][f"{f} / AR"])
-        ok.append(wilson_interval(ar, n * seeds)[0] > wilson_interval(dlm, n * seeds)[1])
-        found |= ar > 0 or dlm > 0
-        both_zero.append(ar == dlm == 0)
-        parts.append(f"{f}: AR {_wilson(ar, n * seeds)} vs DLM max-step {_wilson(dlm, n * seeds)}")
+        per, counts = _field_seeds(rec, f"{f} / AR", f"{f} / DLM max-step", p)
+        text, verdict = judged_seeds(per, effect=effects.get(f))
+        both_zero.append(all(c == "0 vs 0" for c in counts))
+        parts.append(f"{f}: AR vs DLM max-step {', '.join(counts)} of {n}, difference {text}, "
+                     f"{against_paper(effects.get(f))}")
         share = _unconverged(rec, f)
         if share is not None and np.isnan(share):  # every p̂ is 0 in some seed: convergence cannot be confirmed
             parts[-1] += " (its p̂ is 0 for every record of a seed: convergence in R orders cannot be checked)"
-            moving.append(True)
+            moving.append(f)
         elif share is not None:
             parts[-1] += f" (its p̂ moved > 2× from R/2 to R orders: {pct(share)}% of records)"
-            moving.append(share > UNCONVERGED_SHARE)
+            if share > UNCONVERGED_SHARE:
+                moving.append(f)
+        seeds = len(rec["pii_rows"][f"{f} / AR"])
         if all("unseen_discoverable" in r for m in ("AR", "DLM max-step") for r in rec["pii_rows"][f"{f} / {m}"]):
             # the same extraction on messages never trained on: values a model finds without having seen them
-            u_ar, u_dlm, nu = _counts(rec, f"{f} / AR", p, "unseen"), \
-                _counts(rec, f"{f} / DLM max-step", p, "unseen"), rec["n_unseen"] * seeds
+            ar, u_ar = _counts(rec, f"{f} / AR", p), _counts(rec, f"{f} / AR", p, "unseen")
+            u_dlm, nu = _counts(rec, f"{f} / DLM max-step", p, "unseen"), rec["n_unseen"] * seeds
             parts[-1] += f"; unseen control AR {u_ar}/{nu}, DLM {u_dlm}/{nu}"
             if ar and wilson_interval(ar, n * seeds)[0] <= wilson_interval(u_ar, nu)[1]:
                 guessed.append(f)
-    verdict = REPRODUCED if all(ok) else PARTLY if any(ok) else (NOT_REPRODUCED if found else UNTESTABLE)
-    regime = f"{lineage(rec)}. 'Ahead' only when the intervals are disjoint"
+        verdicts.append(capped(verdict) if f in moving or f in guessed else verdict)
+    regime = f"{lineage(rec)}. Each field judged by the rule, per seed"
     if any(both_zero):
         regime += ("; " + " and ".join(f for f, z in zip(("e-mails", "phones"), both_zero) if z)
                    + " discoverable from neither model cannot tell them apart")
@@ -90,74 +115,85 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
     if guessed:
         regime += (f" The AR model's training count of {' and '.join(guessed)} is not above its unseen control (Wilson "
                    "intervals overlap): it finds values it never trained on about as often, so its lead is of "
-                   "guessable values more than of memorised ones; the counts judged are of training messages, as the "
-                   "paper's.")
-    if verdict in (REPRODUCED, PARTLY) and any(moving):
-        verdict = PARTLY
-        regime += (" The DLM's p̂ has not been shown to converge in the number of orders (more than "
-                   f"{pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): a mean of a "
-                   "heavy-tailed probability over few orders is usually below its expectation, which favours this "
-                   "claim, so the verdict is at most partly.")
-    return Finding(f"(n, p)-discoverable at n = {_query_budget(rec)}, p = {p:g}, Wilson 95% intervals: "
-                   + "; ".join(parts), verdict, regime)
+                   "guessable values more than of memorised ones, and does not count as support.")
+    if moving:
+        regime += (f" The DLM's p̂ of {' and '.join(moving)} has not been shown to converge in the number of orders "
+                   f"(more than {pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): "
+                   "a mean of a heavy-tailed probability over few orders is usually below its expectation, which "
+                   "favours this claim, so its lead does not count as support.")
+    verdict = UNTESTABLE if all(both_zero) else combine(verdicts)
+    if all(both_zero):
+        regime += " No value is discoverable from either model: the claim cannot be read here."
+    return Finding(f"(n, p)-discoverable training values at n = {_query_budget(rec)}, p = {p:g}, per seed: "
+                   + "; ".join(parts), verdict, regime, one_seed=_single(rec))
 
 
-def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction") -> Finding:
-    """Max-step leaks more: in every field its count is not below one-step's and its median log p̂ is above, and in
-    some field its count is higher (points: counts and medians, no interval)."""
-    rec = recs[name]
-    parts, higher, more, counts = [], [], [], []
+def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction", effects: dict[str, float] | None = None
+                    ) -> Finding:
+    """Max-step leaks more: per field and seed, the share of training values discoverable at max-step − at one step
+    (p = 0.5) with Newcombe's 95% interval, against the paper's difference (``effects``); the median log p̂ is shown
+    beside it. Not testable where no value is discoverable at either step count."""
+    rec, effects = recs[name], effects or {}
+    parts, verdicts, counts, higher = [], [], [], []
     for f in ("email", "phone"):
         one = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM one-step"]])
         mx = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM max-step"]])
-        k1, k2 = _counts(rec, f"{f} / DLM one-step", 0.5), _counts(rec, f"{f} / DLM max-step", 0.5)
-        higher.append(bool(mx > one) and k2 >= k1)
-        more.append(k2 > k1)
-        counts += [k1, k2]
-        parts.append(f"{f}: discoverable one-step {k1}, max-step {k2}; median log p̂ {one:.1f} → {mx:.1f}")
-    counts_zero = not any(counts)
-    verdict = UNTESTABLE if counts_zero else (REPRODUCED if all(higher) and any(more) else NOT_REPRODUCED)
-    moves = "max-step above one-step" if all(higher) else "not max-step above one-step in every field"
-    return Finding("; ".join(parts), verdict,
-                   f"No PII value is discoverable from this DLM at any step count, so the counts cannot differ; the "
-                   f"median likelihoods: {moves}." if counts_zero else
-                   f"Counts at n = {_query_budget(rec)}, p = 0.5 (training messages, every seed); max-step leaks more "
-                   "where its count is not below one-step's and its median log p̂ is above it in every field, and its "
-                   "count is higher in one at least.", points=True)
+        higher.append(bool(mx > one))
+        per, text = _field_seeds(rec, f"{f} / DLM max-step", f"{f} / DLM one-step", 0.5)
+        judged, verdict = judged_seeds(per, effect=effects.get(f))
+        verdicts.append(verdict)
+        counts += [_counts(rec, f"{f} / DLM one-step", 0.5), _counts(rec, f"{f} / DLM max-step", 0.5)]
+        parts.append(f"{f}: discoverable max-step vs one-step {', '.join(text)} of {rec['n_train']}, difference "
+                     f"{judged}, {against_paper(effects.get(f))}; median log p̂ {one:.1f} → {mx:.1f}")
+    if not any(counts):
+        moves = "max-step above one-step" if all(higher) else "not max-step above one-step in every field"
+        return Finding("; ".join(parts), UNTESTABLE, "No PII value is discoverable from this DLM at any step count, so "
+                       f"the counts cannot differ; the median likelihoods (points): {moves}.", one_seed=_single(rec))
+    return Finding("; ".join(parts), combine(verdicts), f"Counts at n = {_query_budget(rec)}, p = 0.5 (training "
+                   "messages, per seed), each field judged by the rule.", one_seed=_single(rec))
 
 
-def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str] | None = None
-              ) -> tuple[list[str], str]:
-    """ASR(a) − ASR(b) on the same records, in inference and generation mode, each field: the text of every pair
-    and the verdict ('a' ahead of, or with ``better=False`` behind, 'b' in every pair: reproduced)."""
+def pii_pairs(rec: dict, a: str, b: str, *, better: bool, names: tuple[str, str] | None = None,
+              effects: dict[str, float] | None = None) -> tuple[list[str], str]:
+    """ASR(a) − ASR(b) on the same records, in inference and generation mode, each field, seed by seed with its
+    paired bootstrap interval over records: the text of every pair and the claim's verdict (``a`` ahead of ``b``,
+    or with ``better=False`` behind it; each pair one comparison against the paper's difference in ``effects``)."""
     if "ranks" not in rec:
         raise KeyError("ranks")
     na, nb = names or (a, b)
-    asr_key = {mode: key for mode, _, key in RANK_MODES}
-    parts, wins, n = [], 0, 0
-    for mode, f, d, lo, hi in paired_signals(rec, a, b):
-        n += 1
-        wins += (lo > 0) if better else (hi < 0)
-        against = (hi < 0) if better else (lo > 0)  # the interval excludes 0 on the other side
-        parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key[mode]][a][f]):.1f}% vs {nb} "
-                     f"{np.mean(rec[asr_key[mode]][b][f]):.1f}%, difference {pts(d)} {ci(lo, hi)}"
-                     + (" (against the claim)" if against else ""))
-    return parts, REPRODUCED if n and wins == n else PARTLY if wins else NOT_REPRODUCED
+    effects = effects or {}
+    parts, verdicts = [], []
+    for mode, key, asr_key in RANK_MODES:
+        ranks = rec.get(key) or {}
+        for f in rec["fields"]:
+            ra, rb = ranks.get(a, {}).get(f), ranks.get(b, {}).get(f)
+            if ra is None or rb is None:
+                continue
+            per = [dict(zip(("diff", "ci95"), (d, [lo, hi])))
+                   for d, lo, hi in (paired_rate_diff(top1_hits([x]), top1_hits([y])) for x, y in zip(ra, rb))]
+            text, verdict = judged_seeds(per, effect=effects.get(f), sign=1.0 if better else -1.0)
+            verdicts.append(verdict)
+            parts.append(f"{mode} {f}: {na} {np.mean(rec[asr_key][a][f]):.1f}% vs {nb} "
+                         f"{np.mean(rec[asr_key][b][f]):.1f}%, difference {text}"
+                         + (" (against the claim)" if verdict == AGAINST else ""))
+    return parts, combine(verdicts)
 
 
 def _coverage(rec: dict) -> str:
     return ", ".join(f"{f} {np.mean(v['coverage']):.0f}%" for f, v in rec["fields"].items())
 
 
-def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, name: str = "pii-reconstruction"
-                 ) -> Callable[[dict], Finding]:
-    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read from paired intervals in both modes; ``beside``: a
-    signal shown next to it, not judged (the fitted-α combination beside the paper's fixed α)."""
+def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, name: str = "pii-reconstruction",
+                 effects: dict[str, float] | None = None) -> Callable[[dict], Finding]:
+    """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read seed by seed from paired intervals in both modes
+    against the paper's difference per field (``effects``); ``beside``: a signal shown next to it, not judged (the
+    fitted-α combination beside the paper's fixed α)."""
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs[name]
-        parts, verdict = pii_pairs(rec, a, b, better=better)
-        ours = ("; ".join(parts)
-                + f" (paired bootstrap over records, all seeds pooled; generation coverage {_coverage(rec)})")
+        parts, verdict = pii_pairs(rec, a, b, better=better, effects=effects)
+        ours = ("; ".join(parts) + " (per seed, paired bootstrap over records; the paper's difference "
+                + ", ".join(f"{f} {effect_text(e)}" for f, e in (effects or {}).items())
+                + f"; generation coverage {_coverage(rec)})")
         if beside:
             ours += (f". Beside it, {beside} (fitted α, not judged): "
                      + "; ".join(pii_pairs(rec, beside, b, better=better)[0]))
@@ -173,16 +209,19 @@ def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, nam
                        f"{_coverage(rec)} of records). α "
                        f"fitted on {rec['n_calibration']} known messages: {', '.join(f'{a:g}' for a in alphas)} (ties "
                        "go to the smallest α, so a fitted α = 0 makes combined CE itself); the fixed-α sweep "
-                       f"(inference, points): {sweep}.")
+                       f"(inference, points): {sweep}.", one_seed=_single(rec))
     return judge
 
 
 def ar_reconstructs_more(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> Finding:
+    """AR − DLM top-1 ASR of redacted values, seed by seed (no paper figure: the extraction paper's claim tested with
+    the Q-Skew paper's attack, so a tie is inconclusive); a pair significantly against makes the claim against."""
     rec = recs[name]
     parts, verdict = pii_pairs(rec, "AR ce", "ce", better=True, names=("AR", "DLM"))
     cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
                     for f, v in rec["fields"].items() if "ar_coverage" in v)
     return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
-                   + f" (paired over records; true value generated at all: {cov})", verdict,
+                   + f" (per seed, paired over records; true value generated at all: {cov})", verdict,
                    f"{lineage(rec)}; {rec['n_targets']} redacted per field. The AR model continues the left context, "
-                   "the DLM fills inserted masks with both contexts.")
+                   "the DLM fills inserted masks with both contexts. No paper figure for this comparison: a tie is "
+                   "inconclusive.", one_seed=_single(rec))

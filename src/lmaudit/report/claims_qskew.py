@@ -7,14 +7,30 @@ from collections.abc import Callable
 import numpy as np
 
 from lmaudit.report.claims_base import (
-    NOT_REPRODUCED,
-    PARTLY,
-    REPRODUCED,
-    UNTESTABLE,
+    ONE_SEED,
+    SEED_WORDS,
     Finding,
     auc_text,
-    paired_lines,
+    judged_lines,
+    one_seed,
     pct,
+    per_seed,
+    row_stat,
+    seed_intervals,
+)
+from lmaudit.report.verdicts import (
+    AGAINST,
+    INCONCLUSIVE,
+    REPRODUCED,
+    SIGN_TEST_SEEDS,
+    across_seeds,
+    against_paper,
+    combine,
+    effect_text,
+    interval_verdict,
+    points_verdict,
+    seed_side,
+    seed_verdicts,
 )
 
 # ---------------------------------------------------------------- the Q-Skew regime study, shared by several claims
@@ -65,129 +81,157 @@ def regimes_why(recs: dict[str, dict], name: str = "dlm-regimes") -> str:
 
 # ---------------------------------------------------------------- judges
 
-def q_skew_beats_baselines(name: str, regimes: str = "dlm-regimes") -> Callable[[dict], Finding]:
+def q_skew_beats_baselines(name: str, regimes: str = "dlm-regimes", *, effect: float | None = None
+                           ) -> Callable[[dict], Finding]:
+    """Q-Skew − each baseline, per seed with its paired interval, against the paper's smallest margin over the next
+    best (``effect``): each baseline one comparison, the claim all of them (any baseline ahead on every seed is
+    against it)."""
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs[name]
-        lines, counts = paired_lines(rec)
-        beaten = [o for o, (a, t, b) in counts.items() if a == a + t + b]
-        ahead_of_q = [o for o, (a, t, b) in counts.items() if b == a + t + b]
-        verdict = (REPRODUCED if len(beaten) == len(counts) else NOT_REPRODUCED if ahead_of_q else PARTLY)
+        lines, verdicts = judged_lines(rec, effect)
+        ahead_of_q = [o for o, v in verdicts.items() if v == AGAINST]
         ours = (f"Q-Skew AUC {auc_text(rec, 'q_skew')}; AUC(q_skew) − AUC(baseline), each seed with its paired "
-                f"95% interval: " + "; ".join(lines))
+                f"95% interval, {against_paper(effect)}: " + "; ".join(lines))
         if ahead_of_q:
             ours += f". Ahead of Q-Skew on every seed: {', '.join(ahead_of_q)}"
-        return Finding(ours, verdict, (real_dlm_setting(rec) + " " if rec.get("experiment", {}).get("base") else "")
-                       + regimes_why(recs, regimes))
+        return Finding(ours, combine(verdicts.values()),
+                       (real_dlm_setting(rec) + " " if rec.get("experiment", {}).get("base") else "")
+                       + regimes_why(recs, regimes), one_seed=one_seed(rec))
     return judge
 
 
-def authors_calibration(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
+def authors_calibration(recs: dict[str, dict], name: str = "dlm-regimes", *, effect: float | None = None) -> Finding:
+    """Q-Skew − the authors' (unmasked-ratio) calibration in every regime of the study, each one seed with its paired
+    interval, against the paper's margin ``effect``; the claim is all of them."""
     rec = recs[name]
-    a, t, b, where = regimes_cells(rec, "calibration unmasked_ratio")
-    a2, t2, b2, _ = regimes_cells(rec, "calibration")
-    n = a + t + b
-    verdict = REPRODUCED if a == n else NOT_REPRODUCED if a == 0 else PARTLY
-    ours = (f"Over {n} regime(s) of {name} (one seed each, paired 95% intervals): Q-Skew ahead of the unmasked-ratio "
-            f"calibration in {a}{' (' + ', '.join(where) + ')' if where else ''}, tied {t}, behind {b}; against the "
-            f"masked-ELBO calibration: ahead {a2}, tied {t2}, behind {b2}.")
     cells = rec["cells"].values()
+    verdicts = [interval_verdict(*c["paired"]["calibration unmasked_ratio"][1:], effect=effect) for c in cells]
+    where = [k for k, v in zip(rec["cells"], verdicts) if v == REPRODUCED]
+    a2, t2, b2, _ = regimes_cells(rec, "calibration")
+    n = len(verdicts)
+    counts = ", ".join(f"{word} {verdicts.count(v)}" for v, word in SEED_WORDS.items() if v in verdicts)
+    ours = (f"Over {n} regime(s) of {name} (one seed each, paired 95% intervals, "
+            f"{against_paper(effect)}): Q-Skew − the unmasked-ratio calibration {counts}"
+            f"{' (ahead: ' + ', '.join(where) + ')' if where else ''}; against the masked-ELBO calibration: ahead "
+            f"{a2}, tied {t2}, behind {b2}.")
     higher = sum(c["auc"]["calibration unmasked_ratio"][0] > c["auc"]["calibration"][0] for c in cells)
     weaker = ("neither variant is the weaker baseline everywhere" if 0 < higher < n else
               f"the {'masked ELBO' if higher == n else 'unmasked ratio'} is the weaker baseline in every regime")
-    return Finding(ours, verdict, "The authors' calibration reads the clean text with no mask (AR-shifted logits); "
-                   "lmaudit's default is the masked ELBO of the published definition, with the authors' way as "
-                   f"`calibration.variant=unmasked_ratio`. Its AUC is above the masked ELBO's in {higher}/{n} regimes "
-                   f"(points): {weaker}.")
+    return Finding(ours, combine(verdicts), "The authors' calibration reads the clean text with no mask (AR-shifted "
+                   "logits); lmaudit's default is the masked ELBO of the published definition, with the authors' way "
+                   f"as `calibration.variant=unmasked_ratio`. Its AUC is above the masked ELBO's in {higher}/{n} "
+                   f"regimes (points): {weaker}.", one_seed=True)
 
 
-def components_help(recs: dict[str, dict], name: str = "dlm-ablation") -> Finding:
+def components_help(recs: dict[str, dict], name: str = "dlm-ablation", *, effects: dict | None = None) -> Finding:
+    """Full Q-Skew − each variant, per seed with its paired interval, against the paper's drop for that component
+    (``effects``); each component helps only where it is ahead on every seed."""
     rec = recs[name]
-    lines, counts = paired_lines(rec)
-    helps = [o for o, (a, t, b) in counts.items() if a == a + t + b]
-    hurts = [o for o, (a, t, b) in counts.items() if b == a + t + b]
-    verdict = REPRODUCED if len(helps) == len(counts) else NOT_REPRODUCED if not helps else PARTLY
-    ours = f"full Q-Skew AUC {auc_text(rec, rec['paired']['compare'])}; full − variant: " + "; ".join(lines)
+    lines, verdicts = judged_lines(rec, effects or {})
+    helps = [o for o, v in verdicts.items() if v == REPRODUCED]
+    hurts = [o for o, v in verdicts.items() if v == AGAINST]
+    ours = (f"full Q-Skew AUC {auc_text(rec, rec['paired']['compare'])}; full − variant (the paper's drop: "
+            + ", ".join(f"{o} {effect_text((effects or {}).get(o))}" for o in verdicts) + "): " + "; ".join(lines))
     why = "A component 'helps' only when full − variant is above 0 on every seed."
     if hurts:
         why += f" The variant(s) {', '.join(hurts)} beat the full method."
         if any("mean" in o for o in hurts):
             why += (" A mean of Δ reads a shift of its location, which a skewness discards by construction (the "
                     "regime rows compare the two shifts).")
-    tied = [o for o in counts if o not in helps and o not in hurts]
+    tied = [o for o in verdicts if o not in helps and o not in hurts]
     if tied:
         e = rec.get("experiment", {})
         size = (f" at {e['budget']} masked forwards and {e['n_members']} + {e['n_nonmembers']} texts"
                 if {"budget", "n_members", "n_nonmembers"} <= set(e) else "")
         why += f" Neither ahead nor behind on every seed{size}: {', '.join(tied)}."
-    return Finding(ours, verdict, why)
+    return Finding(ours, combine(verdicts.values()), why, one_seed=one_seed(rec))
 
 
 def rho_maximises(recs: dict[str, dict], name: str = "dlm-rho") -> Finding:
-    """ρ = 0.35 is a maximum of Q-Skew's AUC over the swept mask ratios: no other ρ ahead of it on any seed, and the
-    curve not flat (it is ahead of some ρ on every seed); another ρ ahead on every seed refutes it; an all-tied sweep
-    cannot locate a maximum."""
+    """ρ = 0.35 maximises Q-Skew's AUC over the swept mask ratios: AUC(0.35) − AUC(each other ρ) is one comparison
+    per ρ, and the claim needs all of them (the authors give no sweep, so no effect size: a tie is inconclusive; another
+    ρ ahead on some seeds and behind on none leaves that comparison not reproduced)."""
     rec = recs[name]
     best = rec["paired"]["compare"]
-    lines, counts = paired_lines(rec)
-    above = [o for o, (a, t, b) in counts.items() if b == a + t + b]  # this ρ beats the compared one on every seed
-    sometimes = [o for o, (a, t, b) in counts.items() if b]
-    below = [o for o, (a, t, b) in counts.items() if a == a + t + b]
-    flat = not sometimes and not any(a for a, _, _ in counts.values())
-    verdict = (NOT_REPRODUCED if above else UNTESTABLE if flat else PARTLY if sometimes or not below else REPRODUCED)
+    lines, verdicts = judged_lines(rec)
+    above = [o for o, v in verdicts.items() if v == AGAINST]  # this ρ beats the compared one on every seed
+    sometimes = [o for o, per in rec["paired"]["vs"].items() if o not in above
+                 and any(p["ci95"][1] < 0 for p in per)]
     rows = list(rec["rows"])
+    higher = [r for r in rows if r != best and row_stat(rec, r)[0] > row_stat(rec, best)[0]]
     ours = (f"Q-Skew AUC by mask ratio: {', '.join(f'{r} {auc_text(rec, r)}' for r in rows)}; AUC({best}) − "
             "AUC(other), each seed with its paired 95% interval: " + "; ".join(lines))
     e = rec.get("experiment", {})
     why = (f"Each ρ gets the same {e.get('budget', 16)} masked forwards per text (a cyclic plan of ⌈1/ρ⌉ chunks a "
-           f"round, its last round partial). The gap is read as AUC. A maximum at {best}: no ρ ahead of it on any seed "
-           "and it ahead of some ρ on every seed.")
+           f"round, its last round partial). The gap is read as AUC. A maximum at {best}: ahead of every other ρ on "
+           "every seed.")
     if above:
         why += f" Ahead of {best} on every seed: {', '.join(above)}."
-    elif flat:
-        why += " Every ρ is tied with it on every seed: at this size the sweep cannot locate a maximum."
-    elif sometimes:
+    if sometimes:
         why += f" Ahead of {best} on some seeds: {', '.join(sometimes)}."
-    return Finding(ours, verdict, why)
+    if higher:
+        why += f" A higher mean AUC than {best}: {', '.join(higher)}."
+    return Finding(ours, combine(verdicts.values()), why, one_seed=one_seed(rec))
 
 
-def misaligned(recs: dict[str, dict]) -> Finding:
+def misaligned(recs: dict[str, dict], *, cost: float = 0.05) -> Finding:
+    """Two parts. 'Costs little': golden − misaligned Q-Skew per seed with its paired interval, oriented as
+    ``cost`` − that drop (the paper's drop, 5.0 points on ArXiv, is what it calls little), so a drop shown below the
+    paper's supports the claim and one shown above it is against it. 'Still above the strongest golden-reference
+    baseline': misaligned Q-Skew − that baseline per seed, on points (the experiment pairs every row with golden
+    Q-Skew only)."""
     rec = recs["dlm-misaligned-ref"]
-    lines, counts = paired_lines(rec)
-    keep = [line for line in lines if "/ q_skew" in line]
-    costs = {o: c for o, c in counts.items() if o.endswith("/ q_skew")}
-    small = all(a < a + t + b for o, (a, t, b) in costs.items())  # golden never ahead on every seed
+    vs = rec["paired"]["vs"]
+    drops = [k for k in vs if k.endswith("/ q_skew")]
+    verdicts, keep = [], []
+    words = {REPRODUCED: "smaller than the paper's", AGAINST: "larger", INCONCLUSIVE: "consistent with it"}
+    for k in drops:
+        seeds = seed_verdicts([(cost - p["ci95"][1], cost - p["ci95"][0]) for p in vs[k]])
+        verdicts.append(across_seeds(seeds))
+        counts = ", ".join(f"{w} {seeds.count(v)}/{len(seeds)}" for v, w in words.items() if v in seeds)
+        keep.append(f"{k} {seed_intervals(vs[k])} (against the paper's drop of {100 * cost:.1f}: {counts}: "
+                    f"{verdicts[-1]})")
     means = {k: v["auc"][0] for k, v in rec["rows"].items()}
     strongest = max((k for k in means if k.startswith("golden /") and not k.endswith("q_skew")), key=means.get)
     mis = [k for k in means if k.endswith("/ q_skew") and not k.startswith("golden")]
-    above = [k for k in mis if means[k] > means[strongest]]
-    verdict = REPRODUCED if small and len(above) == len(mis) else NOT_REPRODUCED if not above else PARTLY
-    ours = (f"golden Q-Skew − misaligned Q-Skew (paired): {'; '.join(keep)}. Misaligned Q-Skew AUC "
-            + ", ".join(f"{k.split(' /')[0]} {auc_text(rec, k)}" for k in mis)
-            + f" vs the strongest golden-reference baseline ({strongest}) {auc_text(rec, strongest)} (points: the "
-              "experiment pairs every row with golden Q-Skew only).")
+    lead = {k: np.subtract(per_seed(rec, k, "auc"), per_seed(rec, strongest, "auc")) for k in mis}
+    verdicts += [points_verdict(d) for d in lead.values()]
+    ours = (f"golden Q-Skew − misaligned Q-Skew (paired): {'; '.join(keep)}. The strongest golden-reference "
+            f"baseline ({strongest}) {auc_text(rec, strongest)} vs misaligned Q-Skew AUC (above / below it on every "
+            "seed, or mixed; points, seed by seed: the experiment pairs every row with golden Q-Skew only): "
+            + ", ".join(f"{k.split(' /')[0]} {auc_text(rec, k)} ({seed_side(d)})" for k, d in lead.items()) + ".")
     below = [r.split(" /")[0] for r in means if r.endswith("/ q_skew")
              and means.get(r.replace("q_skew", "calibration"), -1) > means[r]]
-    return Finding(ours, verdict, "Misaligned references here: a base pretrained with another seed (the paper: the "
-                   "Base/Instruct sibling) and the base fine-tuned on perturbed other passages (the paper's "
+    return Finding(ours, combine(verdicts), "Misaligned references here: a base pretrained with another seed (the "
+                   "paper: the Base/Instruct sibling) and the base fine-tuned on perturbed other passages (the paper's "
                    "para-modification). Q-Skew's mean AUC is below calibration's with the same reference for: "
-                   + (", ".join(below) or "none") + ".", points=True)
+                   + (", ".join(below) or "none") + ".", points=True, one_seed=one_seed(rec))
 
 
 def over_epochs(recs: dict[str, dict]) -> Finding:
+    """Q-Skew ahead of every other attack at every epoch: per epoch, Q-Skew − the strongest other attack on points
+    (per seed where stored; no interval), each epoch one comparison."""
     rec = recs["dlm-epochs"]
     curves = rec["curves"]
     epochs = sorted(next(iter(curves.values())), key=int)
     best = [max(curves, key=lambda a: curves[a][e]["auc"][0]) for e in epochs]
-    q_best = [e for e, b in zip(epochs, best) if b == "q_skew"]
-    verdict = REPRODUCED if len(q_best) == len(epochs) else NOT_REPRODUCED if not q_best else PARTLY
-    ours = ("best AUC per epoch (one seed, points; no interval stored): "
-            + ", ".join(f"{e}: {b} {pct(curves[b][e]['auc'][0])} (q_skew {pct(curves['q_skew'][e]['auc'][0])})"
-                        for e, b in zip(epochs, best)))
+    others = [a for a in curves if a != "q_skew"]
+    def seeds(a: str, e: str) -> np.ndarray:
+        return np.array([x["auc"] for x in curves[a][e]["per_seed"]] if "per_seed" in curves[a][e]
+                        else [curves[a][e]["auc"][0]])
+
+    lead = [seeds("q_skew", e) - np.max([seeds(a, e) for a in others], axis=0) for e in epochs]
+    verdicts = [points_verdict(d) for d in lead]
+    single = one_seed(rec)
+    ours = (f"best AUC per epoch ({'one seed, ' if single else ''}points; no interval stored; Q-Skew above / below "
+            "the strongest other attack on every seed, or mixed): "
+            + ", ".join(f"{e}: {b} {pct(curves[b][e]['auc'][0])} (q_skew {pct(curves['q_skew'][e]['auc'][0])}, "
+                        f"{seed_side(d)})" for e, b, d in zip(epochs, best, lead)))
     leaders = {b: [e for e, x in zip(epochs, best) if x == b] for b in dict.fromkeys(best)}
-    return Finding(ours, verdict, "Best attack by epoch: " + "; ".join(f"{b} at epoch(s) {', '.join(es)}"
-                                                                     for b, es in leaders.items())
-                   + f". {len(rec['experiment']['seeds'])} seed(s), points only: read with the paired rows above.",
-                   points=True)
+    return Finding(ours, combine(verdicts), "Best attack by epoch: " + "; ".join(f"{b} at epoch(s) {', '.join(es)}"
+                                                                              for b, es in leaders.items())
+                   + f". {len(rec['experiment']['seeds'])} seed(s), points only: read with the paired rows above."
+                   + ONE_SEED * single, points=True, one_seed=single)
 
 
 def real_dlm_setting(rec: dict) -> str:
@@ -199,30 +243,40 @@ def real_dlm_setting(rec: dict) -> str:
             f"{e['n_nonmembers']} texts, {e['budget']} masked forwards per mask plan, {len(e['seeds'])} seed(s).")
 
 
+SKEW_BAND = 0.1  # |g₁| below this is 'near symmetric'; g₁ at or above it is right-skewed (one band for both)
+
+
 def asymmetry(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
+    """Theorem 3.2 in three parts, each read over the regimes on points (one seed per regime, no interval): members'
+    Δ right-skewed (g₁ ≥ the band), above non-members', and non-members' near symmetric (|g₁| < the band), each by
+    the sign test across regimes (:data:`SIGN_TEST_SEEDS` regimes or more). One band decides both 'symmetric' and
+    'right-skewed', so a member skew inside it is not right-skewed."""
     rec = recs[name]
     cells = rec["cells"]
-    m = {k: c["delta"]["members"] for k, c in cells.items()}
-    n = {k: c["delta"]["nonmembers"] for k, c in cells.items()}
-    pos = [k for k in cells if m[k]["skew"] > 0]
-    above = [k for k in cells if m[k]["skew"] > n[k]["skew"]]
-    symmetric = [k for k in cells if abs(n[k]["skew"]) < 0.1]  # 'near symmetric': |g₁| below 0.1
-    verdict = (REPRODUCED if len(pos) == len(above) == len(symmetric) == len(cells)
-               else NOT_REPRODUCED if not above else PARTLY)
-    ms = np.array([m[k]["skew"] for k in cells])
-    ns = np.array([n[k]["skew"] for k in cells])
-    ours = (f"per-text skewness of Δ averaged over texts, {len(cells)} regimes: members {ms.min():+.2f} to "
+    ms = np.array([c["delta"]["members"]["skew"] for c in cells.values()])
+    ns = np.array([c["delta"]["nonmembers"]["skew"] for c in cells.values()])
+    parts = {"members right-skewed": ms - SKEW_BAND, "above non-members": ms - ns,
+             "non-members near symmetric": SKEW_BAND - np.abs(ns)}
+    verdicts = {k: points_verdict(v) for k, v in parts.items()}
+    held = {k: int((v > 0).sum()) for k, v in parts.items()}
+    n = len(cells)
+    ours = (f"per-text skewness of Δ averaged over texts, {n} regime{'s' * (n > 1)}: members {ms.min():+.2f} to "
             f"{ms.max():+.2f} (mean {ms.mean():+.2f}), non-members {ns.min():+.2f} to {ns.max():+.2f} (mean "
-            f"{ns.mean():+.2f}); members' skew > 0 in {len(pos)}/{len(cells)}, above non-members' in "
-            f"{len(above)}/{len(cells)} (points; one seed per regime).")
-    right = sum(v >= 0.1 for v in ns)
-    return Finding(ours, verdict, f"Three parts, read separately: members' Δ right-skewed ({len(pos)}/{len(cells)}), "
-                   f"more than non-members' ({len(above)}/{len(cells)}, by {np.mean(ms - ns):+.2f} on average), and "
-                   f"non-members' near symmetric (|g₁| < 0.1 in {len(symmetric)}/{len(cells)}; right-skewed, g₁ ≥ 0.1, "
-                   f"in {right})." + (" Non-members' Δ carries a skew of its own there, so only the members-minus-"
-                                      "non-members gap is evidence of membership" if right else
-                                      " The members-minus-non-members gap is the evidence of membership")
-                   + _skew_beside_location(cells) + ".", points=True)
+            f"{ns.mean():+.2f}); members' skew ≥ {SKEW_BAND} in {held['members right-skewed']}/{n}, above "
+            f"non-members' in {held['above non-members']}/{n}; non-members' |g₁| < {SKEW_BAND} in "
+            f"{held['non-members near symmetric']}/{n} (points; one seed per regime).")
+    right = int((ns >= SKEW_BAND).sum())
+    why = ("Three parts, read separately over the regimes (each regime one point, a sign test across them: the part "
+           f"holding in every regime → reproduced, in none → against it, either only on {SIGN_TEST_SEEDS} regimes or "
+           f"more; fewer regimes (here {n}), or regimes that disagree, inconclusive): "
+           + ", ".join(f"{k} {v}" for k, v in verdicts.items())
+           + f". One band for both: |g₁| < {SKEW_BAND} is near symmetric, g₁ ≥ {SKEW_BAND} right-skewed; "
+           f"non-members' Δ is right-skewed in {right}/{n}." + (" Non-members' Δ carries a skew of its own there, so "
+                                                             "only the members-minus-non-members gap is evidence of "
+                                                             "membership" if right else
+                                                             " The members-minus-non-members gap is the evidence of "
+                                                             "membership") + _skew_beside_location(cells) + ".")
+    return Finding(ours, combine(verdicts.values()), why, points=True, one_seed=n < 2)
 
 
 def _skew_beside_location(cells: dict) -> str:
@@ -236,15 +290,24 @@ def _skew_beside_location(cells: dict) -> str:
 
 
 def mask_ratio(recs: dict[str, dict]) -> Finding:
+    """Assumption 3.1 on the paper's quantity, the mean gain per token at each training mask ratio: it falls from
+    each ratio to the next. The experiment stores one value per ratio (the tokens of every seed pooled), so no step
+    has a second value to measure its noise by, and no test is run: inconclusive whatever the values (the text says
+    so). The gain per exposure is shown as context only: it divides by the ratio, so it falls by construction."""
     rec = recs["dlm-mask-ratio"]
     ratios = sorted(rec["ratios"], key=float)
     mean = [rec["ratios"][r]["mean_gain"] for r in ratios]
     per = [rec["ratios"][r]["mean_gain_per_exposure"] for r in ratios]
-    dec = all(a > b for a, b in zip(mean, mean[1:]))
-    dec_per = all(a > b for a, b in zip(per, per[1:]))
-    verdict = REPRODUCED if dec else PARTLY if dec_per else NOT_REPRODUCED
-    ours = ("mean gain (nats) at mask ratio " + ", ".join(f"{r}: {g:.3f}" for r, g in zip(ratios, mean))
-            + "; per exposure " + ", ".join(f"{g:.3f}" for g in per) + " (one seed, points).")
-    return Finding(ours, verdict, "Per exposure = mean gain / (ratio × epochs): the gain per time a token is "
-                   "masked and trained falls with the ratio (the assumption's per-step form), but a higher ratio "
-                   "trains each token more often, so the mean gain per token need not fall.", points=True)
+    falls = [f"{a} → {b}: {'falls' if x > y else 'rises'}" for a, b, x, y in zip(ratios, ratios[1:], mean, mean[1:])]
+    single = one_seed(rec)
+    stored = ("one seed stored" if single else
+              f"one value per ratio stored, the tokens of {len(rec['experiment']['seeds'])} seeds pooled")
+    ours = ("mean gain per token (nats) at mask ratio " + ", ".join(f"{r}: {g:.3f}" for r, g in zip(ratios, mean))
+            + f" ({'; '.join(falls)}; {stored}: points). Context, not judged: per exposure "
+            + ", ".join(f"{g:.3f}" for g in per) + ".")
+    return Finding(ours, INCONCLUSIVE, f"Read on the paper's quantity (Figure 1: higher mean gain at lower ratios), "
+                   f"step by step; {stored}: inconclusive whatever the values (the sign test across seeds needs one "
+                   f"value per seed, on {SIGN_TEST_SEEDS} seeds or more, and the record keeps no interval). Per "
+                   "exposure = mean gain / (ratio × epochs) falls "
+                   "with the ratio by construction, so it is no evidence for the assumption.", points=True,
+                   one_seed=single)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_intervals, seeds_verdict
+from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals
 
 
 def _num(x: float) -> str:
@@ -34,9 +34,9 @@ def pretraining(recs: dict[str, dict], *, name: str = "real-pretraining-detectio
         variants = [row_stat(rec, row)[0] for row in rec["rows"] if row.startswith(f"{setting}: gap_k ")]
         text += (f" {setting[:1].upper()}{setting[1:]}: the best attack is {best} at {pct(aucs[best])} AUC; Gap-K% − "
                  f"Min-K%++ {seed_intervals(per_seed)} "
-                 f"({count_text(*seeds_verdict(per_seed))})")
+                 f"({count_text(*seed_counts(per_seed))})")
         if tiny in recs and setting in recs[tiny]["paired"]:
-            text += f", on the tiny model {count_text(*seeds_verdict(recs[tiny]['paired'][setting]))}"
+            text += f", on the tiny model {count_text(*seed_counts(recs[tiny]['paired'][setting]))}"
         if variants:
             text += (f"; the Gap-K% smoothing and k variants span {100 * (max(variants) - min(variants)):.1f} points"
                      + (" with no interval (one seed)" if len(e["seeds"]) == 1 else ""))

@@ -23,13 +23,13 @@ On a pretrained ``base`` with ``lora`` set, the target, the retrained model and 
 unlearning method train LoRA adapters (an unlearning adapter on top of the target's),
 never every weight of the real model.
 
-Payload: ``unlearning`` (per "fraction / method / audit": per-seed ρ, mean, std and the
-count of undefined estimates), ``intervals`` (the SMI / SMI-M audits' bootstrap 90%
-intervals, per "fraction / method / audit" and seed), ``intervals_unclipped`` (the same
-percentiles of the unclipped estimate; :func:`coverage` counts how many hold the value ρ
-must take for ``none``, 0, and for ``retrain``, 1), ``rho_unclipped`` (per key and seed),
-``cost_s`` (mean
-seconds of each audit step), ``n_train`` and ``n_nonmembers``.
+Payload: ``unlearning`` (per "fraction / method / audit": per-seed ρ, mean, std — the
+sample std, ddof = 1, of the defined estimates — and the count of undefined estimates),
+``intervals`` (the SMI / SMI-M audits' bootstrap 90% intervals, per "fraction / method /
+audit" and seed), ``intervals_unclipped`` (the same percentiles of the unclipped estimate;
+:func:`coverage` counts how many hold the value ρ must take for ``none``, 0, and for
+``retrain``, 1), ``rho_unclipped`` (per key and seed), ``cost_s`` (mean seconds of each
+audit step), ``n_train`` and ``n_nonmembers``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.folders import cached_build
+from lmaudit.metrics import seed_std
 from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
@@ -109,6 +110,18 @@ def _nan_stat(fn, values) -> float:
     return float(fn(v)) if np.isfinite(v).any() else float("nan")
 
 
+def _seed_std(values) -> float:
+    """The sample std (ddof = 1) of the defined per-seed estimates; 0 for one, NaN for none (as ``seed_std``)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return seed_std(v) if v.size else float("nan")
+
+
+def _std(cell: dict) -> float:
+    """A cell's std, recomputed from its per-seed values (results written before ddof = 1 stored ddof = 0)."""
+    return _seed_std(cell["per_seed"]) if "per_seed" in cell else cell["std"]
+
+
 def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     """ρ of each audit for every forget fraction, unlearning method and seed, and the cost of each audit."""
     if not unlearning_audited(cfg.kind):
@@ -150,7 +163,7 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
                 for audit, (rho_u, ci_u) in raw.items():
                     unclipped["rho_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(rho_u)
                     unclipped["intervals_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(ci_u)
-    table = {k: {"per_seed": v, "mean": _nan_stat(np.nanmean, v), "std": _nan_stat(np.nanstd, v),
+    table = {k: {"per_seed": v, "mean": _nan_stat(np.nanmean, v), "std": _seed_std(v),
                  "n_undefined": int(np.isnan(v).sum())} for k, v in rows.items()}
     return {"unlearning": table, "intervals": intervals, **unclipped,
             "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
@@ -234,10 +247,11 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         rows = []
         for method in methods:
             rows.append([method] + [f"{table[f'{frac} / {method} / {a}']['mean']:.2f} ± "
-                                    f"{table[f'{frac} / {method} / {a}']['std']:.2f}" for a in audits])
+                                    f"{_std(table[f'{frac} / {method} / {a}']):.2f}" for a in audits])
         gold = {a: table[f"{frac} / retrain / {a}"]["mean"] for a in audits} if "retrain" in methods else None
         caption = (f"Forget {100 * float(frac):g}% of the training set: estimated ρ (fraction of the forget set that "
-                   "looks unseen; mean ± std over seeds). 'none' should read 0 and 'retrain' (the gold standard) 1.")
+                   "looks unseen; mean ± std over seeds, ddof = 1). 'none' should read 0 and 'retrain' (the gold "
+                   "standard) 1.")
         if gold:
             caption += " Retrain as measured by each audit: " + ", ".join(f"{a} {v:.2f}" for a, v in gold.items()) + "."
         out.append((caption, ["method"] + audits, rows))
@@ -274,7 +288,7 @@ def figures(record: dict) -> list[tuple[str, str, bytes]]:
     _, methods, audits = _axes(table)
     frac = sorted({_split(k)[0] for k in table}, key=float)[-1]
     series = {a: ([table[f"{frac} / {m} / {a}"]["mean"] for m in methods],
-                  [table[f"{frac} / {m} / {a}"]["std"] for m in methods]) for a in audits}
+                  [_std(table[f"{frac} / {m} / {a}"]) for m in methods]) for a in audits}
     png = plots.grouped_bars(methods, series, ylabel="estimated ρ (forget set looks unseen)", ylim=(0, 1.05),
                              title=f"Unlearning audit, forget {100 * float(frac):g}%")
     return [("rho_by_method", "Estimated ρ per unlearning method and audit", png)]
