@@ -1,0 +1,223 @@
+"""The thirteen headline claims issue 42 found without a row (part 2), as the tuple :data:`ADDED` that
+:mod:`lmaudit.report.claims` appends to its claims, with the judges of the Q-Skew and Gap-K% ones (those of SMI and
+DLM extraction: :mod:`lmaudit.report.claims_added_ext`): Q-Skew's growth of memorisation with epochs, Dream against
+LLaDA, MIMIR-style sets, its PII examples; SMI-M against SMI, the false negatives of MIA audits at 0% FPR, the
+collapse of shadow-model MIAs; Gap-K% on recent instruct models and its τ = 3 count; the generalised extraction
+definition, a larger DLM against a smaller AR model, DLM size and the step count as a privacy knob. Every verdict by
+the rule of :mod:`lmaudit.report.verdicts`; a claim nothing here can measure says why, and what would."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from lmaudit.report import claims_added_ext as x
+from lmaudit.report import claims_gapk as g
+from lmaudit.report import claims_regimes as rg
+from lmaudit.report.claims_base import (
+    ONE_SEED,
+    Claim,
+    Finding,
+    judged_seeds,
+    one_seed,
+    pct,
+)
+from lmaudit.report.claims_more import TOLERANCE
+from lmaudit.report.verdicts import (
+    NOT_RUN,
+    UNTESTABLE,
+    capped,
+    combine,
+    direction,
+    points_verdict,
+    seed_side,
+)
+
+# ---------------------------------------------------------------- Q-Skew
+
+def epochs_grow(recs: dict[str, dict], *, name: str = "dlm-epochs", attack: str = "q_skew") -> Finding:
+    """Memorisation grows with fine-tuning epochs, read as the attack's AUC: each epoch above the one before is one
+    comparison on points (one model per epoch and seed, no interval stored)."""
+    rec = recs[name]
+    curves = rec["curves"]
+    epochs = sorted(curves[attack], key=int)
+
+    def auc(a: str, e: str) -> np.ndarray:
+        return np.array([s["auc"] for s in curves[a][e]["per_seed"]])
+
+    steps = [auc(attack, b) - auc(attack, a) for a, b in zip(epochs, epochs[1:])]
+    rising = [a for a in curves if all(direction(auc(a, y) - auc(a, x)) == 1 for x, y in zip(epochs, epochs[1:]))]
+    whole = [a for a in curves if direction(auc(a, epochs[-1]) - auc(a, epochs[0])) == 1]
+    single = one_seed(rec)
+    ours = (f"{attack} AUC by epoch (mean over seeds; points, no interval stored): "
+            + ", ".join(f"{e}: {pct(auc(attack, e).mean())}" for e in epochs) + "; each epoch against the one before: "
+            + "; ".join(f"{a} → {b} {seed_side(d, up='higher', down='lower')}" for a, b, d in
+                        zip(epochs, epochs[1:], steps)))
+    return Finding(ours, combine(points_verdict(d) for d in steps),
+                   f"Higher at epoch {epochs[-1]} than at epoch {epochs[0]} on every seed for {len(whole)} of "
+                   f"{len(curves)} attacks; higher at every epoch than at the one before for {len(rising)} "
+                   f"({', '.join(rising) or 'none'}). Each epoch is a separate fine-tuning run, "
+                   f"{len(rec['experiment']['seeds'])} seed(s) each: the rule reads points across seeds only."
+                   + ONE_SEED * single,
+                   points=True, one_seed=single)
+
+
+def _origin(e: dict) -> str:
+    """How an experiment's DLM was made, from its stored settings."""
+    base = f"`{e['base']}`" if e.get("base") else f"the `{e['preset']}` AR base"
+    return f"adapted from {base} on {e['adapt_tokens']:,} tokens"
+
+
+def two_families(recs: dict[str, dict], *, name: str = "dlm-dft") -> Finding:
+    """Dream against LLaDA: two DLM families of one size fine-tuned alike; none here has two."""
+    return Finding(f"one DLM family in this regime: `{name}`'s DLM is {_origin(recs[name]['experiment'])}", UNTESTABLE,
+                   "The claim compares two released 7–8B DLM families fine-tuned on the same data. Testing it needs "
+                   "both (or two DLM families of one size, trained differently, fine-tuned on the same data); every "
+                   "DLM here is one model adapted from its own AR base, so there is no second family to compare.")
+
+
+def prior_separates(recs: dict[str, dict], *, name: str = "set-validity") -> Finding:
+    """MIMIR-style sets are unsuitable: on a split whose non-members are drawn unlike the members, the untouched base
+    model (its own best score, the experiment's 'reference's own') separates them before any training: its AUC − 0.5
+    per seed with its 95% interval (no paper figure: a tie is inconclusive). Control: on the iid split the base must
+    not separate them (its Bonferroni test); where it does, support does not count."""
+    rec = recs[name]
+    shifted, iid = rec["cells"]["shifted / fine-tuned"], rec["cells"]["iid / fine-tuned"]
+    per = [{"diff": c["prior"]["auc"] - 0.5, "ci95": [x - 0.5 for x in c["prior"]["ci95"]]} for c in shifted]
+    text, verdict = judged_seeds(per)
+    leaky = [c["seed"] for c in iid if c["prior"]["differ"]]
+    scores = ", ".join(c["prior"]["attack"] for c in shifted)
+    ours = (f"untouched base model's AUC − 50 on the shifted split ({scores}), each seed with its 95% interval: "
+            f"{text}; after fine-tuning the best attack reads "
+            + ", ".join(f"{pct(c['best']['auc'])} ({c['best']['attack']})" for c in shifted)
+            + "; the iid control: the base model's AUC " + ", ".join(
+                f"{pct(c['prior']['auc'])} (Bonferroni p {c['prior']['p']:.2g})" for c in iid))
+    why = (f"The shifted split draws its non-members from another source than the members (as the experiment "
+           f"describes), like MIMIR's sets, here on {rec['experiment']['kind'].upper()} models; the base model has "
+           "never seen either, so whatever separates them there is the sets' difference, which an attack on the "
+           "fine-tuned model reads as membership.")
+    if leaky:
+        why += (f" The base model also separates the iid split on seed(s) {leaky}: the control fails, support does "
+                "not count.")
+    return Finding(ours, capped(verdict) if leaky else verdict, why, one_seed=one_seed(rec))
+
+
+def pii_examples(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> Finding:
+    """The qualitative PII examples: no count to judge; shown, the records each signal alone ranks first."""
+    ranks = recs[name]["ranks"]
+    parts = []
+    for f in ranks["ce"]:
+        pairs = [(c == 1, s == 1) for cs, ss in zip(ranks["ce"][f], ranks["skew_pii"][f]) for c, s in zip(cs, ss)]
+        parts.append(f"{f}: Q-Skew (PII mask) alone {sum(s and not c for c, s in pairs)}, CE alone "
+                     f"{sum(c and not s for c, s in pairs)}, both {sum(c and s for c, s in pairs)} of {len(pairs)}")
+    return Finding("records whose true value ranks first, every seed pooled: " + "; ".join(parts), UNTESTABLE,
+                   "A qualitative description of examples (which values each signal recovers, their length and "
+                   "form), with no count to test. Judging it needs each recovered value's text and each signal's "
+                   "recovered set, which the experiment does not store: it stores each record's rank per signal.")
+
+
+# ---------------------------------------------------------------- Gap-K%
+
+def not_recent(recs: dict[str, dict], *, name: str = "ar-pretraining-detection") -> Finding:
+    """Gap-K% on recent and instruction-tuned models: a model pretrained here from scratch is neither."""
+    tokens = recs[name]["experiment"]["pretrain_tokens"]
+    return Finding(f"the tiny AR model is pretrained here from scratch on {tokens:,} tokens", UNTESTABLE,
+                   "A model pretrained here is neither a recent released model nor instruction-tuned; the claim is "
+                   "judged on SmolLM2-135M-Instruct (its column).")
+
+
+def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", tau: float = 3.0) -> Finding:
+    """The τ = 3 count: no experiment stores per-token gaps."""
+    attacks = ", ".join(recs[name]["experiment"].get("attacks") or []) or "every attack"
+    return Finding(f"not stored: `{name}` stores each attack's AUC ({attacks}), not per-token gaps", NOT_RUN,
+                   f"Measurable on these models but not run: the share of member and of non-member tokens whose "
+                   f"normalised top-1 gap |g_t| exceeds τ = {tau:g}, with an interval over texts, from the same "
+                   "forward passes Gap-K% reads; no experiment computes or stores it.")
+
+
+# ---------------------------------------------------------------- the rows
+
+# as lmaudit.report.claims names them (a test keeps the two equal; this module cannot import that one, which imports it)
+QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
+                     "DLM extraction")
+REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
+REAL_PT, REAL_UL, REAL_DLM_PII = "real-pretraining-detection", "real-unlearning", "real-dlm-pii-extraction"
+REAL_DLM_MIA, REAL_DLM_RECON, REAL_DLM_STEPS = ("real-dlm-dft-lora", "real-dlm-pii-reconstruction",
+                                                "real-dlm-extraction-steps")
+# the effects taken from the papers, each stated in its row
+STEP_MEDIANS = {"2": 0.65, "5": 1.42, "10": 2.05, "max": 3.18}  # DLM-1.1B median log(p̂_N / p̂_1), nats
+INSTRUCT_GAIN = 0.035  # LLaMA 3.1 8B Instruct, WikiMIA-25: Gap-K% 76.6 vs Min-K%++ 73.1
+LLADA_VS_ARM = (213 - 179) / 3000  # e-mails at p = 50%: ARM-1.1B 213 vs LLaDA-8B max-step 179, of 3,000
+
+
+def _adjacent(medians: dict[str, float]) -> str:
+    """The differences of the paper's medians from each step count to the next: '+0.65 / +0.77 / …'."""
+    v = [0.0, *medians.values()]
+    return " / ".join(f"{b - a:+.2f}" for a, b in zip(v, v[1:]))
+
+
+ADDED: tuple[Claim, ...] = (
+    Claim(QS, "Memorisation grows with fine-tuning epochs", "Figure 2: 'memorisation of the training data grows as "
+          "fine-tuning proceeds' (the per-epoch values are not given in the text)", ("dlm-epochs",), epochs_grow,
+          effect="a sign (Figure 2 not itemised): Q-Skew's AUC higher at each epoch than at the one before; points"),
+    Claim(QS, "Dream is less vulnerable to membership inference than LLaDA", "Q-Skew AUC: Dream-Base XSUM 63.4 vs "
+          "LLaDA-8B-Base 80.7; Dream-Instruct Tulu-3 59.1 vs LLaDA-8B-Instruct 67.2 (Tables 1–3)", ("dlm-dft",),
+          two_families, effect="LLaDA − Dream Q-Skew AUC: +17.3 (XSUM, DFT) and +8.1 points (Tulu-3, IFT)",
+          real_experiments=(REAL_DLM_MIA,), real_judge=partial(two_families, name=REAL_DLM_MIA)),
+    Claim(QS, "MIMIR-style benchmarks are unsuitable: their members and non-members differ on the model before "
+          "fine-tuning", "MIMIR is not used: its sets differ a priori on the original model (Section D.1; no figure "
+          "in the text)", ("set-validity",), prior_separates,
+          effect="none given: the untouched model's AUC above 50 on a split whose non-members are drawn unlike the "
+          "members; a tie is inconclusive", real_experiments=("real-set-validity",),
+          real_judge=partial(prior_separates, name="real-set-validity")),
+    Claim(QS, "PII reconstruction examples: values CE alone recovers are shorter and closer to natural language, "
+          "those Q-Skew alone recovers longer and more structured", "Figures 7–9 (qualitative examples, Appendix F)",
+          ("pii-reconstruction",), pii_examples, effect="none: qualitative examples, no count",
+          real_experiments=(REAL_DLM_RECON,), real_judge=partial(pii_examples, name=REAL_DLM_RECON)),
+    Claim(SMI, "SMI-M's estimate is closer to the gold standard than SMI's", "retrained model's ρ*: SMI-M 92.44 vs "
+          "SMI 88.89 (ResNet18-CIFAR10, 5%), 89.84 vs 79.64 (ResNet18-CIFAR100), 92.64 vs 81.22 and 93.95 vs 83.46 "
+          "(ResNet50-CIFAR100, 5% and 10%), 92.27 vs 90.89 (ResNet50-CINIC10), 93.62 vs 91.44 (ViT-CINIC10)",
+          ("unlearning-audit",), x.smi_m_beats_smi,
+          effect="SMI-M closer in every setting, by 1.4 to 11.4 points of ρ*; points (no interval stored)",
+          real_experiments=(REAL_UL,), real_judge=partial(x.smi_m_beats_smi, name=REAL_UL)),
+    Claim(SMI, "MIA audits' false-negative rate swings even at 0% FPR", "ResNet18-CIFAR10, forget 5%: FNR RULI 13.28%, "
+          "LiRA 13.80% at FPR 0.00% (IAM 12.72% at 13.08%)", ("unlearning-audit",), x.fnr_at_zero_fpr,
+          effect="none given (a fluctuation, not a size)", real_experiments=(REAL_UL,),
+          real_judge=partial(x.fnr_at_zero_fpr, name=REAL_UL)),
+    Claim(SMI, "Shadow-model MIAs collapse where SMI-M holds (IAM and RMIA on ViT; here its AR analogue)",
+          "ViT-CINIC10, forget 10%: the retrained model's ρ* IAM 41.01%, RMIA 15.33% vs SMI-M 93.62%",
+          ("unlearning-audit",), x.shadow_collapse,
+          effect=f"SMI-M above IAM by 52.6 and RMIA by 78.3 points of ρ*; judged on points, a collapse read as SMI-M "
+          f"above the shadow-model audit by more than lmaudit's tolerance {TOLERANCE:g} on every seed",
+          real_experiments=(REAL_UL,), real_judge=partial(x.shadow_collapse, name=REAL_UL)),
+    Claim(GAP, "Gap-K% works on recent and instruction-tuned models", "WikiMIA-25 AUROC: LLaMA 3.1 8B 84.1 vs "
+          "Min-K%++ 82.7; LLaMA 3.1 8B Instruct 76.6 vs 73.1", ("ar-pretraining-detection",), not_recent,
+          effect="+3.5 AUC points over Min-K%++ (the instruct model's gain)", real_experiments=(REAL_PT, *REAL_MIA),
+          real_judge=g.real_gap(REAL_PT, REAL_MIA, partial(rg.pretraining, name=REAL_PT), effect=INSTRUCT_GAIN)),
+    Claim(GAP, "Non-training text has more large top-1 gaps (|gap| > τ = 3)", "share of tokens with a gap magnitude "
+          "above τ = 3: train 35.53% vs non-train 39.94%", ("ar-pretraining-detection",), large_gaps,
+          effect="+4.4 points more large-gap tokens in non-members", real_experiments=(REAL_PT,),
+          real_judge=partial(large_gaps, name=REAL_PT)),
+    Claim(EXT, "The generalised (n, p) definition subsumes AR extraction: a suffix mask unmasked left to right",
+          "(Section 3: AR prefix–suffix extraction is the special case M = the suffix; no figure)",
+          ("extraction-steps",), x.ar_special_case, effect="an identity (equality, no size), checked by a test"),
+    Claim(EXT, "LLaDA-8B, larger and trained on far more tokens, leaks less PII than ARM-1.1B", "e-mails at p = 50%: "
+          "LLaDA-8B max-step 179 vs ARM-1.1B 213 (of 3,000); at p = 99% 122 vs 139; phones the other way, 23 vs 5",
+          ("pii-extraction",), partial(x.one_size, what="a DLM larger than its AR model"),
+          effect="smaller AR − larger DLM share of e-mails +1.1 points ((213 − 179) / 3,000)",
+          real_experiments=(REAL_DLM_PII, "pii-extraction"), real_judge=partial(x.larger_dlm_vs_ar,
+                                                                                effect=LLADA_VS_ARM)),
+    Claim(EXT, "Leakage grows with DLM size", "max-step e-mails at p = 50%: DLM-170M 2, DLM-629M (690M in the text) "
+          "10, DLM-1.1B 16; one step 0 at every size", ("pii-extraction",),
+          partial(x.one_size, what="DLMs of two sizes"),
+          effect="none given as a share (the smaller models' totals are not stated): a tie is inconclusive",
+          real_experiments=(REAL_DLM_PII, "pii-extraction"), real_judge=x.dlm_size),
+    Claim(EXT, "The number of sampling steps is a privacy knob: fewer steps, less memorisation", "DLM-1.1B median "
+          "Δ log p̂ +0.65 / +1.42 / +2.05 / +3.18 at 2 / 5 / 10 / max steps against one; 'compressing the steps can "
+          "serve as a defence'", ("extraction-steps",), partial(x.step_knob, medians=STEP_MEDIANS),
+          effect="each step count above the one before by the difference of the paper's medians, "
+          + _adjacent(STEP_MEDIANS) + " nats; more records discoverable at the most steps than at one (none given: a "
+          "tie is inconclusive)", real_experiments=(REAL_DLM_STEPS,),
+          real_judge=partial(x.step_knob, name=REAL_DLM_STEPS, medians=STEP_MEDIANS)),
+)
