@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-quick demo-real real-model test test-slow bench lint docs install clean
+.PHONY: demo demo-quick demo-real real-model served-model test test-slow bench lint docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ real-model: $(STAMP)
 
 demo-real: real-model
 	$(BIN)/lmaudit demo --real
+
+# a real llama.cpp server for served-model audits and the slow served tests: llama-cpp-python's server, which PyPI
+# ships as source only (pip compiles llama.cpp once, about 7 minutes on two cores, and keeps the wheel in its cache)
+served-model: real-model
+	$(BIN)/python -c "import llama_cpp.server" 2>/dev/null || $(BIN)/pip install --quiet 'llama-cpp-python[server]==0.3.36'
 
 # lint (ruff, configured in pyproject.toml), the documentation build, then the default test suite
 test: $(STAMP)

@@ -180,3 +180,44 @@ def test_a_new_plan_kind_is_one_registered_function():
         del PLAN_KINDS["first-half"]
     # 2 whole rounds of ⌈1/0.35⌉ = 3 chunks, and one chunk
     assert MaskPlan("cyclic", budget=7, rho=0.35).n_patterns == 7
+
+
+BEYOND = {"logprob": ("top1_logp", "mu", "sigma", "entropy"), "top_k": ("mu", "sigma", "entropy")}
+
+
+def garbled(stats, fields, seed=7):
+    """``stats`` with ``fields`` replaced by other values of the same shape (what an endpoint cannot give)."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(seed)
+    other = {f: (getattr(stats, f) + rng.normal(1.0, 0.5, getattr(stats, f).shape)).astype(np.float32)
+             for f in fields}
+    return replace(stats, **other)
+
+
+def reads_only_its_access(spec) -> bool:
+    """Whether ``spec``'s scores stay the same when the statistics beyond its declared access are garbled."""
+    fields = BEYOND.get(spec.access)
+    if fields is None:
+        return True  # it may read everything
+    params = SYNTHETIC_PARAMS.get(spec.name, {})
+    plain = spec(records_for(spec, TARGET, REFERENCE, SHADOWS), **params)
+    garbled_records = records_for(spec, garbled(TARGET, fields), garbled(REFERENCE, fields), SHADOWS)
+    return np.allclose(plain, spec(garbled_records, **params), equal_nan=True)
+
+
+@pytest.mark.parametrize("spec", [s for s in list_attacks("ar") if s.access in BEYOND], ids=lambda s: s.name)
+def test_an_attack_reads_nothing_beyond_the_access_it_declares(spec):
+    """A served model gives each token's log-probability and the top-k: an attack declared to need only those
+    scores the same whatever the rest of the distribution is."""
+    assert reads_only_its_access(spec)
+
+
+def test_the_access_check_catches_an_attack_that_reads_more_than_it_declares():
+    from dataclasses import replace
+
+    declared_too_low = replace(get_attack("min_k_pp", "ar"), access="logprob")  # it reads μ and σ
+    assert not reads_only_its_access(declared_too_low)
+    assert {s.access for s in list_attacks("dlm")} == {"weights"}  # masked forwards need the model
+    with pytest.raises(ValueError, match="access must be one of"):
+        register_attack("bad_access", kind="ar", access="api")(lambda stats: stats.zlib_len)

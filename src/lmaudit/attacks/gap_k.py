@@ -35,7 +35,7 @@ def gap_k_scores(gaps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, *, k: 
     return bottom_k_mean(smoothed, sm_offsets, k)
 
 
-@register_attack("gap_k", kind="ar")
+@register_attack("gap_k", kind="ar", access="distribution")
 def gap_k(stats: ARStats, *, k: float = 0.2, window: int = 3, smooth: str = "sequential") -> np.ndarray:
     """Bottom-k% of the smoothed gap g_t = (log p(x_t) − max_v log p(v)) / σ_t.
 

@@ -27,7 +27,7 @@ def _probe(params: dict, budget: int) -> GradientRequest:
     return GradientRequest(subset=str(params.get("parameters") or "all"))
 
 
-@register_attack("gradnorm", kind="ar", probe=_probe,
+@register_attack("gradnorm", kind="ar", probe=_probe, access="weights",
                  opt_in="it needs a backward pass per text, texts one at a time (about three forwards' cost)")
 def gradnorm(stats: GradientStats, *, parameters: str = "all", variant: Literal["l2", "tensor_mean"] = "l2",
              p: Literal[1, 2, "inf"] = "inf") -> np.ndarray:

@@ -27,7 +27,7 @@ def top1_hits(stats: ARStats) -> np.ndarray:
     return stats.logp >= stats.top1_logp
 
 
-@register_attack("exact_match", kind="ar")
+@register_attack("exact_match", kind="ar", access="top_k")
 def exact_match(stats: ARStats) -> np.ndarray:
     """Exact memorisation: the share of positions whose top-1 next token is the text's.
 
@@ -35,7 +35,7 @@ def exact_match(stats: ARStats) -> np.ndarray:
     return segment_mean(top1_hits(stats).astype(np.float64), stats.offsets)
 
 
-@register_attack("extraction_strength", kind="ar")
+@register_attack("extraction_strength", kind="ar", access="top_k")
 def extraction_strength(stats: ARStats) -> np.ndarray:
     """Extraction strength: 1 − (shortest prefix after which greedy decoding reproduces the rest) / length.
 

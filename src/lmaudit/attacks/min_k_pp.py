@@ -9,7 +9,7 @@ from lmaudit.probes.records import ARStats
 from lmaudit.probes.segments import bottom_k_mean
 
 
-@register_attack("min_k_pp", kind="ar")
+@register_attack("min_k_pp", kind="ar", access="distribution")
 def min_k_pp(stats: ARStats, *, k: float = 0.2) -> np.ndarray:
     """Mean of the lowest max(1, ⌊k·n⌋) z_t = (log p − μ_t)/σ_t.
 

@@ -34,6 +34,16 @@ from lmaudit.settings import boolean, number, one_of, table
 from lmaudit.utils import import_submodules
 
 KINDS = ("ar", "dlm")
+# What an attack needs of the audited model, least first: each level includes the ones before it. A model on disk
+# gives every level; a served model gives what its endpoint returns (an OpenAI-compatible completions endpoint with
+# echo and logprobs: "top_k", with k its cap); a chat endpoint without prompt log-probabilities only "generation".
+ACCESS = {
+    "generation": "sampled text only",
+    "logprob": "each token's log-probability given the text before it",
+    "top_k": "also the largest log-probabilities at each position (the top-1 among them)",
+    "distribution": "the whole next-token distribution at each position (its mean and spread over the vocabulary)",
+    "weights": "the model itself: gradients, masked forwards",
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class AttackSpec:
     opt_in: str = ""  # why, said when every attack runs and it is left out
     # each parameter's constraint, check(value, name, flag) as a setting's (declared, or its default's type)
     checks: dict[str, Callable] = field(default_factory=dict)
+    # what it needs of the audited model (a key of ACCESS); a reference's or shadows' statistics are not counted
+    access: str = "logprob"
 
     def check(self, params: dict) -> None:
         """Reject unknown parameter names, values outside a parameter's choices and values that fail its declared
@@ -86,6 +98,7 @@ class AttackSpec:
             "kind": self.kind,
             "needs_reference": self.needs_reference,
             "needs_shadows": self.needs_shadows,
+            "access": self.access,
             "direction": self.direction,
             "params": dict(self.params),
             "choices": {k: list(v) for k, v in self.choices.items()},
@@ -151,7 +164,8 @@ def _checks(name: str, params: dict[str, Any], choices: dict[str, tuple], declar
 
 
 def register_attack(name: str, *, kind: str, needs_reference: bool = False, probe=None, needs_shadows: bool = False,
-                    per_sample: bool = True, example=None, opt_in: str = "", checks: dict[str, Callable] | None = None):
+                    per_sample: bool = True, example=None, opt_in: str = "", checks: dict[str, Callable] | None = None,
+                    access: str | None = None):
     """Decorator registering ``fn(records, *, ...)`` as attack ``name`` for models of ``kind``.
 
     Default parameters are read from the function's keyword-only arguments (any
@@ -166,7 +180,12 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
     names them). ``opt_in`` (the reason) makes an attack run only when named or given
     parameters, never as one of "every attack". ``checks`` declares parameters' constraints, as settings declare
     theirs (``{"shots": integer(1)}``, :mod:`lmaudit.utils`); a parameter without one must have its default's type.
+    ``access`` (a key of :data:`ACCESS`) is what the attack needs of the audited model: by default each token's
+    log-probability for an AR attack, the model itself for a DLM attack (masked forwards).
     """
+    access = access or ("logprob" if kind == "ar" else "weights")
+    if access not in ACCESS:
+        raise ValueError(f"attack '{name}': access must be one of {', '.join(ACCESS)}, got {access!r}")
     if kind not in KINDS:
         raise ValueError(f"kind must be 'ar' or 'dlm', got {kind!r}")
     if kind == "dlm" and probe is None:
@@ -181,7 +200,8 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
         _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary,
                                              probe=probe or ar_probe, needs_shadows=needs_shadows,
                                              per_sample=per_sample, example=example, choices=choices,
-                                             opt_in=opt_in, checks=_checks(name, params, choices, checks or {}))
+                                             opt_in=opt_in, checks=_checks(name, params, choices, checks or {}),
+                                             access=access)
         return fn
 
     return wrap

@@ -22,16 +22,20 @@ def attacks_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     kind: Optional[str] = typer.Option(None, help="Only attacks for ar or dlm models."),
 ) -> None:
-    """List registered attacks: kind, what they need (reference, shadows), direction, default parameters."""
+    """List registered attacks: kind, what they need (reference, shadows, access to the model), default parameters.
+
+    Access, least first: generation (sampled text), logprob (each token's log-probability), top_k (also the top
+    log-probabilities at each position), distribution (the whole next-token distribution), weights (the model
+    itself). A served model gives logprob and top_k."""
     specs = [s.describe() for s in list_attacks(kind)]
     if as_json:
         sys.stdout.write(json.dumps(specs, indent=2) + "\n")
         return
     table = Table(title="Registered attacks (higher score = more likely a member)")
-    for col in ("name", "kind", "reference", "shadows", "parameters", "summary"):
+    for col in ("name", "kind", "reference", "shadows", "access", "parameters", "summary"):
         table.add_column(col)
     for s in specs:
         params = ", ".join(f"{k}={v}" for k, v in s["params"].items()) or "-"
         table.add_row(s["name"], s["kind"], "yes" if s["needs_reference"] else "no",
-                      "yes" if s["needs_shadows"] else "no", params, s["summary"])
+                      "yes" if s["needs_shadows"] else "no", s["access"], params, s["summary"])
     print_table(table)
