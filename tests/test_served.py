@@ -278,3 +278,12 @@ def test_the_real_servers_answer_shifted_by_one_position_is_refused():
     with pytest.raises(LmauditError, match="asked for the prefix alone"):
         check_alignment(Endpoint(replay.url, model=rec["model"], cache=False), tok, rec["bos_id"])
     replay.server.shutdown()
+
+
+def test_a_server_whose_tokenizer_changed_since_a_cached_run_is_refused(serve, tokenizer):
+    """The tokenizer check asks the server every time: an answer cached from an earlier run must not vouch for it."""
+    server = serve()
+    check_alignment(Endpoint(server.url), tokenizer, BOS)
+    server.faults["tokenizer_offset"] = 1
+    with pytest.raises(LmauditError, match="tokenizer differs from the local one"):
+        check_alignment(Endpoint(server.url), tokenizer, BOS)

@@ -184,11 +184,11 @@ class Endpoint:
         return listed[0]
 
     def tokenize(self, text: str) -> list[int] | None:
-        """The server's token ids of ``text`` (llama-cpp-python's ``/extras/tokenize``, vLLM's ``/tokenize``);
-        None when it offers neither."""
+        """The server's token ids of ``text`` (llama-cpp-python's ``/extras/tokenize``, vLLM's ``/tokenize``), asked
+        every time (never from the cache: it checks the server as it is now); None when it offers neither."""
         for path, body in (("/extras/tokenize", {"input": text}), ("/tokenize", {"prompt": text})):
             try:
-                answer = self.ask(path, {**body, "model": self.model})
+                answer = self.ask(path, {**body, "model": self.model}, cached=False)  # a check: asked every time
             except LmauditError:
                 continue
             tokens = answer.get("tokens")
