@@ -4,7 +4,8 @@ the report modules themselves). Not in ``lmaudit.api``'s ``__all__``: import the
 
 Also here, as their modules wrote them: ``ci_text`` (an interval as "[lo, hi]"); ``results_table`` and
 ``verdict_text`` (a membership result's table and its verdict in one line); ``audit_rows``, ``asr_rows`` and
-``summary_rows`` ((header, rows) of a set-level audit, a PII reconstruction and an extraction).
+``summary_rows`` ((header, rows) of a set-level audit, a PII reconstruction and an extraction); ``inference_summary``
+(a dataset inference's verdict); ``redact`` and ``mask_value`` (PII shown as its kind and length).
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmaudit import api as _api
-from lmaudit.extraction.reconstruct import mask_value as _mask_value
+from lmaudit.extraction.reconstruct import mask_value as mask_value
 from lmaudit.report.build import write_report as _write_report
 from lmaudit.report.cells import ci_text as ci_text
 from lmaudit.report.claims import build_claims as _build_claims
-from lmaudit.report.dataset_inference import inference_summary as _inference_summary
-from lmaudit.report.records import redact as _redact
+from lmaudit.report.dataset_inference import inference_summary as inference_summary
+from lmaudit.report.records import redact as redact
 from lmaudit.report.summary import audit_summary as _audit_summary
 from lmaudit.report.tables import asr_rows as asr_rows
 from lmaudit.report.tables import audit_rows as audit_rows
@@ -41,18 +42,3 @@ def build_claims(root: str | Path, command: str = "lmaudit claims") -> str:
 def audit_caveats(payload: dict) -> list[str]:
     """The caveats of a set-level audit's verdict (texts the sets share)."""
     return [p for p in _audit_summary(payload).points if p.startswith("Caveat")]
-
-
-def inference_summary(payload: dict):
-    """The verdict of a dataset inference: ``headline`` and ``points`` (the checks, the caveats, the reading)."""
-    return _inference_summary(payload)
-
-
-def redact(text: str) -> str:
-    """``text`` with e-mail addresses and phone numbers replaced by markers of their kind and length."""
-    return _redact(text)
-
-
-def mask_value(value: str | None, field: str = "value") -> str:
-    """A PII value shown as its field and length only, e.g. ``[email, 26 chars]``."""
-    return _mask_value(value, field)
