@@ -567,3 +567,28 @@ def test_rule_texts_follow_the_sign_test_constant(monkeypatch):
                                                              name="rg").regime
     assert "on 7 such seeds at least" in m.smi_illusory({"ul": {"unlearning": table, "rho_unclipped": raw}},
                                                         name="ul").regime
+
+
+@pytest.mark.parametrize("at5, verdict", [((0.06, 0.04, 0.09), REPRODUCED), ((0.0, -0.045, 0.025), NOT_REPRODUCED),
+                                          ((0.0, -0.04, 0.05), INCONCLUSIVE), ((-0.06, -0.09, -0.02), AGAINST)])
+def test_gap_low_fpr_reads_the_paired_tpr_at_five_percent_against_the_papers_gain(at5, verdict):
+    def entry(i):
+        d, lo, hi = at5
+        return {"seed": i, "diff": 0.01, "ci95": [-0.02, 0.04], "tpr@5%fpr": {"diff": d, "ci95": [lo, hi]},
+                "tpr@1%fpr": {"diff": -0.01, "ci95": [-0.025, 0.01]}}
+
+    rec = {"paired": {"compare": "gap_k", "vs": {"min_k_pp": [entry(0), entry(1), entry(2)]}},
+           "experiment": {"n_members": 200, "n_nonmembers": 1000, "epochs": 3}, "rows": {}}
+    f = g.gap_low_fpr_paired({"tpr": rec}, name="tpr", fallback="pt")
+    assert f.verdict == verdict and not f.points
+    assert f"at 5% FPR {100 * at5[0]:+.1f} [{100 * at5[1]:+.1f}, {100 * at5[2]:+.1f}]" in f.ours
+    assert "against the paper's +3.0 points" in f.ours and "5% FPR is 50 of them and 1% is 10" in f.regime
+
+
+def test_gap_low_fpr_without_paired_tprs_falls_back_to_the_points_of_the_pretraining_run():
+    rows = {f"seen 1×: {a}": {"per_seed": [{"tpr@1%fpr": x, "tpr@10%fpr": x} for x in v]}
+            for a, v in (("gap_k", [0.02]), ("min_k_pp", [0.03]))}
+    pt = {"paired": {"seen 1×": []}, "rows": rows, "experiment": {"seeds": [0]}}
+    old = {"paired": {"compare": "gap_k", "vs": {"min_k_pp": seeds(TIED)}}, "experiment": {}, "rows": {}}
+    f = g.gap_low_fpr_paired({"tpr": old, "pt": pt}, name="tpr", fallback="pt")
+    assert f.points and "gap_k 2.0 vs min_k_pp 3.0" in f.ours

@@ -214,6 +214,9 @@ def test_compare_pairs_every_row_against_one_with_intervals(tmp_path):
             want = res["rows"]["q_skew"]["per_seed"][i]["auc"] - res["rows"][other]["per_seed"][i]["auc"]
             assert p["diff"] == pytest.approx(want, abs=1e-9)
             assert p["ci95"][0] <= p["diff"] <= p["ci95"][1] and p["ci95"][1] > p["ci95"][0]
+            assert p["tpr@1%fpr"] is None and p["tpr@5%fpr"] is None  # 6 non-members resolve neither FPR
+    lo, hi = res["rows"]["loss"]["per_seed"][0]["auc_ci95"]  # each seed's own interval travels with its AUC
+    assert lo <= res["rows"]["loss"]["per_seed"][0]["auc"] <= hi
     p = res["paired"]["vs"]["loss"][1]
     lo, hi = p["ci95"]
     verdict = "q_skew ahead" if lo > 0 else "loss ahead" if hi < 0 else "tied"

@@ -72,3 +72,22 @@ def test_median_shift_interval_holds_a_known_shift_and_zero_for_equal_samples():
     assert same.diff == 0.0 and same.lo < 0 < same.hi
     with pytest.raises(LmauditError, match="2 finite values"):
         median_shift([1.0, np.inf], b)
+
+
+def test_paired_tpr_diffs_hand_computed_and_unresolved_below_one_nonmember():
+    from lmaudit.metrics import paired_tpr_diffs
+
+    # 100 members, 100 non-members: a ranks every member above every non-member; b ranks exactly half of the
+    # members above every non-member and the rest below them all.
+    y = np.r_[np.ones(100), np.zeros(100)]
+    a = np.r_[np.arange(100) + 1000.0, np.arange(100)]
+    b = np.r_[np.arange(50) + 1000.0, np.arange(50) - 1000.0, np.arange(100)]
+    out = paired_tpr_diffs(y, a, b, n_resamples=200, seed=0)
+    assert out["tpr@1%fpr"]["diff"] == pytest.approx(0.5)  # 1.0 − 0.5 at one allowed false positive
+    assert out["tpr@5%fpr"]["diff"] == pytest.approx(0.5)
+    lo, hi = out["tpr@1%fpr"]["ci95"]
+    assert 0.3 < lo <= 0.5 <= hi < 0.7  # the members b passes vary by resample; a passes all of them always
+    assert paired_tpr_diffs(y, a, a, n_resamples=50)["tpr@5%fpr"] == {"diff": 0.0, "ci95": [0.0, 0.0]}
+    # 50 non-members cannot resolve 1% FPR (it would be the TPR at zero false positives); 5% is 2 of them
+    few = paired_tpr_diffs(np.r_[np.ones(100), np.zeros(50)], a[:150], b[:150], n_resamples=50)
+    assert few["tpr@1%fpr"] is None and few["tpr@5%fpr"] is not None

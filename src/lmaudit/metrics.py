@@ -238,6 +238,33 @@ def paired_auc_diff(y_true, score_a, score_b, *, n_resamples: int = 1000, level:
     return PairedDiff(auc(y_true, score_a) - auc(y_true, score_b), float(lo), float(hi))
 
 
+LOW_FPRS = {"tpr@1%fpr": 0.01, "tpr@5%fpr": 0.05}  # where paired TPR differences are stored beside the AUC's
+
+
+def paired_tpr_diffs(y_true, score_a, score_b, *, fprs: dict[str, float] = LOW_FPRS, n_resamples: int = 1000,
+                     level: float = 0.95, seed: int = 0) -> dict[str, dict]:
+    """TPR(a) − TPR(b) at each FPR of ``fprs`` ({key: fpr}), each with its paired stratified bootstrap interval:
+    ``{key: {"diff": d, "ci95": [lo, hi]}}``, or ``{key: None}`` where the non-members are too few to resolve
+    the FPR (fewer than 1 / fpr of them: the TPR there would be the TPR at zero false positives).
+
+    The resamples are those of :func:`paired_auc_diff` for the same seed, so the AUC and TPR differences of a pair
+    are read from one draw; TPRs follow the conservative rule of :func:`tpr_at_fpr`.
+    """
+    y_true, score_a = _validate(y_true, score_a)
+    _, score_b = _validate(y_true, score_b)
+    _check_bootstrap(n_resamples, level)
+    n_neg = int((y_true == 0).sum())
+    keys = [k for k, f in fprs.items() if f * n_neg >= 1 - 1e-9]
+    reps = stratified_bootstrap(y_true, [score_a, score_b], n_resamples=n_resamples, seed=seed,
+                                fprs=[fprs[k] for k in keys]).tpr
+    out: dict[str, dict | None] = {k: None for k in fprs}
+    for i, key in enumerate(keys):
+        lo, hi = _interval(reps[:, 0, i] - reps[:, 1, i], level)
+        diff = tpr_at_fpr(y_true, score_a, fpr=fprs[key]) - tpr_at_fpr(y_true, score_b, fpr=fprs[key])
+        out[key] = {"diff": float(diff), "ci95": [float(lo), float(hi)]}
+    return out
+
+
 def median_shift(a, b, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> PairedDiff:
     """median(a) − median(b) of two independent samples (their finite values), with a percentile bootstrap interval
     that resamples each sample on its own: an interval above 0 says a's values sit higher than b's."""

@@ -189,10 +189,15 @@ class Workspace:
         return api.extract(self.load(model), data, config=config).payload
 
 
-def metrics(result, name: str) -> dict[str, float]:
+def metrics(result, name: str) -> dict:
     """AUC and TPR at 10% and 1% FPR of attack ``name`` in an MIA result (NaN for a TPR too few non-members
-    resolve)."""
-    return {m: float("nan") if result.attacks[name][m] is None else float(result.attacks[name][m]) for m in METRICS}
+    resolve), and the 95% bootstrap interval of each as ``<metric>_ci95`` where the result has one."""
+    row = result.attacks[name]
+    out: dict = {m: float("nan") if row[m] is None else float(row[m]) for m in METRICS}
+    for m in METRICS:
+        if row.get(f"{m}_ci95") is not None:
+            out[f"{m}_ci95"] = [float(x) for x in row[f"{m}_ci95"]]
+    return out
 
 
 def aggregate(per_seed: list[dict[str, float]]) -> dict[str, list[float]]:

@@ -6,9 +6,11 @@ tpr@1%fpr}}`` with each metric as [mean, std] over seeds — and its table; they
 their keys and in what a row is: an attack, a variant, or a (reference, attack) pair.
 
 With ``compare = LABEL`` the payload gains ``paired``: ``{"compare": LABEL, "vs": {other:
-[{seed, diff, ci95}]}}``, AUC(LABEL) − AUC(other) on the same samples per seed with the
-paired stratified bootstrap 95% interval (:func:`~lmaudit.metrics.paired_auc_diff`, 1,000
-resamples), so a claim such as "Q-Skew beats every baseline" is read from intervals.
+[{seed, diff, ci95, tpr@1%fpr, tpr@5%fpr}]}}``, AUC(LABEL) − AUC(other) on the same samples per
+seed with the paired stratified bootstrap 95% interval (:func:`~lmaudit.metrics.paired_auc_diff`,
+1,000 resamples), so a claim such as "Q-Skew beats every baseline" is read from intervals, and
+the TPR differences at 1% and 5% FPR on the same resamples (``{diff, ci95}``, None where the
+non-members are too few: :func:`~lmaudit.metrics.paired_tpr_diffs`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import METRICS, Workspace, aggregate, metrics
-from lmaudit.metrics import paired_auc_diff
+from lmaudit.metrics import LOW_FPRS, paired_auc_diff, paired_tpr_diffs
 from lmaudit.settings import boolean, each, integer, one_of, setting, text
 
 HEADERS = ("AUC", "TPR@10%FPR", "TPR@1%FPR")
@@ -83,9 +85,11 @@ class _Collector:
             return
         for label, (_, scores) in entries.items():
             if label != self.compare:
-                diff, lo, hi = paired_auc_diff(labels, entries[self.compare][1], scores, n_resamples=N_PAIRED,
-                                               seed=seed)
-                self.vs.setdefault(label, []).append({"seed": seed, "diff": diff, "ci95": [lo, hi]})
+                first = entries[self.compare][1]
+                diff, lo, hi = paired_auc_diff(labels, first, scores, n_resamples=N_PAIRED, seed=seed)
+                self.vs.setdefault(label, []).append({"seed": seed, "diff": diff, "ci95": [lo, hi],
+                                                      **paired_tpr_diffs(labels, first, scores,
+                                                                         n_resamples=N_PAIRED, seed=seed)})
 
     def payload(self) -> dict:
         out = {"rows": {k: {"per_seed": v, **aggregate(v)} for k, v in self.rows.items()}}
@@ -197,11 +201,24 @@ def paired_tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     if not isinstance(paired, dict) or "compare" not in paired:  # none, or another type's own pairing
         return []
     a = paired["compare"]
-    rows = [[b, str(p["seed"]), f"{100 * p['diff']:+.1f}", f"[{100 * p['ci95'][0]:+.1f}, {100 * p['ci95'][1]:+.1f}]",
+    rows = [[b, str(p["seed"]), f"{100 * p['diff']:+.1f}", _ci(p["ci95"]),
              verdict(p["ci95"], a, b)] for b, per_seed in paired["vs"].items() for p in per_seed]
-    return [(f"AUC({a}) − AUC(row), in points, with the paired stratified bootstrap 95% interval ({N_PAIRED:,} "
-             "resamples, the same for both rows): 'ahead' only when the interval excludes 0.",
-             ["row", "seed", "difference", "95% CI", "verdict"], rows)]
+    out = [(f"AUC({a}) − AUC(row), in points, with the paired stratified bootstrap 95% interval ({N_PAIRED:,} "
+            "resamples, the same for both rows): 'ahead' only when the interval excludes 0.",
+            ["row", "seed", "difference", "95% CI", "verdict"], rows)]
+    for key in LOW_FPRS:  # stored since TPR differences were paired too; absent from older results
+        cells = [[b, str(p["seed"]), f"{100 * p[key]['diff']:+.1f}", _ci(p[key]["ci95"]), verdict(p[key]["ci95"], a, b)]
+                 for b, per_seed in paired["vs"].items() for p in per_seed if p.get(key)]
+        if cells:
+            fpr = key.removeprefix("tpr@").removesuffix("fpr").upper()
+            out.append((f"TPR({a}) − TPR(row) at {fpr} FPR, in points of the members, on the same resamples as the "
+                        "AUC: 'ahead' only when the interval excludes 0.",
+                        ["row", "seed", "difference", "95% CI", "verdict"], cells))
+    return out
+
+
+def _ci(ci95: list[float]) -> str:
+    return f"[{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"
 
 
 register_experiment("mia", config=MIAConfig, run=run_mia_table, tables=lambda rec: rows_tables(rec, "attack"))
