@@ -33,6 +33,7 @@ class FakeServer:
     requests answer 503; ``html`` answers an HTML page; ``tokenizer_offset`` shifts the ids it tokenizes into."""
 
     def __init__(self, model, tokenizer, **faults):
+        self.bos = faults.pop("bos", BOS)
         self.model, self.tokenizer, self.faults, self.seen = model, tokenizer, dict(faults), []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -49,8 +50,8 @@ class FakeServer:
 
     def complete(self, body):
         text, k, echo = body["prompt"], body.get("logprobs"), body.get("echo", False)
-        bos_text = self.tokenizer.convert_ids_to_tokens(BOS)  # special tokens in a text prompt are parsed
-        lead = [BOS] if text.startswith(bos_text) else []
+        bos_text = self.tokenizer.convert_ids_to_tokens(self.bos)  # special tokens in a text prompt are parsed
+        lead = [self.bos] if text.startswith(bos_text) else []
         prompt = lead + self.tokenizer(text.removeprefix(bos_text), add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             rows = torch.log_softmax(self.model(torch.tensor([prompt])).logits[0].float(), -1)
@@ -58,7 +59,7 @@ class FakeServer:
             rows = rows + self.faults["noise"] * torch.randn(rows.shape, generator=torch.Generator().manual_seed(1))
         generated = int(rows[-1].argmax())
         if echo:
-            tokens = prompt[1 if prompt[0] == BOS else 0:] + [generated]
+            tokens = prompt[1 if prompt[0] == self.bos else 0:] + [generated]
             table = torch.cat([rows[1:], rows[-1:]]) if self.faults.get("shift") else rows
         else:
             tokens, table = [generated], rows[len(prompt) - 1:]

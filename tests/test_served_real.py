@@ -76,3 +76,22 @@ def test_served_log_probabilities_are_the_local_weights_to_quantised_arithmetic(
     # measured on these passages: mean 0.091, max 0.66 nats (benchmarks/bench_served.py measures it at scale); a
     # misaligned server would be nats off on most tokens
     assert gaps.mean() < 0.25 and gaps.max() < 2.0, (gaps.mean(), gaps.max())
+
+
+def test_membership_inference_runs_on_the_real_server_and_agrees_with_the_local_weights(served):
+    """``lmaudit.mia`` with the endpoint as the model: each text's loss is the local import's to the quantised
+    arithmetic, Min-K%++ runs on the server's top-k and says it is approximate."""
+    import lmaudit
+
+    endpoint, local = served
+    members, nonmembers = PASSAGES[:2] + PASSAGES[:1], PASSAGES[1:] + PASSAGES[2:]
+    config = lmaudit.RunConfig(attacks=["loss", "min_k_pp"], n_bootstrap=0, blind=False, use_cache=False)
+    remote = lmaudit.mia(endpoint.url, members, nonmembers, tokenizer=MODEL, served_model=MODEL, config=config)
+    assert remote.target["served"]["alignment"]["largest_gap_nats"] <= 1e-3
+    assert any("approximate" in n for n in remote.attacks["min_k_pp"]["notes"])
+    bos = local.tokenizer.bos_token_id
+    for text, score in zip(members + nonmembers, remote.scores["loss"]):
+        ids = local.tokenizer(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            rows = torch.log_softmax(local.model(torch.tensor([[bos, *ids]])).logits[0].float(), -1)
+        assert abs(score - np.mean([float(rows[i][ids[i]]) for i in range(1, len(ids))])) < 0.25

@@ -9,7 +9,8 @@ imports and training defaults. Not in ``lmaudit.api``'s ``__all__``: import them
 Re-exported as their modules define them: ``list_attacks`` (the registered attacks), ``read_toml`` (a TOML file's
 keys, one error naming a bad file), ``git_state`` (the commit of the running code), ``model_folders`` (the folders
 loading a model reads), ``output_folder`` (a folder written whole), ``atomic_path`` (a file written whole),
-``disk_error`` (a full or read-only disk as one error), ``DTYPE_NAMES`` (the precisions a model loads in).
+``disk_error`` (a full or read-only disk as one error), ``DTYPE_NAMES`` (the precisions a model loads in),
+``is_endpoint`` (whether a model source is a served model's URL).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from lmaudit.attacks import list_attacks as list_attacks
 from lmaudit.folders import check_replaceable, with_cache
 from lmaudit.folders import disk_error as disk_error
 from lmaudit.folders import output_folder as output_folder
+from lmaudit.models.served import is_endpoint as is_endpoint
 from lmaudit.models.sources import DTYPE_NAMES as DTYPE_NAMES
 from lmaudit.models.sources import model_folders as model_folders
 from lmaudit.utils import atomic_path as atomic_path

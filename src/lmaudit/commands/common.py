@@ -6,6 +6,7 @@ options, and the output-folder checks, are in :mod:`lmaudit.commands.running`.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -50,8 +51,10 @@ def config_option():
 
 
 def model_option(help: str = "Local model folder (AR or DLM)."):
-    return typer.Option(None, "--model", help=help + " A .gguf file, a folder holding one, or a named model "
-                                                     "(smollm2-135m: lmaudit models list) works too. [required]")
+    return typer.Option(None, "--model", help=help + " A .gguf file, a folder holding one, a named model "
+                                                     "(smollm2-135m: lmaudit models list), or a served model's URL "
+                                                     "(http://127.0.0.1:8080/v1, with --tokenizer) works too. "
+                                                     "[required]")
 
 
 def alias_option(name: str):
@@ -59,8 +62,17 @@ def alias_option(name: str):
     return typer.Option(None, name, hidden=True)
 
 
+def source_arg(path: Optional[Path]):
+    """A model option as given: a served model's URL comes back as the URL (a path option folds its '//')."""
+    text = None if path is None else str(path)
+    if text and re.match(r"https?:/[^/]", text):
+        return text.replace(":/", "://", 1)
+    return path
+
+
 def pick_model(model: Optional[Path], alias: Optional[Path], alias_name: str) -> Path:
-    """``--model``, or its older spelling; exactly one of them."""
+    """``--model``, or its older spelling; exactly one of them (a served model's URL as given)."""
+    model, alias = source_arg(model), source_arg(alias)
     if model is not None and alias is not None and model != alias:
         raise LmauditError(f"--model and {alias_name} name different folders", hint="give --model only")
     chosen = model if model is not None else alias

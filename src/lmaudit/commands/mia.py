@@ -87,7 +87,7 @@ def mia(
     run_options: RunOptions = None,
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
-    model = c.pick_model(model, target, "--target")
+    model, reference = c.pick_model(model, target, "--target"), c.source_arg(reference)
     check_out(out, kind="mia", inputs={**model_inputs("--model", model, model_options),
                                        **model_inputs("--reference", reference, model_options),
                                        "--members": members, "--nonmembers": nonmembers, "--data": data,

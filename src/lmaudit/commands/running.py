@@ -31,6 +31,9 @@ class ModelOptions:
     dtype: str = setting("auto", check=one_of(tools.DTYPE_NAMES))
     device: str = "auto"
     adapter_base: Optional[Path] = None
+    tokenizer: Optional[Path] = None
+    served_model: Optional[str] = None
+    top_k: Optional[int] = None
 
     def __post_init__(self) -> None:
         """Checked before any work (the device is checked when the model loads)."""
@@ -69,6 +72,12 @@ _MODEL_PARAMS = [
     ("adapter_base", Optional[Path], typer.Option(None, help="A model folder that is a PEFT/LoRA adapter is applied to "
                                                              "this base model folder (default: the local folder its "
                                                              "adapter_config.json names).")),
+    ("tokenizer", Optional[Path], typer.Option(None, help="A served model (--model URL): the folder, GGUF file or "
+                                                          "name of a local copy of its tokenizer.")),
+    ("served_model", Optional[str], typer.Option(None, help="A served model: its name where the endpoint serves "
+                                                            "several.")),
+    ("top_k", Optional[int], typer.Option(None, help="A served model: top log-probabilities asked per position "
+                                                     "(default 20; Min-K%++ and Gap-K% read them, approximately).")),
 ]
 _RUN_PARAMS = [
     ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),
@@ -121,7 +130,7 @@ def check_out(out: Path, what: str = "--out", *, kind: str | None = None, inputs
 
 def model_inputs(option: str, path: Optional[Path], options: Optional["ModelOptions"] = None) -> dict:
     """{option: the folders loading ``path`` reads} (an adapter's bases included), for :func:`check_out`."""
-    if path is None:
+    if path is None or tools.is_endpoint(str(path)):
         return {}
     return {option: tools.model_folders(path, options.adapter_base if options else None)}
 

@@ -44,12 +44,15 @@ class ModelHandle:
     def facts(self) -> dict:
         """What a results file records of the model: folder, fingerprint, kind, dtype and device; for a model
         trained with differential privacy, its ``dp`` record (ε and δ spent, noise multiplier, sampling rate, steps);
-        for a model imported from a GGUF file, its ``source`` (the file, its SHA-256, size and quantization types)."""
+        for a model imported from a GGUF file, its ``source`` (the file, its SHA-256, size and quantization types);
+        for a served model, ``served`` (the URL without credentials, its model's name, capabilities and alignment)."""
         facts = {"path": self.path, "fingerprint": self.fingerprint, "kind": self.kind, "dtype": self.dtype,
                  "device": self.device}
         if self.dp is not None:
             facts["dp"] = self.dp
-        if self.source is not None:
+        if self.source is not None and "served" in self.source:  # an endpoint: what it offers, how it was checked
+            facts["served"] = self.source["served"]
+        elif self.source is not None:
             facts["source"] = {k: self.source.get(k) for k in ("gguf", "sha256", "bytes", "architecture",
                                                                 "tensor_types")}
         return facts

@@ -29,6 +29,7 @@ from lmaudit.models.adapters import KIND_SPELLINGS, make_adapter
 from lmaudit.models.fingerprint import chain_fingerprints, model_dir_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.served import is_endpoint
 from lmaudit.models.sources import (
     BASE_OPTION,
     TRAINING_FILE,
@@ -70,6 +71,9 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     adapter_base: str | Path | None = None,
+    tokenizer: str | Path | None = None,
+    served_model: str | None = None,
+    top_k: int | None = None,
 ) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
@@ -86,7 +90,16 @@ def load_model(
     A GGUF file, a folder holding one, or a named model (``smollm2-135m``) loads the folder
     it was imported into (:mod:`lmaudit.models.gguf`; imported on first use), and the
     handle's ``source`` records the file.
+
+    An http(s) URL names a served model (an OpenAI-compatible endpoint, :mod:`lmaudit.models.served_model`):
+    ``tokenizer`` is a local source of its tokenizer, ``served_model`` the served model's name where the endpoint
+    serves several, ``top_k`` the top log-probabilities asked per position; the weight options do not apply.
     """
+    if is_endpoint(path):
+        from lmaudit.models.served_model import DEFAULT_TOP_K, load_served
+
+        return load_served(str(path), tokenizer=tokenizer, served_model=served_model, top_k=top_k or DEFAULT_TOP_K,
+                           kind=kind)
     resolved = resolve_model(path, adapter_base, kind=kind, dtype=dtype, device=device,
                              trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
                              mask_token_id=mask_token_id, shift_logits=shift_logits, local=local_model)

@@ -43,8 +43,33 @@ class ARProbeConfig:
     fused_head: bool = True  # apply a plain output layer in row chunks instead of materialising all logits
 
 
+def _run_served_probe(adapter, textset: TextSet, config: ARProbeConfig, description: str | None) -> ARStats:
+    """The AR probe of a served model: one request per text (the endpoint caches each answer), the statistics its
+    adapter reads from the answer (``mu`` and ``sigma`` approximate: :mod:`lmaudit.models.served_model`)."""
+    if config.long_texts == "window":
+        raise LmauditError("a served model scores whole texts: --long-texts window needs the weights",
+                           hint="use --long-texts truncate (texts longer than the context are refused)")
+    limit = config.max_length or adapter.context_length
+    tok = tokenize_records(adapter.tokenizer, textset, max_length=sys.maxsize)
+    per_sample = []
+    with progress(description, total=len(textset)) as bar:
+        for rec, ids in zip(textset.records, tok.ids):
+            if len(ids) > limit:
+                raise LmauditError(f"{textset.source}: record '{rec.id}' has {len(ids)} tokens, more than the served "
+                                   f"model's {limit}", hint="shorten the texts (a served model scores them whole)")
+            per_sample.append(adapter.token_stats(rec.target, rec.context or ""))
+            bar.advance(1)
+    flat = np.concatenate(per_sample)
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
+    return ARStats(logp=flat[:, 0].copy(), top1_logp=flat[:, 1].copy(), mu=flat[:, 2].copy(),
+                   sigma=flat[:, 3].copy(), entropy=(-flat[:, 2]).copy(), offsets=offsets, zlib_len=tok.zlib_len,
+                   sample_keys=tok.sample_keys)
+
+
 @torch.inference_mode()
 def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, description: str | None) -> ARStats:
+    if getattr(adapter, "remote", False):  # a served model: its endpoint answers, there is no forward to run
+        return _run_served_probe(adapter, textset, config, description)
     max_length = config.max_length or adapter.context_length
     if config.long_texts == "window":  # every token scored, in windows of the context length
         tok = tokenize_records(adapter.tokenizer, textset, max_length=sys.maxsize)

@@ -17,6 +17,7 @@ import numpy as np
 
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.attacks.recall import hold_out_prefix
+from lmaudit.attacks.registry import ACCESS
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.overlap import check_sets, ngram_overlap
 from lmaudit.errors import LmauditError
@@ -32,6 +33,36 @@ from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts
 from lmaudit.runs.mia_result import MIAResult, RunConfig, text_digests
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
 from lmaudit.utils import cache_dir
+
+APPROXIMATED = {"top_k": "distribution"}  # an access level, and the one above it its statistics approximate
+
+
+def access_of(handle: ModelHandle) -> str:
+    """What a model gives (a key of :data:`~lmaudit.attacks.registry.ACCESS`): a served model what its adapter says,
+    a model on disk everything."""
+    return getattr(handle.adapter, "access", "weights")
+
+
+def _by_access(specs, access: str, named: bool) -> tuple[list, dict, list[str]]:
+    """(the attacks ``access`` runs, {attack: why not} for the others, the names of those it runs approximately);
+    an attack named by the user that cannot run is an error."""
+    order = list(ACCESS)
+    runs, skipped, approx = [], {}, []
+    for s in specs:
+        if order.index(s.access) <= order.index(access):
+            runs.append(s)
+        elif APPROXIMATED.get(access) == s.access:
+            runs.append(s)
+            approx.append(s.name)
+        else:
+            skipped[s.name] = f"needs {s.access} access ({ACCESS[s.access]}); the model gives {access}"
+    if named and skipped:
+        name, why = next(iter(skipped.items()))
+        raise LmauditError(f"attack {name} cannot run on this model: it {why}",
+                           hint="audit the model's weights on disk, or leave the attack out")
+    for name, why in skipped.items():
+        info(f"[dim]skipping {name} ({why})[/dim]")
+    return runs, skipped, approx
 
 
 def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False,
@@ -150,6 +181,7 @@ def run_mia(
     """
     config = config or RunConfig()
     specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
+    specs, beyond_access, approximate = _by_access(specs, access_of(target), config.attacks is not None)
     unknown = set(config.params) - {s.name for s in specs}
     if unknown:
         raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
@@ -179,6 +211,9 @@ def run_mia(
     with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
         scores, forwards, examples, prior = _score(ctx, specs, params, both, len(members))
+    for handle in (target, reference):  # a served model must be the one that answered at the start
+        if handle is not None and hasattr(handle.adapter, "check_unchanged"):
+            handle.adapter.check_unchanged()
 
     blind, blind_p, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings)
                                if config.blind else ({}, {}, "blind = False"))
@@ -200,6 +235,10 @@ def run_mia(
                               **summary[spec.name]}
         notes = ctx.notes.get(spec.name, []) + degenerate_notes(spec.name, scores[spec.name], len(members),
                                                                  len(nonmembers))
+        if spec.name in approximate:
+            notes.append(f"approximate: the mean and spread of log p over the vocabulary come from the top "
+                         f"{target.adapter.top_k} log-probabilities the server returned, the mass they leave spread "
+                         "evenly over the other tokens")
         if notes:
             metrics[spec.name]["notes"] = notes
     timings["metrics"] = time.perf_counter() - t0
@@ -223,6 +262,7 @@ def run_mia(
         prior_scores=prior,
         held_out=held_out,
         digests=text_digests(*given),
+        skipped=beyond_access,
     )
 
 
@@ -234,6 +274,7 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     """
     config = config or RunConfig()
     specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
+    specs, beyond_access, approximate = _by_access(specs, access_of(target), config.attacks is not None)
     params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     scores, _, _, _ = _score(ctx, specs, params, textset, 0)

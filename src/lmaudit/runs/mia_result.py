@@ -88,6 +88,7 @@ class MIAResult:
     privleak: dict = field(default_factory=dict)  # against a retrained model's run (lmaudit.runs.privleak)
     held_out: dict | None = None  # non-members an attack took for itself (ReCaLL's prefix), scored by none
     digests: list[str] = field(default_factory=list)  # per record, of its content (:func:`text_digests`)
+    skipped: dict = field(default_factory=dict)  # attacks the target's access could not run: {attack: why}
 
     @property
     def type(self) -> str:
@@ -109,6 +110,7 @@ class MIAResult:
             "long_texts": self.long_texts,
             "overlap": self.overlap,
             **({"held_out": self.held_out} if self.held_out else {}),
+            **({"skipped": self.skipped} if self.skipped else {}),
             "chat_template": self.chat_template,
             "set_check": self.set_check,
             **({"privleak": self.privleak} if self.privleak else {}),
@@ -148,7 +150,7 @@ class MIAResult:
                    examples=read_results(examples) if examples.is_file() else {},
                    long_texts=res.get("long_texts", {}), overlap=res.get("overlap", {}),
                    chat_template=bool(res.get("chat_template", False)), set_check=res.get("set_check") or {},
-                   privleak=res.get("privleak") or {}, held_out=res.get("held_out"),
+                   privleak=res.get("privleak") or {}, held_out=res.get("held_out"), skipped=res.get("skipped") or {},
                    digests=scores["digest"].astype(str).tolist() if "digest" in scores.columns else [],
                    blind_scores={n: scores[n].to_numpy() for n in (res.get("set_check") or {}).get("baselines", {})
                                  if n in scores.columns},

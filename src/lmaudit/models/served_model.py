@@ -1,0 +1,144 @@
+"""A served model as a model source: the handle of an OpenAI-compatible endpoint, whose adapter answers the AR probe
+from prompt log-probabilities instead of a forward pass.
+
+``load_served(url, tokenizer=SOURCE)`` names the endpoint and a local copy of the served model's tokenizer (a model
+folder, GGUF file or model name: the tokenizer is all that is read). Before a handle is returned the endpoint is
+proven aligned (:func:`~lmaudit.models.served.check_alignment`); its capabilities and the alignment's findings are
+what the handle's ``facts()`` record, the URL without credentials.
+
+What a served model gives is access level ``top_k`` (:data:`~lmaudit.attacks.registry.ACCESS`): each scored token's
+log-probability and the ``top_k`` largest log-probabilities at its position. The AR statistics follow:
+
+- ``logp`` exact (the server's own arithmetic, e.g. llama.cpp's quantised kernels);
+- ``top1_logp`` exact: the largest of the top-k;
+- ``mu`` and ``sigma`` (the mean and spread of log p over the vocabulary, which Min-K%++ and Gap-K% read)
+  **approximate**: the top-k tokens with their own probabilities, the mass they leave spread evenly over the rest
+  of the vocabulary (the most even distribution the answer allows). Attacks that read them are marked approximate.
+
+The first token of a text has no log-probability (a server returns the first prompt entry empty), so a served
+probe scores a text's tokens from the second on, each given the BOS token and the tokens before it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lmaudit.errors import LmauditError, ModelLoadError
+from lmaudit.models.handle import ModelHandle
+from lmaudit.models.served import Endpoint, PromptLogprobs, check_alignment, check_unchanged, prompt_logprobs
+
+DEFAULT_TOP_K = 20  # vLLM's default cap (--max-logprobs); llama-cpp-python takes more
+APPROXIMATE = ("mu", "sigma")  # the statistics a served probe approximates from its top-k
+
+
+def topk_moments(top: list[float], vocab: int) -> tuple[float, float]:
+    """(mean, spread) of log p over a vocabulary of ``vocab`` tokens from the log-probabilities ``top`` of some of
+    them: those with their own probabilities, the mass they leave spread evenly over the other tokens."""
+    lp = np.asarray(top, dtype=np.float64)
+    p = np.exp(lp)
+    rest, others = max(0.0, 1.0 - float(p.sum())), max(vocab - len(lp), 0)
+    m1, m2 = float((p * lp).sum()), float((p * lp * lp).sum())
+    if rest > 0 and others > 0:
+        each = np.log(rest / others)
+        m1, m2 = m1 + rest * each, m2 + rest * each * each
+    return m1, float(np.sqrt(max(m2 - m1 * m1, 1e-16)))
+
+
+@dataclass
+class ServedAdapter:
+    """How a probe asks a served model: one completions request per text (cached on disk by the endpoint)."""
+
+    endpoint: Endpoint
+    tokenizer: object
+    bos_id: int
+    top_k: int
+    context_length: int
+    vocab: int
+    capabilities: dict = field(default_factory=dict)
+    remote = True  # no weights here: probes ask the endpoint
+    access = "top_k"
+    long_text_modes = ("truncate",)
+
+    @property
+    def bos_text(self) -> str:
+        return self.tokenizer.convert_ids_to_tokens(self.bos_id)
+
+    def token_stats(self, target: str, context: str = "") -> np.ndarray:
+        """(n, 4) rows (logp, top1_logp, mu, sigma) of the tokens of ``target`` after ``context`` (the first token
+        of the whole text unscored: it has no log-probability)."""
+        text = context + target
+        answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k)
+        return _rows(answer, len(context), self.vocab, where=text[:40])
+
+    def check_unchanged(self) -> None:
+        check_unchanged(self.endpoint, self.tokenizer, self.bos_id, top_k=min(self.top_k, 5))
+
+
+def _rows(answer: PromptLogprobs, start: int, vocab: int, *, where: str) -> np.ndarray:
+    """The statistics of the tokens starting at or after character ``start`` (the target after its context)."""
+    offsets = np.cumsum([0] + [len(t) for t in answer.tokens])[:-1]
+    rows = []
+    for i, (lp, top) in enumerate(zip(answer.logprobs, answer.top), start=1):  # token i: the (i+1)-th of the text
+        if offsets[i] < start:
+            continue
+        values = list(top.values()) or [lp]
+        mu, sigma = topk_moments(values, vocab)
+        rows.append((lp, max(max(values), lp), mu, sigma))
+    if not rows:
+        raise LmauditError(f"the text '{where}…' has no scored token on the served model",
+                           hint="texts need at least two tokens")
+    return np.asarray(rows, dtype=np.float32)
+
+
+def _tokenizer_of(source) -> tuple[object, int]:
+    """The tokenizer of a local model source and its context length (the config's, else the tokenizer's)."""
+    from transformers import AutoTokenizer
+
+    from lmaudit.models.gguf import local_model
+    from lmaudit.models.sources import resolve_source
+
+    folder = resolve_source(source, local=local_model).folder
+    try:
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"'{source}': cannot load a tokenizer ({' '.join(str(exc).split())[:200]})",
+                             hint="name the served model's folder, GGUF file or name with --tokenizer") from None
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    limit = config.get("max_position_embeddings") or getattr(tok, "model_max_length", None)
+    return tok, int(limit) if isinstance(limit, int) and 0 < limit < 10**7 else 2048
+
+
+def load_served(url: str, *, tokenizer=None, served_model: str | None = None, top_k: int = DEFAULT_TOP_K,
+                kind: str | None = None, verify: bool = True) -> ModelHandle:
+    """The handle of the model an OpenAI-compatible endpoint serves, proven aligned before it is returned."""
+    if kind not in (None, "ar"):
+        raise ModelLoadError(f"{url}: a served model is audited as an AR model (prompt log-probabilities), "
+                             f"not as '{kind}'", hint="drop --kind, or audit the DLM's weights on disk")
+    if tokenizer is None:
+        raise ModelLoadError(f"{url}: a served model needs a local copy of its tokenizer",
+                             hint="pass {tokenizer} with the served model's folder, GGUF file or name",
+                             options=("tokenizer",))
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ModelLoadError(f"top_k must be an integer ≥ 1, got {top_k!r}")
+    tok, limit = _tokenizer_of(tokenizer)
+    bos = tok.bos_token_id
+    if bos is None:
+        raise ModelLoadError(f"'{tokenizer}': the tokenizer has no BOS token",
+                             hint="prompt log-probabilities are aligned only after a BOS token")
+    endpoint = Endpoint(url, model=served_model, verify=verify)
+    name = endpoint.served_model()
+    endpoint.model = name
+    found = check_alignment(endpoint, tok, bos, top_k=min(top_k, 5))
+    capabilities = {"url": endpoint.url, "model": name, "prompt_logprobs": "echo", "top_k": top_k,
+                    "tokenize": endpoint.tokenize("a") is not None, "access": ServedAdapter.access,
+                    "approximate": list(APPROXIMATE), "alignment": found.as_dict()}
+    adapter = ServedAdapter(endpoint, tok, bos, top_k, limit, len(tok), capabilities)
+    return ModelHandle(None, tok, endpoint.url, f"served:{endpoint.identity}", "ar", adapter, dtype="served",
+                       device="remote", source={"served": capabilities})

@@ -1,0 +1,106 @@
+"""A served model as a model source: ``lmaudit.mia`` on an endpoint (the fake server of test_served, computed by a
+real tiny model) scores what the model's weights give, runs the attacks its access allows, skips the others with
+the reason, marks the top-k approximations, and records the endpoint without credentials."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import make_texts
+from lmaudit.errors import LmauditError
+from lmaudit.models.loading import load_model
+from lmaudit.models.served_model import topk_moments
+from test_served import FakeServer
+
+BOS = 2  # the tiny tokenizer's own BOS ("<bos>")
+
+
+@pytest.fixture
+def server(tiny_model, tokenizer):
+    s = FakeServer(tiny_model, tokenizer, bos=BOS)
+    yield s
+    s.close()
+
+
+def test_topk_moments_are_exact_when_the_top_k_hold_the_whole_distribution_and_spread_the_rest_evenly():
+    p = np.array([0.5, 0.3, 0.2])
+    mu, sigma = topk_moments(list(np.log(p)), vocab=3)
+    assert mu == pytest.approx(float((p * np.log(p)).sum()))
+    assert sigma == pytest.approx(float(np.sqrt((p * np.log(p) ** 2).sum() - mu ** 2)))
+    # the top two only: the 0.2 they leave spread over the 8 other tokens of a 10-token vocabulary
+    mu2, _ = topk_moments(list(np.log(p[:2])), vocab=10)
+    assert mu2 == pytest.approx(float((p[:2] * np.log(p[:2])).sum() + 0.2 * np.log(0.2 / 8)))
+
+
+def test_a_served_model_scores_what_its_weights_give_and_runs_what_its_access_allows(server, tiny_model, tokenizer,
+                                                                                   tiny_model_dir, monkeypatch):
+    import lmaudit
+    from lmaudit.models.served import API_KEY_ENV
+
+    monkeypatch.setenv(API_KEY_ENV, "s3cret")
+    texts = make_texts(16, seed=7)
+    members, nonmembers = texts[:8], texts[8:]
+    result = lmaudit.mia(server.url, members, nonmembers, tokenizer=tiny_model_dir, top_k=5,
+                         config=lmaudit.RunConfig(n_bootstrap=20, blind=False))
+    assert result.skipped == {}  # every default AR attack runs on top-k access (GradNorm is opt-in)
+    assert {"loss", "zlib", "min_k", "min_k_pp", "gap_k"} <= set(result.attacks)
+    assert any("approximate" in n for n in result.attacks["min_k_pp"]["notes"])
+    assert not any("approximate" in n for n in result.attacks.get("loss", {}).get("notes", []))
+    served = result.target["served"]
+    assert served["url"] == server.url and served["access"] == "top_k"
+    assert served["alignment"]["largest_gap_nats"] < 1e-3
+    assert "s3cret" not in repr(result.payload())
+    # loss = mean log p of tokens 2…n given BOS and the tokens before, as the weights compute it
+    ids = tokenizer(members[0], add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        rows = torch.log_softmax(tiny_model(torch.tensor([[BOS, *ids]])).logits[0], -1)
+    want = np.mean([float(rows[i][ids[i]]) for i in range(1, len(ids))])
+    assert result.scores["loss"][0] == pytest.approx(want, abs=1e-5)
+
+
+def test_named_attacks_beyond_the_access_and_a_missing_tokenizer_are_refused(server, tiny_model_dir):
+    import lmaudit
+
+    with pytest.raises(LmauditError, match="tokenizer"):
+        load_model(server.url)
+    with pytest.raises(LmauditError, match="gradnorm cannot run on this model: it needs weights access"):
+        lmaudit.mia(server.url, ["a b c d e f"] * 2, ["g h i j k l"] * 2, tokenizer=tiny_model_dir,
+                    config=lmaudit.RunConfig(attacks=["loss", "gradnorm"], n_bootstrap=0, blind=False))
+
+
+def test_attacks_beyond_the_access_are_skipped_with_the_reason_and_distribution_ones_run_approximately():
+    from lmaudit.attacks import get_attack
+    from lmaudit.runs.mia import _by_access
+
+    specs = [get_attack(n, "ar") for n in ("loss", "min_k_pp", "gradnorm")]
+    runs, skipped, approx = _by_access(specs, "top_k", named=False)
+    assert [s.name for s in runs] == ["loss", "min_k_pp"] and approx == ["min_k_pp"]
+    assert skipped == {"gradnorm": "needs weights access (the model itself: gradients, masked forwards); the model "
+                                   "gives top_k"}
+    runs, skipped, approx = _by_access(specs, "logprob", named=False)
+    assert [s.name for s in runs] == ["loss"] and set(skipped) == {"min_k_pp", "gradnorm"} and not approx
+    assert [s.name for s in _by_access(specs, "weights", named=True)[0]] == ["loss", "min_k_pp", "gradnorm"]
+
+
+def test_the_command_line_audits_a_served_model_and_records_it_without_credentials(server, tiny_model_dir, tmp_path,
+                                                                                    monkeypatch):
+    import json
+
+    from helpers import lmaudit as cli
+    from lmaudit.models.served import API_KEY_ENV
+
+    monkeypatch.setenv(API_KEY_ENV, "s3cret")
+    texts = make_texts(16, seed=3)
+    for name, part in (("m.jsonl", texts[:8]), ("n.jsonl", texts[8:])):
+        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in part))
+    out = tmp_path / "run"
+    r = cli("mia", "--model", server.url, "--tokenizer", tiny_model_dir, "--members", tmp_path / "m.jsonl",
+            "--nonmembers", tmp_path / "n.jsonl", "--attacks", "loss,min_k_pp", "--bootstrap", 20, "--out", out,
+            "--no-report")
+    assert r.exit_code == 0, r.output
+    saved = (out / "results.json").read_text()
+    res = json.loads(saved)
+    assert res["target"]["served"]["url"] == server.url and res["target"]["path"] == server.url
+    assert "s3cret" not in saved and set(res["attacks"]) == {"loss", "min_k_pp"}
