@@ -104,3 +104,13 @@ def test_the_command_line_audits_a_served_model_and_records_it_without_credentia
     res = json.loads(saved)
     assert res["target"]["served"]["url"] == server.url and res["target"]["path"] == server.url
     assert "s3cret" not in saved and set(res["attacks"]) == {"loss", "min_k_pp"}
+
+
+def test_dataset_inference_runs_on_a_served_model(server, tiny_model_dir):
+    import lmaudit
+
+    texts = make_texts(24, seed=11)
+    found = lmaudit.dataset_inference(server.url, texts[:12], texts[12:], tokenizer=tiny_model_dir,
+                                      config=lmaudit.InferenceConfig(attacks=["loss", "min_k"], splits=3))
+    assert found.type == "dataset-inference" and 0.0 <= found["test"]["p_combined"] <= 1.0
+    assert found["served"]["url"] == server.url and found["model"] == server.url

@@ -116,6 +116,7 @@ def run_dataset_inference(target, suspect: TextSet, validation: TextSet, *, refe
                           **{n: scores[n] for n in columns}, **{k: np.r_[v, rest] for k, v in checked.items()}})
     return {"type": "dataset-inference", "config": asdict(config), "model": target.path, "kind": target.kind,
             "fingerprint": target.fingerprint, "reference": None if reference is None else reference.path,
+            **({"served": target.facts()["served"]} if "served" in target.facts() else {}),
             "n_suspect": len(suspect), "n_validation": len(validation),
             "n_members": None if members is None else len(members),
             "data": {name: ts.source for name, ts in sets.items()}, "overlap": overlap,
