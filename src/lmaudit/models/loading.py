@@ -30,6 +30,7 @@ from lmaudit.models.fingerprint import chain_fingerprints, model_dir_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.served import is_endpoint
+from lmaudit.models.served_model import DEFAULT_TOP_K, load_served
 from lmaudit.models.sources import (
     BASE_OPTION,
     TRAINING_FILE,
@@ -96,8 +97,6 @@ def load_model(
     serves several, ``top_k`` the top log-probabilities asked per position; the weight options do not apply.
     """
     if is_endpoint(path):
-        from lmaudit.models.served_model import DEFAULT_TOP_K, load_served
-
         return load_served(str(path), tokenizer=tokenizer, served_model=served_model, top_k=top_k or DEFAULT_TOP_K,
                            kind=kind)
     resolved = resolve_model(path, adapter_base, kind=kind, dtype=dtype, device=device,

@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from transformers import AutoTokenizer
 
 from lmaudit.errors import LmauditError, ModelLoadError
+from lmaudit.models.gguf import local_model
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.served import Endpoint, PromptLogprobs, check_alignment, check_unchanged, prompt_logprobs
+from lmaudit.models.sources import resolve_source
 
 DEFAULT_TOP_K = 20  # vLLM's default cap (--max-logprobs); llama-cpp-python takes more
 APPROXIMATE = ("mu", "sigma")  # the statistics a served probe approximates from its top-k
@@ -96,11 +99,6 @@ def _rows(answer: PromptLogprobs, start: int, vocab: int, *, where: str) -> np.n
 
 def _tokenizer_of(source) -> tuple[object, int]:
     """The tokenizer of a local model source and its context length (the config's, else the tokenizer's)."""
-    from transformers import AutoTokenizer
-
-    from lmaudit.models.gguf import local_model
-    from lmaudit.models.sources import resolve_source
-
     folder = resolve_source(source, local=local_model).folder
     try:
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
