@@ -158,7 +158,8 @@ def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run
                   "rows": {"seen 4×: gap_k": {"auc": [0.64, 0.0]}, "seen 4×: min_k_pp": {"auc": [0.6, 0.0]}}}
     both = gap.real_judge({"real-dft-lora": tuned, REAL_PT: pretrained})
     assert both.verdict == REPRODUCED and both.ours.startswith("continued pretraining: ")
-    assert "After fine-tuning (not the paper's regime, inconclusive there)" in both.ours
+    assert "After fine-tuning (members met in fine-tuning, not in pretraining; inconclusive there)" in both.ours
+    assert "the paper's regime" not in both.ours + both.regime  # continued pretraining is an analogue, not the paper's
     assert "60,000 tokens" in both.regime and "the best attack is gap_k at 64.0 AUC" in both.regime
     assert gap.real_judge({"real-dft-lora": tuned}).verdict == INCONCLUSIVE  # fine-tuning alone: its own verdict
 

@@ -23,6 +23,7 @@ from lmaudit.report.claims_base import (
     one_seed,
     pct,
 )
+from lmaudit.report.claims_models import model
 from lmaudit.report.claims_more import TOLERANCE
 from lmaudit.report.verdicts import (
     NOT_RUN,
@@ -93,10 +94,14 @@ def prior_separates(recs: dict[str, dict], *, name: str = "set-validity") -> Fin
             + ", ".join(f"{pct(c['best']['auc'])} ({c['best']['attack']})" for c in shifted)
             + "; the iid control: the base model's AUC " + ", ".join(
                 f"{pct(c['prior']['auc'])} (Bonferroni p {c['prior']['p']:.2g})" for c in iid))
+    e = rec["experiment"]
+    unseen = ("the base model was pretrained here without either" if not e.get("base") else
+              f"`{e['base']}` was not trained on either here (whether its authors' pretraining held them is not "
+              "known here)")
     why = (f"The shifted split draws its non-members from another source than the members (as the experiment "
-           f"describes), like MIMIR's sets, here on {rec['experiment']['kind'].upper()} models; the base model has "
-           "never seen either, so whatever separates them there is the sets' difference, which an attack on the "
-           "fine-tuned model reads as membership.")
+           f"describes), like MIMIR's sets, here on {e['kind'].upper()} models; {unseen}, so what separates them "
+           "before fine-tuning is not this fine-tuning's membership, and an attack on the fine-tuned model reads it "
+           "as membership.")
     if leaky:
         why += (f" The base model also separates the iid split on seed(s) {leaky}: the control fails, support does "
                 "not count.")
@@ -119,12 +124,14 @@ def pii_examples(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> 
 
 # ---------------------------------------------------------------- Gap-K%
 
-def not_recent(recs: dict[str, dict], *, name: str = "ar-pretraining-detection") -> Finding:
+def not_recent(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
+               real: str = "real-pretraining-detection") -> Finding:
     """Gap-K% on recent and instruction-tuned models: a model pretrained here from scratch is neither."""
-    tokens = recs[name]["experiment"]["pretrain_tokens"]
-    return Finding(f"the tiny AR model is pretrained here from scratch on {tokens:,} tokens", UNTESTABLE,
-                   "A model pretrained here is neither a recent released model nor instruction-tuned; the claim is "
-                   "judged on SmolLM2-135M-Instruct (its column).")
+    e = recs[name]["experiment"]
+    judged = model(recs[real]["experiment"]) if real in recs else "the real model"
+    return Finding(f"{model(e, 'the model')} is pretrained here from scratch on {e['pretrain_tokens']:,} tokens",
+                   UNTESTABLE, "A model pretrained here is neither a recent released model nor instruction-tuned; the "
+                   f"claim is judged on {judged} (its column).")
 
 
 def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", tau: float = 3.0) -> Finding:

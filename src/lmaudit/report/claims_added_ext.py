@@ -19,6 +19,7 @@ from lmaudit.report.claims_base import (
     paired_median,
     pct,
 )
+from lmaudit.report.claims_models import model, weights
 from lmaudit.report.claims_more import TOLERANCE, UNDEFINED_ERROR
 from lmaudit.report.verdicts import (
     INCONCLUSIVE,
@@ -86,10 +87,6 @@ def fnr_at_zero_fpr(recs: dict[str, dict], *, name: str = "unlearning-audit") ->
                    points=True)
 
 
-def _model(e: dict) -> str:
-    return f"`{e['base']}`" if e.get("base") else f"a `{e.get('preset', 'tiny')}` {e.get('kind', 'ar').upper()} model"
-
-
 def shadow_collapse(recs: dict[str, dict], *, name: str = "unlearning-audit", margin: float = TOLERANCE) -> Finding:
     """The AR analogue of IAM / RMIA collapsing: the shadow-model audit stored here (offline LiRA) against SMI-M on
     the retrained model's forget set (truth 1): SMI-M's ρ − LiRA's above ``margin`` (an error under which an audit
@@ -115,7 +112,8 @@ def shadow_collapse(recs: dict[str, dict], *, name: str = "unlearning-audit", ma
     return Finding(f"ρ of the retrained model's forget set (truth 1) per seed, offline LiRA with {shadows} shadow "
                    "models against SMI-M: " + "; ".join(parts), combine(verdicts),
                    "lmaudit audits unlearning with neither IAM nor RMIA (RMIA is an attack here, not an unlearning "
-                   f"audit): the shadow-model audit it stores is offline LiRA, on {_model(rec['experiment'])}, not a "
+                   "audit): the shadow-model audit it stores is offline LiRA, on "
+                   f"{model(rec['experiment'], 'a model')}, not a "
                    "ViT. Read "
                    "seed by seed: LiRA collapses where SMI-M's ρ is above it by more than the margin on every seed."
                    + ONE_SEED * single, points=True, one_seed=single)
@@ -157,9 +155,8 @@ def _missing(recs: dict[str, dict], *names: str) -> Finding | None:
 
 def _setting(name: str, rec: dict) -> str:
     e = rec["experiment"]
-    model = f"`{e['base']}`" if e.get("base") else f"the `{e['preset']}` preset"
-    how = f"LoRA rank {e['lora']}" if e.get("lora") else "every weight"
-    return f"{name}: {model}, {e['n_members']} messages, {e['epochs']} epochs ({how})"
+    which = f"`{e['base']}`" if e.get("base") else f"the `{e['preset']}` preset"
+    return f"{name}: {which}, {e['n_members']} messages, {e['epochs']} epochs ({weights(e)})"
 
 
 def _moving(rec: dict, key: str) -> bool:
@@ -172,14 +169,15 @@ def one_size(recs: dict[str, dict], *, name: str = "pii-extraction", what: str =
     """A claim across model sizes in a regime whose PII extraction runs one size."""
     return Finding(f"`{name}`: the AR model and its DLM, both of the `{recs[name]['experiment']['preset']}` preset",
                    NOT_RUN, f"No tiny-model experiment extracts PII with {what} on the same messages; a DLM of a "
-                   "larger preset fine-tuned on them would test it. The SmolLM2 column compares across experiments.")
+                   "larger preset fine-tuned on them would test it. The real model's column compares across "
+                   "experiments.")
 
 
 def larger_dlm_vs_ar(recs: dict[str, dict], *, ar: str = "pii-extraction", dlm: str = "real-dlm-pii-extraction",
                      p: float = 0.5, effect: float | None = None) -> Finding:
     """A larger DLM leaks less than a smaller AR model: e-mails discoverable from the small AR model's experiment −
     from the large DLM's (max-step), Newcombe's interval, against the paper's difference; support does not count
-    where the DLM's p̂ has not converged (an estimate still moving is biased low, which favours the claim)."""
+    where the DLM's p̂ has not converged (an estimate still moving may be biased low, which would favour the claim)."""
     if (missing := _missing(recs, ar, dlm)) is not None:
         return missing
     per, counts = _share(recs[ar], "email / AR", recs[dlm], "email / DLM max-step", p)
@@ -246,8 +244,9 @@ def step_knob(recs: dict[str, dict], *, name: str = "extraction-steps", medians:
     return Finding(f"median gain in log p̂ (nats) from each step count to the next, per record (bootstrap 95% interval "
                    f"over {len(cols[steps[0]])} masks, first seed), against the difference of the paper's medians: "
                    + ", ".join(parts) + f"; {leak}", combine(verdicts),
-                   "A knob: every step fewer gives a lower success probability, and fewer records leak at the fewest "
-                   f"steps. A gain is judged only where p̂ has converged in the number of orders (at most {pct(share)}% "
-                   "of records moving by more than 2× from R/2 to R) at both step counts; elsewhere it is inconclusive "
-                   "either way (a mean over too few orders is biased low, more so where the orders differ more).",
+                   "Read as a knob where every step fewer gives a lower success probability and fewer records leak at "
+                   "the fewest steps. A gain is judged only where p̂ has converged in the number of orders (at most "
+                   f"{pct(share)}% of records moving by more than 2× from R/2 to R) at both step counts; elsewhere it "
+                   "is inconclusive either way. Possible reason an estimate still moving misleads: a mean over too few "
+                   "orders may fall below its expectation, more so where the orders differ more.",
                    one_seed=one_seed(rec))

@@ -1,5 +1,7 @@
-"""The Gap-K% paper's claims: Gap-K% against Min-K%++ (in pretraining, the paper's regime, and after fine-tuning),
-its smoothing, its k, paraphrase, Gap-K% against Min-K%, at low FPR, and its component ablation. Intervals where the
+"""The Gap-K% paper's claims: Gap-K% against Min-K%++ (with the members in a pretraining stream: pretraining from
+scratch on the tiny model, continued pretraining of a model pretrained by others on the real one, the closest analogue
+here to the paper's pretraining-data detection; and after fine-tuning), its smoothing, its k, paraphrase, Gap-K%
+against Min-K%, at low FPR, and its component ablation. Intervals where the
 experiment stores them (Gap-K% − Min-K%++), else points seed by seed; every verdict by the rule of
 :mod:`lmaudit.report.verdicts`."""
 
@@ -19,6 +21,7 @@ from lmaudit.report.claims_base import (
     regime_text,
     row_stat,
 )
+from lmaudit.report.claims_models import model, weights
 from lmaudit.report.verdicts import (
     UNTESTABLE,
     against_paper,
@@ -53,11 +56,19 @@ def pretraining_gap(recs: dict[str, dict], *, name: str = PRETRAINING, regime=No
         aucs = [row_stat(rec, f"{setting}: {a}")[0] for a in attacks if f"{setting}: {a}" in rec["rows"]]
         if aucs:
             spans.append(f"{setting}, every attack's AUC {pct(min(aucs))}–{pct(max(aucs))}")
-    return Finding(ours, combine(verdicts), (f"A tiny AR model pretrained from scratch on "
-                   f"{rec['experiment']['pretrain_tokens']:,} tokens with the members in the stream (the paper: "
-                   f"Pythia/LLaMA on WikiMIA and MIMIR); {'; '.join(spans)}. Possible reason where Min-K%++ leads: a "
-                   "small model's top-1 is rarely a confident wrong guess, the case Gap-K% is built on."),
-                   one_seed=one_seed(rec))
+    e = rec["experiment"]
+    how = "continued-pretrained" if e.get("base") else "pretrained from scratch"
+    behind = [s for s, seeds in rec["paired"].items() if seeds and np.mean([p["diff"] for p in seeds]) < 0]
+    why = (f"{_cap(model(e, 'a model'))} {how} on {e['pretrain_tokens']:,} tokens with the members in the stream (the "
+           f"paper: Pythia/LLaMA on WikiMIA and MIMIR); {'; '.join(spans) or 'no attack AUC stored'}.")
+    if behind:
+        why += (f" Min-K%++ leads on the mean over seeds in {', '.join(behind)}. Possible reason: a small model's "
+                "top-1 is rarely a confident wrong guess, the case Gap-K% is built on.")
+    return Finding(ours, combine(verdicts), why, one_seed=one_seed(rec))
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def finetuned_gap(*names: str, effect: float | None = GAP_EFFECT):
@@ -65,36 +76,39 @@ def finetuned_gap(*names: str, effect: float | None = GAP_EFFECT):
     ``names`` (``compare = "gap_k"``), each experiment one comparison against the paper's gain ``effect``."""
 
     def judge(recs: dict[str, dict]) -> Finding:
-        parts, verdicts, aucs = [], [], []
+        parts, verdicts, aucs, tuned = [], [], [], []
         for name in (n for n in names if n in recs):
             rec = recs[name]
             text, verdict = judged_seeds(rec["paired"]["vs"]["min_k_pp"], effect=effect)
             verdicts.append(verdict)
             aucs.append(f"{name}: gap_k {auc_text(rec, 'gap_k')}, min_k_pp {auc_text(rec, 'min_k_pp')}")
             parts.append(f"{name}: {text}")
+            e = rec.get("experiment", {})
+            tuned.append(f"{name}: {model(e)}, {weights(e)}")
         ours = (f"AUC(gap_k) − AUC(min_k_pp) per seed with paired 95% intervals, "
                 f"{against_paper(effect)}: " + "; ".join(parts) + ". AUC mean ± std over seeds: " + "; ".join(aucs))
-        return Finding(ours, combine(verdicts), "Members are fine-tuned into the pretrained SmolLM2-135M-Instruct (see "
-                       "the experiment's description), not met in pretraining as in the paper.")
+        return Finding(ours, combine(verdicts), f"Members are fine-tuned into a pretrained model ({'; '.join(tuned)}), "
+                       "not met in pretraining as in the paper.")
 
     return judge
 
 
 def real_gap(pretraining: str, finetuned: tuple[str, ...], regime, effect: float | None = GAP_EFFECT):
-    """Gap-K% − Min-K%++ on the real model: judged in the paper's regime (``pretraining``: continued pretraining with
-    the members in the stream), with the fine-tuned experiments (``finetuned``, not the paper's regime) beside it."""
+    """Gap-K% − Min-K%++ on the real model: judged on ``pretraining``, continued pretraining of a model pretrained by
+    others with the members in the stream (the closest analogue here to the paper's pretraining-data detection), with
+    the fine-tuned experiments (``finetuned``: members met in fine-tuning, further from the paper) beside it."""
 
     def judge(recs: dict[str, dict]) -> Finding:
         tuned = (finetuned_gap(*finetuned, effect=effect)(recs) if any(name in recs for name in finetuned)
                  else None)
-        if pretraining not in recs:  # the fine-tuned experiments alone, until the paper's regime is run
+        if pretraining not in recs:  # the fine-tuned experiments alone, until continued pretraining is run
             return tuned
         found = pretraining_gap(recs, name=pretraining, regime=regime, effect=effect)
         if tuned is None:
             return found
-        return Finding(f"continued pretraining: {found.ours}. After fine-tuning (not the paper's regime, "
-                       f"{tuned.verdict} there): {tuned.ours.split(': ', 1)[1]}", found.verdict, found.regime,
-                       one_seed=found.one_seed)
+        return Finding(f"continued pretraining: {found.ours}. After fine-tuning (members met in fine-tuning, not in "
+                       f"pretraining; {tuned.verdict} there): {tuned.ours.split(': ', 1)[1]}", found.verdict,
+                       found.regime, one_seed=found.one_seed)
 
     return judge
 
@@ -107,11 +121,14 @@ def _diff(rec: dict, a: str, b: str, metric: str = "auc") -> np.ndarray:
 def smoothing(recs: dict[str, dict], *, name: str = PRETRAINING, regime=None) -> Finding:
     """Sequential > shuffled > none, each '>' one comparison on points seed by seed, in every exposure setting."""
     rec = recs[name]
-    parts, verdicts = [], []
+    parts, verdicts, unsmoothed = [], [], []
     for setting in rec["paired"]:
         rows = [f"{setting}: gap_k smooth={k}" for k in ("sequential", "shuffled", "none")]
         if not all(r in rec["rows"] for r in rows):
             continue
+        means = [row_stat(rec, r)[0] for r in rows]
+        if means[2] > max(means[:2]):
+            unsmoothed.append(setting)
         pair = [points_verdict(_diff(rec, a, b)) for a, b in zip(rows, rows[1:])]
         verdicts += pair
         parts.append(f"{setting}: " + ", ".join(f"{k} {auc_text(rec, r)}" for k, r in
@@ -121,9 +138,11 @@ def smoothing(recs: dict[str, dict], *, name: str = PRETRAINING, regime=None) ->
     return Finding("AUC, mean ± std over seeds (points; the paired interval is stored for Gap-K% − Min-K%++ "
                    "only): " + "; ".join(parts), combine(verdicts),
                    regime_text(regime, recs) or (f"Points over {len(rec['experiment']['seeds'])} seeds (mean ± std, "
-                   "ddof = 1); each '>' is read seed by seed. Possible reason where no smoothing leads: the few "
-                   "tokens that separate members are isolated, and a smoothing window averages them with their "
-                   "neighbours.") + ONE_SEED * one_seed(rec), points=True, one_seed=one_seed(rec))
+                   "ddof = 1); each '>' is read seed by seed." + (
+                       f" No smoothing has the highest mean AUC in {', '.join(unsmoothed)}. Possible reason: the few "
+                       "tokens that separate members are isolated, and a smoothing window averages them with their "
+                       "neighbours." if unsmoothed else "")) + ONE_SEED * one_seed(rec),
+                   points=True, one_seed=one_seed(rec))
 
 
 def k_sensitivity(recs: dict[str, dict], *, name: str = PRETRAINING, regime=None) -> Finding:
@@ -166,7 +185,7 @@ def k_sensitivity(recs: dict[str, dict], *, name: str = PRETRAINING, regime=None
 def paraphrase(recs: dict[str, dict], *, name: str = PRETRAINING, regime=None) -> Finding:
     """Perturbed gap_k − perturbed min_k_pp, one comparison on points per exposure setting, seed by seed."""
     rec = recs[name]
-    parts, verdicts = [], []
+    parts, verdicts, orders = [], [], []
     for setting in rec["paired"]:
         g, m = f"{setting}: perturbed gap_k", f"{setting}: perturbed min_k_pp"
         if g not in rec["rows"] or m not in rec["rows"]:
@@ -174,11 +193,22 @@ def paraphrase(recs: dict[str, dict], *, name: str = PRETRAINING, regime=None) -
         verdicts.append(points_verdict(_diff(rec, g, m)))
         parts.append(f"{setting}: gap_k {auc_text(rec, g)} vs min_k_pp {auc_text(rec, m)} "
                      f"({seed_side(_diff(rec, g, m))})")
+        orders.append(f"{setting}: perturbed {_leader(rec, g, m)}, unperturbed "
+                      + _leader(rec, f"{setting}: gap_k", f"{setting}: min_k_pp"))
     return Finding("word-swap perturbed members vs equally perturbed non-members, AUC mean ± std over seeds "
                    "(points, compared seed by seed): " + "; ".join(parts), combine(verdicts),
                    regime_text(regime, recs) or (f"Word swaps ({PERTURB_RATE:.0%} of words) stand in for DIPPER "
-                   "paraphrases; the ordering follows the unperturbed one (Min-K%++ ahead).")
+                   "paraphrases. The higher mean AUC: " + ("; ".join(orders) or "none stored") + ".")
                    + ONE_SEED * one_seed(rec), points=True, one_seed=one_seed(rec))
+
+
+def _leader(rec: dict, gap: str, mink: str) -> str:
+    """Which of two rows has the higher mean AUC over seeds ('gap_k ahead', 'min_k_pp ahead', 'level'), or that one of
+    them is not stored."""
+    if gap not in rec["rows"] or mink not in rec["rows"]:
+        return "not stored"
+    a, b = row_stat(rec, gap)[0], row_stat(rec, mink)[0]
+    return "gap_k ahead" if a > b else "min_k_pp ahead" if b > a else "level"
 
 
 def gap_beats_min_k(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
@@ -208,8 +238,10 @@ def gap_low_fpr(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:
             parts.append(f"{setting} {metric.replace('tpr@', 'TPR at ').replace('fpr', ' FPR')}: gap_k "
                          f"{', '.join(pct(x) for x in g)} vs min_k_pp {', '.join(pct(x) for x in m)} "
                          f"({seed_side(np.subtract(g, m))})")
+    at5 = any("tpr@5%fpr" in s for r in rec["rows"].values() for s in r.get("per_seed", []))
     return Finding("per seed, % of members: " + "; ".join(parts), combine(verdicts),
-                   "TPR at 5% FPR is not stored; the stored 1% and 10% bracket it, and the verdict needs both. Read "
+                   ("TPR at 5% FPR is stored but not read here" if at5 else "TPR at 5% FPR is not stored")
+                   + "; the stored 1% and 10% bracket it, and the verdict needs both. Read "
                    "seed by seed (no interval of a TPR difference is stored)." + ONE_SEED * one_seed(rec),
                    points=True, one_seed=one_seed(rec))
 
@@ -232,11 +264,21 @@ def gap_low_fpr_paired(recs: dict[str, dict], *, name: str, fallback: str) -> Fi
     return Finding(f"TPR(gap_k) − TPR(min_k_pp), points of the members, per seed with paired 95% intervals, "
                    f"{against_paper(LOW_FPR_EFFECT)}: at 5% FPR {at5}; at 1% FPR {at1}; the AUC difference on the "
                    f"same resamples {auc_gap}", verdict,
-                   f"{exp['n_members']} members of a LoRA fine-tuning ({exp['epochs']} epochs) against "
-                   f"{exp['n_nonmembers']:,} non-members, so 5% FPR is {round(0.05 * exp['n_nonmembers'])} of them "
-                   f"and 1% is {round(0.01 * exp['n_nonmembers'])}: fine-tuning data, not the paper's pretraining "
-                   f"data (the continued-pretraining run, {fallback}, stores no paired TPR interval).",
+                   f"{exp['n_members']} members of a fine-tuning of {model(exp)} ({weights(exp)}, {exp['epochs']} "
+                   f"epochs) against {exp['n_nonmembers']:,} non-members, so 5% FPR is "
+                   f"{round(0.05 * exp['n_nonmembers'])} of them and 1% is {round(0.01 * exp['n_nonmembers'])}: "
+                   f"fine-tuning data, not the paper's pretraining data ({_fallback_tprs(recs, fallback)}).",
                    one_seed=one_seed(rec))
+
+
+def _fallback_tprs(recs: dict[str, dict], name: str) -> str:
+    """What the continued-pretraining run ``name`` stores of paired TPR differences, read from it."""
+    if name not in recs:
+        return f"the continued-pretraining run, {name}, is not stored"
+    paired = [p for per in recs[name].get("paired", {}).values() if isinstance(per, list) for p in per]
+    if any("tpr@5%fpr" in p for p in paired):
+        return f"the continued-pretraining run, {name}, stores paired TPR differences too"
+    return f"the continued-pretraining run, {name}, stores no paired TPR interval"
 
 
 def gap_components(recs: dict[str, dict], *, name: str = PRETRAINING) -> Finding:

@@ -43,8 +43,15 @@ def tpr_at_1(recs: dict[str, dict], *, names: tuple[str, ...] = MIA) -> Finding:
                    + "; ".join(parts),
                    combine(verdicts), "Each baseline is one comparison on points: Q-Skew above it on every seed "
                    "supports the claim, below it on every seed is against it, and seeds that disagree are "
-                   "inconclusive; with a few hundred non-members 1% FPR is a handful of texts." + ONE_SEED * single,
-                   points=True, one_seed=single)
+                   "inconclusive" + _fpr_texts(recs, names) + "." + ONE_SEED * single, points=True, one_seed=single)
+
+
+def _fpr_texts(recs: dict[str, dict], names: tuple[str, ...]) -> str:
+    """'; 1% FPR is 2 of dlm-dft's 200 non-members, …', from each record's stored non-member count."""
+    stored = [(n, recs[n]["experiment"]["n_nonmembers"]) for n in names
+              if n in recs and recs[n].get("experiment", {}).get("n_nonmembers")]
+    return ("; 1% FPR is " + ", ".join(f"{round(0.01 * k)} of {n}'s {k:,} non-members" for n, k in stored)
+            if stored else "")
 
 
 def average_gain(recs: dict[str, dict], *, gain: float = 0.10, names: tuple[str, ...] = MIA) -> Finding:

@@ -147,6 +147,7 @@ def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", sh
 UNDEFINED_ERROR = 0.5  # an undefined ρ counts as the mean |ρ − truth| of a guess drawn uniformly from [0, 1]
 # an error below this still reads 'none' as kept and 'retrain' as forgotten
 TOLERANCE = round(1 - THRESHOLD_FORGOTTEN, 6)
+MISREAD = 0.25  # a mean error at or above this on the largest forget set: the audit misreads every set
 
 
 def _truth_errors(rec: dict, frac: str, audit: str) -> list[float]:
@@ -199,7 +200,8 @@ def smi_min_samples(recs: dict[str, dict], *, name: str = "unlearning-sensitivit
                     enough: int = 20) -> Finding:
     """SMI needs about ``enough`` samples: below it the audit misreads the known ρ ('none' 0, 'retrain' 1: its error
     at or past the tolerance, under which it still reads both right), at or above it reads them right; each set one
-    comparison on points, seed by seed. Not testable where the audit misreads even the largest set (error ≥ 0.25)."""
+    comparison on points, seed by seed. Not testable where the audit misreads even the largest set (error ≥
+    :data:`MISREAD`)."""
     rec = recs[name]
     n = rec["n_train"]
     fracs = sorted(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
@@ -214,9 +216,9 @@ def smi_min_samples(recs: dict[str, dict], *, name: str = "unlearning-sensitivit
            "above it stays under it on every seed.")
     if not small or not big:
         return Finding(ours, UNTESTABLE, why + " Needs a set below and one at or above that size.", points=True)
-    if np.mean(errs[fracs[-1]]) >= 0.25:
+    if np.mean(errs[fracs[-1]]) >= MISREAD:
         return Finding(ours, UNTESTABLE, why + f" The audit misreads even {size[fracs[-1]]} texts (error "
-                       f"{np.mean(errs[fracs[-1]]):.2f} ≥ 0.25), so no sample-size limit can show.", points=True)
+                       f"{np.mean(errs[fracs[-1]]):.2f} ≥ {MISREAD:g}), so no sample-size limit can show.", points=True)
     below = {f: points_verdict(errs[f] - TOLERANCE) for f in small}
     above = {f: points_verdict(TOLERANCE - errs[f]) for f in big}
     why += (f" Below {enough}: " + ", ".join(f"{size[f]} texts "

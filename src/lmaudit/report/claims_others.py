@@ -9,6 +9,7 @@ import numpy as np
 from lmaudit.audit.coverage import coverage, stored_intervals
 from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import median_shift, seed_std
+from lmaudit.report import claims_models as md
 from lmaudit.report.claims_base import (
     ONE_SEED,
     UNCONVERGED_SHARE,
@@ -73,9 +74,10 @@ def smi_closest(recs: dict[str, dict], *, name: str = "unlearning-audit", audit:
                    "the retrained one, beside the other audit closest on average, and the audits closer to the truth "
                    "than it on every seed: " + "; ".join(parts),
                    combine(verdicts),
-                   regime_text(regime, recs) or ("A tiny AR model on text (the paper: ResNet/ViT on CIFAR). 'Closest' "
-                                                 "is read seed by seed against every other audit, for 'none' and for "
-                                                 "'retrain' both; seeds that disagree are inconclusive."),
+                   regime_text(regime, recs) or (f"{_cap(md.model(recs[name].get('experiment', {}), 'a model'))} on "
+                                                 "text (the paper: ResNet/ViT on CIFAR). 'Closest' is read seed by "
+                                                 "seed against every other audit, for 'none' and for 'retrain' both; "
+                                                 "seeds that disagree are inconclusive."),
                    points=True)
 
 
@@ -106,8 +108,18 @@ def smi_cost(recs: dict[str, dict]) -> Finding:
                    f"to tell from noise: at least {ORDER:g}× cheaper is reproduced, at least {ORDER:g}× dearer against "
                    f"the claim, within one order of magnitude either way inconclusive. SMI's audit counts its feature "
                    "extraction and the costlier estimate (SMI or SMI-M), LiRA's its shadow training and probes (one "
-                   "audited model). SMI needs no shadow model; its estimate costs milliseconds once features or scores "
-                   "exist (seconds on a CPU with the tiny models).", points=True)
+                   f"audited model). SMI needs no shadow model: here its costlier estimate took "
+                   f"{_seconds(max(c['smi'], c['smi-m']))} once the features existed, and extracting them "
+                   f"{_seconds(c['features'] or 0)}.", points=True)
+
+
+def _seconds(x: float) -> str:
+    """0.0052 as '5.2 ms', 0.88 as '0.88 s'."""
+    return f"{1000 * x:.1f} ms" if x < 0.1 else f"{x:.2f} s"
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 COVERAGE_FLOOR = 0.8  # 'reliable' needs the data to show coverage of at least this (nominal 90%)
@@ -192,11 +204,12 @@ MIN_INFORMATIVE_EPS = 5  # tolerances at which a model's empirical rate is neith
 def gaussian_fit(recs: dict[str, dict]) -> Finding:
     full = recs["extraction-relaxed"]
     rec, exp = full["relaxed"], full["experiment"]
-    err, informative, parts = {}, {}, []
+    err, informative, parts, flat = {}, {}, [], {}
     for model in ("DLM", "AR"):
         e, p = np.asarray(rec[model]["empirical"]), np.asarray(rec[model]["predicted"])
         keep = (e >= 0.01) & (e <= 0.99)  # where the empirical rate says something (not zeros against zeros)
         informative[model] = int(keep.sum())
+        flat[model] = "0" if (e < 0.01).sum() >= (e > 0.99).sum() else "1"  # the rate most uninformative ε read
         err[model] = float(np.abs(e - p)[keep].mean()) if keep.any() else float("nan")
         zero = int(np.asarray(rec[model]["eps"])[e > 0][0]) if (e > 0).any() else None
         parts.append(f"{model} {err[model]:.3f} over its {informative[model]} informative ε (all-ε mean "
@@ -206,10 +219,10 @@ def gaussian_fit(recs: dict[str, dict]) -> Finding:
             f"{exp['extract']['relaxed']} masked tokens, one seed; points)")
     if min(informative.values()) < MIN_INFORMATIVE_EPS:
         thin = [m for m, n in informative.items() if n < MIN_INFORMATIVE_EPS]
-        return Finding(ours, UNTESTABLE,
-                       f"{' and '.join(thin)}: fewer than {MIN_INFORMATIVE_EPS} tolerances where its empirical rate "
-                       "is neither 0 nor 1: the model gets almost every masked token wrong, so over most ε a near-zero "
-                       "prediction is compared with a zero rate and the fit's error says nothing about its shape.")
+        return Finding(ours, UNTESTABLE, "; ".join(
+            f"{m}: fewer than {MIN_INFORMATIVE_EPS} tolerances where its empirical rate is neither 0 nor 1 (it is "
+            f"{flat[m]} at most of the others), so over most ε a prediction near {flat[m]} is compared with a rate of "
+            f"{flat[m]} and the fit's error says nothing about its shape" for m in thin) + ".")
     better = "DLM" if err["DLM"] < err["AR"] else "AR"
     return Finding(ours, INCONCLUSIVE, f"On points, the Gaussian fits the {better} model better. Possible reason "
                    "(the paper's): an AR model's errors cascade (one wrong token derails the rest), which a sum of "

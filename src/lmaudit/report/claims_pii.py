@@ -16,14 +16,15 @@ from lmaudit.report.claims_base import (
     newcombe,
     pct,
 )
+from lmaudit.report.claims_models import weights
 from lmaudit.report.verdicts import AGAINST, against_paper, capped, combine, effect_text
 
 
 def lineage(rec: dict, texts: str = "messages") -> str:
     """The AR model and the DLM adapted from it of a PII experiment, from its stored settings."""
     e = rec["experiment"]
-    how = f"LoRA rank {e['lora']}, lr {e['lr']:g}" if e.get("lora") else f"every weight, lr {e['lr']:g}"
-    ar = f"`{e['base']}`" if e.get("base") else "The tiny AR base"
+    how = f"{weights(e)}, lr {e['lr']:g}"
+    ar = f"`{e['base']}`" if e.get("base") else f"The `{e['preset']}` AR base" if e.get("preset") else "The AR base"
     adapted = f" on {e['adapt_tokens']:,} tokens" if e.get("adapt_tokens") else ""
     return (f"{ar} and the DLM adapted from it{adapted}, both fine-tuned ({how}) {e['epochs']} epochs on the same "
             f"{e['n_members']} {texts}")
@@ -35,7 +36,9 @@ def _wilson(k: int, n: int) -> str:
 
 
 def _query_budget(rec: dict) -> str:
-    return f"{rec['experiment']['extract'].get('n', 10_000):,}"
+    """'n = 10,000': the stored query budget of an extraction, or that it is not stored."""
+    n = (rec["experiment"].get("extract") or {}).get("n")
+    return f"n = {n:,}" if n else "a query budget n that is not stored"
 
 
 def _unconverged(rec: dict, f: str) -> float | None:
@@ -79,8 +82,9 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
     """The AR model has more (n, p)-discoverable training values than the DLM max-step: per field and seed, the
     difference of the two shares with Newcombe's 95% interval, against the paper's difference (``effects``, per
     field). A field's support does not count (reproduced or partly become inconclusive) where the DLM's p̂ has not
-    converged in the number of orders (an estimate still moving is biased low, which favours the claim), or where
-    the AR model finds unseen values about as often as training ones (its lead is then of guessable values)."""
+    converged in the number of orders (an estimate still moving may be biased low, which would favour the claim),
+    or where the AR model finds unseen values about as often as training ones (its lead is then of guessable
+    values)."""
     rec = recs[name]
     n, effects = rec["n_train"], effects or {}
     parts, verdicts, moving, both_zero, guessed = [], [], [], [], []
@@ -118,20 +122,20 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
                    "guessable values more than of memorised ones, and does not count as support.")
     if moving:
         regime += (f" The DLM's p̂ of {' and '.join(moving)} has not been shown to converge in the number of orders "
-                   f"(more than {pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): "
-                   "a mean of a heavy-tailed probability over few orders is usually below its expectation, which "
-                   "favours this claim, so its lead does not count as support.")
+                   f"(more than {pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0), so "
+                   "its lead does not count as support. Possible reason an estimate still moving favours this claim: "
+                   "a mean of a heavy-tailed probability over few orders may fall below its expectation.")
     verdict = UNTESTABLE if all(both_zero) else combine(verdicts)
     if all(both_zero):
         regime += " No value is discoverable from either model: the claim cannot be read here."
-    return Finding(f"(n, p)-discoverable training values at n = {_query_budget(rec)}, p = {p:g}, per seed: "
+    return Finding(f"(n, p)-discoverable training values at {_query_budget(rec)}, p = {p:g}, per seed: "
                    + "; ".join(parts), verdict, regime, one_seed=_single(rec))
 
 
-def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction", effects: dict[str, float] | None = None
-                    ) -> Finding:
+def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction", effects: dict[str, float] | None = None,
+                    p: float = 0.5) -> Finding:
     """Max-step leaks more: per field and seed, the share of training values discoverable at max-step − at one step
-    (p = 0.5) with Newcombe's 95% interval, against the paper's difference (``effects``); the median log p̂ is shown
+    (at ``p``) with Newcombe's 95% interval, against the paper's difference (``effects``); the median log p̂ is shown
     beside it. Not testable where no value is discoverable at either step count."""
     rec, effects = recs[name], effects or {}
     parts, verdicts, counts, higher = [], [], [], []
@@ -139,17 +143,17 @@ def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction", effe
         one = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM one-step"]])
         mx = np.mean([r["median_log_p_train"] for r in rec["pii_rows"][f"{f} / DLM max-step"]])
         higher.append(bool(mx > one))
-        per, text = _field_seeds(rec, f"{f} / DLM max-step", f"{f} / DLM one-step", 0.5)
+        per, text = _field_seeds(rec, f"{f} / DLM max-step", f"{f} / DLM one-step", p)
         judged, verdict = judged_seeds(per, effect=effects.get(f))
         verdicts.append(verdict)
-        counts += [_counts(rec, f"{f} / DLM one-step", 0.5), _counts(rec, f"{f} / DLM max-step", 0.5)]
+        counts += [_counts(rec, f"{f} / DLM one-step", p), _counts(rec, f"{f} / DLM max-step", p)]
         parts.append(f"{f}: discoverable max-step vs one-step {', '.join(text)} of {rec['n_train']}, difference "
                      f"{judged}, {against_paper(effects.get(f))}; median log p̂ {one:.1f} → {mx:.1f}")
     if not any(counts):
         moves = "max-step above one-step" if all(higher) else "not max-step above one-step in every field"
         return Finding("; ".join(parts), UNTESTABLE, "No PII value is discoverable from this DLM at any step count, so "
                        f"the counts cannot differ; the median likelihoods (points): {moves}.", one_seed=_single(rec))
-    return Finding("; ".join(parts), combine(verdicts), f"Counts at n = {_query_budget(rec)}, p = 0.5 (training "
+    return Finding("; ".join(parts), combine(verdicts), f"Counts at {_query_budget(rec)}, p = {p:g} (training "
                    "messages, per seed), each field judged by the rule.", one_seed=_single(rec))
 
 
@@ -202,7 +206,8 @@ def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, nam
                                               for i, a in enumerate(sw["alpha"]) if a in (0.0, 0.1, 0.2, 1.0))
                           for f, sw in (rec.get("alpha_sweep") or {}).items())
         e = rec["experiment"]
-        model = (f"The `{e['base']}` DLM" if e.get("base") else "A tiny DLM") + f" fine-tuned {e['epochs']} epochs"
+        model = (f"The `{e['base']}` DLM" if e.get("base") else f"A `{e['preset']}` DLM" if e.get("preset")
+                 else "A DLM") + f" fine-tuned {e['epochs']} epochs"
         return Finding(ours, verdict, f"{model} on {e['n_members']} messages (the paper: LLaDA-8B on "
                        "TREC); read in inference mode (the true value among the candidates) and in generation mode "
                        f"(generated candidates only, the paper's setting; the true value was generated for "

@@ -18,6 +18,7 @@ from lmaudit.report.claims_base import (
     row_stat,
     seed_intervals,
 )
+from lmaudit.report.claims_models import weights
 from lmaudit.report.verdicts import (
     AGAINST,
     INCONCLUSIVE,
@@ -162,7 +163,8 @@ def rho_maximises(recs: dict[str, dict], name: str = "dlm-rho") -> Finding:
     ours = (f"Q-Skew AUC by mask ratio: {', '.join(f'{r} {auc_text(rec, r)}' for r in rows)}; AUC({best}) − "
             "AUC(other), each seed with its paired 95% interval: " + "; ".join(lines))
     e = rec.get("experiment", {})
-    why = (f"Each ρ gets the same {e.get('budget', 16)} masked forwards per text (a cyclic plan of ⌈1/ρ⌉ chunks a "
+    forwards = f"{e['budget']} masked forwards" if e.get("budget") else "number of masked forwards (not stored)"
+    why = (f"Each ρ gets the same {forwards} per text (a cyclic plan of ⌈1/ρ⌉ chunks a "
            f"round, its last round partial). The gap is read as AUC. A maximum at {best}: ahead of every other ρ on "
            "every seed.")
     if above:
@@ -202,10 +204,18 @@ def misaligned(recs: dict[str, dict], *, cost: float = 0.05) -> Finding:
             + ", ".join(f"{k.split(' /')[0]} {auc_text(rec, k)} ({seed_side(d)})" for k, d in lead.items()) + ".")
     below = [r.split(" /")[0] for r in means if r.endswith("/ q_skew")
              and means.get(r.replace("q_skew", "calibration"), -1) > means[r]]
-    return Finding(ours, combine(verdicts), "Misaligned references here: a base pretrained with another seed (the "
-                   "paper: the Base/Instruct sibling) and the base fine-tuned on perturbed other passages (the paper's "
-                   "para-modification). Q-Skew's mean AUC is below calibration's with the same reference for: "
+    stored = (rec.get("experiment") or {}).get("references") or [k.split(" /")[0] for k in means]
+    refs = [f"{r}, {REFERENCES.get(r, 'a reference lmaudit does not describe')}" for r in dict.fromkeys(stored)
+            if r != "golden"]
+    return Finding(ours, combine(verdicts), "Misaligned references here: " + ("; ".join(refs) or "none") + ". "
+                   "Q-Skew's mean AUC is below calibration's with the same reference for: "
                    + (", ".join(below) or "none") + ".", points=True, one_seed=one_seed(rec))
+
+
+# what each misaligned reference lmaudit builds is (lmaudit.experiments.types.membership.run_misaligned), beside the
+# paper's counterpart
+REFERENCES = {"other-seed": "a base pretrained with another seed (the paper: the Base/Instruct sibling)",
+              "perturbed": "the base fine-tuned on perturbed other passages (the paper's para-modification)"}
 
 
 def over_epochs(recs: dict[str, dict]) -> Finding:
@@ -237,7 +247,7 @@ def over_epochs(recs: dict[str, dict]) -> Finding:
 def real_dlm_setting(rec: dict) -> str:
     """What the real-weights DLM of an experiment is, from its stored settings."""
     e = rec["experiment"]
-    how = f"LoRA rank {e['lora']}" if e.get("lora") else "every weight"
+    how = weights(e)
     return (f"`{e['base']}` adapted into a DLM on {e['adapt_tokens']:,} tokens, then fine-tuned ({how}, lr "
             f"{e['lr']:g}) {e['epochs']} epochs on {e['n_members']} passages; {e['n_members']} + "
             f"{e['n_nonmembers']} texts, {e['budget']} masked forwards per mask plan, {len(e['seeds'])} seed(s).")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals
+from lmaudit.report.claims_models import model, weights
 
 
 def _num(x: float) -> str:
@@ -24,7 +25,7 @@ def pretraining(recs: dict[str, dict], *, name: str = "real-pretraining-detectio
     the tiny model's, and how far the Gap-K% variants (smoothing, k) stand apart."""
     rec = recs[name]
     e = rec["experiment"]
-    text = (f"SmolLM2-135M continued-pretrained in every weight (lr {_num(e['lr'])}) for one pass over "
+    text = (f"{model(e)} continued-pretrained ({weights(e)}, lr {_num(e['lr'])}) for one pass over "
             f"{e['pretrain_tokens']:,} tokens with the members in the stream; {_seeds(rec)} (the paper: members met in "
             "pretraining of Pythia/LLaMA).")
     attacks = e.get("attacks") or []
@@ -50,9 +51,11 @@ def unlearning(recs: dict[str, dict], *, name: str = "real-unlearning", targets:
     rec = recs[name]
     e = rec["experiment"]
     fracs = ", ".join(f"{f:.0%}" for f in e["forget_fractions"])
-    text = (f"SmolLM2-135M LoRA-fine-tuned on {e['n_members']} passages, {fracs} forgotten by LoRA unlearning "
-            f"adapters; {_seeds(rec)}" + (", no LiRA (no shadow models were trained)" if not e.get("n_shadows")
-                                          else "") + ".")
+    # with ``lora`` set, the target, the retrained model and every unlearning method train LoRA adapters (an
+    # unlearning adapter on top of the target's: lmaudit.experiments.types.unlearning_audit); else every weight
+    forgot = f"by unlearning adapters ({weights(e)}) on the target" if e.get("lora") else "in every weight"
+    text = (f"{model(e)} fine-tuned ({weights(e)}) on {e['n_members']} passages, {fracs} forgotten {forgot}; "
+            f"{_seeds(rec)}" + (", no LiRA (no shadow models were trained)" if not e.get("n_shadows") else "") + ".")
     if targets in recs:
         t = recs[targets]
         aucs = {a: row_stat(t, a)[0] for a in t["rows"]}
@@ -84,22 +87,25 @@ def pii(recs: dict[str, dict], *, name: str = "real-pii-extraction", tiny: str =
     rec = recs[name]
     e = rec["experiment"]
     kinds = "AR and DLM models of one lineage" if any("DLM" in k for k in rec["pii_rows"]) else "the AR model alone"
-    text = (f"SmolLM2-135M LoRA-fine-tuned for {e['epochs']} epochs on {rec['n_train']} synthetic messages; "
+    text = (f"{model(e)} fine-tuned ({weights(e)}) for {e['epochs']} epochs on {rec['n_train']} synthetic messages; "
             f"{kinds}.")
-    p = e["extract"].get("p", [0.5])[0]
-    n = e["extract"].get("n", 10_000)
+    p = (e["extract"].get("p") or [None])[0]
+    if p is None:
+        return text + " The extraction's p is not stored, so its counts cannot be named here."
+    n = e["extract"].get("n")
+    budget = f"n = {n:,}" if n else "a query budget n that is not stored"
     at = f"discoverable@p={p:g}"
     for key, entries in rec["pii_rows"].items():
         train = float(np.mean([x[at] for x in entries]))
         unseen = float(np.mean([x["unseen_discoverable"][at] for x in entries]))
         if not unseen:
             continue
-        text += (f" {key}: {unseen:g} of {rec['n_unseen']} unseen messages are (n, p)-discoverable at n = {n:,}, "
+        text += (f" {key}: {unseen:g} of {rec['n_unseen']} unseen messages are (n, p)-discoverable at {budget}, "
                  f"p = {p:g} ({train:g} of {rec['n_train']} training ones")
         if tiny in recs and key in recs[tiny]["pii_rows"]:
             t = recs[tiny]["pii_rows"][key]
             text += (f"; the tiny model: {np.mean([x[at] for x in t]):g} and "
                      f"{np.mean([x['unseen_discoverable'][at] for x in t]):g}")
-        text += "): the model infers much of the value from its context, so a discoverable count without its unseen "
-        text += "control overstates memorisation here."
+        text += ("): values of messages the model never saw are discoverable too, so a discoverable count without its "
+                 "unseen control overstates memorisation here.")
     return text
