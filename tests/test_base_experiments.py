@@ -50,6 +50,14 @@ def test_continued_pretraining_puts_each_member_in_the_bases_stream_exactly_r_ti
     assert s3.texts != stream(ws, members, 3, 1).texts and s3.texts == stream(ws, members, 3, 0).texts
     small = Workspace(replace(exp, pretrain_tokens=100))  # the members' copies alone exceed it: nothing else
     assert Counter(stream(small, members, 3, 0).texts) == {t: 3 for t in members.texts}
+    for r in (1, 3):  # member_share: the stream sized so that the members' copies are that share of it
+        shared = stream(Workspace(replace(exp, member_share=0.25)), members, r, 0)
+        lengths = [len(ids) + 1 for ids in tokenizer(shared.texts)["input_ids"]]
+        copies = sum(n for t, n in zip(shared.texts, lengths) if t in set(members.texts))
+        assert copies == r * sum(len(ids) + 1 for ids in tokenizer(members.texts)["input_ids"])
+        assert 0.25 - max(lengths) / sum(lengths) <= copies / sum(lengths) <= 0.25
+    with pytest.raises(LmauditError, match="member_share = 0.001: the pretraining pool lacks"):
+        stream(Workspace(replace(exp, member_share=0.001)), members, 3, 0)
 
     folder = run_experiment(exp, out_root=tmp_path / "results", command="lmaudit run cpt.toml")
     res = json.loads((folder / "results.json").read_text())

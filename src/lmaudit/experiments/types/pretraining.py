@@ -47,6 +47,9 @@ class PretrainingConfig(BaseConfig):
     ks: list[float] = setting(default_factory=lambda: [0.05, 0.1, 0.15, 0.2, 0.3, 0.5],  # Gap-K% k sensitivity
                               check=each(fraction()))
     perturb: bool = setting(True, check=boolean())  # also score members and non-members perturbed by word swaps
+    # continued pretraining: the members' copies as this share of the stream (its size then follows from the
+    # members' tokens and r, ``pretrain_tokens`` unused); None: a stream of ``pretrain_tokens`` whatever r
+    member_share: float | None = setting(None, check=fraction(optional=True))
 
 
 def _perturbed(ts: TextSet, seed: int) -> TextSet:
@@ -56,12 +59,15 @@ def _perturbed(ts: TextSet, seed: int) -> TextSet:
 
 def stream(ws: Workspace, members: TextSet, repeats: int, seed: int) -> TextSet:
     """Continued pretraining's data: ``members`` ``repeats`` times each among pretraining-pool passages, in a seeded
-    random order, ``pretrain_tokens`` tokens of the base's tokenizer in all (the members' copies count)."""
+    random order, ``pretrain_tokens`` tokens of the base's tokenizer in all (the members' copies count), or with
+    ``member_share`` as many as make the copies that share of it."""
     cfg = ws.cfg
     tok = AutoTokenizer.from_pretrained(ws.base(), local_files_only=True)
     lengths = lambda texts: [len(ids) + 1 for ids in tok(texts)["input_ids"]]  # noqa: E731 (+1: the EOS packing adds)
     inserted = [Record(f"{r.id}#{k}", r.target) for k in range(repeats) for r in members.records]
-    need = cfg.pretrain_tokens - repeats * sum(lengths(members.texts))
+    member_tokens = repeats * sum(lengths(members.texts))
+    total = cfg.pretrain_tokens if cfg.member_share is None else int(np.ceil(member_tokens / cfg.member_share))
+    need = total - member_tokens
     filler: list[Record] = []
     seen: set[str] = set()
     for doc in ws.corpus.shuffled("pretrain", seed + 2000):
@@ -72,6 +78,10 @@ def stream(ws: Workspace, members: TextSet, repeats: int, seed: int) -> TextSet:
             seen.add(text)
             filler.append(Record(f"p{len(filler)}", text))
             need -= lengths([text])[0]
+    if need > 0 and cfg.member_share is not None:  # the members would be more than their share of the stream
+        raise LmauditError(f"member_share = {cfg.member_share:g}: the pretraining pool lacks {need:,} of the "
+                           f"{total:,} tokens the stream needs with the members ×{repeats}",
+                           hint="raise member_share, or use fewer or shorter members")
     records = inserted + filler
     order = np.random.default_rng(stable_seed("pretraining-stream", seed, repeats)).permutation(len(records))
     return TextSet([records[i] for i in order], source=f"corpus:pretrain stream with the members ×{repeats}")
@@ -137,9 +147,12 @@ def setting(exp: dict) -> str:
     """The line of ``table.md`` that says how the models were made (no fine-tuning here)."""
     if exp.get("base"):
         how = f"LoRA rank {exp['lora']}" if exp.get("lora") else "every weight"
+        share = exp.get("member_share")
+        stream_size = (f"{exp['pretrain_tokens']:,} tokens" if share is None else
+                       f"as many tokens as make the members' copies {100 * share:g}% of them")
         return (f"AR `{exp['base']}` (pretrained), continued pretraining for one pass ({how}, lr {exp['lr']:g}, "
-                f"{exp['block']}-token blocks) over {exp['pretrain_tokens']:,} tokens of pretraining-pool passages "
-                "with the members in the stream.")
+                f"{exp['block']}-token blocks) over {stream_size} of pretraining-pool passages with the members in "
+                "the stream.")
     return (f"AR `{exp['preset']}` pretrained from scratch on {exp['pretrain_tokens']:,} tokens with the members in "
             "the stream; no fine-tuning.")
 
