@@ -114,3 +114,20 @@ def test_dataset_inference_runs_on_a_served_model(server, tiny_model_dir):
                                       config=lmaudit.InferenceConfig(attacks=["loss", "min_k"], splits=3))
     assert found.type == "dataset-inference" and 0.0 <= found["test"]["p_combined"] <= 1.0
     assert found["served"]["url"] == server.url and found["model"] == server.url
+
+
+def test_extraction_on_a_served_model_gives_the_probabilities_of_its_weights(server, tiny_model_dir):
+    import lmaudit
+
+    texts = make_texts(6, seed=5)
+    cfg = dict(mask="suffix:4", n=100, p=[0.1])
+    remote = lmaudit.extract(server.url, texts, config=lmaudit.ExtractConfig(**cfg), tokenizer=tiny_model_dir)
+    local = lmaudit.extract(tiny_model_dir, texts, config=lmaudit.ExtractConfig(**cfg))
+    got, want = (np.array(r["records"]["log_p_hat@ar"]) for r in (remote, local))
+    assert np.all(np.isfinite(want)) and got == pytest.approx(want, abs=1e-4)
+    assert remote["served"]["url"] == server.url
+    with pytest.raises(LmauditError, match="temperature 1"):
+        lmaudit.extract(server.url, texts, config=lmaudit.ExtractConfig(**cfg, temperature=0.7),
+                        tokenizer=tiny_model_dir)
+    with pytest.raises(LmauditError, match=r"p must be a non-empty list, got 0.1"):
+        lmaudit.ExtractConfig(p=0.1)

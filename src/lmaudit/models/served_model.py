@@ -29,6 +29,7 @@ import numpy as np
 from transformers import AutoTokenizer
 
 from lmaudit.errors import LmauditError, ModelLoadError
+from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.gguf import local_model
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.served import Endpoint, PromptLogprobs, check_alignment, check_unchanged, prompt_logprobs
@@ -65,6 +66,9 @@ class ServedAdapter:
     remote = True  # no weights here: probes ask the endpoint
     access = "top_k"
     long_text_modes = ("truncate",)
+    scoring = "served"  # a span's probability from the prompt log-probabilities the endpoint returns
+    ignored_settings = ARAdapter.ignored_settings
+    span_input = staticmethod(ARAdapter.span_input)
 
     @property
     def bos_text(self) -> str:
@@ -76,6 +80,23 @@ class ServedAdapter:
         text = context + target
         answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k)
         return _rows(answer, len(context), self.vocab, where=text[:40])
+
+    def span_logp(self, ids: np.ndarray, masked: np.ndarray, *, where: str = "") -> float:
+        """log p of the contiguous span ``ids[masked]`` given the tokens before it, read left to right at temperature
+        1: the texts of the prefix and the span sent as one prompt, the span's tokens' log-probabilities summed. The
+        server must split the span into the same tokens; a text that has no token before the span has no
+        log-probability for its first token and is refused."""
+        full = self.tokenizer.decode(ids[: masked[-1] + 1], skip_special_tokens=True)
+        prefix = self.tokenizer.decode(ids[: masked[0]], skip_special_tokens=True)
+        if not prefix or not full.startswith(prefix):
+            raise LmauditError(f"{where}a served model needs at least one text token before the span",
+                               hint="the server gives the first token of a text no log-probability")
+        rows = self.token_stats(full[len(prefix):], prefix)
+        if len(rows) != len(masked):
+            raise LmauditError(f"{where}the server splits the span into {len(rows)} tokens, the local tokenizer into "
+                               f"{len(masked)}", hint="give the tokenizer of the model the server serves, or a mask "
+                                                      "whose edges fall between words")
+        return float(rows[:, 0].astype(np.float64).sum())
 
     def check_unchanged(self) -> None:
         check_unchanged(self.endpoint, self.tokenizer, self.bos_id, top_k=min(self.top_k, 5))

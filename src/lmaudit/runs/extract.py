@@ -22,12 +22,12 @@ from lmaudit.extraction.masks import MaskSpec
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
-from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
+from lmaudit.probes.trajectories import Target, TrajectoryResult, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
 from lmaudit.report.extraction import extraction_report
 from lmaudit.report.summary import extraction_summary
 from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_results
-from lmaudit.settings import check_settings, integer, seed_value, setting
+from lmaudit.settings import check_settings, each, fraction, integer, positive, seed_value, setting
 from lmaudit.utils import cache_dir, stable_hash
 
 
@@ -49,9 +49,9 @@ class ExtractConfig:
     steps: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "max"])
     order: str = "random"
     trajectories: int = setting(512, check=integer(1))
-    temperature: float = 1.0
+    temperature: float = setting(1.0, check=positive())
     n: int = setting(10_000, check=integer(1))
-    p: list[float] = field(default_factory=lambda: [0.5, 0.99])
+    p: list[float] = setting(default_factory=lambda: [0.5, 0.99], check=each(fraction(above_zero=True), nonempty=True))
     context: str = "both"  # DLM: "left" hides the tokens after the mask, as an AR model never sees them
     relaxed: int | None = setting(None, check=integer(0, optional=True))  # largest Hamming tolerance ε (relaxed)
     samples: int = setting(128, check=integer(1))  # generations per record for relaxed extraction
@@ -153,9 +153,20 @@ def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -
     return out
 
 
+def _served_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -> dict[str, dict[str, np.ndarray]]:
+    """One exact column, 'ar', from a served model's prompt log-probabilities (one request per record)."""
+    if cfg.temperature != 1.0:
+        raise LmauditError(f"a served model's log-probabilities are at temperature 1, not {cfg.temperature:g}",
+                           hint="use temperature 1, or audit the weights on disk")
+    res = [TrajectoryResult(np.array([loaded.adapter.span_logp(t.ids, t.masked, where=f"record {t.key[:8]}: ")]), 1)
+           for t in targets]
+    return {"ar": _columns(res, np.array([len(t.masked) for t in targets]))}
+
+
 # How a model scores a token (its adapter's ``scoring``) maps to how a span's probability is estimated: exactly,
-# read left to right in one pass, or along unmasking trajectories (a model that scores like one of these: no entry)
-TABLES = {"left-to-right": _ar_table, "masked": _dlm_table}
+# read left to right in one pass (by the weights, or from a served model's answers), or along unmasking trajectories
+# (a model that scores like one of these: no entry)
+TABLES = {"left-to-right": _ar_table, "masked": _dlm_table, "served": _served_table}
 
 
 def trajectory_table(loaded, targets: list[Target], cfg: ExtractConfig,
@@ -294,6 +305,9 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     """
 
     t0 = time.perf_counter()
+    if cfg.relaxed is not None and not hasattr(loaded.adapter, "fill"):
+        raise LmauditError("relaxed extraction samples the model's fills: this model offers no sampling here",
+                           hint="leave out the relaxed setting, or audit the weights on disk")
     spec = MaskSpec.parse(cfg.mask)
     cfg.steps = parse_steps(cfg.steps)
     if "order" in loaded.adapter.ignored_settings and cfg.order != "random":
@@ -331,6 +345,8 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     payload["records"] = {"id": [r.id for r in textset.records],
                           **{f"{k}@{label}": v.tolist() for label, col in table.items() for k, v in col.items()}}
     payload["model"], payload["show_pii"] = loaded.path, show_pii
+    if "served" in loaded.facts():  # the endpoint as mia records it: URL without credentials, capabilities, alignment
+        payload["served"] = loaded.facts()["served"]
     return payload
 
 
