@@ -30,7 +30,8 @@ class FakeServer:
     """An OpenAI-compatible server over ``model``: ``/v1/models``, ``/extras/tokenize`` and ``/v1/completions`` with
     echo and logprobs as llama-cpp-python computes them (the BOS stripped from the echo, the first entry null, each
     token paired with the row that predicted it; ``shift=True`` pairs it with the next row instead). ``fail`` first
-    requests answer 503; ``html`` answers an HTML page; ``tokenizer_offset`` shifts the ids it tokenizes into."""
+    requests answer 503; ``html`` answers an HTML page; ``tokenizer_offset`` shifts the ids it tokenizes into;
+    ``completion`` is the text every sampled continuation returns (else the greedy one)."""
 
     def __init__(self, model, tokenizer, **faults):
         self.bos = faults.pop("bos", BOS)
@@ -58,6 +59,14 @@ class FakeServer:
         if self.faults.get("noise"):
             rows = rows + self.faults["noise"] * torch.randn(rows.shape, generator=torch.Generator().manual_seed(1))
         generated = int(rows[-1].argmax())
+        if not echo and body.get("max_tokens", 1) > 1:  # greedy text of max_tokens tokens (no log-probabilities)
+            out_ids = list(prompt)
+            with torch.no_grad():
+                for _ in range(body["max_tokens"]):
+                    out_ids.append(int(self.model(torch.tensor([out_ids])).logits[0, -1].argmax()))
+            text = self.faults.get("completion", self._text(out_ids[len(prompt):]))  # a planted sample, or greedy
+            return {"object": "text_completion", "model": "tiny", "choices": [
+                {"text": text, "index": 0, "logprobs": None, "finish_reason": "length"}]}
         if echo:
             tokens = prompt[1 if prompt[0] == self.bos else 0:] + [generated]
             table = torch.cat([rows[1:], rows[-1:]]) if self.faults.get("shift") else rows

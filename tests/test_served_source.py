@@ -131,3 +131,32 @@ def test_extraction_on_a_served_model_gives_the_probabilities_of_its_weights(ser
                         tokenizer=tiny_model_dir)
     with pytest.raises(LmauditError, match=r"p must be a non-empty list, got 0.1"):
         lmaudit.ExtractConfig(p=0.1)
+
+
+def test_pii_reconstruction_ranks_candidates_the_served_model_generated(server, tiny_model, tokenizer,
+                                                                          tiny_model_dir, tmp_path):
+    import json
+
+    from lmaudit.data.loaders import load_texts
+    from lmaudit.extraction.reconstruct import redacted_records
+    from lmaudit.models.loading import load_model
+    from lmaudit.runs.pii import ReconstructConfig, run_reconstruction
+
+    rows = [{"id": f"r{i}", "text": f"From: Ann Lee <[REDACTED]>\nthe model data train token layer. Bye {i}",
+             "email": f"annlee{i}@mailbox.org"} for i in range(2)]
+    (tmp_path / "red.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recs = redacted_records(load_texts(tmp_path / "red.jsonl"), "email")
+    server.faults["completion"] = "annlee0@mailbox.org>\nthe"  # what the served model 'generates'
+    served = load_model(server.url, tokenizer=tiny_model_dir)
+    out = run_reconstruction(served, recs, ReconstructConfig(candidates=3, mask_length=6, include_truth=True))
+    case = out["_cases"][0]
+    # three samples of one text, cut to 6 tokens: one candidate, then the truth
+    assert case["n_generated"] == 1 and case["values"] == ["annlee0@", rows[0]["email"]]
+    asked = [b for path, _, b in server.seen if path == "/v1/completions" and b["max_tokens"] == 6]
+    assert len(asked) == 6 and len({b["seed"] for b in asked}) == 6  # a request per sample, each its own seed
+    # each candidate's CE is the mean log p of its text's tokens after the first, given BOS, as the weights give it
+    ids = tokenizer(recs[0].filled(case["values"][-1]), add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        rows_lp = torch.log_softmax(tiny_model(torch.tensor([[BOS, *ids]])).logits[0], -1)
+    want = np.mean([float(rows_lp[i][ids[i]]) for i in range(1, len(ids))])
+    assert case["ce"][-1] == pytest.approx(want, abs=1e-5)

@@ -98,6 +98,26 @@ class ServedAdapter:
                                                       "whose edges fall between words")
         return float(rows[:, 0].astype(np.float64).sum())
 
+    def fill(self, ids: np.ndarray, masked: np.ndarray, *, samples: int, steps: int | None = None,
+             temperature: float = 1.0, remasking: str = "low_confidence", block_length: int | None = None,
+             seed: int = 0) -> np.ndarray:
+        """``samples`` continuations the server samples after the text before ``masked[0]`` (BOS first), each of
+        ``len(masked)`` tokens as the local tokenizer reads the text returned, cut to that length and padded with
+        the end-of-text id → (samples, len(masked)). Sample i asks with seed ``seed + i`` (the answers are cached,
+        so a resumed run reads the same samples); ``steps``, ``remasking`` and ``block_length`` are a DLM's."""
+        prompt = self.bos_text + self.tokenizer.decode(ids[: masked[0]], skip_special_tokens=True)
+        pad = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else self.bos_id
+        out = np.full((samples, len(masked)), pad, dtype=np.int64)
+        for i in range(samples):
+            choice = self.endpoint.completion(prompt, echo=False, logprobs=None, max_tokens=len(masked),
+                                              temperature=temperature, seed=seed + i)
+            text = choice.get("text")
+            if not isinstance(text, str):
+                raise LmauditError(f"{self.endpoint.url}/completions: no generated text in the answer")
+            got = self.tokenizer(text, add_special_tokens=False)["input_ids"][: len(masked)]
+            out[i, : len(got)] = got
+        return out
+
     def check_unchanged(self) -> None:
         check_unchanged(self.endpoint, self.tokenizer, self.bos_id, top_k=min(self.top_k, 5))
 

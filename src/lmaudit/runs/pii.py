@@ -111,8 +111,8 @@ def _masked_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
 
 
 # How a model scores a token (its adapter's ``scoring``) maps to how it scores a candidate text (its per-token
-# log-probabilities): one causal pass, or random masks
-CANDIDATE_LOGP = {"left-to-right": _ar_logp, "masked": _masked_logp}
+# log-probabilities): one causal pass (or a served model's prompt log-probabilities), or random masks
+CANDIDATE_LOGP = {"left-to-right": _ar_logp, "served": _ar_logp, "masked": _masked_logp}
 
 
 def ce_scores(loaded, texts: list[str], *, ratio: float = 0.35, batches: int = 8, seed: int = 0) -> np.ndarray:
