@@ -52,7 +52,7 @@ def audit_set(
     run_options: RunOptions = None,
 ) -> None:
     """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
-    model = c.pick_model(model, None, "")
+    model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
     check_out(out, kind="set-audit", inputs={**model_inputs("--model", model, model_options),
                                              **model_inputs("--reference", reference, model_options),
                                              "--members": members, "--nonmembers": nonmembers, "--data": data,
@@ -111,7 +111,7 @@ def dataset_inference(
     run_options: RunOptions = None,
 ) -> None:
     """Dataset inference: a p-value for "the model was trained on the suspect set" (Maini et al., 2024)."""
-    model = c.pick_model(model, None, "")
+    model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
     check_out(out, kind="dataset-inference", inputs={**model_inputs("--model", model, model_options),
                                                      **model_inputs("--reference", reference, model_options),
                                                      "--suspect": suspect, "--validation": validation,

@@ -52,7 +52,7 @@ def pii(
     run_options: RunOptions = None,
 ) -> None:
     """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
-    model = c.pick_model(model, None, "")
+    model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
     check_out(out, kind="pii-reconstruction", inputs={**model_inputs("--model", model, model_options),
                                                       **model_inputs("--reference", reference, model_options),
                                                       "--records": records, "--calibration": calibration})
