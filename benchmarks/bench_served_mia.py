@@ -9,7 +9,9 @@ log p over the vocabulary, which a served model only gives approximately (from i
 that approximation.
 
 The two sets are passages of the corpus' member and non-member pools; SmolLM2 was trained on neither, so the AUCs
-sit near 0.5 and say nothing of memorisation: what is compared is the two ways of computing the same audit.
+sit near 0.5 and say nothing of memorisation: what is compared is the two ways of computing the same audit. The
+approximation alone is measured on the local weights too: Min-K%++ and Gap-K% from the whole distribution and from
+its top-k, as a served model gives it.
 
     make served-model && python benchmarks/bench_served_mia.py [--n 100] [--chars 300] [--top-k 20]
 """
@@ -19,20 +21,61 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy.stats import spearmanr
 
 import lmaudit
 from common import add_json_option, write_rows
+from lmaudit.attacks import get_attack
 from lmaudit.data.corpus import build_corpus
+from lmaudit.metrics import auc
 from lmaudit.models.loading import load_model
+from lmaudit.models.served_model import topk_moments
+from lmaudit.probes.records import ARStats
+from lmaudit.probes.stats import token_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from served_server import MODEL, available, llama_server  # noqa: E402
 
 ATTACKS = ["loss", "zlib", "min_k", "min_k_pp", "gap_k"]
+
+
+def approximation_aucs(handle, members: list[str], nonmembers: list[str], k: int) -> dict[str, tuple[float, float]]:
+    """{attack: (AUC exact, AUC from the top-k)} of Min-K%++ and Gap-K% on the local weights: the same token
+    statistics once from the whole distribution and once as a served model gives them (the top-k, the rest of the
+    mass spread evenly), so the approximation alone is measured, without the server's arithmetic."""
+    tok, bos = handle.tokenizer, handle.tokenizer.bos_token_id
+    exact, approx, counts = [], [], []
+    with torch.no_grad():
+        for text in members + nonmembers:
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+            rows = torch.log_softmax(handle.model(torch.tensor([[bos, *ids]])).logits[0].float(), -1)[1:-1]
+            targets = torch.tensor(ids[1:])
+            full = token_stats(rows, targets).numpy()
+            top = torch.topk(rows, k).values.double().numpy()
+            moments = np.array([topk_moments(list(t), rows.shape[1]) for t in top])
+            exact.append(full)
+            approx.append(np.column_stack([full[:, :2], moments]).astype(np.float32))
+            counts.append(len(full))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    texts = members + nonmembers
+    zlib_len = np.array([len(zlib.compress(t.encode())) for t in texts], dtype=np.int64)
+    keys = np.arange(len(texts), dtype=np.uint64)
+    labels = np.r_[np.ones(len(members)), np.zeros(len(nonmembers))]
+    out = {}
+    for name in ("min_k_pp", "gap_k"):
+        spec = get_attack(name, "ar")
+        aucs = []
+        for flat in (np.concatenate(exact), np.concatenate(approx)):
+            stats = ARStats(logp=flat[:, 0], top1_logp=flat[:, 1], mu=flat[:, 2], sigma=flat[:, 3],
+                            entropy=-flat[:, 2], offsets=offsets, zlib_len=zlib_len, sample_keys=keys)
+            aucs.append(auc(labels, spec(stats, **spec.params)))
+        out[name] = (aucs[0], aucs[1])
+    return out
 
 
 def main() -> None:
@@ -62,6 +105,7 @@ def main() -> None:
         t_served = time.perf_counter() - t0
         requests = handle.adapter.endpoint.requests_made - asked
     n = 2 * args.n
+    approximated = approximation_aucs(weights, members, nonmembers, args.top_k)
     print(f"{args.n} + {args.n} passages of ≤ {args.chars} characters; served top-{args.top_k}; alignment "
           f"{served.target['served']['alignment']}")
     rows = []
@@ -77,6 +121,11 @@ def main() -> None:
                   "target": "-", "met": None},
                  {"measure": f"{name}: Spearman of served and local scores", "value": rho, "target": "-",
                   "met": None}]
+    for name, (exact_auc, approx_auc) in approximated.items():
+        print(f"{name:9s} on the local weights: AUC exact {100 * exact_auc:.1f}, from the top-{args.top_k} "
+              f"{100 * approx_auc:.1f} (the approximation alone: {100 * (approx_auc - exact_auc):+.1f} points)")
+        rows.append({"measure": f"{name}: top-{args.top_k} − exact AUC, local weights (points)",
+                     "value": 100 * (approx_auc - exact_auc), "target": "-", "met": None})
     print(f"texts per second: served {n / t_served:.2f} ({requests} requests, {requests / n:.2f} per text), local "
           f"{n / t_local:.2f} (batch 1); served ÷ local time {t_served / t_local:.1f}")
     rows += [{"measure": "served ÷ local time", "value": t_served / t_local, "target": "-", "met": None},
