@@ -64,7 +64,13 @@ def records_for(spec, target, reference=None, shadows=None):
     attack that reads a prefixed pass (ReCaLL) the target's own statistics stand in for that pass (the same tokens
     scored, as the probe guarantees)."""
     from lmaudit.probes.records import PrefixedStats
-    from lmaudit.probes.requests import FrequencyRequest, GradientRequest, NeighbourRequest, PrefixRequest
+    from lmaudit.probes.requests import (
+        FrequencyRequest,
+        GradientRequest,
+        NeighbourRequest,
+        PrefixRequest,
+        SampleRequest,
+    )
 
     plain = target.with_companions(reference=reference if spec.needs_reference else None,
                                    shadows=shadows if spec.needs_shadows else None)
@@ -77,6 +83,8 @@ def records_for(spec, target, reference=None, shadows=None):
         return gradient_records(plain, reference)
     if isinstance(request, NeighbourRequest):
         return neighbour_records(plain, reference)
+    if isinstance(request, SampleRequest):
+        return sample_records(plain, reference)
     return plain
 
 
@@ -116,6 +124,28 @@ def neighbour_records(target, reference=None, *, per_text: int = 2, loss: float 
         owner = np.repeat(np.arange(stats.n_samples), per_text)
         copies = stats.take(owner)
         return NeighbourStats(stats, replace(copies, logp=np.full_like(copies.logp, -loss)), owner)
+
+    found = wrap(target)
+    found.reference = None if reference is None else wrap(reference)
+    return found
+
+
+def sample_records(target, reference=None, *, n: int = 4):
+    """SampleStats over synthetic ARStats: text i's remainder is one word per scored token, and draw k of n writes
+    word j when that token's probability exceeds (k + 1) / (2n) (the rest another word): a member, whose tokens are
+    likelier, has more of its words reproduced."""
+    from lmaudit.probes.records import SampleStats
+
+    def wrap(stats):
+        truth, samples = [], []
+        for i in range(stats.n_samples):
+            p = np.exp(stats.logp[stats.offsets[i]:stats.offsets[i + 1]].astype(np.float64))
+            words = [f"w{j}" for j in range(len(p))]
+            truth.append(" ".join(words))
+            samples.append([" ".join(w if p[j] > (k + 1) / (2 * n) else "x" for j, w in enumerate(words))
+                            for k in range(n)])
+        return SampleStats(np.array(truth, dtype=str), np.array(samples, dtype=str).reshape(-1, n),
+                           np.zeros(stats.n_samples, dtype=np.int64), stats.lengths, stats.sample_keys)
 
     found = wrap(target)
     found.reference = None if reference is None else wrap(reference)

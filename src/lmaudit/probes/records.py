@@ -346,3 +346,30 @@ class NeighbourStats:
 
     def as_reference(self) -> "NeighbourStats | None":
         return self.reference
+
+
+@dataclass
+class SampleStats(NpzRecord):
+    """Per text: the rest of it after its prefix (``truth``, (S,) str), ``samples`` the model drew in its place
+    ((S, n) str, each as many tokens long), both decoded without special tokens; the tokens of the ``prefix``
+    (context included) and of the ``remainder`` ((S,) int64); ``sample_keys`` (S,) uint64. ``reference``: the same
+    drawn from the reference model (in memory only)."""
+
+    truth: np.ndarray
+    samples: np.ndarray
+    prefix: np.ndarray
+    remainder: np.ndarray
+    sample_keys: np.ndarray
+    reference: "SampleStats | None" = companion()
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.truth)
+
+    def as_reference(self) -> "SampleStats | None":
+        return self.reference
+
+    @classmethod
+    def concat(cls, parts: list["SampleStats"]) -> "SampleStats":
+        """The texts of ``parts`` in order (companions are not carried)."""
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in _saved(cls)})

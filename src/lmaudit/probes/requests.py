@@ -12,6 +12,8 @@ so attacks that read the same records share one probe pass.
   (:class:`~lmaudit.probes.records.GradientStats`; GradNorm).
 - :class:`NeighbourRequest` — the AR pass of every text and of its neighbours, made by a masked model
   (:class:`~lmaudit.probes.records.NeighbourStats`; the neighbourhood attack).
+- :class:`SampleRequest` — ``n`` continuations of every text sampled from the model after a prefix of it
+  (:class:`~lmaudit.probes.records.SampleStats`; SaMIA).
 - :class:`~lmaudit.probes.masks.MaskPlan` — masked forwards under a mask plan
   (:class:`~lmaudit.probes.records.MaskedStats`).
 """
@@ -77,3 +79,14 @@ class NeighbourRequest:
     fraction: float = 0.0
     top: int = 5
     kind: str = "ar-neighbours"
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """``n`` continuations of every text sampled from the model at ``temperature`` after the first ``prefix`` share
+    of its target tokens, each as many tokens long as the rest of the text (its remainder)."""
+
+    n: int = 10
+    prefix: float = 0.5
+    temperature: float = 1.0
+    kind: str = "samples"

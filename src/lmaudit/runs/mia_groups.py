@@ -15,7 +15,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +30,9 @@ from lmaudit.probes.ar import ARProbeConfig, ar_shards
 from lmaudit.probes.frequencies import smoothed, token_counts
 from lmaudit.probes.masked import masked_shards
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats, TokenStats
-from lmaudit.probes.requests import AR_PROBE, ARRequest, FrequencyRequest, PrefixRequest
+from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats, SampleStats, TokenStats
+from lmaudit.probes.requests import AR_PROBE, ARRequest, FrequencyRequest, PrefixRequest, SampleRequest
+from lmaudit.probes.samples import sample_shards
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import info
@@ -227,6 +228,36 @@ def frequency_group(ctx: Probing, request: FrequencyRequest, group, textset: Tex
             yield (a, b), wrap(stats, a, b)
 
     return tokens_shards(), lambda: wrap(whole(), 0, len(textset)), forwards, None
+
+
+@register_probe(SampleRequest, check=truncated_only("samia", "each text's remainder"))
+def sample_group(ctx: Probing, request: SampleRequest, group, textset: TextSet):
+    """(shard iterator, whole-set function, generations per sample, None) of sampled continuations
+    (:mod:`lmaudit.probes.samples`; the reference's too, when its own scores are asked for). What was sampled goes
+    into the run's notes."""
+    models = {"target": ctx.target} | ({"reference": ctx.reference} if ctx.reference is not None and ctx.prior else {})
+    sharded = {}
+    for role, handle in models.items():
+        t0 = time.perf_counter()
+        sharded[role] = sample_shards(handle, textset, request, seed=ctx.config.seed, max_length=ctx.config.max_length,
+                                      cache_dir=ctx.cache, description=f"samples ({role})")
+        ctx.timings[f"probe_samples_{role}"] = time.perf_counter() - t0
+
+    def stats(i: int | None) -> SampleStats:
+        part = {role: SampleStats.concat(s.all()) if i is None else s.get(i) for role, s in sharded.items()}
+        return replace(part["target"], reference=part.get("reference"))
+
+    def shards():
+        for i, bounds in enumerate(sharded["target"].bounds):
+            yield bounds, stats(i)
+
+    target = sharded["target"]
+    lengths = np.concatenate([target.get(i).remainder for i in range(len(target))])
+    ctx.note(group, f"{request.n} continuation(s) of each text sampled at temperature {request.temperature:g} "
+                    f"after the first {request.prefix:.0%} of its target tokens: {lengths.mean():.1f} tokens each on "
+                    f"average, {request.n * lengths.mean():.1f} generated tokens per text.")
+    forwards = {s.name: float(request.n) for s in group}  # one generation of the remainder per draw
+    return shards(), lambda: stats(None), lambda: forwards, None
 
 
 def _check_masked(ctx: Probing) -> None:
