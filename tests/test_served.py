@@ -31,7 +31,8 @@ class FakeServer:
     echo and logprobs as llama-cpp-python computes them (the BOS stripped from the echo, the first entry null, each
     token paired with the row that predicted it; ``shift=True`` pairs it with the next row instead). ``fail`` first
     requests answer 503; ``html`` answers an HTML page; ``tokenizer_offset`` shifts the ids it tokenizes into;
-    ``completion`` is the text every sampled continuation returns (else the greedy one)."""
+    ``completion`` is the text every sampled continuation returns (else the greedy one); ``no_logprobs`` answers
+    without log-probabilities (a server that gives text only)."""
 
     def __init__(self, model, tokenizer, **faults):
         self.bos = faults.pop("bos", BOS)
@@ -83,6 +84,8 @@ class FakeServer:
             out["text_offset"].append(len(self._text(tokens[:i])))
         if echo:
             out["token_logprobs"][0], out["top_logprobs"][0] = None, None
+        if self.faults.get("no_logprobs"):  # a server that gives text only
+            out = None
         return {"object": "text_completion", "model": "tiny",
                 "choices": [{"text": "", "index": 0, "logprobs": out, "finish_reason": "length"}]}
 

@@ -160,3 +160,24 @@ def test_pii_reconstruction_ranks_candidates_the_served_model_generated(server, 
         rows_lp = torch.log_softmax(tiny_model(torch.tensor([[BOS, *ids]])).logits[0], -1)
     want = np.mean([float(rows_lp[i][ids[i]]) for i in range(1, len(ids))])
     assert case["ce"][-1] == pytest.approx(want, abs=1e-5)
+
+
+def test_a_server_that_gives_text_only_is_audited_by_the_generation_attacks_alone(tiny_model, tokenizer,
+                                                                                tiny_model_dir):
+    import lmaudit
+
+    server = FakeServer(tiny_model, tokenizer, bos=BOS, no_logprobs=True)
+    try:
+        handle = load_model(server.url, tokenizer=tiny_model_dir)
+        assert handle.adapter.access == "generation" and handle.facts()["served"]["prompt_logprobs"] is False
+        texts = make_texts(8, seed=2)
+        with pytest.raises(LmauditError, match="no chosen attack can run on this model: it gives generation"):
+            lmaudit.mia(handle, texts[:4], texts[4:], config=lmaudit.RunConfig(n_bootstrap=0, blind=False))
+        result = lmaudit.mia(handle, texts[:4], texts[4:], config=lmaudit.RunConfig(
+            attacks=["samia"], params={"samia": {"n": 2}}, n_bootstrap=0, blind=False))
+        scores = result.scores["samia"]
+        assert set(result.attacks) == {"samia"} and np.all((scores >= 0) & (scores <= 1))
+        with pytest.raises(LmauditError, match="loss cannot run on this model: it needs logprob access"):
+            lmaudit.mia(handle, texts[:4], texts[4:], config=lmaudit.RunConfig(attacks=["loss"], blind=False))
+    finally:
+        server.close()

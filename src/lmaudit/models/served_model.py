@@ -32,8 +32,16 @@ from lmaudit.errors import LmauditError, ModelLoadError
 from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.gguf import local_model
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.served import Endpoint, PromptLogprobs, check_alignment, check_unchanged, prompt_logprobs
+from lmaudit.models.served import (
+    PROBE_TEXT,
+    Endpoint,
+    PromptLogprobs,
+    check_alignment,
+    check_unchanged,
+    prompt_logprobs,
+)
 from lmaudit.models.sources import resolve_source
+from lmaudit.utils import stable_hash
 
 DEFAULT_TOP_K = 20  # vLLM's default cap (--max-logprobs); llama-cpp-python takes more
 APPROXIMATE = ("mu", "sigma")  # the statistics a served probe approximates from its top-k
@@ -119,7 +127,13 @@ class ServedAdapter:
         return out
 
     def check_unchanged(self) -> None:
-        check_unchanged(self.endpoint, self.tokenizer, self.bos_id, top_k=min(self.top_k, 5))
+        """Refuse a run whose served model changed since it was identified (its answers would mix two models)."""
+        if self.access != "generation":
+            check_unchanged(self.endpoint, self.tokenizer, self.bos_id, top_k=min(self.top_k, 5))
+        elif generation_identity(self.endpoint, self.bos_text) != self.endpoint.identity:
+            raise LmauditError(f"{self.endpoint.url}: the served model changed during the run (its greedy "
+                               "continuation of the probe text differs from the one at the start)",
+                               hint="run again once the server serves one model")
 
 
 def _rows(answer: PromptLogprobs, start: int, vocab: int, *, where: str) -> np.ndarray:
@@ -154,9 +168,24 @@ def _tokenizer_of(source) -> tuple[object, int]:
     return tok, int(limit) if isinstance(limit, int) and 0 < limit < 10**7 else 2048
 
 
+def _prompt_logprobs_offered(endpoint: Endpoint, bos_text: str) -> bool:
+    """Whether the endpoint returns log-probabilities for an echoed prompt (asked every time, never cached)."""
+    choice = endpoint.completion(bos_text + PROBE_TEXT, echo=True, logprobs=1, max_tokens=1, cached=False)
+    lp = choice.get("logprobs")
+    return isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list) and len(lp["token_logprobs"]) > 1
+
+
+def generation_identity(endpoint: Endpoint, bos_text: str) -> str:
+    """A digest of a served model that gives text only: its name and its greedy continuation of the probe text."""
+    choice = endpoint.completion(bos_text + PROBE_TEXT, echo=False, logprobs=None, max_tokens=16, temperature=0.0,
+                                 cached=False)
+    return stable_hash(endpoint.url, endpoint.model, str(choice.get("text")))
+
+
 def load_served(url: str, *, tokenizer=None, served_model: str | None = None, top_k: int = DEFAULT_TOP_K,
                 kind: str | None = None, verify: bool = True) -> ModelHandle:
-    """The handle of the model an OpenAI-compatible endpoint serves, proven aligned before it is returned."""
+    """The handle of the model an OpenAI-compatible endpoint serves: proven aligned before it is returned when it
+    gives prompt log-probabilities (access ``top_k``), else a model that gives sampled text only (``generation``)."""
     if kind not in (None, "ar"):
         raise ModelLoadError(f"{url}: a served model is audited as an AR model (prompt log-probabilities), "
                              f"not as '{kind}'", hint="drop --kind, or audit the DLM's weights on disk")
@@ -174,10 +203,17 @@ def load_served(url: str, *, tokenizer=None, served_model: str | None = None, to
     endpoint = Endpoint(url, model=served_model, verify=verify)
     name = endpoint.served_model()
     endpoint.model = name
-    found = check_alignment(endpoint, tok, bos, top_k=min(top_k, 5))
-    capabilities = {"url": endpoint.url, "model": name, "prompt_logprobs": "echo", "top_k": top_k,
-                    "tokenize": endpoint.tokenize("a") is not None, "access": ServedAdapter.access,
-                    "approximate": list(APPROXIMATE), "alignment": found.as_dict()}
+    bos_text = tok.convert_ids_to_tokens(bos)
+    if _prompt_logprobs_offered(endpoint, bos_text):
+        found = check_alignment(endpoint, tok, bos, top_k=min(top_k, 5)).as_dict()
+        access, approximate = ServedAdapter.access, list(APPROXIMATE)
+    else:  # sampled text only: the generation-level attacks run (SaMIA), every other is skipped with the reason
+        endpoint.identity = generation_identity(endpoint, bos_text)
+        found, access, approximate = None, "generation", []
+    capabilities = {"url": endpoint.url, "model": name, "prompt_logprobs": "echo" if found else False,
+                    "top_k": top_k if found else None, "tokenize": endpoint.tokenize("a") is not None,
+                    "access": access, "approximate": approximate, "alignment": found}
     adapter = ServedAdapter(endpoint, tok, bos, top_k, limit, len(tok), capabilities)
+    adapter.access = access
     return ModelHandle(None, tok, endpoint.url, f"served:{endpoint.identity}", "ar", adapter, dtype="served",
                        device="remote", source={"served": capabilities})

@@ -62,6 +62,10 @@ def _by_access(specs, access: str, named: bool) -> tuple[list, dict, list[str]]:
                            hint="audit the model's weights on disk, or leave the attack out")
     for name, why in skipped.items():
         info(f"[dim]skipping {name} ({why})[/dim]")
+    if not runs:
+        able = [s.name for s in list_attacks("ar") if s.access == access]
+        raise LmauditError(f"no chosen attack can run on this model: it gives {access} access ({ACCESS[access]})",
+                           hint=f"name one that needs no more: {', '.join(able)}" if able else None)
     return runs, skipped, approx
 
 
