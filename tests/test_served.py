@@ -37,6 +37,7 @@ class FakeServer:
     def __init__(self, model, tokenizer, **faults):
         self.bos = faults.pop("bos", BOS)
         self.model, self.tokenizer, self.faults, self.seen = model, tokenizer, dict(faults), []
+        self.lock, self.in_flight, self.most_in_flight = threading.Lock(), 0, 0  # requests answered at once
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -105,6 +106,16 @@ class FakeServer:
                 self.wfile.write(data)
 
             def _answer(self, body):
+                with fake.lock:
+                    fake.in_flight += 1
+                    fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
+                try:
+                    self._reply(body)
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def _reply(self, body):
                 fake.seen.append((self.path, self.headers.get("Authorization"), body))
                 if fake.faults.get("fail", 0) > 0:
                     fake.faults["fail"] -= 1

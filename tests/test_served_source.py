@@ -181,3 +181,32 @@ def test_a_server_that_gives_text_only_is_audited_by_the_generation_attacks_alon
             lmaudit.mia(handle, texts[:4], texts[4:], config=lmaudit.RunConfig(attacks=["loss"], blind=False))
     finally:
         server.close()
+
+
+def test_requests_run_concurrently_up_to_the_bound_and_give_the_sequential_scores(server, tiny_model_dir):
+    import time
+
+    import lmaudit
+
+    texts = make_texts(12, seed=9)
+    slow = server.model.forward
+
+    def forward(*args, **kwargs):  # slow enough that requests overlap
+        time.sleep(0.05)
+        return slow(*args, **kwargs)
+
+    server.model.forward = forward
+    try:
+        config = lmaudit.RunConfig(attacks=["loss"], n_bootstrap=0, blind=False, use_cache=False)
+        one = lmaudit.mia(load_model(server.url, tokenizer=tiny_model_dir, concurrency=1), texts[:6], texts[6:],
+                          config=config)
+        assert server.most_in_flight == 1
+        three = load_model(server.url, tokenizer=tiny_model_dir, concurrency=3)
+        three.adapter.endpoint.cache = False  # ask the server again
+        many = lmaudit.mia(three, texts[:6], texts[6:], config=config)
+    finally:
+        del server.model.forward
+    assert server.most_in_flight == 3 and np.array_equal(one.scores["loss"], many.scores["loss"])
+    for option in ("concurrency", "top_k"):  # 0 is refused, not read as the default
+        with pytest.raises(LmauditError, match=f"{option}= must be an integer ≥ 1, got 0"):
+            load_model(server.url, tokenizer=tiny_model_dir, **{option: 0})

@@ -34,6 +34,7 @@ class ModelOptions:
     tokenizer: Optional[Path] = None
     served_model: Optional[str] = None
     top_k: Optional[int] = None
+    concurrency: Optional[int] = None
 
     def __post_init__(self) -> None:
         """Checked before any work (the device is checked when the model loads)."""
@@ -78,6 +79,7 @@ _MODEL_PARAMS = [
                                                             "several.")),
     ("top_k", Optional[int], typer.Option(None, help="A served model: top log-probabilities asked per position "
                                                      "(default 20; Min-K%++ and Gap-K% read them, approximately).")),
+    ("concurrency", Optional[int], typer.Option(None, help="A served model: requests in flight at once (default 4).")),
 ]
 _RUN_PARAMS = [
     ("no_report", bool, typer.Option(False, "--no-report", help="Do not write report.html / report.md.")),

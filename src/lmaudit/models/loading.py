@@ -30,7 +30,7 @@ from lmaudit.models.fingerprint import chain_fingerprints, model_dir_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.served import is_endpoint
-from lmaudit.models.served_model import DEFAULT_TOP_K, load_served
+from lmaudit.models.served_model import DEFAULT_CONCURRENCY, DEFAULT_TOP_K, load_served
 from lmaudit.models.sources import (
     BASE_OPTION,
     TRAINING_FILE,
@@ -75,6 +75,7 @@ def load_model(
     tokenizer: str | Path | None = None,
     served_model: str | None = None,
     top_k: int | None = None,
+    concurrency: int | None = None,
 ) -> ModelHandle:
     """Load an AR (``AutoModelForCausalLM``) or DLM model and its tokenizer from a local folder.
 
@@ -94,11 +95,13 @@ def load_model(
 
     An http(s) URL names a served model (an OpenAI-compatible endpoint, :mod:`lmaudit.models.served_model`):
     ``tokenizer`` is a local source of its tokenizer, ``served_model`` the served model's name where the endpoint
-    serves several, ``top_k`` the top log-probabilities asked per position; the weight options do not apply.
+    serves several, ``top_k`` the top log-probabilities asked per position, ``concurrency`` the requests in flight at
+    once; the weight options do not apply.
     """
     if is_endpoint(path):
-        return load_served(str(path), tokenizer=tokenizer, served_model=served_model, top_k=top_k or DEFAULT_TOP_K,
-                           kind=kind)
+        return load_served(str(path), tokenizer=tokenizer, served_model=served_model, kind=kind,
+                           top_k=DEFAULT_TOP_K if top_k is None else top_k,
+                           concurrency=DEFAULT_CONCURRENCY if concurrency is None else concurrency)
     resolved = resolve_model(path, adapter_base, kind=kind, dtype=dtype, device=device,
                              trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
                              mask_token_id=mask_token_id, shift_logits=shift_logits, local=local_model)

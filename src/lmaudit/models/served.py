@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +75,8 @@ class Endpoint:
     cache: bool = True
     requests_made: int = field(default=0, init=False)  # answers that came from the server, not the cache
     identity: str | None = field(default=None, init=False)  # the served model's answer to the probe: keys the cache
-    _session: requests.Session | None = field(default=None, init=False, repr=False)
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False)  # a session per thread
+    _count: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not is_endpoint(self.url):
@@ -112,8 +114,9 @@ class Endpoint:
         return answer
 
     def _request(self, path: str, body: dict | None) -> dict:
-        if self._session is None:
-            self._session = requests.Session()
+        session = getattr(self._local, "session", None)
+        if session is None:  # requests' sessions are not shared between threads
+            session = self._local.session = requests.Session()
         # a path is under the API's root (``completions``), or with a leading slash under the server's (``/tokenize``)
         root = urlsplit(self.url)
         url = urlunsplit((root.scheme, root.netloc, path, "", "")) if path.startswith("/") else f"{self.url}/{path}"
@@ -123,10 +126,10 @@ class Endpoint:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 if body is None:
-                    response = self._session.get(url, headers=self._headers(), timeout=self.timeout,
+                    response = session.get(url, headers=self._headers(), timeout=self.timeout,
                                                  verify=self.verify)
                 else:
-                    response = self._session.post(url, json=body, headers=self._headers(), timeout=self.timeout,
+                    response = session.post(url, json=body, headers=self._headers(), timeout=self.timeout,
                                                   verify=self.verify)
             except requests.exceptions.SSLError as exc:
                 raise LmauditError(f"{url}: TLS certificate not verified ({exc.__class__.__name__})",
@@ -143,7 +146,8 @@ class Endpoint:
                            hint="is the server running and reachable? finished requests are cached: run again")
 
     def _json(self, url: str, response: requests.Response) -> dict:
-        self.requests_made += 1
+        with self._count:
+            self.requests_made += 1
         if response.status_code >= 400:
             detail = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
             raise LmauditError(f"{url}: HTTP {response.status_code} {detail}".rstrip(),

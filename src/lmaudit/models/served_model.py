@@ -44,6 +44,7 @@ from lmaudit.models.sources import resolve_source
 from lmaudit.utils import stable_hash
 
 DEFAULT_TOP_K = 20  # vLLM's default cap (--max-logprobs); llama-cpp-python takes more
+DEFAULT_CONCURRENCY = 4  # requests in flight at once: a batching server (vLLM) answers them together
 APPROXIMATE = ("mu", "sigma")  # the statistics a served probe approximates from its top-k
 
 
@@ -71,6 +72,7 @@ class ServedAdapter:
     context_length: int
     vocab: int
     capabilities: dict = field(default_factory=dict)
+    concurrency: int = DEFAULT_CONCURRENCY  # requests in flight at once
     remote = True  # no weights here: probes ask the endpoint
     access = "top_k"
     long_text_modes = ("truncate",)
@@ -183,7 +185,7 @@ def generation_identity(endpoint: Endpoint, bos_text: str) -> str:
 
 
 def load_served(url: str, *, tokenizer=None, served_model: str | None = None, top_k: int = DEFAULT_TOP_K,
-                kind: str | None = None, verify: bool = True) -> ModelHandle:
+                kind: str | None = None, verify: bool = True, concurrency: int = DEFAULT_CONCURRENCY) -> ModelHandle:
     """The handle of the model an OpenAI-compatible endpoint serves: proven aligned before it is returned when it
     gives prompt log-probabilities (access ``top_k``), else a model that gives sampled text only (``generation``)."""
     if kind not in (None, "ar"):
@@ -193,8 +195,9 @@ def load_served(url: str, *, tokenizer=None, served_model: str | None = None, to
         raise ModelLoadError(f"{url}: a served model needs a local copy of its tokenizer",
                              hint="pass {tokenizer} with the served model's folder, GGUF file or name",
                              options=("tokenizer",))
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise ModelLoadError(f"top_k must be an integer ≥ 1, got {top_k!r}")
+    for name, value in (("top_k", top_k), ("concurrency", concurrency)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ModelLoadError(f"{{{name}}} must be an integer ≥ 1, got {value!r}", options=(name,))
     tok, limit = _tokenizer_of(tokenizer)
     bos = tok.bos_token_id
     if bos is None:
@@ -213,7 +216,7 @@ def load_served(url: str, *, tokenizer=None, served_model: str | None = None, to
     capabilities = {"url": endpoint.url, "model": name, "prompt_logprobs": "echo" if found else False,
                     "top_k": top_k if found else None, "tokenize": endpoint.tokenize("a") is not None,
                     "access": access, "approximate": approximate, "alignment": found}
-    adapter = ServedAdapter(endpoint, tok, bos, top_k, limit, len(tok), capabilities)
+    adapter = ServedAdapter(endpoint, tok, bos, top_k, limit, len(tok), capabilities, concurrency)
     adapter.access = access
     return ModelHandle(None, tok, endpoint.url, f"served:{endpoint.identity}", "ar", adapter, dtype="served",
                        device="remote", source={"served": capabilities})

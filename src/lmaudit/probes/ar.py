@@ -12,6 +12,7 @@ not change any statistic. Only the per-token statistics leave the device; the
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -51,13 +52,15 @@ def _run_served_probe(adapter, textset: TextSet, config: ARProbeConfig, descript
                            hint="use --long-texts truncate (texts longer than the context are refused)")
     limit = config.max_length or adapter.context_length
     tok = tokenize_records(adapter.tokenizer, textset, max_length=sys.maxsize)
+    for rec, ids in zip(textset.records, tok.ids):  # all checked before the first request
+        if len(ids) > limit:
+            raise LmauditError(f"{textset.source}: record '{rec.id}' has {len(ids)} tokens, more than the served "
+                               f"model's {limit}", hint="shorten the texts (a served model scores them whole)")
     per_sample = []
-    with progress(description, total=len(textset)) as bar:
-        for rec, ids in zip(textset.records, tok.ids):
-            if len(ids) > limit:
-                raise LmauditError(f"{textset.source}: record '{rec.id}' has {len(ids)} tokens, more than the served "
-                                   f"model's {limit}", hint="shorten the texts (a served model scores them whole)")
-            per_sample.append(adapter.token_stats(rec.target, rec.context or ""))
+    with progress(description, total=len(textset)) as bar, ThreadPoolExecutor(adapter.concurrency) as pool:
+        # in the records' order, whatever order the answers come in
+        for rows in pool.map(lambda rec: adapter.token_stats(rec.target, rec.context or ""), textset.records):
+            per_sample.append(rows)
             bar.advance(1)
     flat = np.concatenate(per_sample)
     offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
