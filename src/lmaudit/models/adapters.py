@@ -37,6 +37,7 @@ Logit conventions of DLMs:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -155,7 +156,7 @@ class _Adapter:
         return default_batch_tokens(self.model, self.device, fused=self.fused_head() is not None)
 
     def output_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, pick, *,
-                    fuse: bool = True) -> tuple[torch.Tensor, torch.nn.Linear | None]:
+                    fuse: bool = True, past=None) -> tuple[torch.Tensor, torch.nn.Linear | None]:
         """The output rows ``pick`` selects, and the output layer still to apply to them, if any.
 
         ``pick`` maps a (B, T, X) tensor to the (n, X) rows needed. When the logits are a
@@ -165,9 +166,15 @@ class _Adapter:
         aligned as :meth:`__call__`'s (see :meth:`row_for`).
         """
         fused = self.fused_head() if fuse else None
+        extra = {} if past is None else {"past": past}  # an AR model's cached prefix (the DLM's take none)
         if fused is not None:
-            return pick(self.hidden(fused[0], input_ids, attention_mask)), fused[1]  # (n, d)
-        return pick(self(input_ids, attention_mask)), None  # (n, V)
+            return pick(self.hidden(fused[0], input_ids, attention_mask, **extra)), fused[1]  # (n, d)
+        return pick(self(input_ids, attention_mask, **extra)), None  # (n, V)
+
+
+def _cached(past) -> dict:
+    """A forward's cache arguments: none kept without a prefix cache, else continue after it."""
+    return {"use_cache": False} if past is None else {"cache": past, "use_cache": True}
 
 
 @dataclass(eq=False)
@@ -187,13 +194,29 @@ class ARAdapter(_Adapter):
     def fused_head(self):
         return fused_head(self.model) if self.fuse else None
 
-    def hidden(self, base, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Last hidden states of the base model, (B, T) → (B, T, d); row t predicts token t + 1."""
-        return base(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    def hidden(self, base, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+               past=None) -> torch.Tensor:
+        """Last hidden states of the base model, (B, T) → (B, T, d); row t predicts token t + 1. With ``past``
+        (:meth:`prefix_cache`), the rows continue after the cached prefix (``attention_mask`` covers both)."""
+        return base(input_ids=input_ids, attention_mask=attention_mask, **_cached(past)).last_hidden_state
 
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits (B, T) → (B, T, V); row t predicts token t + 1."""
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 past=None) -> torch.Tensor:
+        """Logits (B, T) → (B, T, V); row t predicts token t + 1 (after the cached ``past``, as :meth:`hidden`)."""
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **_cached(past)).logits
+
+    def prefix_cache(self, prefix: torch.Tensor):
+        """The keys and values of the (1, P) ids ``prefix``, computed once for every text that starts with it:
+        :meth:`expand_cache` gives a batch its own copy."""
+        return self.model(input_ids=prefix, use_cache=True).cache
+
+    @staticmethod
+    def expand_cache(cache, batch: int):
+        """A copy of a one-row prefix cache repeated for ``batch`` rows (a forward appends to the copy, never to
+        the cache other batches reuse)."""
+        out = copy.deepcopy(cache)
+        out.batch_repeat_interleave(batch)
+        return out
 
     @staticmethod
     def row_for(positions):

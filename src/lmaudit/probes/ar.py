@@ -42,6 +42,24 @@ class ARProbeConfig:
     stride: int | None = None  # window stride (default: half the window)
     row_chunk: int = 256  # rows per output-layer chunk when the head is fused
     fused_head: bool = True  # apply a plain output layer in row chunks instead of materialising all logits
+    # the texts of a shard share a leading run of tokens (ReCaLL's prefix): its keys and values are computed once
+    # and every batch continues from them (off: every text runs whole)
+    reuse_prefix: bool = False
+
+
+MIN_SHARED = 16  # fewest shared leading tokens worth computing once
+
+
+def shared_run(ids: list[np.ndarray], scored: list[np.ndarray]) -> int:
+    """How many leading tokens every text shares that no text scores (each position after them is still predicted
+    by a row the batch computes): 0 when that is fewer than :data:`MIN_SHARED`."""
+    shortest = min(len(x) for x in ids)
+    first = np.stack([x[:shortest] for x in ids])
+    same = np.all(first == first[0], axis=0)
+    run = int(shortest if same.all() else np.argmin(same))
+    unscored = min(int(np.argmax(m)) if m.any() else len(m) for m in scored)
+    cut = min(run, unscored - 1)  # the token before the first scored one is fed, so its row predicts that one
+    return cut if cut >= MIN_SHARED else 0
 
 
 def _run_served_probe(adapter, textset: TextSet, config: ARProbeConfig, description: str | None) -> ARStats:
@@ -80,9 +98,15 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
     else:
         tok = tokenize_records(adapter.tokenizer, textset, max_length=max_length)
         ids, scored, owner = tok.ids, tok.scored, np.arange(len(textset))
+    device = adapter.device
+    reuse = config.reuse_prefix and config.long_texts != "window" and hasattr(adapter, "prefix_cache")
+    cut = shared_run(ids, scored) if reuse and len(ids) > 1 else 0
+    cache = None
+    if cut:  # the shared leading tokens once; the texts are fed from there on
+        cache = adapter.prefix_cache(torch.from_numpy(np.asarray(ids[0][:cut], dtype=np.int64))[None].to(device))
+        ids, scored = [x[cut:] for x in ids], [m[cut:] for m in scored]
     lengths = np.array([len(x) for x in ids])
     per_sample: list[np.ndarray | None] = [None] * len(ids)
-    device = adapter.device
     batches = model_batches(lengths, adapter, config.batch_size, config.max_batch_tokens)
     with progress(description, total=len(ids)) as bar:
 
@@ -92,8 +116,12 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
             attn_t = torch.from_numpy(attn).to(device)
             sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
             targets = ids_t[:, 1:][sel]  # (n,)
+            extra = {}
+            if cache is not None:  # the batch continues after the shared tokens: they are attended, not fed
+                attn_t = torch.cat([torch.ones((len(index), cut), dtype=attn_t.dtype, device=device), attn_t], 1)
+                extra["past"] = adapter.expand_cache(cache, len(index))
             rows, head = adapter.output_rows(ids_t, attn_t, lambda out, sel=sel: out[:, :-1][sel],
-                                             fuse=config.fused_head)
+                                             fuse=config.fused_head, **extra)
             stats = rows_stats(rows, head, targets, row_chunk=config.row_chunk)  # (n, 4)
             if not torch.isfinite(stats).all():
                 raise LmauditError(
@@ -145,7 +173,8 @@ def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARP
     if cache_dir is not None and handle.fingerprint:
         # every setting, the batching ones too: a text's float32 statistics change in the last bits with the texts
         # padded beside it, so a shard cached at one batch size is not the value another batch size computes
-        key = ("ar", PROBE_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), asdict(config))
+        settings = {k: v for k, v in asdict(config).items() if k != "reuse_prefix" or v}  # older keys stay valid
+        key = ("ar", PROBE_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), settings)
     return run_sharded(textset, task=ARProbeTask(config), handle=handle, key=key, load=ARStats.load,
                        cache_dir=cache_dir, description=description, shard_size=shard_size)
 

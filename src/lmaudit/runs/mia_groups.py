@@ -89,10 +89,12 @@ def probe_kind(request) -> ProbeKind:
 
 
 @register_probe(ARRequest)
-def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet):
-    """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group``."""
+def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet, *, reuse_prefix: bool = False):
+    """(shard iterator, whole-set function, forwards per sample, None) of the AR probe for ``group`` (``reuse_prefix``:
+    the texts share a prefix, computed once per shard)."""
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
-                              max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
+                              max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts,
+                              reuse_prefix=reuse_prefix)
     t0 = time.perf_counter()
     tar = ar_shards(ctx.target, textset, probe_cfg, cache_dir=ctx.cache, description="probe target")
     ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
@@ -177,7 +179,7 @@ def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet
         warnings.warn(f"recall: {kept} of {len(request.shots)} prefix shots fit in the context of {limit} tokens "
                       "beside the longest text; the earlier ones were dropped", stacklevel=2)
     plain_shards, plain_whole, _, _ = ar_group(ctx, AR_PROBE, group, textset)
-    pre_shards, pre_whole, _, _ = ar_group(ctx, AR_PROBE, group, prefixed)
+    pre_shards, pre_whole, _, _ = ar_group(ctx, AR_PROBE, group, prefixed, reuse_prefix=True)
 
     def shards():
         for ((a, b), plain), (_, pre) in zip(plain_shards, pre_shards):
