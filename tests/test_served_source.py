@@ -210,3 +210,19 @@ def test_requests_run_concurrently_up_to_the_bound_and_give_the_sequential_score
     for option in ("concurrency", "top_k"):  # 0 is refused, not read as the default
         with pytest.raises(LmauditError, match=f"{option}= must be an integer ≥ 1, got 0"):
             load_model(server.url, tokenizer=tiny_model_dir, **{option: 0})
+
+
+def test_a_served_model_and_a_local_one_serve_as_each_others_reference(server, tiny_model_dir):
+    import lmaudit
+
+    texts = make_texts(12, seed=13)
+    config = lmaudit.RunConfig(attacks=["loss", "reference"], n_bootstrap=0, blind=False)
+    served_target = lmaudit.mia(server.url, texts[:6], texts[6:], reference=tiny_model_dir, tokenizer=tiny_model_dir,
+                                config=config)
+    local_target = lmaudit.mia(tiny_model_dir, texts[:6], texts[6:], reference=server.url, tokenizer=tiny_model_dir,
+                               config=config)
+    assert served_target.target["served"]["url"] == local_target.reference["served"]["url"] == server.url
+    assert "served" not in served_target.reference and "served" not in local_target.target
+    # the same two models each way round: the reference attack's score flips its sign, up to the first token,
+    # which the served model cannot score and the local one does
+    assert np.corrcoef(served_target.scores["reference"], -local_target.scores["reference"])[0, 1] > 0.9
