@@ -226,3 +226,14 @@ def test_a_served_model_and_a_local_one_serve_as_each_others_reference(server, t
     # the same two models each way round: the reference attack's score flips its sign, up to the first token,
     # which the served model cannot score and the local one does
     assert np.corrcoef(served_target.scores["reference"], -local_target.scores["reference"])[0, 1] > 0.9
+
+
+def test_a_set_audit_of_a_served_model_reads_scores_and_refuses_hidden_features(server, tiny_model_dir):
+    import lmaudit
+
+    texts = make_texts(18, seed=17)
+    with pytest.raises(LmauditError, match="features=hidden reads the model's hidden states"):
+        lmaudit.audit_set(server.url, texts[:6], texts[6:12], texts[12:], tokenizer=tiny_model_dir)
+    found = lmaudit.audit_set(server.url, texts[:6], texts[6:12], texts[12:], tokenizer=tiny_model_dir,
+                              config=lmaudit.AuditConfig(features="scores", attacks=["loss", "min_k"]))
+    assert found["features"]["columns"] == ["loss", "min_k"]

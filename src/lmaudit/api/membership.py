@@ -104,8 +104,8 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
               backend=None, **load_options) -> AuditResult:
     """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
 
-    Members and non-members as in :func:`mia` (two files, or one labelled ``data`` file); ``suspect``: a data
-    file or text set. The data is read before any model is loaded; ``backend`` as in :func:`mia`.
+    Members and non-members as in :func:`mia` (two files or lists of texts, or one labelled ``data`` file);
+    ``suspect``: a data file, text set or list of texts. The data is read before any model is loaded; ``backend`` as in :func:`mia`.
 
     Examples
     --------
@@ -116,9 +116,9 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     """
     if suspect is None:
         raise SettingError("suspect", "missing {name}: the set to audit", hint="a data file or a TextSet")
-    mem, non = load_member_sets(members, nonmembers, data=data, label_field=label_field, text_field=text_field,
-                                split=split)
-    sets = [mem, non, texts_of(suspect, text_field, split)]
+    mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
+                                label_field=label_field, text_field=text_field, split=split)
+    sets = [mem, non, texts_of(suspect, text_field, split, name="suspect")]
     target, ref = load_models(model, reference, **load_options)
     with on_backend(backend):
         return AuditResult(run_audit(target, *sets, config or AuditConfig(), reference=ref))

@@ -71,6 +71,10 @@ def features_for(kind: str, loaded, sets: dict[str, TextSet], **kwargs) -> tuple
     if kind not in FEATURES:
         raise LmauditError(f"unknown features '{kind}'", hint=f"use one of {', '.join(FEATURES)}")
     if kind == "hidden":
+        if not hasattr(loaded.adapter, "hidden_states"):  # a served model: no hidden state leaves the server
+            raise LmauditError("features=hidden reads the model's hidden states, which a served model does not give",
+                               hint="use {features}=scores (the attacks' scores), or audit the weights on disk",
+                               options=("features",))
         return {name: hidden_features(loaded, ts) for name, ts in sets.items()}, []
     out, names = {}, []
     for name, ts in sets.items():
