@@ -105,7 +105,8 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
 
     Members and non-members as in :func:`mia` (two files or lists of texts, or one labelled ``data`` file);
-    ``suspect``: a data file, text set or list of texts. The data is read before any model is loaded; ``backend`` as in :func:`mia`.
+    ``suspect``: a data file, text set or list of texts. The data is read before any model is loaded; ``backend``
+    as in :func:`mia`.
 
     Examples
     --------
