@@ -69,3 +69,20 @@ def test_a_frozen_adapter_is_differentiated_and_left_frozen(tmp_path, tiny_model
     for bad, said in [("last:9", "has 2 transformer blocks"), ("head", "unknown parameters 'head'")]:
         with pytest.raises(DataError, match=said):
             score_set(handle, texts, config=RunConfig(attacks=["gradnorm"], params={"gradnorm": {"parameters": bad}}))
+
+
+def test_gradient_norms_reduced_in_place_equal_a_float64_reference():
+    import numpy as np
+    import torch
+
+    from lmaudit.probes.gradients import norms_of
+
+    g = torch.Generator().manual_seed(0)
+    grads = [torch.randn(3000, 70, generator=g) * 1e-3, torch.randn(5, generator=g), torch.randn(40, 9, generator=g)]
+    flat = [t.double().reshape(-1) for t in grads]
+    l2 = np.array([float(t.square().sum().sqrt()) for t in flat])
+    want = [float(np.sqrt((l2 ** 2).sum())), float(np.mean([float(t.abs().sum()) for t in flat])), float(l2.mean()),
+            float(np.mean([float(t.abs().max()) for t in flat]))]
+    np.testing.assert_allclose(norms_of(grads), want, rtol=1e-5)
+    half = norms_of([t.bfloat16() for t in grads])  # reduced in float32, not in bfloat16
+    np.testing.assert_allclose(half, norms_of([t.bfloat16().float() for t in grads]), rtol=1e-6)
