@@ -95,3 +95,20 @@ def test_membership_inference_runs_on_the_real_server_and_agrees_with_the_local_
         with torch.no_grad():
             rows = torch.log_softmax(local.model(torch.tensor([[bos, *ids]])).logits[0].float(), -1)
         assert abs(score - np.mean([float(rows[i][ids[i]]) for i in range(1, len(ids))])) < 0.25
+
+
+def test_dataset_inference_and_extraction_run_on_the_real_server(served):
+    """The other jobs through the endpoint: dataset inference returns its p-values, and a suffix's (n, p) probability
+    is the local import's to the quantised arithmetic."""
+    import lmaudit
+
+    endpoint, local = served
+    texts = PASSAGES * 4
+    found = lmaudit.dataset_inference(endpoint.url, texts[:6], texts[6:], tokenizer=MODEL, served_model=MODEL,
+                                      config=lmaudit.InferenceConfig(attacks=["loss", "min_k"], splits=3))
+    assert found["served"]["url"] == endpoint.url and 0 <= found["test"]["p_combined"] <= 1
+    cfg = lmaudit.ExtractConfig(mask="suffix:8", n=100, p=[0.1])
+    remote = lmaudit.extract(endpoint.url, PASSAGES, config=cfg, tokenizer=MODEL, served_model=MODEL)
+    mine = lmaudit.extract(local, PASSAGES, config=cfg)
+    gap = np.abs(np.array(remote["records"]["log_p_hat@ar"]) - np.array(mine["records"]["log_p_hat@ar"]))
+    assert gap.max() < 2.0, gap  # 8 tokens, each within the quantised arithmetic's reach of the import's
