@@ -118,3 +118,13 @@ def test_the_backend_is_a_parameter_of_the_jobs(tiny_model_dir):
         lmaudit.mia(tiny_model_dir, texts[:4], texts[4:], config=cfg, backend="gpu")
     assert run.attacks["loss"]["auc"] == lmaudit.mia(tiny_model_dir, texts[:4], texts[4:], config=cfg).attacks[
         "loss"]["auc"]
+
+
+@pytest.mark.parametrize("job", ["mia", "dataset_inference", "extract"])
+def test_an_unknown_backend_name_is_refused_before_any_model_loads(job):
+    import lmaudit
+    from lmaudit.errors import SettingError
+
+    args = {"mia": (["a b c"], ["d e f"]), "dataset_inference": (["a b c"], ["d e f"]), "extract": (["a b c"],)}[job]
+    with pytest.raises(SettingError, match="unknown backend 'rey'"):  # not "no such model folder"
+        getattr(lmaudit, job)("no/such/model", *args, backend="rey")

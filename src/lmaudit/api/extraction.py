@@ -8,7 +8,7 @@ import pandas as pd
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models.loading import load_models
 from lmaudit.runs.extract import ExtractConfig, ExtractionResult, run_extraction
-from lmaudit.runs.inputs import on_backend, texts_of
+from lmaudit.runs.inputs import check_backend, on_backend, texts_of
 from lmaudit.runs.pii import ReconstructConfig, ReconstructionResult, run_reconstruction
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
@@ -29,6 +29,7 @@ def extract(model, data, *, config: ExtractConfig | None = None, text_field: str
     ('extraction', 12)
     """
     texts = texts_of(data, text_field, split)
+    check_backend(backend)
     target, _ = load_models(model, **load_options)
     with on_backend(backend):
         return ExtractionResult(run_extraction(target, texts, config or ExtractConfig(), show_pii=show_pii))
@@ -53,6 +54,7 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     recs = redacted_records(texts_of(records, text_field, split), cfg.field, placeholder=placeholder)
     calib = None if calibration is None else redacted_records(texts_of(calibration, text_field, split), cfg.field,
                                                               placeholder=placeholder)
+    check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with on_backend(backend):
         return ReconstructionResult(run_reconstruction(target, recs, cfg, reference=ref, calibration=calib,

@@ -10,7 +10,7 @@ from lmaudit.models.loading import load_models
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.runs.audit_set import AuditConfig, AuditResult, run_audit
 from lmaudit.runs.dataset_inference import InferenceConfig, InferenceResult, run_dataset_inference
-from lmaudit.runs.inputs import given_texts, on_backend, texts_of
+from lmaudit.runs.inputs import check_backend, given_texts, on_backend, texts_of
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.privleak import check_before_run, privleak_against, read_retrained
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
@@ -49,6 +49,7 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
                                 label_field=label_field, text_field=text_field, split=split)
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
     other, where = (None, None) if retrained is None else read_retrained(retrained)
+    check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     config = config or RunConfig()
     if other is not None:
@@ -76,6 +77,7 @@ def probe(model, texts, *, reference=None, shadows=None, config: RunConfig | Non
     """
     textset = texts_of(texts)
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with on_backend(backend):
         return probe_records(target, textset, reference=ref, shadows=shadow_set, config=config)
@@ -120,6 +122,7 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
                                 label_field=label_field, text_field=text_field, split=split)
     sets = [mem, non, texts_of(suspect, text_field, split, name="suspect")]
+    check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with on_backend(backend):
         return AuditResult(run_audit(target, *sets, config or AuditConfig(), reference=ref))
@@ -140,6 +143,7 @@ def dataset_inference(model, suspect, validation, *, members=None, reference=Non
     ('dataset-inference', ['0.01', '0.05'])
     """
     sets = [None if ts is None else texts_of(ts, text_field, split) for ts in (suspect, validation, members)]
+    check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with on_backend(backend):
         payload, scores = run_dataset_inference(target, *sets[:2], reference=ref, members=sets[2],

@@ -10,7 +10,7 @@ from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import LoraSpec
-from lmaudit.probes.backends import current_backend, use_backend
+from lmaudit.probes.backends import BACKENDS, current_backend, use_backend
 
 
 @contextmanager
@@ -23,6 +23,12 @@ def on_backend(backend=None) -> Iterator:
         return
     with use_backend(backend, close=isinstance(backend, str)) as chosen:
         yield chosen
+
+
+def check_backend(backend) -> None:
+    """A backend named by a string must be one lmaudit makes: said before any model loads."""
+    if isinstance(backend, str) and backend not in BACKENDS:
+        raise SettingError("backend", f"unknown {{name}} '{backend}'", hint=f"use one of {', '.join(BACKENDS)}")
 
 
 def given_texts(data, name: str):
