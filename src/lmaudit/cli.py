@@ -27,7 +27,8 @@ COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction",
     "pii": "pii", "epsilon": "privacy",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "corpus": "corpus",
+    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "gate": "release",
+    "card": "release", "corpus": "corpus",
     "models": "models",
 }
 GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS}  # commands with subcommands

@@ -23,7 +23,8 @@ from types import ModuleType
 # whose ``__all__`` names its jobs and their settings; adding one touches no list in this file
 FAMILIES = ("lmaudit.api.membership", "lmaudit.api.extraction", "lmaudit.api.training", "lmaudit.api.results")
 OTHERS = {"JOBS": "lmaudit.runs.common", "load_model": "lmaudit.models.loading",
-          "make_backend": "lmaudit.probes.backends", "on_backend": "lmaudit.runs.inputs"}
+          "make_backend": "lmaudit.probes.backends", "on_backend": "lmaudit.runs.inputs",
+          "gate": "lmaudit.runs.gate", "card": "lmaudit.runs.card"}  # read results folders: no job of their own
 
 
 def load_jobs() -> list[ModuleType]:

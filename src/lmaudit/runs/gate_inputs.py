@@ -1,0 +1,174 @@
+"""What the release gate and the model card read: the gate's thresholds (arguments or a TOML file, checked as
+settings are) and results folders (read with the loaders' checks, refused unless intact)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmaudit.errors import LmauditError, SettingError
+from lmaudit.folders import missing_folder_hint
+from lmaudit.metrics import TPR_POINTS
+from lmaudit.report.build import read_results, verify_run
+from lmaudit.runs.common import RunResult
+from lmaudit.runs.mia_result import MIAResult
+from lmaudit.settings import boolean, check_settings, fraction, setting, table
+from lmaudit.utils import read_toml
+
+MIA_TYPES = ("mia", "demo")  # results read as a membership-inference run
+
+
+def tpr_key(fpr, name: str = "max_tpr_at", flag: str | None = None) -> str:
+    """The stored key of the TPR at ``fpr`` ("1%", "0.01", 0.01 or "tpr@1%fpr" all give ``tpr@1%fpr``)."""
+    if isinstance(fpr, str) and fpr in TPR_POINTS:
+        return fpr
+    try:
+        text = str(fpr).strip()
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = math.nan
+    found = [k for k, f in TPR_POINTS.items() if math.isclose(f, value, rel_tol=1e-9)]
+    if not found:
+        raise SettingError(name, f"{{name}}: no run stores a TPR at FPR {fpr!r}", flag=flag,
+                           hint=f"the runs store it at {', '.join(fpr_label(k) for k in TPR_POINTS)} FPR")
+    return found[0]
+
+
+def fpr_label(key: str) -> str:
+    """``tpr@1%fpr`` → ``1%``."""
+    return key[len("tpr@"):-len("fpr")]
+
+
+def _fpr_table():
+    """{FPR: largest TPR allowed}: each FPR one the runs store, each TPR in [0, 1]."""
+    def check(value, name: str, flag: str | None) -> None:
+        table()(value, name, flag)
+        for fpr, tpr in value.items():
+            tpr_key(fpr, name, flag)
+            fraction()(tpr, f"{name}.{fpr}", f"{flag or '--max-tpr-at'} {fpr}=")
+    return check
+
+
+def _optional(check):
+    def optional(value, name: str, flag: str | None) -> None:
+        if value is not None:
+            check(value, name, flag)
+    return optional
+
+
+def _bits(value, name: str, flag: str | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise SettingError(name, f"{{name}} must be a number of bits ≥ 0, got {value!r}", flag=flag)
+
+
+@dataclass
+class GateThresholds:
+    """The gate's thresholds (None: not checked; a boolean None: as a thresholds file says, else False).
+
+    Examples
+    --------
+    >>> GateThresholds(max_auc=0.6, max_tpr_at={"1%": 0.05}).max_tpr_at
+    {'tpr@1%fpr': 0.05}
+    """
+
+    max_auc: float | None = setting(None, check=fraction(optional=True))
+    max_tpr_at: dict = setting(default_factory=dict, check=_fpr_table())
+    max_exposure: float | None = setting(None, check=_optional(_bits))
+    allow_set_differences: bool | None = setting(None, check=_optional(boolean()))
+    allow_unresolved: bool | None = setting(None, check=_optional(boolean()))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        self.max_tpr_at = {tpr_key(k): float(v) for k, v in self.max_tpr_at.items()}
+
+    def over(self, base: GateThresholds) -> GateThresholds:
+        """These thresholds where set, ``base``'s elsewhere (TPR thresholds merged per FPR)."""
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        merged = {k: getattr(base, k) if v is None else v for k, v in given.items()}
+        merged["max_tpr_at"] = {**base.max_tpr_at, **self.max_tpr_at}
+        return GateThresholds(**merged)
+
+    def given(self) -> bool:
+        return self.max_auc is not None or bool(self.max_tpr_at) or self.max_exposure is not None
+
+    def to_json(self) -> dict:
+        return {"max_auc": self.max_auc, "max_tpr_at": {fpr_label(k): v for k, v in self.max_tpr_at.items()},
+                "max_exposure": self.max_exposure, "allow_set_differences": bool(self.allow_set_differences),
+                "allow_unresolved": bool(self.allow_unresolved)}
+
+
+def read_thresholds(path: str | Path) -> GateThresholds:
+    """A thresholds file (TOML, keys as the command's options: ``max_auc = 0.6``, ``[max_tpr_at]`` ``"1%" = 0.05``,
+    ...); an unknown key or a bad value is one error naming the file and the key."""
+    raw = read_toml(path, "thresholds file")
+    known = [f.name for f in dataclasses.fields(GateThresholds)]
+    where = str(path).replace("{", "{{").replace("}", "}}")
+    values = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            raise LmauditError(f"{where}: unknown key '{key}'",
+                               hint=f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}")
+        values[name] = value
+    try:
+        return GateThresholds(**values)
+    except SettingError as exc:  # named as the file spells it: the file, then the key
+        raise SettingError(exc.field, f"{where}: {exc.template}", flag=exc.field, hint=exc.hint_template) from None
+
+
+@dataclass
+class GatedRun:
+    """A results folder read for the gate: ``raw`` its ``results.json``, ``result`` the typed result."""
+
+    folder: Path
+    raw: dict
+    result: MIAResult | RunResult
+
+    @property
+    def name(self) -> str:
+        return str(self.folder)
+
+    @property
+    def is_mia(self) -> bool:
+        return isinstance(self.result, MIAResult)
+
+    def exposure(self) -> dict[str, dict]:
+        """{canary: {"exposure": bits, "exposure_ci95": [lo, hi] or None}} the run carries (empty if none)."""
+        found = self.raw.get("exposure")
+        if not isinstance(found, dict):
+            return {}
+        return {name: e for name, e in found.items()
+                if isinstance(e, dict) and isinstance(e.get("exposure"), (int, float))}
+
+
+def read_run(folder: str | Path) -> GatedRun:
+    """A results folder as the loaders read it (manifest, ``results.json``, scores): refused unless intact."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        hint = missing_folder_hint(folder) or "pass a folder written by lmaudit mia"
+        raise LmauditError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}", hint=hint)
+    if not (folder / "results.json").is_file():
+        raise LmauditError(f"{folder}: no results.json", hint="pass a folder written by lmaudit mia")
+    verify_run(folder)  # files changed since the run wrote them are refused, naming the file
+    raw = read_results(folder / "results.json")
+    kind = raw.get("type") or ("mia" if "attacks" in raw and "target" in raw else "experiment")
+    if kind in MIA_TYPES:
+        return GatedRun(folder, raw, MIAResult.load(folder))
+    if isinstance(raw.get("exposure"), dict):
+        return GatedRun(folder, raw, RunResult.load(folder))
+    raise LmauditError(f"{folder}: a {kind} folder, which no threshold of the gate applies to",
+                       hint="the gate reads membership-inference runs (lmaudit mia) and runs that carry canary "
+                            "exposure")
+
+
+def read_runs(runs) -> list[GatedRun]:
+    """``runs`` (a folder or several; each once) read with :func:`read_run`."""
+    folders = [runs] if isinstance(runs, (str, Path)) else list(runs or [])
+    if not folders:
+        raise LmauditError("no results folder given", hint="name one or more folders written by lmaudit mia")
+    unique = list(dict.fromkeys(Path(f) for f in folders))
+    return [read_run(f) for f in unique]

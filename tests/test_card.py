@@ -1,0 +1,117 @@
+"""The model card's privacy section: the run's own figures, verdict, set check and command; metadata as YAML."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+import lmaudit
+from helpers import assert_ok, assert_user_error
+from helpers import lmaudit as cli
+from lmaudit.api.reports import verdict_text
+from lmaudit.runs.common import RunResult
+from release_runs import plain_run, shifted_run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("card")
+    return {"plain": plain_run(root, tiny_model_dir), "shifted": shifted_run(root, tiny_model_dir)}
+
+
+def front_matter(text: str) -> dict:
+    """The YAML block between the first two '---' lines, parsed."""
+    first, block, rest = text.split("---\n", 2)
+    assert first == "" and rest.startswith("\n## Privacy evaluation\n")
+    return yaml.safe_load(block)
+
+
+def table_rows(section: str) -> dict[str, list[str]]:
+    """{attack: its cells} of the section's attack table."""
+    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows[1:]}
+
+
+def test_the_section_holds_the_runs_figures_model_data_and_verdict(runs, tiny_model_dir):
+    made = lmaudit.card(runs["plain"])
+    res = json.loads((runs["plain"] / "results.json").read_text())
+    rows = table_rows(made.section)
+    assert list(rows) == sorted(res["attacks"], key=lambda a: -res["attacks"][a]["auc"])  # best AUC first
+    for name, m in res["attacks"].items():
+        lo, hi = m["auc_ci95"]
+        tlo, thi = m["tpr@1%fpr_ci95"]
+        assert rows[name] == [f"{m['auc']:.3f}", f"[{lo:.3f}, {hi:.3f}]", f"{100 * m['tpr@1%fpr']:.1f}%",
+                              f"[{100 * tlo:.1f}, {100 * thi:.1f}]"]
+    text = made.section
+    assert f"**Model audited:** `{tiny_model_dir}` (AR, float32; fingerprint `{res['target']['fingerprint']}`)" in text
+    assert f"**Reference model:** `{tiny_model_dir}`" in text
+    assert "100 members (record ids `plain-m:1` … `plain-m:100`" in text and "vs 100 non-members" in text
+    assert f"**Verdict:** {verdict_text(lmaudit.load_results(runs['plain']))}" in text
+    check = res["set_check"]
+    assert (f"do not tell members from non-members: the best, {check['best']}, reaches AUC {check['auc']:.3f}"
+            in text)
+    assert f"lmaudit {res['lmaudit_version']} (commit `{res['git_commit'][:12]}`" in text
+    command = text.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    assert command == (f"lmaudit mia --model {tiny_model_dir} --reference {tiny_model_dir} --members MEMBERS "
+                       f"--nonmembers NONMEMBERS --attacks loss,min_k --bootstrap 100 --no-cache --out {runs['plain']}")
+
+
+def test_the_metadata_is_yaml_front_matter_with_the_runs_results(runs, tiny_model_dir):
+    made = lmaudit.card(runs["plain"])
+    meta = front_matter(made.text)
+    assert meta == made.metadata
+    [model] = meta["model-index"]
+    [result] = model["results"]
+    assert model["name"] == tiny_model_dir.name and result["task"]["type"] == "text-generation"
+    assert result["dataset"]["args"]["members"] == 100 and result["dataset"]["args"]["nonmembers"] == 100
+    res = json.loads((runs["plain"] / "results.json").read_text())
+    metrics = {m["name"]: m for m in result["metrics"]}
+    for name, m in res["attacks"].items():
+        assert metrics[f"{name} AUC"]["type"] == "roc_auc"
+        assert metrics[f"{name} AUC"]["value"] == round(m["auc"], 4)
+        assert metrics[f"{name} AUC"]["args"]["ci95"] == [round(x, 4) for x in m["auc_ci95"]]
+        assert metrics[f"{name} TPR@1%FPR"]["value"] == round(m["tpr@1%fpr"], 4)
+
+
+def test_sets_that_differ_are_said_and_several_runs_of_one_model_are_one_model_index_entry(runs):
+    made = lmaudit.card([runs["plain"], runs["shifted"]])
+    assert made.section.count("### Run `") == 2
+    shifted = made.section.split("### Run `shifted`", 1)[1]
+    assert "Members and non-members differ without the model: the blind baseline" in shifted
+    [model] = made.metadata["model-index"]
+    assert [r["dataset"]["args"]["nonmembers"] for r in model["results"]] == [100, 60]
+
+
+def test_a_served_model_is_named_by_its_endpoint(runs, tmp_path):
+    result = lmaudit.load_results(runs["plain"])
+    url = "http://127.0.0.1:8080/v1"
+    result.target = {"path": url, "fingerprint": "served:abc", "kind": "ar", "dtype": "served", "device": "remote",
+                     "served": {"url": url, "model": "smollm2-135m"}}
+    result.write(tmp_path / "served")
+    made = lmaudit.card(tmp_path / "served")
+    assert f"**Model audited:** the served model `smollm2-135m` at `{url}`" in made.section
+    assert made.metadata["model-index"][0]["name"] == "smollm2-135m"
+    assert f"lmaudit mia --model {url} " in made.section
+
+
+def test_the_command_prints_or_writes_the_card_and_never_overwrites_a_readme(runs, tmp_path):
+    shown = cli("card", runs["plain"])
+    assert_ok(shown)
+    assert front_matter(shown.stdout)["model-index"] == lmaudit.card(runs["plain"]).metadata["model-index"]
+    out = tmp_path / "privacy.md"
+    assert_ok(cli("card", runs["plain"], "--out", out))
+    assert out.read_text() == lmaudit.card(runs["plain"]).text
+    assert_ok(cli("card", runs["shifted"], "--out", out))  # its own file: written again
+    assert "### Run" not in out.read_text() and "60 members" in out.read_text()
+    readme = tmp_path / "README.md"
+    readme.write_text("# My model\n")
+    assert_user_error(cli("card", runs["plain"], "--out", readme), "README.md exists and was not written by lmaudit")
+    assert readme.read_text() == "# My model\n"
+
+
+def test_a_card_reads_intact_membership_runs_only(runs, tmp_path):
+    assert_user_error(cli("card", tmp_path / "absent"), "absent: no such folder")
+    RunResult({"type": "canary-exposure", "exposure": {"c": {"exposure": 1.0}}}).write(tmp_path / "canaries")
+    assert_user_error(cli("card", tmp_path / "canaries"), "a canary-exposure folder: the card describes")
