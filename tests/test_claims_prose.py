@@ -266,3 +266,16 @@ def test_the_set_validity_regime_does_not_claim_what_a_pretrained_model_never_sa
     assert "`m` was not trained on either here (whether its authors' pretraining held them is not known here)" in real
     assert "never seen" not in real
     assert "the base model was pretrained here without either" in a.prior_separates(rec(""), name="sv").regime
+
+
+@pytest.mark.parametrize("low, said", [(0.29, "No feature set reads the untouched model's forget set near 0"),
+                                       (0.05, "reads near 0 on smi-m-scores (0.05")])
+def test_the_unlearning_regime_says_whether_any_audit_reads_the_untouched_forget_set_near_zero(low, said):
+    from lmaudit.report.claims_regimes import untouched_floor
+
+    cell = lambda m: {"mean": m, "std": 0.1, "n_undefined": 0}  # noqa: E731
+    rec = {"unlearning": {"0.5 / none / smi": cell(0.52), "0.5 / none / smi-m-scores": cell(low),
+                          "0.5 / none / threshold-reference": cell(0.01),  # a per-sample audit: not counted
+                          "0.5 / retrain / smi": cell(0.5)}}
+    text = untouched_floor(rec)
+    assert said in text and ("smi-m-scores" in text) and "threshold" not in text

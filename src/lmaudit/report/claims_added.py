@@ -149,7 +149,7 @@ def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
 QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
                      "DLM extraction")
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
-REAL_PT, REAL_UL, REAL_DLM_PII = "real-pretraining-detection", "real-unlearning", "real-dlm-pii-extraction"
+REAL_PT, REAL_UL, REAL_DLM_PII = "real-pretraining-detection", "real-unlearning-large", "real-dlm-pii-extraction"
 REAL_DLM_MIA, REAL_DLM_RECON, REAL_DLM_STEPS = ("real-dlm-dft-lora", "real-dlm-pii-reconstruction",
                                                 "real-dlm-extraction-steps")
 # the effects taken from the papers, each stated in its row

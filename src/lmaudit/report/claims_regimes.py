@@ -78,7 +78,27 @@ def unlearning(recs: dict[str, dict], *, name: str = "real-unlearning", targets:
         widest = max(cells)[1].split(" ")[0]
         text += (" ρ of the forget set, untouched model vs retrained (mean over seeds): "
                  + "; ".join(c for _, c in cells) + f". The widest gap is {widest}'s.")
+    text += untouched_floor(rec)
     return text
+
+
+UNTOUCHED_TOLERANCE = 0.1  # an untouched model's ρ within this of 0 reads its forget set as the members it is
+
+
+def untouched_floor(rec: dict) -> str:
+    """Which set-level audit reads the untouched model's forget set closest to 0 (its truth), and whether any reads
+    it within :data:`UNTOUCHED_TOLERANCE`: where none does, the audits cannot tell an unlearning from none."""
+    lows = [(v["mean"], v["std"], key.split(" / ")[0], key.split(" / ")[2]) for key, v in rec["unlearning"].items()
+            if key.split(" / ")[1] == "none" and key.split(" / ")[2].startswith("smi") and not np.isnan(v["mean"])]
+    if not lows:
+        return ""
+    mean, std, frac, audit = min(lows)
+    if mean <= UNTOUCHED_TOLERANCE:
+        return (f" The untouched model's forget set reads near 0 on {audit} ({mean:.2f} ± {std:.2f}, forget "
+                f"{float(frac):.0%}): that feature set can tell forgetting from none.")
+    return (f" No feature set reads the untouched model's forget set near 0 (within {UNTOUCHED_TOLERANCE:g}): the "
+            f"lowest is {audit}, {mean:.2f} ± {std:.2f} (forget {float(frac):.0%}), so the set-level audits here "
+            "cannot tell an unlearning from none.")
 
 
 def pii(recs: dict[str, dict], *, name: str = "real-pii-extraction", tiny: str = "pii-extraction") -> str:
