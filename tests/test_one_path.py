@@ -21,7 +21,7 @@ from lmaudit.runs.inputs import given_texts
 SRC = Path(__file__).resolve().parents[1] / "src"
 # the bodies of the jobs: what only lmaudit.api (and the job modules themselves) may call
 BODIES = {"run_mia", "run_audit", "run_dataset_inference", "run_extraction", "run_reconstruction", "run_epsilon",
-          "probe_records", "score_records"}
+          "run_exposure", "probe_records", "score_records"}
 
 
 def body_imports(root: Path) -> list[str]:
@@ -52,7 +52,7 @@ def test_the_body_check_finds_an_experiment_calling_a_body(tmp_path):
 
 def test_every_job_is_declared_once_with_its_command_result_and_report():
     assert set(JOBS) == {"mia", "demo", "audit_set", "dataset_inference", "extract", "reconstruct_pii", "epsilon",
-                         "finetune", "unlearn", "pretrain", "shadows"}
+                         "canaries", "finetune", "unlearn", "pretrain", "shadows"}
     for name, job in JOBS.items():
         assert job.command in COMMANDS, name  # the command line has it
         assert name == "demo" or name in lmaudit.api.__all__, name  # the interface runs it

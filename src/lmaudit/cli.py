@@ -18,20 +18,20 @@ import typer
 from typer.core import TyperGroup
 
 from lmaudit.api.tools import disk_error, git_state
-from lmaudit.commands.common import PANEL_DATA, PANEL_MODELS
+from lmaudit.commands.common import PANEL_AUDIT, PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
 from lmaudit.progress import console, set_quiet
 
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
 COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction",
-    "pii": "pii", "epsilon": "privacy",
+    "pii": "pii", "epsilon": "privacy", "canaries": "canaries",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
     "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "gate": "release",
     "card": "release", "corpus": "corpus",
     "models": "models",
 }
-GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS}  # commands with subcommands
+GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS, "canaries": PANEL_AUDIT}  # commands with subcommands
 _state = {"debug": False}
 
 

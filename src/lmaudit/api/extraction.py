@@ -1,4 +1,4 @@
-"""Extraction jobs: (n, p)-discoverable extraction, PII reconstruction and plain generation."""
+"""Extraction jobs: (n, p)-discoverable extraction, PII reconstruction, canary exposure and plain generation."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import pandas as pd
 
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models.loading import load_models
+from lmaudit.privacy.secrets import read_exposure_canaries
+from lmaudit.runs.canaries import ExposureConfig, ExposureResult, check_candidates, run_exposure
 from lmaudit.runs.extract import ExtractConfig, ExtractionResult, run_extraction
 from lmaudit.runs.inputs import check_backend, on_backend, texts_of
 from lmaudit.runs.pii import ReconstructConfig, ReconstructionResult, run_reconstruction
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
-__all__ = ["extract", "reconstruct_pii", "generate", "ExtractConfig", "ReconstructConfig"]
+__all__ = ["extract", "reconstruct_pii", "canaries", "generate", "ExtractConfig", "ReconstructConfig",
+           "ExposureConfig"]
 
 
 def extract(model, data, *, config: ExtractConfig | None = None, text_field: str = "text", split: str | None = None,
@@ -59,6 +62,36 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     with on_backend(backend):
         return ReconstructionResult(run_reconstruction(target, recs, cfg, reference=ref, calibration=calib,
                                                        placeholder=placeholder, show_pii=show_pii))
+
+
+def canaries(model, canaries_dir, *, config: ExposureConfig | None = None, backend=None,
+             **load_options) -> ExposureResult:
+    """Canary exposure (Carlini et al., 2019) of the canaries of ``canaries_dir`` (a folder from ``lmaudit canaries
+    make``, or :func:`lmaudit.api.secrets.write_exposure_canaries`): each canary's log-perplexity under ``model``
+    ranked among ``config.candidates`` never-inserted fillings of its format, exposure = log₂|R| − log₂ rank in bits
+    with a 95% interval (:mod:`lmaudit.privacy.exposure`), and the exposures per insertion count.
+
+    The canary folder and the settings are checked before the model loads. ``model``: any autoregressive model
+    source (a folder, a GGUF file, a served model's URL with ``tokenizer=``); ``backend`` as in :func:`mia`.
+
+    Examples
+    --------
+    >>> from lmaudit.api.secrets import write_exposure_canaries
+    >>> _ = write_exposure_canaries("pins", "my pin is {digits:3}", n=4, insertions=[0, 2])
+    >>> found = lmaudit.canaries(MODEL, "pins", config=lmaudit.ExposureConfig(candidates=200))
+    >>> found.type, sorted(found.to_frame()["insertions"]), sorted(found["by_insertions"])
+    ('canary-exposure', [0, 0, 2, 2], ['0', '2'])
+    >>> e = found["exposure"]["canary-0"]
+    >>> bool(e["exposure_ci95"][0] <= e["exposure"] <= e["exposure_ci95"][1] <= found["space_log2"])
+    True
+    """
+    planted = read_exposure_canaries(canaries_dir)
+    cfg = config or ExposureConfig()
+    check_candidates(cfg, planted)
+    check_backend(backend)
+    target, _ = load_models(model, **load_options)
+    with on_backend(backend):
+        return ExposureResult(run_exposure(target, planted, cfg))
 
 
 def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_length: int | None = None,

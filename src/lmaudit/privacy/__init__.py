@@ -6,4 +6,8 @@
   Jagielski 2023), :func:`canary_audit`.
 - :mod:`lmaudit.privacy.canaries`: canary texts, the secret inclusion coins, their files.
 - :mod:`lmaudit.privacy.audit`: the bounds of a run folder's attacks, ``epsilon.json``.
+
+And what a model exposes of a planted secret (Carlini et al., 2019): :mod:`lmaudit.privacy.secrets` (secret
+formats, canaries inserted a chosen number of times, their folder) and :mod:`lmaudit.privacy.exposure` (exposure
+in bits from a canary's rank among never-inserted fillings, with its interval).
 """
