@@ -8,7 +8,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # optional heavy dependencies that may be imported where they are used
-OPTIONAL = ("ray", "peft", "opacus", "importlib")
+OPTIONAL = ("ray", "peft", "opacus", "importlib", "mlflow")
 # a module's imports inside functions, allowed with a reason: keeps `import lmaudit` free of torch
 ALLOWED_INNER = {"lmaudit"}
 

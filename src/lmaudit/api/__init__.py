@@ -24,7 +24,8 @@ from types import ModuleType
 FAMILIES = ("lmaudit.api.membership", "lmaudit.api.extraction", "lmaudit.api.training", "lmaudit.api.results")
 OTHERS = {"JOBS": "lmaudit.runs.common", "load_model": "lmaudit.models.loading",
           "make_backend": "lmaudit.probes.backends", "on_backend": "lmaudit.runs.inputs",
-          "gate": "lmaudit.runs.gate", "card": "lmaudit.runs.card"}  # read results folders: no job of their own
+          "gate": "lmaudit.runs.gate", "card": "lmaudit.runs.card",
+          "track": "lmaudit.runs.tracking"}  # read results folders: no job of their own
 
 
 def load_jobs() -> list[ModuleType]:

@@ -72,7 +72,7 @@ def audit_set(
     caveats += [f"Caveat: {note}." for note in payload["overlap"].get("notes", [])]  # formats that differ
     if caveats:
         stdout_console.print(" ".join(caveats), markup=False, soft_wrap=not stdout_console.is_terminal)
-    finish(path, out, run_options.no_report)
+    finish(path, out, run_options.no_report, run_options.mlflow)
 
 
 @app.command("dataset-inference", rich_help_panel=c.PANEL_AUDIT)
@@ -128,4 +128,4 @@ def dataset_inference(
     said = [p for p in summary.points if not p.startswith("Reading:")]
     stdout_console.print(summary.headline + ". " + " ".join(said), markup=False,
                          soft_wrap=not stdout_console.is_terminal)
-    finish(path, out, run_options.no_report)
+    finish(path, out, run_options.no_report, run_options.mlflow)

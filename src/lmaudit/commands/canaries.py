@@ -96,4 +96,4 @@ def canaries_audit(
               for k, g in payload["by_insertions"].items()]
     c.print_table(c.rich_table("Exposure by insertion count", ["insertions", "canaries", "median", "interval of the "
                                                                "median", "its coverage", "range"], groups))
-    finish(path, out, run_options.no_report)
+    finish(path, out, run_options.no_report, run_options.mlflow)

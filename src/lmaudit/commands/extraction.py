@@ -78,7 +78,7 @@ def extract(
         r = payload["relaxed"]
         stdout_console.print("relaxed Pr(d ≤ ε), Gaussian vs empirical: " + ", ".join(
             f"ε={e}: {a:.3f}/{b:.3f}" for e, a, b in zip(r["eps"], r["predicted"], r["empirical"])))
-    finish(path, out, run_options.no_report)
+    finish(path, out, run_options.no_report, run_options.mlflow)
 
 @app.command(rich_help_panel=c.PANEL_MODELS)
 @shared_options()

@@ -103,7 +103,7 @@ def mia(
     path = result.write(out, report=not run_options.no_report)
     c.print_table(results_table(result))
     stdout_console.print(verdict_text(result), markup=False, soft_wrap=not stdout_console.is_terminal)
-    finish(path, out, run_options.no_report)
+    finish(path, out, run_options.no_report, run_options.mlflow)
     for check, what in ((result.set_check, "without the model"),
                         (result.set_check.get("reference") or {}, "to the reference, which never saw the members")):
         if strict_sets and check.get("differ"):

@@ -87,4 +87,4 @@ def pii(
         rid = rid if show_pii else redact(str(rid))  # an id that looks like an e-mail address or a phone number
         stdout_console.print(f"  {rid}: true {show(case['truth'])}, first candidate {show(top)}", highlight=False,
                              markup=False)
-    finish(path, out, run_options.no_report)
+    finish(path, out, run_options.no_report, run_options.mlflow)

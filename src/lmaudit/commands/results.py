@@ -41,7 +41,7 @@ def run_cmd(
             folder = run_experiment(cfg, out_root=out, command=f"lmaudit run {experiment}",
                                     report=not run_options.no_report)
     stdout_console.print((folder / "table.md").read_text())
-    finish(folder / "results.json", folder, run_options.no_report)
+    finish(folder / "results.json", folder, run_options.no_report, run_options.mlflow)
 
 
 @app.command("tables", rich_help_panel=c.PANEL_RESULTS)

@@ -57,6 +57,7 @@ class RunOptions:
     backend: str = "local"
     address: Optional[str] = None
     workers: Optional[int] = None
+    mlflow: Optional[str] = None
 
 
 _MODEL_PARAMS = [
@@ -90,6 +91,10 @@ _RUN_PARAMS = [
      typer.Option(None, help="--backend ray: address of a running Ray cluster (default: start a local one).")),
     ("workers", Optional[int],
      typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")),
+    ("mlflow", Optional[str], typer.Option(None, metavar="URI", help="Also log the run to MLflow at this tracking URI "
+                                                                   "(settings, figures with their intervals, the "
+                                                                   "folder and report; pip install "
+                                                                   "'lmaudit\\[mlflow]').")),
 ]
 
 
@@ -153,8 +158,11 @@ def backend_from(name: str, address: Optional[str], workers: Optional[int]) -> I
 
 
 # the training jobs' parameters a refused output folder is compared with, and the options that set them
-def finish(results: Path, out: Path, no_report: bool) -> None:
-    """Print where the results and (unless ``no_report``) the report written with them are."""
+def finish(results: Path, out: Path, no_report: bool, mlflow: Optional[str] = None) -> None:
+    """Print where the results and (unless ``no_report``) the report written with them are; with ``mlflow``, log
+    the folder to MLflow at that tracking URI (:func:`lmaudit.api.track`) and say where."""
     stdout_console.print(f"results: {results}")
     if not no_report:
         stdout_console.print(f"report: {out / 'report.html'}")
+    if mlflow:
+        stdout_console.print(f"mlflow: run {api.track(out, mlflow)} at {mlflow}")
