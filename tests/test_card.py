@@ -115,3 +115,24 @@ def test_a_card_reads_intact_membership_runs_only(runs, tmp_path):
     assert_user_error(cli("card", tmp_path / "absent"), "absent: no such folder")
     RunResult({"type": "canary-exposure", "exposure": {"c": {"exposure": 1.0}}}).write(tmp_path / "canaries")
     assert_user_error(cli("card", tmp_path / "canaries"), "a canary-exposure folder: the card describes")
+
+
+def test_a_run_made_on_the_command_line_records_its_command_and_the_card_prints_it(tmp_path, tiny_model_dir):
+    import json
+    import shlex
+    import subprocess
+    import sys
+
+    import lmaudit
+    from helpers import make_texts
+
+    texts = make_texts(16, seed=23)
+    for name, part in (("m.jsonl", texts[:8]), ("n.jsonl", texts[8:])):
+        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in part))
+    args = ["mia", "--model", str(tiny_model_dir), "--members", str(tmp_path / "m.jsonl"), "--nonmembers",
+            str(tmp_path / "n.jsonl"), "--attacks", "loss", "--bootstrap", "20", "--no-report", "--out",
+            str(tmp_path / "run")]
+    subprocess.run([sys.executable, "-m", "lmaudit.cli", *args], check=True, capture_output=True, text=True)
+    recorded = json.loads((tmp_path / "run" / "results.json").read_text())["command"]
+    assert recorded == shlex.join(["lmaudit", *args])
+    assert recorded in lmaudit.card([tmp_path / "run"]).text

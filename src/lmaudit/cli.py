@@ -17,7 +17,7 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-from lmaudit.api.tools import disk_error, git_state
+from lmaudit.api.tools import COMMAND_LINE, disk_error, git_state
 from lmaudit.commands.common import PANEL_AUDIT, PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
 from lmaudit.progress import console, set_quiet
@@ -77,6 +77,7 @@ def error_text(exc: LmauditError) -> str:
 def main() -> None:
     warnings.formatwarning = _format_warning
     git_state()  # the commit of the code this process imported, read now: results of a long run name it
+    COMMAND_LINE[:] = ["lmaudit", *sys.argv[1:]]  # results record the command that made them
     try:
         app(standalone_mode=True)
     except LmauditError as exc:

@@ -10,6 +10,7 @@ import json
 import os
 import pkgutil
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -240,9 +241,13 @@ def git_state() -> dict:
     return {"commit": commit, "dirty": None if status is None else bool(status.strip())}
 
 
+COMMAND_LINE: list[str] = []  # the lmaudit command this process runs (set by the command line's entry point)
+
+
 def provenance() -> dict:
     """Version, commit (and whether the code differed from it), package versions and creation time: the first keys
-    of every results file (``results.json`` of a run or an experiment, ``epsilon.json``)."""
+    of every results file (``results.json`` of a run or an experiment, ``epsilon.json``); run from the command line,
+    also the ``command`` as typed (keys come from the environment, never from it)."""
     state = git_state()
     return {
         "lmaudit_version": __version__,
@@ -250,6 +255,7 @@ def provenance() -> dict:
         "git_dirty": state["dirty"],  # the code differed from that commit: the commit alone does not reproduce it
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "packages": package_versions(),
+        **({"command": shlex.join(COMMAND_LINE)} if COMMAND_LINE else {}),
     }
 
 

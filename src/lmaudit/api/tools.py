@@ -10,7 +10,7 @@ Re-exported as their modules define them: ``list_attacks`` (the registered attac
 keys, one error naming a bad file), ``git_state`` (the commit of the running code), ``model_folders`` (the folders
 loading a model reads), ``output_folder`` (a folder written whole), ``atomic_path`` (a file written whole),
 ``disk_error`` (a full or read-only disk as one error), ``DTYPE_NAMES`` (the precisions a model loads in),
-``is_endpoint`` (whether a model source is a served model's URL).
+``is_endpoint`` (whether a model source is a served model's URL), ``COMMAND_LINE`` (the command results record).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from lmaudit.folders import output_folder as output_folder
 from lmaudit.models.served import is_endpoint as is_endpoint
 from lmaudit.models.sources import DTYPE_NAMES as DTYPE_NAMES
 from lmaudit.models.sources import model_folders as model_folders
+from lmaudit.utils import COMMAND_LINE as COMMAND_LINE
 from lmaudit.utils import atomic_path as atomic_path
 from lmaudit.utils import git_state as git_state
 from lmaudit.utils import read_toml as read_toml
