@@ -32,7 +32,7 @@ class FakeServer:
     token paired with the row that predicted it; ``shift=True`` pairs it with the next row instead). ``fail`` first
     requests answer 503; ``html`` answers an HTML page; ``tokenizer_offset`` shifts the ids it tokenizes into;
     ``completion`` is the text every sampled continuation returns (else the greedy one); ``no_logprobs`` answers
-    without log-probabilities (a server that gives text only)."""
+    without log-probabilities (a server that gives text only); ``blank`` renders that echoed token's text empty."""
 
     def __init__(self, model, tokenizer, **faults):
         self.bos = faults.pop("bos", BOS)
@@ -83,6 +83,10 @@ class FakeServer:
             out["token_logprobs"].append(float(row[tok]))
             out["top_logprobs"].append(top)
             out["text_offset"].append(len(self._text(tokens[:i])))
+        if echo and "blank" in self.faults:  # a token whose text the server renders empty (llama.cpp does so)
+            blank = self.faults["blank"]
+            for i in range(len(out["tokens"]))[blank if isinstance(blank, slice) else slice(blank, blank + 1)]:
+                out["tokens"][i] = ""
         if echo:
             out["token_logprobs"][0], out["top_logprobs"][0] = None, None
         if self.faults.get("no_logprobs"):  # a server that gives text only

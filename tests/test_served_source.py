@@ -237,3 +237,25 @@ def test_a_set_audit_of_a_served_model_reads_scores_and_refuses_hidden_features(
     found = lmaudit.audit_set(server.url, texts[:6], texts[6:12], texts[12:], tokenizer=tiny_model_dir,
                               config=lmaudit.AuditConfig(features="scores", attacks=["loss", "min_k"]))
     assert found["features"]["columns"] == ["loss", "min_k"]
+
+
+def test_a_token_the_server_renders_empty_is_still_scored_and_a_dropped_token_is_refused(server, tiny_model,
+                                                                                       tokenizer, tiny_model_dir):
+    handle = load_model(server.url, tokenizer=tiny_model_dir)  # aligned before the fault is planted
+    text = make_texts(1, seed=31)[0]
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    server.faults["blank"] = 3  # the echo spells the text but for one token's text
+    rows = handle.adapter.token_stats(text)
+    with torch.no_grad():
+        lp = torch.log_softmax(tiny_model(torch.tensor([[BOS, *ids]])).logits[0], -1)
+    assert rows[:, 0] == pytest.approx([float(lp[i][ids[i]]) for i in range(1, len(ids))], abs=1e-5)
+    from lmaudit.models.served import prompt_logprobs
+
+    pieces = [tokenizer.decode([i]) for i in ids]
+    with pytest.raises(LmauditError, match="do not spell the prompt's text"):  # the local tokenizer counts one more
+        prompt_logprobs(handle.adapter.endpoint, text, bos_text=handle.adapter.bos_text, top_k=2,
+                        n_tokens=len(ids) + 1, pieces=pieces + ["x"])
+    server.faults["blank"] = slice(1, None)  # most token texts rendered otherwise: not the same tokens, refused
+    with pytest.raises(LmauditError, match="do not spell the prompt's text"):
+        prompt_logprobs(handle.adapter.endpoint, text + " ", bos_text=handle.adapter.bos_text, top_k=2,
+                        n_tokens=len(ids), pieces=pieces)

@@ -88,8 +88,11 @@ class ServedAdapter:
         """(n, 4) rows (logp, top1_logp, mu, sigma) of the tokens of ``target`` after ``context`` (the first token
         of the whole text unscored: it has no log-probability)."""
         text = context + target
-        answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k)
-        return _rows(answer, len(context), self.vocab, where=text[:40])
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, spans = enc["input_ids"], enc["offset_mapping"]
+        answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k, n_tokens=len(ids),
+                                 pieces=[self.tokenizer.decode([i]) for i in ids])
+        return _rows(answer, [a for a, _ in spans], len(context), self.vocab, where=text[:40])
 
     def span_logp(self, ids: np.ndarray, masked: np.ndarray, *, where: str = "") -> float:
         """log p of the contiguous span ``ids[masked]`` given the tokens before it, read left to right at temperature
@@ -138,9 +141,9 @@ class ServedAdapter:
                                hint="run again once the server serves one model")
 
 
-def _rows(answer: PromptLogprobs, start: int, vocab: int, *, where: str) -> np.ndarray:
-    """The statistics of the tokens starting at or after character ``start`` (the target after its context)."""
-    offsets = np.cumsum([0] + [len(t) for t in answer.tokens])[:-1]
+def _rows(answer: PromptLogprobs, offsets: list[int], start: int, vocab: int, *, where: str) -> np.ndarray:
+    """The statistics of the tokens starting at or after character ``start`` (the target after its context), each
+    token's first character given by ``offsets`` (the local tokenizer's: the server's tokens are the same ones)."""
     rows = []
     for i, (lp, top) in enumerate(zip(answer.logprobs, answer.top), start=1):  # token i: the (i+1)-th of the text
         if offsets[i] < start:
