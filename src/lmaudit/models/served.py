@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 import requests
 
 from lmaudit.errors import LmauditError
@@ -224,6 +225,14 @@ class PromptLogprobs:
     tokens: list[str]  # the texts of t₁ … tₙ
     logprobs: list[float]  # of t₂ … tₙ
     top: list[dict[str, float]]  # at t₂ … tₙ
+    spelled: bool = True  # the token texts spell the text (else they are the local tokenizer's, some rendered apart)
+
+    def offsets(self, local: list[int] | None = None) -> list[int]:
+        """The first character of each token in the text: from the token texts where they spell it, else the local
+        tokenizer's offsets ``local`` (the same tokens)."""
+        if self.spelled or local is None:
+            return [int(x) for x in np.cumsum([0] + [len(t) for t in self.tokens])[:-1]]
+        return list(local)
 
 
 PIECE_AGREEMENT = 0.9  # share of token texts that must equal the local tokenizer's when the echo misspells some
@@ -232,12 +241,14 @@ PIECE_AGREEMENT = 0.9  # share of token texts that must equal the local tokenize
 def prompt_logprobs(endpoint: Endpoint, text: str, *, bos_text: str, top_k: int, n_tokens: int | None = None,
                     pieces: list[str] | None = None, cached: bool = True) -> PromptLogprobs:
     """The prompt log-probabilities of ``text`` led by the BOS token (its text ``bos_text``), from one request.
-    ``n_tokens``: the local tokenizer's count of ``text``'s tokens, which the server's must equal.
 
-    The echoed token texts must spell ``text``. A server may render some tokens' texts otherwise (llama.cpp returns
-    a run of spaces after a newline as an empty text): with ``pieces``, the local tokenizer's text of each of its
-    ``n_tokens`` tokens, an echo of exactly that many tokens whose texts equal the local ones at
-    :data:`PIECE_AGREEMENT` of the positions is accepted (the same tokens, some rendered otherwise)."""
+    The server's own tokens are scored: its echo must spell ``text`` (its tokenizer may split a text otherwise than
+    the local one, e.g. llama.cpp keeps a double newline as one token: the served model reads its own split). A
+    server may also render some tokens' texts otherwise (llama.cpp returns a run of spaces after a newline as an
+    empty text): with ``pieces``, the local tokenizer's text of each of its tokens, an echo of exactly as many tokens
+    whose texts equal the local ones at :data:`PIECE_AGREEMENT` of the positions is accepted (the same tokens, some
+    rendered otherwise). ``n_tokens`` (the alignment self-test) demands the local count exactly. The one generated
+    token after the prompt is told apart by the finish reason ("length": one, "stop": none)."""
     choice = endpoint.completion(bos_text + text, echo=True, logprobs=top_k, max_tokens=1, cached=cached)
     lp = choice.get("logprobs")
     if not isinstance(lp, dict):
@@ -247,14 +258,14 @@ def prompt_logprobs(endpoint: Endpoint, text: str, *, bos_text: str, top_k: int,
     tokens, values, top = lp.get("tokens"), lp.get("token_logprobs"), lp.get("top_logprobs")
     if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(top, list)) or not tokens:
         raise LmauditError(f"{endpoint.url}: the log-probabilities lack tokens, token_logprobs or top_logprobs")
-    # the BOS is not echoed; after the prompt one generated token, or none when the model's next token ends the text
-    n = n_tokens if n_tokens is not None else len(tokens) - ("".join(map(str, tokens[:-1])) == text)
-    spelled = "".join(map(str, tokens[:n])) == text
-    if not spelled and pieces is not None and len(pieces) == n <= len(tokens):
-        spelled = sum(str(a) == b for a, b in zip(tokens[:n], pieces)) >= PIECE_AGREEMENT * n
-    # after the prompt, the one generated token ("length"), or none when the model ended the text there ("stop")
-    extra = {"length": (1,), "stop": (0,)}.get(choice.get("finish_reason"), (0, 1))
-    if not spelled or len(tokens) - n not in extra or not len(values) == len(top) == len(tokens):
+    tokens = [str(t) for t in tokens]
+    # the BOS is not echoed; after the prompt one generated token ("length"), or none when the model ended it there
+    extras = {"length": (1,), "stop": (0,)}.get(choice.get("finish_reason"), (1, 0))
+    n = next((len(tokens) - e for e in extras if "".join(tokens[: len(tokens) - e]) == text), None)
+    if n is None and pieces is not None and len(tokens) - len(pieces) in extras:
+        agree = sum(a == b for a, b in zip(tokens, pieces))
+        n = len(pieces) if agree >= PIECE_AGREEMENT * len(pieces) else None
+    if n is None or (n_tokens is not None and n != n_tokens) or not len(values) == len(top) == len(tokens):
         raise LmauditError(f"{endpoint.url}: the echoed tokens do not spell the prompt's text" +
                            ("" if n_tokens is None else f" in the {n_tokens} tokens of the local tokenizer"),
                            hint="the server did not echo the prompt as sent, kept its BOS token, or tokenizes "
@@ -267,8 +278,9 @@ def prompt_logprobs(endpoint: Endpoint, text: str, *, bos_text: str, top_k: int,
     rest = values[1:n]
     if any(not isinstance(v, (int, float)) or not math.isfinite(v) or v > 1e-6 for v in rest):
         raise LmauditError(f"{endpoint.url}: a prompt log-probability is missing, infinite or above 0")
-    return PromptLogprobs(tokens=[str(t) for t in tokens[:n]], logprobs=[float(v) for v in rest],
-                          top=[{str(k): float(v) for k, v in (t or {}).items()} for t in top[1:n]])
+    spelled = "".join(tokens[:n]) == text
+    return PromptLogprobs(tokens=tokens[:n], logprobs=[float(v) for v in rest],
+                          top=[{str(k): float(v) for k, v in (t or {}).items()} for t in top[1:n]], spelled=spelled)
 
 
 @dataclass(frozen=True)

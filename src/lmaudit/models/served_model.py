@@ -90,9 +90,9 @@ class ServedAdapter:
         text = context + target
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids, spans = enc["input_ids"], enc["offset_mapping"]
-        answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k, n_tokens=len(ids),
+        answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k,
                                  pieces=[self.tokenizer.decode([i]) for i in ids])
-        return _rows(answer, [a for a, _ in spans], len(context), self.vocab, where=text[:40])
+        return _rows(answer, answer.offsets([a for a, _ in spans]), len(context), self.vocab, where=text[:40])
 
     def span_logp(self, ids: np.ndarray, masked: np.ndarray, *, where: str = "") -> float:
         """log p of the contiguous span ``ids[masked]`` given the tokens before it, read left to right at temperature
@@ -143,7 +143,7 @@ class ServedAdapter:
 
 def _rows(answer: PromptLogprobs, offsets: list[int], start: int, vocab: int, *, where: str) -> np.ndarray:
     """The statistics of the tokens starting at or after character ``start`` (the target after its context), each
-    token's first character given by ``offsets`` (the local tokenizer's: the server's tokens are the same ones)."""
+    token's first character given by ``offsets``."""
     rows = []
     for i, (lp, top) in enumerate(zip(answer.logprobs, answer.top), start=1):  # token i: the (i+1)-th of the text
         if offsets[i] < start:
