@@ -54,7 +54,7 @@ def test_prompts_without_a_bos_token_are_caught_by_the_alignment_self_test(serve
     """Without BOS, llama-cpp-python echoes as many tokens, the first null, but pairs each with the distribution
     that predicts the next one (its issue #1983): the shapes cannot tell, the self-test's values do."""
     endpoint, local = served
-    with pytest.raises(LmauditError, match="asked for the prefix alone"):
+    with pytest.raises(LmauditError, match="asked for the prefix alone|do not spell the prompt's text"):
         check_alignment(endpoint, NoBos(local.tokenizer), local.tokenizer.bos_token_id)
 
 
@@ -83,8 +83,11 @@ def test_membership_inference_runs_on_the_real_server_and_agrees_with_the_local_
     arithmetic, Min-K%++ runs on the server's top-k and says it is approximate."""
     import lmaudit
 
+    from lmaudit.data.corpus import build_corpus
+
     endpoint, local = served
-    members, nonmembers = PASSAGES[:2] + PASSAGES[:1], PASSAGES[1:] + PASSAGES[2:]
+    texts = build_corpus().passages("member", 8, max_chars=200, seed=1)
+    members, nonmembers = texts[:4], texts[4:]
     config = lmaudit.RunConfig(attacks=["loss", "min_k_pp"], n_bootstrap=0, blind=False, use_cache=False)
     remote = lmaudit.mia(endpoint.url, members, nonmembers, tokenizer=MODEL, served_model=MODEL, config=config)
     assert remote.target["served"]["alignment"]["largest_gap_nats"] <= 1e-3
@@ -102,9 +105,11 @@ def test_dataset_inference_and_extraction_run_on_the_real_server(served):
     is the local import's to the quantised arithmetic."""
     import lmaudit
 
+    from lmaudit.data.corpus import build_corpus
+
     endpoint, local = served
-    texts = PASSAGES * 4
-    found = lmaudit.dataset_inference(endpoint.url, texts[:6], texts[6:], tokenizer=MODEL, served_model=MODEL,
+    texts = build_corpus().passages("nonmember", 16, max_chars=120, seed=1)
+    found = lmaudit.dataset_inference(endpoint.url, texts[:8], texts[8:], tokenizer=MODEL, served_model=MODEL,
                                       config=lmaudit.InferenceConfig(attacks=["loss", "min_k"], splits=3))
     assert found["served"]["url"] == endpoint.url and 0 <= found["test"]["p_combined"] <= 1
     cfg = lmaudit.ExtractConfig(mask="suffix:8", n=100, p=[0.1])
