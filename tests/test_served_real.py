@@ -82,7 +82,6 @@ def test_membership_inference_runs_on_the_real_server_and_agrees_with_the_local_
     """``lmaudit.mia`` with the endpoint as the model: each text's loss is the local import's to the quantised
     arithmetic, Min-K%++ runs on the server's top-k and says it is approximate."""
     import lmaudit
-
     from lmaudit.data.corpus import build_corpus
 
     endpoint, local = served
@@ -104,7 +103,6 @@ def test_dataset_inference_and_extraction_run_on_the_real_server(served):
     """The other jobs through the endpoint: dataset inference returns its p-values, and a suffix's (n, p) probability
     is the local import's to the quantised arithmetic."""
     import lmaudit
-
     from lmaudit.data.corpus import build_corpus
 
     endpoint, local = served
