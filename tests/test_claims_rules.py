@@ -174,7 +174,7 @@ def _plant(root: Path, name: str, change) -> None:
 
 
 def test_the_real_models_regime_text_follows_its_results(tmp_path):
-    for name in ("real-pretraining-detection", "real-unlearning", "real-dft-lora", "real-pii-extraction"):
+    for name in ("real-pretraining-detection", "real-unlearning-large", "real-dft-lora", "real-pii-extraction"):
         shutil.copytree(REPO / "results" / name, tmp_path / name)
     before = build_claims(tmp_path)
 
@@ -183,16 +183,16 @@ def test_the_real_models_regime_text_follows_its_results(tmp_path):
         rec["rows"]["seen 4×: zlib"]["per_seed"][0]["auc"] = 0.912  # now the best attack seen 4×
 
     def rho(rec):
-        rec["unlearning"]["0.1 / none / smi"]["mean"] = 0.07
+        rec["unlearning"]["0.5 / none / smi"]["mean"] = 0.07
 
     def unseen(rec):
         rec["pii_rows"]["email / AR"][0]["unseen_discoverable"]["discoverable@p=0.5"] = 42
 
-    for name, change in (("real-pretraining-detection", tokens), ("real-unlearning", rho),
+    for name, change in (("real-pretraining-detection", tokens), ("real-unlearning-large", rho),
                          ("real-pii-extraction", unseen)):
         _plant(tmp_path, name, change)
     after = build_claims(tmp_path)
-    for planted in ("98,765 tokens", "the best attack is zlib at 91.2 AUC", "smi 0.07 vs 0.49",
+    for planted in ("98,765 tokens", "the best attack is zlib at 91.2 AUC", "smi 0.07 vs 0.52",
                     "42 of 200 unseen messages"):
         assert planted in after and planted not in before
 

@@ -194,7 +194,10 @@ def test_mini_mia_experiment_writes_table(tmp_path):
     res = json.loads((folder / "results.json").read_text())
     assert set(res["rows"]) == {s.name for s in list_attacks("dlm")}
     q = res["rows"]["q_skew"]
-    assert q["per_seed"] == [{k: q[k][0] for k in ("auc", "tpr@10%fpr", "tpr@1%fpr")}] and q["auc"][1] == 0.0
+    assert [{k: s[k] for k in ("auc", "tpr@10%fpr", "tpr@1%fpr")} for s in q["per_seed"]] == \
+        [{k: q[k][0] for k in ("auc", "tpr@10%fpr", "tpr@1%fpr")}] and q["auc"][1] == 0.0
+    lo, hi = q["per_seed"][0]["auc_ci95"]  # the seed's own interval travels with its AUC
+    assert lo <= q["per_seed"][0]["auc"] <= hi
     rows = res["tables"][0]["rows"]
     assert [r[0] for r in rows] == sorted(res["rows"], key=lambda n: -res["rows"][n]["auc"][0])  # best AUC first
     table = (folder / "table.md").read_text()

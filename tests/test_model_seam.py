@@ -8,6 +8,7 @@ from helpers import make_texts
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.adapters import ARAdapter, DLMAdapter, handle_for
+from lmaudit.models.served_model import ServedAdapter
 from lmaudit.probes.ar import ARProbeConfig, ar_stats, probe_ar
 from lmaudit.probes.masked import masked_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
@@ -19,7 +20,7 @@ TEXTS = TextSet.from_texts(make_texts(5, seed=11))
 
 
 def test_every_way_of_scoring_has_its_entries():
-    scorings = {ARAdapter.scoring, DLMAdapter.scoring}
+    scorings = {ARAdapter.scoring, DLMAdapter.scoring, ServedAdapter.scoring}
     assert set(TABLES) == set(CANDIDATE_LOGP) == scorings
     assert set(SKEW_SCORING) <= scorings
 
