@@ -243,13 +243,9 @@ LOW_FPRS = {"tpr@1%fpr": 0.01, "tpr@5%fpr": 0.05}  # where paired TPR difference
 
 def paired_tpr_diffs(y_true, score_a, score_b, *, fprs: dict[str, float] = LOW_FPRS, n_resamples: int = 1000,
                      level: float = 0.95, seed: int = 0) -> dict[str, dict]:
-    """TPR(a) − TPR(b) at each FPR of ``fprs`` ({key: fpr}), each with its paired stratified bootstrap interval:
-    ``{key: {"diff": d, "ci95": [lo, hi]}}``, or ``{key: None}`` where the non-members are too few to resolve
-    the FPR (fewer than 1 / fpr of them: the TPR there would be the TPR at zero false positives).
-
-    The resamples are those of :func:`paired_auc_diff` for the same seed, so the AUC and TPR differences of a pair
-    are read from one draw; TPRs follow the conservative rule of :func:`tpr_at_fpr`.
-    """
+    """TPR(a) − TPR(b) at each FPR of ``fprs`` ({key: fpr}) with its paired interval, ``{key: {"diff", "ci95"}}``
+    (None where fewer than 1 / fpr non-members cannot resolve it), on :func:`paired_auc_diff`'s resamples for the
+    same seed; TPRs by the conservative rule of :func:`tpr_at_fpr`."""
     y_true, score_a = _validate(y_true, score_a)
     _, score_b = _validate(y_true, score_b)
     _check_bootstrap(n_resamples, level)
