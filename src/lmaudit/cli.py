@@ -25,11 +25,11 @@ from lmaudit.progress import console, set_quiet
 # command name -> module of lmaudit.commands that defines it (in the order --help lists them)
 COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction",
-    "pii": "pii", "epsilon": "privacy", "canaries": "canaries",
+    "unlearning-check": "unlearning", "pii": "pii", "epsilon": "privacy", "canaries": "canaries",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
     "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "gate": "release",
     "card": "release", "corpus": "corpus",
-    "models": "models",
+    "models": "models", "quantize": "models",
 }
 GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS, "canaries": PANEL_AUDIT}  # commands with subcommands
 _state = {"debug": False}

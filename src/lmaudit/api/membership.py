@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.data.loaders import load_member_sets
-from lmaudit.errors import SettingError
-from lmaudit.models.loading import load_models
+from lmaudit.errors import LmauditError, SettingError, spell
+from lmaudit.models.loading import load_model, load_models
 from lmaudit.models.shadows import ShadowSet
-from lmaudit.runs.audit_set import AuditConfig, AuditResult, run_audit
+from lmaudit.runs.audit_set import AuditConfig, AuditResult, run_audit, run_duci, suspect_membership
 from lmaudit.runs.dataset_inference import InferenceConfig, InferenceResult, run_dataset_inference
 from lmaudit.runs.inputs import check_backend, given_texts, on_backend, texts_of
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
@@ -102,13 +102,16 @@ def score(records: ProbeRecords, attacks: list[str] | None = None, *,
 
 
 def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, label_field: str | None = None,
-              text_field: str = "text", split: str | None = None, reference=None, config: AuditConfig | None = None,
-              backend=None, **load_options) -> AuditResult:
-    """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals).
+              text_field: str = "text", split: str | None = None, reference=None, shadows=None,
+              config: AuditConfig | None = None, backend=None, **load_options) -> AuditResult:
+    """Set-level audit: ρ, the fraction of ``suspect`` that behaves like non-members (SMI / SMI-M, 90% intervals);
+    with ``config.method="duci"``, DUCI's estimate of the proportion of ``suspect`` used in training (1 − ρ's scale),
+    calibrated on ``shadows`` (a folder from ``lmaudit shadows`` whose pool held the suspect set, or a
+    :class:`~lmaudit.models.shadows.ShadowSet`) instead of members and non-members.
 
     Members and non-members as in :func:`mia` (two files or lists of texts, or one labelled ``data`` file);
     ``suspect``: a data file, text set or list of texts. The data is read before any model is loaded; ``backend``
-    as in :func:`mia`.
+    as in :func:`mia`. DUCI loads each shadow as a model of the target's kind with ``load_options``' dtype and device.
 
     Examples
     --------
@@ -119,13 +122,53 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     """
     if suspect is None:
         raise SettingError("suspect", "missing {name}: the set to audit", hint="a data file or a TextSet")
+    config = config or AuditConfig()
+    if config.method == "duci":
+        return _duci(model, members, nonmembers, suspect, data=data, text_field=text_field, split=split,
+                     reference=reference, shadows=shadows, config=config, backend=backend, **load_options)
+    if shadows is not None:
+        raise LmauditError("shadow models calibrate method duci only", hint="pass {method}, or leave out {shadows}",
+                           options={"method": spell("method", "duci"), "shadows": ("shadows=", "--shadows")})
     mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
                                 label_field=label_field, text_field=text_field, split=split)
     sets = [mem, non, texts_of(suspect, text_field, split, name="suspect")]
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with on_backend(backend):
-        return AuditResult(run_audit(target, *sets, config or AuditConfig(), reference=ref))
+        return AuditResult(run_audit(target, *sets, config, reference=ref))
+
+
+_SHADOW_LOADING = ("dtype", "device", "trust_remote_code", "allow_pickle", "mask_token_id", "shift_logits")
+
+
+def _duci(model, members, nonmembers, suspect, *, data, text_field, split, reference, shadows, config, backend,
+          **load_options) -> AuditResult:
+    """:func:`audit_set` with method duci: the suspect set and the shadows read (and checked) before any model."""
+    names = {"method": spell("method", "duci"), "shadows": ("shadows=", "--shadows"),
+             "members": ("members=", "--members"), "nonmembers": ("nonmembers=", "--nonmembers"),
+             "data": ("data=", "--data")}
+    if shadows is None:
+        raise LmauditError("{method} calibrates its attack on reference models of known membership: it needs "
+                           "{shadows} DIR", options=names,
+                           hint="train them with 'lmaudit shadows --model BASE --pool FILE --out DIR' on a pool that "
+                                "holds the suspect set")
+    given = [n for n, v in (("members", members), ("nonmembers", nonmembers), ("data", data)) if v is not None]
+    if given:
+        raise LmauditError("{method} reads no members or non-members (its reference models are the shadows): "
+                           f"{', '.join('{' + n + '}' for n in given)} would be ignored",
+                           hint="leave them out (SMI / SMI-M of the same suspect set is a second run, without "
+                                "{shadows})",
+                           options=names)
+    shadow_set = shadows if isinstance(shadows, ShadowSet) else ShadowSet.load(shadows)
+    where = "the given shadows" if isinstance(shadows, ShadowSet) else str(shadows)
+    sus = texts_of(suspect, text_field, split, name="suspect")
+    suspect_membership(shadow_set, sus, where)  # before any model loads: the shadows must know the suspect set
+    check_backend(backend)
+    target, ref = load_models(model, reference, **load_options)
+    local = {k: v for k, v in load_options.items() if k in _SHADOW_LOADING}
+    with on_backend(backend):
+        return AuditResult(run_duci(target, sus, config, shadows=shadow_set, where=where, reference=ref,
+                                    load=lambda path: load_model(path, **{**local, "kind": target.kind})))
 
 
 def dataset_inference(model, suspect, validation, *, members=None, reference=None, text_field: str = "text",

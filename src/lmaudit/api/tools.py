@@ -10,7 +10,8 @@ Re-exported as their modules define them: ``list_attacks`` (the registered attac
 keys, one error naming a bad file), ``git_state`` (the commit of the running code), ``model_folders`` (the folders
 loading a model reads), ``output_folder`` (a folder written whole), ``atomic_path`` (a file written whole),
 ``disk_error`` (a full or read-only disk as one error), ``DTYPE_NAMES`` (the precisions a model loads in),
-``is_endpoint`` (whether a model source is a served model's URL), ``COMMAND_LINE`` (the command results record).
+``is_endpoint`` (whether a model source is a served model's URL), ``COMMAND_LINE`` (the command results record);
+:func:`training_record` reads what made a model folder.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from lmaudit.folders import disk_error as disk_error
 from lmaudit.folders import output_folder as output_folder
 from lmaudit.models.served import is_endpoint as is_endpoint
 from lmaudit.models.sources import DTYPE_NAMES as DTYPE_NAMES
+from lmaudit.models.sources import TRAINING_FILE, read_record
 from lmaudit.models.sources import model_folders as model_folders
 from lmaudit.utils import COMMAND_LINE as COMMAND_LINE
 from lmaudit.utils import atomic_path as atomic_path
@@ -34,3 +36,8 @@ def check_output(out: str | Path, what: str = "--out", *, kind: str | None = Non
     """``out`` may receive a ``kind`` folder: new, empty or one lmaudit wrote as ``kind`` (replaced whole), and none
     of ``inputs`` ({name: path or paths}) or the cache. Said before any work; returns the folder to write."""
     return check_replaceable(out, what, kind=kind, inputs=with_cache(inputs))
+
+
+def training_record(folder: str | Path) -> dict:
+    """What made the model folder ``folder`` (its ``lmaudit_training.json``); {} when it has none."""
+    return read_record(folder, TRAINING_FILE) or {}

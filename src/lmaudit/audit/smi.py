@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -49,10 +49,14 @@ class SetEstimate:
     anomaly: bool  # rho_unclipped outside [-anomaly_tol, 1 + anomaly_tol]
     details: dict
     timings_ms: dict  # "fit" and "bootstrap"
+    # the clipped estimate of every bootstrap replicate, in resample order: the resamples depend only on the suspect
+    # set's size, ``bootstrap`` and ``seed``, so two audits of one suspect set under two models are paired
+    replicates: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict (a NaN interval, from ``bootstrap=0``, becomes ``None``)."""
+        """Plain JSON-ready dict (a NaN interval, from ``bootstrap=0``, becomes ``None``; no replicates)."""
         out = asdict(self)
+        out.pop("replicates")
         for name in ("ci90", "ci90_unclipped"):
             out[name] = [None if math.isnan(x) else x for x in getattr(self, name)]
         return out
@@ -234,7 +238,8 @@ def _estimate(method: str, sets: list[np.ndarray], fit: Callable[[], tuple[_Repl
     (rho,), (rho_u,) = replicate(np.ones((1, len(U))))
     t1 = time.perf_counter()
     boot = [replicate(_counts(idx, len(U))) for idx in _bootstrap_batches(len(U), bootstrap, seed)]
-    lo, hi, lo_u, hi_u = ((*np.percentile(np.concatenate([b[0] for b in boot]), [5, 95]),
+    clipped = np.concatenate([b[0] for b in boot]) if boot else np.empty(0)
+    lo, hi, lo_u, hi_u = ((*np.percentile(clipped, [5, 95]),
                            *np.percentile(np.concatenate([b[1] for b in boot]), [5, 95])) if boot else (math.nan,) * 4)
     t2 = time.perf_counter()
     return SetEstimate(
@@ -243,7 +248,7 @@ def _estimate(method: str, sets: list[np.ndarray], fit: Callable[[], tuple[_Repl
         n_suspect=len(U), n_members=len(M), n_nonmembers=len(N),
         anomaly=bool(rho_u < -anomaly_tol or rho_u > 1 + anomaly_tol),
         details={**details, "bootstrap": int(bootstrap), "seed": seed, "anomaly_tol": anomaly_tol},
-        timings_ms={"fit": (t1 - t0) * 1e3, "bootstrap": (t2 - t1) * 1e3},
+        timings_ms={"fit": (t1 - t0) * 1e3, "bootstrap": (t2 - t1) * 1e3}, replicates=clipped,
     )
 
 

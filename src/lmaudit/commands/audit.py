@@ -1,5 +1,6 @@
-"""``lmaudit audit-set``: the fraction of a suspect set that behaves like non-members; ``lmaudit
-dataset-inference``: a p-value for "the model was trained on the suspect set"."""
+"""``lmaudit audit-set``: the fraction of a suspect set that behaves like non-members (SMI / SMI-M), or the proportion
+of it used in training (DUCI, on shadow models); ``lmaudit dataset-inference``: a p-value for "the model was trained
+on the suspect set"."""
 
 from __future__ import annotations
 
@@ -38,35 +39,48 @@ def audit_set(
     label_field: Optional[str] = label_field_option(),
     text_field: str = c.text_field_option(),
     split: Optional[str] = c.split_option(),
-    method: str = typer.Option("both", help="smi, smi-m or both."),
+    method: str = typer.Option("both", help="smi, smi-m, both (smi and smi-m) or duci (the used proportion, calibrated "
+                                            "on --shadows; no members or non-members)."),
     features: str = typer.Option("hidden", help="hidden (mean-pooled last hidden state) or scores (attack scores)."),
     kernel: str = typer.Option("rbf", help="SMI-M kernel: rbf, laplacian or linear."),
     bandwidth_factor: float = typer.Option(1.0, help="SMI-M: multiplies the median-distance bandwidth."),
-    bootstrap: int = typer.Option(200, help="Bootstrap resamples of the suspect set for the 90% interval."),
+    bootstrap: int = typer.Option(200, help="Bootstrap resamples for the interval (SMI: 90%, of the suspect set; "
+                                            "DUCI: 95%, of the records with their shadow scores)."),
     attacks: Optional[str] = typer.Option(None, help="features=scores: comma-separated attacks (default: all)."),
-    reference: Optional[Path] = typer.Option(None, help="features=scores: reference model for reference attacks."),
+    reference: Optional[Path] = typer.Option(None, help="features=scores or method duci: reference model for "
+                                                        "reference attacks."),
+    shadows: Optional[Path] = typer.Option(None, help="method duci: folder from 'lmaudit shadows' whose pool held the "
+                                                      "suspect set (the reference models of known membership)."),
+    attack: Optional[str] = typer.Option(None, help="method duci: the attack whose decisions are counted (default: "
+                                                    "reference with --reference, else loss)."),
     seed: int = c.seed_option(),
     out: Path = typer.Option(Path("runs/audit"), help="Output folder."),
     allow_overlap: bool = c.allow_overlap_option(),
     model_options: ModelOptions = None,
     run_options: RunOptions = None,
 ) -> None:
-    """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on)."""
+    """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on); with
+    --method duci, the proportion of it used in training, from one attack's decisions debiased on shadow models."""
     model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
     check_out(out, kind="set-audit", inputs={**model_inputs("--model", model, model_options),
                                              **model_inputs("--reference", reference, model_options),
                                              "--members": members, "--nonmembers": nonmembers, "--data": data,
-                                             "--suspect": suspect})
+                                             "--suspect": suspect, "--shadows": shadows})
     cfg = api.AuditConfig(method=method, features=features, kernel=kernel, bandwidth_factor=bandwidth_factor,
-                          bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks), allow_overlap=allow_overlap)
+                          bootstrap=bootstrap, seed=seed, attacks=c.split_names(attacks), allow_overlap=allow_overlap,
+                          attack=attack)
     with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:
         result = api.audit_set(model, members, nonmembers, suspect, data=data, label_field=label_field,
-                               text_field=text_field, split=split, reference=reference, config=cfg, backend=backend,
-                               **model_options.load_kwargs(run_options.backend))
+                               text_field=text_field, split=split, reference=reference, shadows=shadows, config=cfg,
+                               backend=backend, **model_options.load_kwargs(run_options.backend))
     payload = result.payload
     path = result.write(out, report=not run_options.no_report)
-    title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
-             f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
+    if method == "duci":
+        title = (f"DUCI: the proportion of {payload['n_suspect']} suspect texts used in training, calibrated on "
+                 f"{payload['n_shadows']} shadow models ({payload['methods']['duci']['attack']} attack)")
+    else:
+        title = (f"Set-level audit: {payload['n_suspect']} suspect texts vs {payload['n_members']} members / "
+                 f"{payload['n_nonmembers']} non-members ({features} features, d = {payload['features']['dim']})")
     c.print_table(c.rich_table(title, *audit_rows(payload)))
     caveats = audit_caveats(payload)  # shared texts
     caveats += [f"Caveat: {note}." for note in payload["overlap"].get("notes", [])]  # formats that differ

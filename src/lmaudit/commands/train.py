@@ -233,7 +233,8 @@ def shadows(
     dp_options: DPOptions = None,
     model_options: ModelOptions = None,
 ) -> None:
-    """Train K shadow models for LiRA and RMIA (use the target's own fine-tuning settings, --lora and DP included)."""
+    """Train K shadow models for LiRA, RMIA and DUCI (use the target's own fine-tuning settings, --lora and DP
+    included)."""
     start = c.pick_model(model, base, "--base")
     spec = lora_options.spec()
     dp = dp_options.spec()

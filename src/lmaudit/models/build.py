@@ -10,6 +10,7 @@ that is renamed into place, so a killed build is never mistaken for a finished o
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -231,6 +232,7 @@ def finetune(
     lora: LoraSpec | None = None,
     dp: DPSpec | None = None,
     chat_template: bool | None = None,
+    steps: int | None = None,
 ) -> Path:
     """Fine-tune the model at ``base`` on ``data`` (DFT: packed blocks; IFT: pairs); save to ``out``.
 
@@ -247,10 +249,13 @@ def finetune(
     record names which. A training loss that ends far above where it started is a warning.
     IFT pairs are rendered in the tokenizer's chat template when it has one (``chat_template``
     None), or as ``chat_template`` says (:mod:`lmaudit.models.chat`); the record says which.
+    ``steps`` (instead of ``epochs``) trains exactly that many optimiser steps, however many examples the data makes.
     """
 
     FinetuneConfig(mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
                    mask_ratio=mask_ratio)  # every setting checked before the model loads
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise SettingError("steps", f"{{name}} must be a positive integer, got {steps!r}")
     base = local_model(base)  # a GGUF file or named model: its imported folder, which the adapter then names
     loaded = load_model(base, kind=kind, **(load_options or {}))
     regime, chosen = training_defaults(loaded.model, lora)
@@ -264,6 +269,8 @@ def finetune(
     if mode == "ift":
         data, chat = formatted(data, tok, chat_template)
     examples = dft_examples(tok, data, block=block) if mode == "dft" else ift_examples(tok, data, max_length=ctx)
+    if steps is not None:  # train() runs round(epochs · ⌈examples / batch⌉) steps
+        epochs = steps / max(1, math.ceil(len(examples) / batch_size))
     warmup = max(1, min(20, len(examples) // batch_size))
     # DP clips each example's gradient instead of the batch's (grad_clip 0: the record says what was done)
     cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup_steps=warmup, seed=seed,

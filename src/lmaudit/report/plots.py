@@ -230,3 +230,27 @@ def split_p_values(test: list[float], control: list[float], levels: tuple[float,
     ax.set_xlabel("p-value of each split (bar: median)", fontsize=8)
     ax.tick_params(labelsize=7)
     return _png(fig)
+
+
+def estimates_vs_truth(series: dict[str, list[tuple[float, float, float, float]]], *, xlabel: str, ylabel: str,
+                       title: str) -> bytes:
+    """Estimates against the truth with their intervals: one marker and error bar per point, series side by side
+    (a small horizontal offset each), and the diagonal where estimate = truth.
+
+    Parameters
+    ----------
+    series : dict
+        ``{name: [(truth, estimate, low, high), ...]}``; a point whose interval is NaN is drawn without a bar.
+    """
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.9, ls=":", label="estimate = truth")
+    step = 0.02
+    for i, (name, points) in enumerate(series.items()):
+        v = np.asarray(points, dtype=float).reshape(-1, 4)
+        shift = (i - (len(series) - 1) / 2) * step
+        bars = np.maximum(np.nan_to_num(np.stack([v[:, 1] - v[:, 2], v[:, 3] - v[:, 1]])), 0.0)
+        ax.errorbar(v[:, 0] + shift, v[:, 1], yerr=bars, fmt="o", color=_PALETTE[i % len(_PALETTE)], capsize=3, ms=5,
+                    label=name, alpha=0.85)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=7.5, loc="upper left")
+    return _png(fig)

@@ -271,9 +271,33 @@ def _rho(est: dict, *, inner: bool = False) -> str:
     return f"ρ = {est['rho']:.2f}" + (f", 90% interval {ci}" if inner else f" (90% interval {ci})")
 
 
+def duci_summary(res: dict) -> Summary:
+    """DUCI's used proportion and its interval in one sentence, ρ = 1 − p̂ beside it, and how the attack's decisions
+    were corrected."""
+    est = res["methods"]["duci"]
+    ci = _interval(est.get("ci95"), lambda v: f"{v:.2f}")
+    p = est["proportion"]
+    points = [f"DUCI estimates that {100 * p:.0f}% of the {res['n_suspect']:,} suspect texts were used in training "
+              f"(p̂ = {p:.2f}" + (f", 95% interval {ci})" if ci else ")") + f"; on SMI's scale, ρ = 1 − p̂ = {1 - p:.2f} "
+              "is the share that behaves as never seen.",
+              f"The {est['attack']} attack calls {100 * est['decided_share']:.0f}% of the suspect texts members; on "
+              f"the {res.get('n_shadows', est['n_reference_models'])} shadow models it calls "
+              f"{100 * est['tpr']:.0f}% of their training texts (TPR) and {100 * est['fpr']:.0f}% of the others "
+              "(FPR) members, and p̂ = (share − FPR) / (TPR − FPR) corrects the share for both."]
+    if est.get("anomaly"):
+        points.append(f"Anomaly: the unclipped p̂ = {est['proportion_unclipped']:.2f} lies far outside [0, 1]: the "
+                      "target errs unlike the shadows, so p̂ says little (trained otherwise than they were?).")
+    points.append("Reading: the correction assumes the target errs as the shadows do, i.e. was trained like them "
+                  "(same base, kind of data, epochs); the estimate is as good as that likeness, not a proof.")
+    return Summary(f"DUCI: used proportion p̂ = {p:.2f}", None, points, "")
+
+
 def audit_summary(res: dict) -> Summary:
-    """ρ and its interval in one sentence (SMI-M when it ran, else SMI), the other method beside it."""
+    """ρ and its interval in one sentence (SMI-M when it ran, else SMI), the other method beside it; a DUCI audit's
+    used proportion (:func:`duci_summary`)."""
     methods = res["methods"]
+    if "duci" in methods:
+        return duci_summary(res)
     order = [m for m in ("smi-m", "smi") if m in methods] + [m for m in methods if m not in ("smi-m", "smi")]
     name, est = order[0], methods[order[0]]
     others = "; ".join(f"{o.upper()}: {_rho(methods[o], inner=True)}" for o in order[1:])
