@@ -36,11 +36,12 @@ demo-real: real-model
 served-model: real-model
 	$(BIN)/python -c "import llama_cpp.server" 2>/dev/null || $(BIN)/pip install --quiet 'llama-cpp-python[server]==0.3.36'
 
-# lint (ruff, configured in pyproject.toml), the documentation build, then the default test suite
+# lint (ruff, configured in pyproject.toml), the documentation build, then the default test suite on every core (a
+# worker per core, each file's tests on one worker, one thread of PyTorch each: workers do not compete for cores)
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n auto --dist loadfile
 
 # the documentation site (docs/, mkdocs.yml) into site/
 docs: $(STAMP)

@@ -101,7 +101,15 @@ class FakeServer:
             def log_message(self, *args):
                 pass
 
+            def _done(self):  # the answer is ready: it leaves the count before it is written, since the client
+                # may send its next request as soon as it reads this one, before this thread runs again
+                if getattr(self, "counted", False):
+                    self.counted = False
+                    with fake.lock:
+                        fake.in_flight -= 1
+
             def _send(self, status, payload, kind="application/json"):
+                self._done()
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", kind)
@@ -113,11 +121,11 @@ class FakeServer:
                 with fake.lock:
                     fake.in_flight += 1
                     fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
+                self.counted = True
                 try:
                     self._reply(body)
                 finally:
-                    with fake.lock:
-                        fake.in_flight -= 1
+                    self._done()
 
             def _reply(self, body):
                 fake.seen.append((self.path, self.headers.get("Authorization"), body))
