@@ -2,7 +2,8 @@
 SmolLM2 Q4 GGUF) vs lmaudit's float32 import of that file, ``lmaudit.mia`` on the same real passages.
 
 Measured in one run, per attack: the AUC each way with its 95% interval, their difference, and the rank correlation
-of the per-text scores; texts per second each way and the requests the served audit made. Loss, zlib and Min-K%
+of the per-text scores; per token, |Δ log p| between the server's answers (read again from the endpoint's cache) and
+the local weights; texts per second each way and the requests the served audit made. Loss, zlib and Min-K%
 read each token's log-probability, which the server gives exactly in its own (quantised) arithmetic: their
 differences are what serving a Q4 build does to an audit. Min-K%++ and Gap-K% also read the mean and spread of
 log p over the vocabulary, which a served model only gives approximately (from its top-k): their differences add
@@ -44,10 +45,12 @@ from served_server import MODEL, available, llama_server  # noqa: E402
 ATTACKS = ["loss", "zlib", "min_k", "min_k_pp", "gap_k"]
 
 
-def approximation_aucs(handle, members: list[str], nonmembers: list[str], k: int) -> dict[str, tuple[float, float]]:
+def approximation_aucs(handle, members: list[str], nonmembers: list[str], k: int
+                       ) -> tuple[dict[str, tuple[float, float]], list[np.ndarray]]:
     """{attack: (AUC exact, AUC from the top-k)} of Min-K%++ and Gap-K% on the local weights: the same token
     statistics once from the whole distribution and once as a served model gives them (the top-k, the rest of the
-    mass spread evenly), so the approximation alone is measured, without the server's arithmetic."""
+    mass spread evenly), so the approximation alone is measured, without the server's arithmetic; and each text's
+    per-token log p on the local weights (every token but the first, as a served model scores them)."""
     tok, bos = handle.tokenizer, handle.tokenizer.bos_token_id
     exact, approx, counts = [], [], []
     with torch.no_grad():
@@ -75,7 +78,7 @@ def approximation_aucs(handle, members: list[str], nonmembers: list[str], k: int
                             entropy=-flat[:, 2], offsets=offsets, zlib_len=zlib_len, sample_keys=keys)
             aucs.append(auc(labels, spec(stats, **spec.params)))
         out[name] = (aucs[0], aucs[1])
-    return out
+    return out, [e[:, 0].astype(np.float64) for e in exact]
 
 
 def main() -> None:
@@ -104,8 +107,14 @@ def main() -> None:
         served = lmaudit.mia(handle, members, nonmembers, config=config)
         t_served = time.perf_counter() - t0
         requests = handle.adapter.endpoint.requests_made - asked
+        # the same answers again, read from the endpoint's cache: each token's log p as the server computed it
+        served_logp = [handle.adapter.token_stats(t)[:, 0].astype(np.float64) for t in members + nonmembers]
+        asked_again = handle.adapter.endpoint.requests_made - asked - requests
     n = 2 * args.n
-    approximated = approximation_aucs(weights, members, nonmembers, args.top_k)
+    approximated, local_logp = approximation_aucs(weights, members, nonmembers, args.top_k)
+    # texts the server splits into other tokens than the local tokenizer have no token-by-token pairing
+    paired = [(a, b) for a, b in zip(served_logp, local_logp) if len(a) == len(b)]
+    gaps = np.concatenate([np.abs(a - b) for a, b in paired])
     print(f"{args.n} + {args.n} passages of ≤ {args.chars} characters; served top-{args.top_k}; alignment "
           f"{served.target['served']['alignment']}")
     rows = []
@@ -126,6 +135,14 @@ def main() -> None:
               f"{100 * approx_auc:.1f} (the approximation alone: {100 * (approx_auc - exact_auc):+.1f} points)")
         rows.append({"measure": f"{name}: top-{args.top_k} − exact AUC, local weights (points)",
                      "value": 100 * (approx_auc - exact_auc), "target": "-", "met": None})
+    print(f"|Δ log p| served − local per token: mean {gaps.mean():.4f}, median {np.median(gaps):.4f}, 99th "
+          f"percentile {np.quantile(gaps, 0.99):.4f}, max {gaps.max():.4f} nats ({len(gaps)} tokens of {len(paired)} "
+          f"of the {n} texts; the others split into other tokens by the server; {asked_again} requests to read them "
+          "again)")
+    rows += [{"measure": "served − local |Δ log p| per token, mean (nats)", "value": float(gaps.mean()),
+              "target": "-", "met": None},
+             {"measure": "served − local |Δ log p| per token, max (nats)", "value": float(gaps.max()), "target": "-",
+              "met": None}]
     print(f"texts per second: served {n / t_served:.2f} ({requests} requests, {requests / n:.2f} per text), local "
           f"{n / t_local:.2f} (batch 1); served ÷ local time {t_served / t_local:.1f}")
     rows += [{"measure": "served ÷ local time", "value": t_served / t_local, "target": "-", "met": None},
