@@ -282,22 +282,24 @@ def build_report(run_dir: str | Path, *, shown_as: str | Path | None = None, sho
 
 
 def set_audit_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
-    if "duci" in res["methods"]:
-        return _duci_report(res, where)
-    text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
-            f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
-            "standardised on the reference sets. ρ is the fraction of the suspect set that behaves like "
-            "non-members; the interval holds the 5th–95th percentiles of bootstrap resamples of the suspect set. "
-            "An unclipped ρ far outside [0, 1] flags a suspect set that resembles neither reference.")
+    duci = "duci" in res["methods"]
+    text = _duci_text(res) if duci else (
+        f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) against {res['n_members']} members and "
+        f"{res['n_nonmembers']} non-members; {res['features']['kind']} features (d = {res['features']['dim']}), "
+        "standardised on the reference sets. ρ is the fraction of the suspect set that behaves like "
+        "non-members; the interval holds the 5th–95th percentiles of bootstrap resamples of the suspect set. "
+        "An unclipped ρ far outside [0, 1] flags a suspect set that resembles neither reference.")
     facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
              "configuration": json.dumps(res["config"])}
-    return Report("lmaudit set-level audit", f"Run folder: {where}", facts,
-                  [Section("Set-level audit (SMI / SMI-M)", text, table=audit_rows(res))], summary=audit_summary(res))
+    title, heading = (("lmaudit set-level audit (DUCI)", "Used proportion (DUCI)") if duci else
+                      ("lmaudit set-level audit", "Set-level audit (SMI / SMI-M)"))
+    return Report(title, f"Run folder: {where}", facts, [Section(heading, text, table=audit_rows(res))],
+                  summary=audit_summary(res))
 
 
-def _duci_report(res: dict, where: Path) -> Report:
+def _duci_text(res: dict) -> str:
     est = res["methods"]["duci"]
-    text = (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) scored by the {est['attack']} attack on the "
+    return (f"{res['n_suspect']} suspect texts ({res['data']['suspect']}) scored by the {est['attack']} attack on the "
             f"model and on {res['n_shadows']} shadow models ({res['shadows']}) that each trained on a known part of "
             "them. A text is called a member above the threshold that best separates the shadows' training texts "
             "from the others (TPR − FPR largest, pooled over the shadows); the share called members is corrected to "
@@ -305,10 +307,6 @@ def _duci_report(res: dict, where: Path) -> Report:
             "2025). 1 − p̂ is on the scale of SMI's ρ (the unused share). The interval holds the 2.5th–97.5th "
             "percentiles of bootstrap resamples of the texts, each with its shadow scores (the threshold and rates "
             "chosen again on each).")
-    facts = {"model": f"{res['model']} ({res['kind']}, fingerprint {res['fingerprint']})",
-             "configuration": json.dumps(res["config"])}
-    return Report("lmaudit set-level audit (DUCI)", f"Run folder: {where}", facts,
-                  [Section("Used proportion (DUCI)", text, table=audit_rows(res))], summary=audit_summary(res))
 
 
 def pii_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
