@@ -94,18 +94,21 @@ def check_files(tmp_path_factory, tiny_model_dir):
     return folder
 
 
-def test_the_command_checks_relearning_and_q8_0_and_writes_its_table_and_report(check_files, tmp_path, monkeypatch):
+def test_the_command_checks_relearning_and_q8_0_and_writes_its_table_and_report(check_files, tmp_path, monkeypatch,
+                                                                                tiny_model_dir):
     monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
     f = check_files
     out = tmp_path / "check"
     result = run_cli("unlearning-check", "--model", str(f / "kept"), "--retrained", str(f / "retrained"),
                      "--forget", str(f / "forget.jsonl"), "--members", str(f / "retain.jsonl"),
                      "--nonmembers", str(f / "nonmembers.jsonl"), "--steps", "3", "--quantize", "q8_0",
-                     "--bootstrap", "200", "--out", str(out))
+                     "--bootstrap", "200", "--reference", str(tiny_model_dir), "--out", str(out))
     assert result.exit_code == 0, result.output
     res = json.loads((out / "results.json").read_text())
     assert (res["n_audited"], res["n_relearn"]) == (12, 4) and sorted(res["checks"]) == ["q8_0", "relearn"]
     values = res["values"]
+    assert res["config"]["attacks"] == ["loss", "zlib", "min_k", "reference"] and res["reference"]
+    assert values["unlearned"]["as is"]["reference"] > values["retrained"]["as is"]["reference"] + 0.1
     # the model that kept the forget set tells its audited part from non-members better than the retrained one
     assert values["unlearned"]["as is"]["loss"] > values["retrained"]["as is"]["loss"] + 0.1
     # Q8_0 changes the weights by well under 1%: the audit barely moves
@@ -130,3 +133,14 @@ def test_a_statistic_undefined_under_one_model_is_undefined_not_a_verdict():
     row = compare(points, reps, ["c"])["c"]["s"]
     assert row["verdict"] == "undefined" and row["beyond"] == {"diff": None, "ci95": [None, None]}
     assert row["retrained"]["diff"] == pytest.approx(0.2)
+
+
+def test_the_reference_attack_without_a_reference_model_is_refused_before_any_work(check_files):
+    with pytest.raises(LmauditError, match="attack reference needs a reference model"):
+        lmaudit.unlearning_check(check_files / "kept", check_files / "retrained", check_files / "forget.jsonl",
+                                 check_files / "retain.jsonl", check_files / "nonmembers.jsonl",
+                                 config=CheckConfig(attacks=["loss", "reference"]))
+    with pytest.raises(LmauditError, match="unknown ar attack 'lossy'"):
+        lmaudit.unlearning_check(check_files / "kept", check_files / "retrained", check_files / "forget.jsonl",
+                                 check_files / "retain.jsonl", check_files / "nonmembers.jsonl",
+                                 config=CheckConfig(attacks=["lossy"]))

@@ -22,15 +22,16 @@ def _weights(model, name: str):
 
 
 def unlearning_check(unlearned, retrained, forget, members, nonmembers, *, relearn_on=None,
-                     config: CheckConfig | None = None, lora=None, text_field: str = "text", split: str | None = None,
-                     **load_options) -> CheckResult:
+                     config: CheckConfig | None = None, lora=None, reference=None, text_field: str = "text",
+                     split: str | None = None, **load_options) -> CheckResult:
     """Relearning and quantisation checks of ``unlearned`` against ``retrained`` (the base fine-tuned without the
     forget set): the audited part of ``forget`` read against ``members`` (texts the models keep, e.g. the retain
     set) and ``nonmembers`` (held-out texts), before and after each check, with paired intervals.
 
     ``relearn_on``: texts to relearn on (refused when they share a text with the forget set or the non-members);
     None relearns on ``config.relearn_fraction`` of the forget set and audits the rest. ``lora``: relearn a LoRA
-    adapter of that rank (or :class:`LoraSpec`) on top, as a pretrained model is fine-tuned.
+    adapter of that rank (or :class:`LoraSpec`) on top, as a pretrained model is fine-tuned. ``reference``: the base
+    both models were tuned from, for the reference attacks (``config.attacks`` naming ``reference``).
 
     Examples
     --------
@@ -42,8 +43,9 @@ def unlearning_check(unlearned, retrained, forget, members, nonmembers, *, relea
     ('unlearning-check', ['q8_0', 'relearn'])
     """
     models = [_weights(unlearned, "unlearned"), _weights(retrained, "retrained")]
+    ref = None if reference is None else _weights(reference, "reference")
     sets = [texts_of(d, text_field, split, name=n) for d, n in ((forget, "forget"), (members, "members"),
                                                                 (nonmembers, "nonmembers"))]
     again = None if relearn_on is None else texts_of(relearn_on, text_field, split, name="relearn_on")
     return CheckResult(run_unlearning_check(*models, *sets, relearn_on=again, config=config or CheckConfig(),
-                                            lora=lora_of(lora), load_options=load_options))
+                                            lora=lora_of(lora), load_options=load_options, reference=ref))

@@ -16,6 +16,7 @@ from lmaudit.errors import SettingError
 from lmaudit.progress import stdout_console
 
 app = typer.Typer(add_completion=False)
+DEFAULT_ATTACKS = ["loss", "zlib", "min_k"]
 
 
 def _relearn_on(value: Optional[str]) -> tuple[Optional[float], Optional[Path]]:
@@ -52,7 +53,10 @@ def unlearning_check(
                                                                              "top (as a pretrained model is tuned)."),
     quantize: str = typer.Option("q8_0,q4_0", help="Comma-separated GGUF quantisations to check (q8_0, q4_0), or "
                                                    "'none'."),
-    attacks: str = typer.Option("loss,zlib,min_k", help="Comma-separated attacks audited (and SMI-M's features)."),
+    attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks audited (and SMI-M's features); default "
+                                                     "loss,zlib,min_k, and reference with --reference."),
+    reference: Optional[Path] = typer.Option(None, help="The base both models were tuned from: adds the reference "
+                                                        "attack (the strongest here)."),
     bootstrap: int = typer.Option(1000, help="Paired bootstrap resamples."),
     text_field: str = c.text_field_option(),
     seed: int = c.seed_option(),
@@ -65,14 +69,15 @@ def unlearning_check(
     share, texts = _relearn_on(relearn_on)
     check_out(out, kind="unlearning-check", inputs={**model_inputs("--model", model, model_options),
                                                     **model_inputs("--retrained", retrained, model_options),
+                                                    **model_inputs("--reference", reference, model_options),
                                                     "--forget": forget, "--members": members,
                                                     "--nonmembers": nonmembers, "--relearn-on": texts})
     schemes = [] if quantize.strip().lower() == "none" else c.split_names(quantize)
+    named = c.split_names(attacks) or DEFAULT_ATTACKS + (["reference"] if reference else [])
     cfg = api.CheckConfig(relearn_fraction=share or 0.25, steps=steps, relearn=not no_relearn, lr=lr,
-                          batch_size=batch_size, quantize=schemes, attacks=c.split_names(attacks),
-                          bootstrap=bootstrap, seed=seed)
+                          batch_size=batch_size, quantize=schemes, attacks=named, bootstrap=bootstrap, seed=seed)
     result = api.unlearning_check(model, retrained, forget, members, nonmembers, relearn_on=texts, config=cfg,
-                                  lora=lora, text_field=text_field,
+                                  lora=lora, reference=reference, text_field=text_field,
                                   **model_options.training_kwargs())
     path = result.write(out, report=not run_options.no_report)
     c.print_table(c.rich_table(f"Unlearning check: {result['n_audited']} audited forget texts", *check_table(

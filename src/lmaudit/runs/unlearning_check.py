@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lmaudit.attacks import get_attack
 from lmaudit.audit.sets import standardise
 from lmaudit.audit.smi import smi_m
 from lmaudit.data.loaders import TextSet
@@ -54,6 +55,7 @@ from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec, folder_fingerprint
 from lmaudit.models.quantize import SCHEMES as QUANTISATIONS
 from lmaudit.models.quantize import write_quantized
+from lmaudit.models.sources import detect_kind
 from lmaudit.progress import info
 from lmaudit.report.document import Report, Section, Summary
 from lmaudit.report.tables import check_rows, check_table
@@ -141,12 +143,13 @@ def _variant(model: str, check: str, relearn: TextSet, cfg: CheckConfig, lora: L
     return str(cached_build("models", key, build))
 
 
-def _audit(path: str, sets: dict[str, TextSet], cfg: CheckConfig, load_options: dict) -> dict[str, np.ndarray]:
+def _audit(path: str, sets: dict[str, TextSet], cfg: CheckConfig, load_options: dict, reference=None
+           ) -> dict[str, np.ndarray]:
     """{set: (n, attacks) score matrix} of one model, the columns in ``cfg.attacks`` order."""
     loaded = load_model(path, **load_options)
     out = {}
     for name, ts in sets.items():
-        scores = score_set(loaded, ts, config=RunConfig(attacks=cfg.attacks, seed=cfg.seed))
+        scores = score_set(loaded, ts, reference=reference, config=RunConfig(attacks=cfg.attacks, seed=cfg.seed))
         out[name] = np.column_stack([scores[a] for a in cfg.attacks])
     return out
 
@@ -202,14 +205,22 @@ def compare(points: dict, replicates: dict, checks: list[str]) -> dict:
 
 def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, members: TextSet, nonmembers: TextSet, *,
                          relearn_on: TextSet | None = None, config: CheckConfig | None = None,
-                         lora: LoraSpec | None = None, load_options: dict | None = None) -> dict:
-    """The results payload of one check (module docstring)."""
+                         lora: LoraSpec | None = None, load_options: dict | None = None,
+                         reference: str | None = None) -> dict:
+    """The results payload of one check (module docstring); ``reference``: the model the reference attacks compare
+    with (the base both models were tuned from; unchanged by the checks)."""
     cfg, load_options = config or CheckConfig(), dict(load_options or {})
     if str(unlearned) == str(retrained):
         raise LmauditError("the unlearned and the retrained model are the same folder",
                            hint="give the model retrained without the forget set as the retrained model")
+    kind = detect_kind(unlearned)
+    needing = [a for a in cfg.attacks if get_attack(a, kind).needs_reference]  # unknown attacks: said before any work
+    if needing and reference is None:
+        raise LmauditError(f"attack {needing[0]} needs a reference model", hint="give the base both models were tuned "
+                           "from as the reference, or leave the attack out", options=("reference", "attacks"))
     relearn, audited = split_forget(forget, relearn_on, nonmembers, cfg)
     sets = {"audited": audited, "members": members, "nonmembers": nonmembers}
+    ref = None if reference is None else load_model(reference, **load_options)
     t0 = time.perf_counter()
     paths, points, replicates, timings = {}, {}, {}, {}
     for role, model in (("unlearned", str(unlearned)), ("retrained", str(retrained))):
@@ -222,13 +233,14 @@ def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, member
         for variant, path in paths[role].items():
             info(f"auditing the {role} model ({variant}) on {len(audited)} + {len(members)} + {len(nonmembers)} texts")
             opts = load_options if variant == "as is" else {}
-            points[role][variant], replicates[role][variant] = _statistics(_audit(path, sets, cfg, opts), cfg)
+            points[role][variant], replicates[role][variant] = _statistics(_audit(path, sets, cfg, opts, ref), cfg)
     checks = compare(points, replicates, cfg.checks)
     before = {stat: _difference(points["unlearned"]["as is"][stat] - points["retrained"]["as is"][stat],
                                 replicates["unlearned"]["as is"][stat] - replicates["retrained"]["as is"][stat])
               for stat in points["unlearned"]["as is"]}
     return {"type": "unlearning-check", "config": asdict(cfg), "lora": None if lora is None else asdict(lora),
-            "models": paths, "statistics": ["AUC " + a for a in cfg.attacks] + ["SMI-M 1 - rho"],
+            "models": paths, "reference": None if reference is None else str(reference),
+            "statistics": ["AUC " + a for a in cfg.attacks] + ["SMI-M 1 - rho"],
             "n_audited": len(audited), "n_relearn": len(relearn), "n_members": len(members),
             "n_nonmembers": len(nonmembers),
             "data": {"audited": audited.source, "relearn": relearn.source, "members": members.source,

@@ -7,7 +7,7 @@ method of ``unlearn_methods`` (``none`` is the target itself, a control that nev
 :func:`~lmaudit.runs.unlearning_check.run_unlearning_check` against the retrained model: relearning on
 ``relearn_fraction`` of F for ``relearn_steps`` steps, and GGUF ``quantize`` schemes; the audited rest of F read
 against retain (members) and held-out (non-member) reference texts, per attack (AUC) and by SMI-M (1 − ρ on the
-attack scores).
+attack scores); the ``reference`` attack, when named, compares with the base both models were tuned from.
 
 Payload: ``checks`` (per "method / check / statistic": per-seed ``beyond`` — the unlearned model's change minus the
 retrained model's, with its paired 95% interval — and ``unlearned`` / ``retrained`` changes and ``after``),
@@ -86,7 +86,8 @@ def run(ws: Workspace, cfg: RobustnessConfig) -> dict:
             model = _unlearned(ws, cfg, method, target, base, forget, retain, seed)
             t0 = time.perf_counter()
             payload = run_unlearning_check(str(model), str(retrained), forget, ref_m, ref_n,
-                                           config=CheckConfig(**{**check.__dict__, "seed": seed}), lora=lora)
+                                           config=CheckConfig(**{**check.__dict__, "seed": seed}), lora=lora,
+                                           reference=str(base) if "reference" in cfg.attacks else None)
             cost.setdefault(method, []).append(time.perf_counter() - t0)
             sizes = {"n_audited": payload["n_audited"], "n_relearn": payload["n_relearn"]}
             _collect(out, method, payload, gold=i == 0)
