@@ -144,3 +144,17 @@ def test_the_reference_attack_without_a_reference_model_is_refused_before_any_wo
         lmaudit.unlearning_check(check_files / "kept", check_files / "retrained", check_files / "forget.jsonl",
                                  check_files / "retain.jsonl", check_files / "nonmembers.jsonl",
                                  config=CheckConfig(attacks=["lossy"]))
+
+
+def test_an_adapter_folder_is_checked_with_its_base_merged_for_quantisation(check_files, tiny_model_dir, tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("LMAUDIT_CACHE", str(tmp_path / "cache"))
+    kept = lmaudit.finetune(tiny_model_dir, check_files / "forget.jsonl", tmp_path / "kept_lora", epochs=2, lora=4)
+    assert kept.training["lora"]["rank"] == 4
+    checked = lmaudit.unlearning_check(tmp_path / "kept_lora", check_files / "retrained", check_files / "forget.jsonl",
+                                       check_files / "retain.jsonl", check_files / "nonmembers.jsonl",
+                                       config=CheckConfig(relearn=False, quantize=["q8_0"], bootstrap=50))
+    quantised = Path(checked["models"]["unlearned"]["q8_0"])
+    record = json.loads((quantised / "lmaudit_training.json").read_text())
+    assert record["stage"] == "quantize" and not any("lora_" in name for name in record["quantized"])
+    assert abs(checked["values"]["unlearned"]["q8_0"]["loss"] - checked["values"]["unlearned"]["as is"]["loss"]) < 0.05

@@ -55,7 +55,7 @@ from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec, folder_fingerprint
 from lmaudit.models.quantize import SCHEMES as QUANTISATIONS
 from lmaudit.models.quantize import write_quantized
-from lmaudit.models.sources import detect_kind
+from lmaudit.models.sources import detect_kind, resolve_source
 from lmaudit.progress import info
 from lmaudit.report.document import Report, Section, Summary
 from lmaudit.report.tables import check_rows, check_table
@@ -213,7 +213,7 @@ def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, member
     if str(unlearned) == str(retrained):
         raise LmauditError("the unlearned and the retrained model are the same folder",
                            hint="give the model retrained without the forget set as the retrained model")
-    kind = detect_kind(unlearned)
+    kind = detect_kind(resolve_source(unlearned, load_options.get("adapter_base")).folder)  # an adapter: its base
     needing = [a for a in cfg.attacks if get_attack(a, kind).needs_reference]  # unknown attacks: said before any work
     if needing and reference is None:
         raise LmauditError(f"attack {needing[0]} needs a reference model", hint="give the base both models were tuned "
