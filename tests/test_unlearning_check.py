@@ -158,3 +158,14 @@ def test_an_adapter_folder_is_checked_with_its_base_merged_for_quantisation(chec
     record = json.loads((quantised / "lmaudit_training.json").read_text())
     assert record["stage"] == "quantize" and not any("lora_" in name for name in record["quantized"])
     assert abs(checked["values"]["unlearned"]["q8_0"]["loss"] - checked["values"]["unlearned"]["as is"]["loss"]) < 0.05
+
+
+def test_a_return_smaller_than_the_one_that_counts_is_no_return():
+    # a return of 0.005 measured to ±0.002: real, but below min_return = 0.02
+    points, reps = _fake((0.5, 0.505), (0.5, 0.5), 0.001)
+    assert compare(points, reps, ["c"])["c"]["s"]["verdict"] == "came back"  # with no threshold it counts
+    row = compare(points, reps, ["c"], threshold=0.02)["c"]["s"]
+    assert row["verdict"] == "no return of 0.02 or more" and row["beyond"]["ci95"][1] < 0.02
+    # a noisy one whose interval holds 0 and 0.02: no evidence either way
+    points, reps = _fake((0.5, 0.51), (0.5, 0.5), 0.03)
+    assert compare(points, reps, ["c"], threshold=0.02)["c"]["s"]["verdict"] == "no evidence of a return"

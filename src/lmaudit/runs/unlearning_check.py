@@ -22,9 +22,11 @@ A, which depend only on |A|, the bootstrap count and the seed):
 - ``unlearned``: X(unlearned after the check) − X(unlearned);
 - ``retrained``: X(retrained after the check) − X(retrained) (what the check teaches a model that never saw F:
   relearning on R also raises A's scores through what R and A share);
-- ``beyond``: their difference. It is read by the one rule of :func:`~lmaudit.report.verdicts.interval_verdict`:
-  above 0 → "came back" (the unlearned model regains more of A than the check alone gives); below 0 → "less than
-  retrained"; otherwise "no evidence of a return" (the interval holds 0). SMI-M is undefined (None, verdict
+- ``beyond``: their difference. It is read by the one rule of :func:`~lmaudit.report.verdicts.interval_verdict`,
+  ``min_return`` (0.02: two AUC points, or 2% of the audited texts) the smallest return that counts: the interval
+  above it → "came back" (the unlearned model regains more of A than the check alone gives); below 0 → "less than
+  retrained"; below ``min_return`` → "no return of 0.02 or more"; otherwise "no evidence of a return" (the interval
+  holds both 0 and a return that counts). SMI-M is undefined (None, verdict
   "undefined") for a model under which the member and non-member references cannot be told apart.
 
 ``after`` is X(unlearned after the check) − X(retrained after the check): whether, after the check, the unlearned
@@ -59,13 +61,26 @@ from lmaudit.models.sources import detect_kind, resolve_source
 from lmaudit.progress import info
 from lmaudit.report.document import Report, Section, Summary
 from lmaudit.report.tables import check_rows, check_table
-from lmaudit.report.verdicts import AGAINST, REPRODUCED, interval_verdict
+from lmaudit.report.verdicts import AGAINST, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, interval_verdict
 from lmaudit.runs.common import Job, RunResult, register_job
 from lmaudit.runs.mia import RunConfig, score_set
-from lmaudit.settings import check_settings, each, fraction, integer, one_of, positive, seed_value, setting, text
+from lmaudit.settings import (
+    check_settings,
+    each,
+    fraction,
+    integer,
+    non_negative,
+    one_of,
+    positive,
+    seed_value,
+    setting,
+    text,
+)
 
 SCHEMES = tuple(QUANTISATIONS)  # q8_0, q4_0
-WORDS = {REPRODUCED: "came back", AGAINST: "less than retrained"}  # any other verdict: no evidence of a return
+# how one interval of "beyond" reads (interval_verdict, with the smallest return that counts as the threshold)
+WORDS = {REPRODUCED: "came back", AGAINST: "less than retrained", NOT_REPRODUCED: "no return of {t} or more",
+         INCONCLUSIVE: "no evidence of a return"}
 SMI_M = "smi-m"
 MIN_AUDITED = 5  # audited forget texts: fewer give no AUC worth an interval
 
@@ -94,6 +109,8 @@ class CheckConfig:
     attacks: list[str] = setting(default_factory=lambda: ["loss", "zlib", "min_k"], check=each(text()))
     bootstrap: int = setting(1000, check=integer(20))
     seed: int = setting(0, check=seed_value())
+    # the smallest return that counts (AUC, or share of the audited texts): a smaller one is no return
+    min_return: float = setting(0.02, check=non_negative())
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -162,10 +179,10 @@ def _difference(point: float, reps: np.ndarray) -> dict:
     return {"diff": float(point), "ci95": [float(x) for x in np.quantile(reps, [0.025, 0.975])]}
 
 
-def _verdict(beyond: dict) -> str:
+def _verdict(beyond: dict, threshold: float) -> str:
     if beyond["diff"] is None:
         return "undefined"
-    return WORDS.get(interval_verdict(*beyond["ci95"]), "no evidence of a return")
+    return WORDS[interval_verdict(*beyond["ci95"], threshold=threshold)].format(t=f"{threshold:g}")
 
 
 def _statistics(feats: dict, cfg: CheckConfig) -> tuple[dict, dict]:
@@ -185,7 +202,7 @@ def _statistics(feats: dict, cfg: CheckConfig) -> tuple[dict, dict]:
     return points, replicates
 
 
-def compare(points: dict, replicates: dict, checks: list[str]) -> dict:
+def compare(points: dict, replicates: dict, checks: list[str], *, threshold: float = 0.0) -> dict:
     """{check: {statistic: {unlearned, retrained, beyond, after, verdict}}} (module docstring)."""
     out = {}
     for check in checks:
@@ -198,7 +215,7 @@ def compare(points: dict, replicates: dict, checks: list[str]) -> dict:
             rows[stat] = {**{m: _difference(p[m][1] - p[m][0], r[m][1] - r[m][0]) for m in p}, "beyond": beyond,
                           "after": _difference(p["unlearned"][1] - p["retrained"][1],
                                                r["unlearned"][1] - r["retrained"][1]),
-                          "verdict": _verdict(beyond)}
+                          "verdict": _verdict(beyond, threshold)}
         out[check] = rows
     return out
 
@@ -234,7 +251,7 @@ def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, member
             info(f"auditing the {role} model ({variant}) on {len(audited)} + {len(members)} + {len(nonmembers)} texts")
             opts = load_options if variant == "as is" else {}
             points[role][variant], replicates[role][variant] = _statistics(_audit(path, sets, cfg, opts, ref), cfg)
-    checks = compare(points, replicates, cfg.checks)
+    checks = compare(points, replicates, cfg.checks, threshold=cfg.min_return)
     before = {stat: _difference(points["unlearned"]["as is"][stat] - points["retrained"]["as is"][stat],
                                 replicates["unlearned"]["as is"][stat] - replicates["retrained"]["as is"][stat])
               for stat in points["unlearned"]["as is"]}

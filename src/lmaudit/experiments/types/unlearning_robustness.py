@@ -39,8 +39,10 @@ from lmaudit.report.verdicts import comparison
 from lmaudit.runs.unlearning_check import SCHEMES, SMI_M, CheckConfig, run_unlearning_check
 from lmaudit.settings import each, fraction, integer, keys_of, non_negative, one_of, setting, text
 
+# the seeds' verdicts read together (comparison(): every seed came back → reproduced, ...)
 READ = {"reproduced": "came back on every seed", "against the claim": "less than retrained on every seed",
-        "partly reproduced": "came back on some seeds", "not reproduced": "seeds disagree",
+        "partly reproduced": "came back on some seeds", "not reproduced": "a return of {t} or more ruled out (or seeds "
+                                                                           "contradict)",
         "inconclusive": "no evidence of a return"}
 
 
@@ -58,6 +60,7 @@ class RobustnessConfig(BaseConfig):
     attacks: list[str] = setting(default_factory=lambda: ["loss", "zlib", "min_k"], check=each(text()))
     bootstrap: int = setting(1000, check=integer(20))
     n_references: int = setting(100, check=integer(5))  # retain and held-out reference texts, each
+    min_return: float = setting(0.02, check=non_negative())  # the smallest return that counts (CheckConfig)
 
 
 def run(ws: Workspace, cfg: RobustnessConfig) -> dict:
@@ -66,7 +69,7 @@ def run(ws: Workspace, cfg: RobustnessConfig) -> dict:
         raise LmauditError("the unlearning-robustness experiment runs on AR models")
     check = CheckConfig(relearn_fraction=cfg.relearn_fraction, steps=cfg.relearn_steps,
                         lr=cfg.relearn_lr or None, quantize=cfg.quantize, attacks=cfg.attacks,
-                        bootstrap=cfg.bootstrap)
+                        bootstrap=cfg.bootstrap, min_return=cfg.min_return)
     lora = LoraSpec(cfg.lora) if cfg.lora else None
     out: dict[str, dict] = {"checks": {}, "before": {}, "values": {}}
     cost: dict[str, list[float]] = {}
@@ -91,10 +94,10 @@ def run(ws: Workspace, cfg: RobustnessConfig) -> dict:
             cost.setdefault(method, []).append(time.perf_counter() - t0)
             sizes = {"n_audited": payload["n_audited"], "n_relearn": payload["n_relearn"]}
             _collect(out, method, payload, gold=i == 0)
-    out["verdicts"] = {key: comparison([s["beyond"]["ci95"] for s in per_seed]) for key, per_seed in
-                       out["checks"].items()}
+    out["verdicts"] = {key: comparison([s["beyond"]["ci95"] for s in per_seed], threshold=cfg.min_return)
+                       for key, per_seed in out["checks"].items()}
     return {**out, **sizes, "cost_s": {k: float(np.mean(v)) for k, v in cost.items()},
-            "n_references": cfg.n_references}
+            "n_references": cfg.n_references, "min_return": cfg.min_return}
 
 
 def _collect(out: dict, method: str, payload: dict, *, gold: bool) -> None:
@@ -129,14 +132,15 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     for name in names:
         rows = [[k.split(" / ")[0], _label(k.split(" / ")[2]), _cell([s["unlearned"] for s in v]),
                  _cell([s["retrained"] for s in v]), _cell([s["beyond"] for s in v]),
-                 READ.get(record["verdicts"][k], record["verdicts"][k])]
+                 READ[record["verdicts"][k]].format(t=f"{record.get('min_return', 0.0):g}")]
                 for k, v in checks.items() if k.split(" / ")[1] == name]
         what = (f"relearning ({record['n_relearn']} forget texts)" if name == "relearn" else
                 f"GGUF {name.upper()} quantisation")
         out.append((f"{what}: change of each audit statistic of the {record['n_audited']} audited forget texts "
                     "under the check, for the unlearned and the retrained model, and the unlearned model's change "
                     "beyond the retrained one's (per seed, paired 95% intervals); the verdict reads the seeds' "
-                    "intervals of that last column by the one rule of CLAIMS.md.",
+                    f"intervals of that last column by the one rule of CLAIMS.md, a return of "
+                    f"{record.get('min_return', 0.0):g} or more being the effect that counts.",
                     ["method", "statistic", "unlearned change", "retrained change", "beyond retrained", "verdict"],
                     rows))
     rows = [[k.split(" / ")[0], _label(k.split(" / ")[1]), _cell(v)] for k, v in record["before"].items()]
