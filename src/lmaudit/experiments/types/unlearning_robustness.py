@@ -35,15 +35,25 @@ from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.unlearn import METHODS, UnlearnConfig
 from lmaudit.report import plots
-from lmaudit.report.verdicts import comparison
+from lmaudit.report.verdicts import AGAINST, NOT_REPRODUCED, REPRODUCED, comparison, seed_verdicts
 from lmaudit.runs.unlearning_check import SCHEMES, SMI_M, CheckConfig, run_unlearning_check
 from lmaudit.settings import each, fraction, integer, keys_of, non_negative, one_of, setting, text
 
 # the seeds' verdicts read together (comparison(): every seed came back → reproduced, ...)
 READ = {"reproduced": "came back on every seed", "against the claim": "less than retrained on every seed",
-        "partly reproduced": "came back on some seeds", "not reproduced": "a return of {t} or more ruled out (or seeds "
-                                                                           "contradict)",
-        "inconclusive": "no evidence of a return"}
+        "partly reproduced": "came back on some seeds", "inconclusive": "no evidence of a return"}
+
+
+def _read(verdict: str, per_seed: list[str], t: float) -> str:
+    """The verdict of one row in words; "not reproduced" says whether every seed rules the return out or the seeds
+    contradict each other (some came back, others less than retrained)."""
+    if verdict != NOT_REPRODUCED:
+        return READ[verdict]
+    if all(v in (NOT_REPRODUCED, AGAINST) for v in per_seed):
+        return f"a return of {t:g} or more ruled out on every seed"
+    if REPRODUCED in per_seed:
+        return "seeds contradict each other"
+    return f"a return of {t:g} or more ruled out on some seeds, no evidence on the others"
 
 
 @dataclass
@@ -126,13 +136,13 @@ def _cell(per_seed: list[dict]) -> str:
 def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """Per check: each method and statistic's return beyond the retrained model, per seed, and its verdict; then the
     gap to the retrained model before any check."""
-    checks = record["checks"]
+    checks, t = record["checks"], record.get("min_return", 0.0)
     names = list(dict.fromkeys(k.split(" / ")[1] for k in checks))
     out = []
     for name in names:
         rows = [[k.split(" / ")[0], _label(k.split(" / ")[2]), _cell([s["unlearned"] for s in v]),
                  _cell([s["retrained"] for s in v]), _cell([s["beyond"] for s in v]),
-                 READ[record["verdicts"][k]].format(t=f"{record.get('min_return', 0.0):g}")]
+                 _read(record["verdicts"][k], seed_verdicts([s["beyond"]["ci95"] for s in v], threshold=t), t)]
                 for k, v in checks.items() if k.split(" / ")[1] == name]
         what = (f"relearning ({record['n_relearn']} forget texts)" if name == "relearn" else
                 f"GGUF {name.upper()} quantisation")
