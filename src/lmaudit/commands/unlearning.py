@@ -58,6 +58,8 @@ def unlearning_check(
     reference: Optional[Path] = typer.Option(None, help="The base both models were tuned from: adds the reference "
                                                         "attack (the strongest here)."),
     bootstrap: int = typer.Option(1000, help="Paired bootstrap resamples."),
+    min_return: float = typer.Option(0.02, help="The smallest return that counts (AUC, or share of the audited "
+                                                "texts): an interval below it reads 'no return'."),
     text_field: str = c.text_field_option(),
     seed: int = c.seed_option(),
     out: Path = typer.Option(Path("runs/unlearning-check"), help="Output folder."),
@@ -75,7 +77,8 @@ def unlearning_check(
     schemes = [] if quantize.strip().lower() == "none" else c.split_names(quantize)
     named = c.split_names(attacks) or DEFAULT_ATTACKS + (["reference"] if reference else [])
     cfg = api.CheckConfig(relearn_fraction=share or 0.25, steps=steps, relearn=not no_relearn, lr=lr,
-                          batch_size=batch_size, quantize=schemes, attacks=named, bootstrap=bootstrap, seed=seed)
+                          batch_size=batch_size, quantize=schemes, attacks=named, bootstrap=bootstrap, seed=seed,
+                          min_return=min_return)
     result = api.unlearning_check(model, retrained, forget, members, nonmembers, relearn_on=texts, config=cfg,
                                   lora=lora, reference=reference, text_field=text_field,
                                   **model_options.training_kwargs())
