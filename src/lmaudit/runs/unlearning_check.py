@@ -100,7 +100,7 @@ class CheckConfig:
     """
 
     relearn_fraction: float = setting(0.25, check=fraction(above_zero=True))  # of F, when no relearning texts given
-    steps: int = setting(20, check=integer(1))  # relearning optimiser steps (0 checks: pass relearn=False)
+    steps: int = setting(20, check=integer(1))  # relearning optimiser steps (no relearning: relearn=False)
     relearn: bool = True
     lr: float | None = setting(None, check=positive(optional=True))  # None: the fine-tuning default of the model
     batch_size: int | None = setting(None, check=integer(1, optional=True))
