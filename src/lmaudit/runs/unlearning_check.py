@@ -269,8 +269,9 @@ def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, member
 
 
 RULE = ("\"beyond\" is the unlearned model's change under the check minus the retrained model's change under the same "
-        "check, with a paired 95% bootstrap interval: above 0, the forget set came back; an interval holding 0 shows "
-        "no evidence of a return (its width says how much could be missed).")
+        "check, with a paired 95% bootstrap interval, read by the one interval rule with the smallest return that "
+        "counts (min_return): the interval above it, the forget set came back; below it, no return of that size; "
+        "below 0, less than the retrained model; holding both 0 and it, no evidence either way.")
 
 
 def check_report(run: Path, res: dict, *, where: Path, show_pii: bool = False) -> Report:
