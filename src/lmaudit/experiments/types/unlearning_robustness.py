@@ -47,6 +47,9 @@ READ = {"reproduced": "came back on every seed", "against the claim": "less than
 def _read(verdict: str, per_seed: list[str], t: float) -> str:
     """The verdict of one row in words; "not reproduced" says whether every seed rules the return out or the seeds
     contradict each other (some came back, others less than retrained)."""
+    if len(per_seed) == 1:  # one seed: its own interval's reading, said to be one seed's
+        text = READ[verdict] if verdict != NOT_REPRODUCED else f"a return of {t:g} or more ruled out"
+        return text.replace(" on every seed", "") + " (one seed)"
     if verdict != NOT_REPRODUCED:
         return READ[verdict]
     if all(v in (NOT_REPRODUCED, AGAINST) for v in per_seed):
