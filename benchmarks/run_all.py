@@ -43,7 +43,11 @@ SUITE = [
     ("bench_peer_attacks.py", [], ["--texts", "4", "--chars", "200"]),
     ("bench_dlm_memory.py", [], ["--texts", "4", "--batch-size", "4"]),
     ("bench_batch_layout.py", [], ["--texts", "20"]),
+    ("bench_attack_cost.py", [], ["--texts", "6", "--pairs", "1", "--neighbours", "2"]),
 ]
+# needs a MIMIR checkout (--mimir PATH): run only when one is given
+MIMIR = ("bench_mimir_attacks.py", ["--texts", "12", "--neighbours", "10", "--shots", "1,8"],
+         ["--texts", "4", "--neighbours", "2", "--shots", "1,2"])
 
 
 def main() -> None:
@@ -51,11 +55,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results.md")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="comma-separated script names to run")
+    ap.add_argument("--mimir", default=None, help="a MIMIR checkout: also run bench_mimir_attacks against it")
     args = ap.parse_args()
     only = set(args.only.split(",")) if args.only else None
     rows, lines = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for script, full, quick in SUITE:
+        suite = SUITE + ([(MIMIR[0], [*MIMIR[1], "--mimir", args.mimir], [*MIMIR[2], "--mimir", args.mimir])]
+                         if args.mimir else [])
+        for script, full, quick in suite:
             if only and script not in only and script.removesuffix(".py") not in only:
                 continue
             out = Path(tmp) / f"{script}.json"
@@ -74,8 +81,10 @@ def main() -> None:
 
     table = ["| benchmark | measure | value | target | met |", "|---|---|---:|---|---|"]
     for r in rows:
-        met = {True: "yes", False: "**no**", None: ""}[r["met"]]
-        table.append(f"| {r['benchmark']} | {r['measure']} | {r['value']:.3f} | {r['target']} | {met} |")
+        met = {True: "yes", False: "**no**", None: ""}[r.get("met")]
+        v = r["value"]
+        value = f"{v:.3f}" if v == 0 or abs(v) >= 0.01 or v != v else f"{v:.2e}"  # small differences stay visible
+        table.append(f"| {r['benchmark']} | {r['measure']} | {value} | {r.get('target', '')} | {met} |")
     print("\n" + "\n".join(table))
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     args.out.write_text(f"# Benchmarks ({'quick' if args.quick else 'full'} run, {stamp})\n\n"

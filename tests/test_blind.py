@@ -121,3 +121,24 @@ def test_scores_and_p_equal_the_two_functions_that_build_the_matrix_apart():
     scores, p = scores_and_p(DATED + PLAIN, labels, "blind_ngrams", seed=4)
     np.testing.assert_array_equal(scores, blind_scores(DATED + PLAIN, labels, "blind_ngrams", seed=4))
     assert p == held_out_p(DATED + PLAIN, labels, "blind_ngrams", seed=4) and p < 1e-4  # a planted shift
+
+
+def test_ngram_matrix_built_in_blocks_equals_scikit_learns_tfidf_of_the_whole_set(monkeypatch):
+    """blind_ngrams hashes the texts a block at a time (memory) and applies one idf over all of them: the matrix is
+    scikit-learn's sublinear TF-IDF of the whole set, side by side for the two analyzers, bit for bit — with blocks
+    of 3 texts, a last short block, and an n-gram found in one block only (its idf must count every text)."""
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+
+    from lmaudit.audit import blind
+
+    texts = make_texts(11, seed=4) + ["zebra quagga okapi", "zebra"]
+    whole = hstack([TfidfTransformer(sublinear_tf=True).fit_transform(
+        HashingVectorizer(n_features=2**16, alternate_sign=False, norm=None, **how).transform(texts))
+        for how in ({"analyzer": "word", "ngram_range": (1, 2)}, {"analyzer": "char_wb", "ngram_range": (3, 5)})]
+    ).tocsr()
+    monkeypatch.setattr(blind, "CHUNK", 3)
+    blocks = blind._design(texts, "blind_ngrams")
+    assert blocks.shape == whole.shape == (13, 2 * 2**16)
+    assert np.array_equal(blocks.indptr, whole.indptr) and np.array_equal(blocks.indices, whole.indices)
+    assert np.array_equal(blocks.data, whole.data)

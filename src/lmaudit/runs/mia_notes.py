@@ -23,6 +23,17 @@ from lmaudit.report.summary import mia_summary
 from lmaudit.report.validity import reference_differs, sets_differ
 
 
+COUNT_CHUNK = 1024  # records tokenised at a time when counting: memory stays flat however large the set
+
+
+def _over(tokenizer, textset: TextSet, limit: int) -> int:
+    """How many records of ``textset`` have more than ``limit`` tokens, tokenised :data:`COUNT_CHUNK` at a time
+    (one call over a whole set of 20,000 texts held every encoding at once: its peak grew with the set)."""
+    return sum(int(sum(len(ids) > limit for ids in tokenize_records(
+        tokenizer, TextSet(textset.records[a:a + COUNT_CHUNK], source=textset.source), max_length=sys.maxsize,
+        first_scorable=0).ids)) for a in range(0, len(textset), COUNT_CHUNK))
+
+
 def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
     """How many texts of each set exceed the target's token limit, and what the probes do with them (one warning).
 
@@ -31,8 +42,7 @@ def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> d
     windows; a DLM's masked probe truncates whatever the mode.
     """
     limit = config.max_length or target.adapter.context_length
-    counts = {name: int(sum(len(ids) > limit for ids in tokenize_records(
-        target.tokenizer, ts, max_length=sys.maxsize, first_scorable=0).ids)) for name, ts in sets.items()}
+    counts = {name: _over(target.tokenizer, ts, limit) for name, ts in sets.items()}
     offered = target.adapter.long_text_modes  # what this model's probes can do with a long text
     mode = config.long_texts if config.long_texts in offered else "truncate"
     if any(counts.values()):
