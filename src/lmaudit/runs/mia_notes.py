@@ -22,7 +22,6 @@ from lmaudit.report.cells import (
 from lmaudit.report.summary import mia_summary
 from lmaudit.report.validity import reference_differs, sets_differ
 
-
 COUNT_CHUNK = 1024  # records tokenised at a time when counting: memory stays flat however large the set
 
 
