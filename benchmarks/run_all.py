@@ -38,6 +38,7 @@ SUITE = [
     ("bench_lora_train.py", [], ["--steps", "1"]),
     ("bench_smi.py", [], ["--n", "300", "--d", "32", "--bootstrap", "20", "--repeats", "1"]),
     ("bench_scale.py", [], ["--small", "200", "--large", "2000", "--ray-texts", "64"]),
+    ("bench_scale.py", ["--no-ray", "--no-blind"], ["--small", "200", "--large", "2000", "--no-ray", "--no-blind"]),
     ("bench_fixed_cost.py", [], ["--n", "400", "--repeats", "1"]),
     ("bench_ray_overhead.py", [], ["--texts", "8", "--shard-size", "4", "--chars", "200"]),
     ("bench_peer_attacks.py", [], ["--texts", "4", "--chars", "200"]),
