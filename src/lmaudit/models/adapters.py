@@ -205,10 +205,32 @@ class ARAdapter(_Adapter):
         """Logits (B, T) → (B, T, V); row t predicts token t + 1 (after the cached ``past``, as :meth:`hidden`)."""
         return self.model(input_ids=input_ids, attention_mask=attention_mask, **_cached(past)).logits
 
-    def prefix_cache(self, prefix: torch.Tensor):
-        """The keys and values of the (1, P) ids ``prefix``, computed once for every text that starts with it:
-        :meth:`expand_cache` gives a batch its own copy."""
-        return self.model(input_ids=prefix, use_cache=True).cache
+    def prefix_cache(self, prefix: torch.Tensor, attention_mask: torch.Tensor | None = None, pick=None, *,
+                     fuse: bool = True):
+        """The keys and values of the (B, P) ids ``prefix`` (right-padded), computed once for every text that starts
+        with it (:meth:`expand_cache`, :meth:`select_cache`); with ``pick``, (cache, rows, head) as
+        :meth:`output_rows` gives them."""
+        fused = self.fused_head() if fuse and pick is not None else None
+        out = (fused[0] if fused else self.model)(input_ids=prefix, attention_mask=attention_mask, use_cache=True)
+        if pick is None:
+            return out.cache
+        return (out.cache, pick(out.last_hidden_state), fused[1]) if fused else (out.cache, pick(out.logits), None)
+
+    @staticmethod
+    def cache_selectable(cache) -> bool:
+        """Whether :meth:`select_cache` can cut ``cache``: each layer keeps every position (no sliding window)."""
+        return bool(getattr(cache, "layers", None)) and all(type(x).__name__ == "DynamicLayer" for x in cache.layers)
+
+    @staticmethod
+    def select_cache(cache, rows: torch.Tensor, length: int):
+        """Rows ``rows`` of a prefix cache cut to its first ``length`` positions, as new tensors (a forward appends to
+        them, never to the cache other batches reuse)."""
+        out = copy.copy(cache)
+        out.layers = [copy.copy(layer) for layer in cache.layers]
+        for layer in out.layers:
+            if layer.get_seq_length() > 0:
+                layer.keys, layer.values = layer.keys[rows, :, :length], layer.values[rows, :, :length]
+        return out
 
     @staticmethod
     def expand_cache(cache, batch: int):

@@ -11,9 +11,11 @@ import numpy as np
 from lmaudit.data.loaders import TextSet
 from lmaudit.models.build import masked_model
 from lmaudit.models.fingerprint import tokenizer_fingerprint
+from lmaudit.probes.ar import ARProbeConfig
 from lmaudit.probes.gradients import describe_subset, probe_gradients
+from lmaudit.probes.neighbour_ar import neighbour_shards
 from lmaudit.probes.neighbours import NeighbourSettings, make_neighbours, neighbour_set
-from lmaudit.probes.records import GradientStats, NeighbourStats
+from lmaudit.probes.records import ARStats, GradientStats, NeighbourStats
 from lmaudit.probes.requests import AR_PROBE, GradientRequest, NeighbourRequest
 from lmaudit.runs.mia_groups import Probing, ar_group, register_probe, truncated_only
 
@@ -51,11 +53,36 @@ def gradient_group(ctx: Probing, request: GradientRequest, group, textset: TextS
     return shards(), lambda: stats(None), lambda: forwards, None
 
 
+def _neighbour_pass(ctx: Probing, group, neighbours: TextSet):
+    """The whole-set function of the neighbours' AR pass (the reference's too, when it is probed), each neighbour
+    continuing from its text's keys and values (:mod:`lmaudit.probes.neighbour_ar`)."""
+    config = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
+                           max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
+    models = {"target": ctx.target}
+    if ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group)):
+        models["reference"] = ctx.reference
+    sharded = {}
+    for role, handle in models.items():
+        t0 = time.perf_counter()
+        sharded[role] = neighbour_shards(handle, neighbours, config, cache_dir=ctx.cache,
+                                         description=f"probe {role}: neighbours")
+        ctx.timings[f"probe_neighbours_{role}"] = time.perf_counter() - t0
+
+    def whole() -> ARStats:
+        ref = sharded.get("reference")
+        return ARStats.concat(sharded["target"].all()).with_companions(
+            reference=None if ref is None else ARStats.concat(ref.all()))
+
+    return whole
+
+
 @register_probe(NeighbourRequest, check=truncated_only("neighbourhood", "each text and its neighbours"))
 def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: TextSet):
     """(whole set as one shard, whole-set function, forwards per sample, None): the AR pass of the texts and of
-    their neighbours (target's, and the reference's when it is probed). The neighbours and the masked forwards
-    they cost go into the run's notes."""
+    their neighbours (target's, and the reference's when it is probed); a neighbour runs from where it first
+    differs from its text, on its text's keys and values (:mod:`lmaudit.probes.neighbour_ar`: the statistics of
+    scoring it whole). The neighbours and the masked forwards they cost go into the run's notes; forwards per
+    sample count the texts scored, 1 + n."""
     mask = masked_model(request.model)
     t0 = time.perf_counter()
     sharded = make_neighbours(mask, textset, NeighbourSettings(request.n, request.fraction, request.top),
@@ -63,7 +90,7 @@ def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: Tex
     neighbours, owner, masked, windowed = neighbour_set(textset, sharded)
     ctx.timings["neighbours"] = time.perf_counter() - t0
     _, plain, _, _ = ar_group(ctx, AR_PROBE, group, textset)
-    _, other, _, _ = ar_group(ctx, AR_PROBE, group, neighbours)
+    other = _neighbour_pass(ctx, group, neighbours)
     counts = np.bincount(owner, minlength=len(textset))
     same = tokenizer_fingerprint(mask.tokenizer) == tokenizer_fingerprint(ctx.target.tokenizer)
     ctx.note(group, f"Neighbours from {mask.path} ({'the' if same else 'another'} tokenizer {'as' if same else 'than'} "
