@@ -25,8 +25,8 @@ ATTACKS = {  # name: (parameters, forwards per text as the run reports them, and
     "loss": ({}, "1 forward"),
     "recall": ({"prefix_texts": SHOTS[:5]}, "2 forwards (the second with the prefix)"),
     "dc_pdd": ({}, "1 forward"),
-    "gradnorm": ({}, "1 forward + 1 backward, texts one at a time"),
-    "neighbourhood": ({}, "26 forwards + one masked forward of the embedded DLM per token"),
+    "gradnorm": ({}, "1 forward + 1 backward, in batches"),
+    "neighbourhood": ({}, "1 forward + 25 neighbours scored from their first changed token + one masked forward of the embedded DLM per token"),
 }
 
 

@@ -8,7 +8,7 @@ so attacks that read the same records share one probe pass.
   (:class:`~lmaudit.probes.records.PrefixedStats`; ReCaLL).
 - :class:`FrequencyRequest` — the AR pass with each scored token's id and its frequency in a reference corpus
   (:class:`~lmaudit.probes.records.TokenStats`; DC-PDD).
-- :class:`GradientRequest` — a forward and a backward pass per text: norms of its loss gradient
+- :class:`GradientRequest` — a forward and a backward pass over batches of texts: norms of each text's loss gradient
   (:class:`~lmaudit.probes.records.GradientStats`; GradNorm).
 - :class:`NeighbourRequest` — the AR pass of every text and of its neighbours, made by a masked model
   (:class:`~lmaudit.probes.records.NeighbourStats`; the neighbourhood attack).
