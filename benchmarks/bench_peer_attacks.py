@@ -26,7 +26,8 @@ ATTACKS = {  # name: (parameters, forwards per text as the run reports them, and
     "recall": ({"prefix_texts": SHOTS[:5]}, "2 forwards (the second with the prefix)"),
     "dc_pdd": ({}, "1 forward"),
     "gradnorm": ({}, "1 forward + 1 backward, in batches"),
-    "neighbourhood": ({}, "1 forward + 25 neighbours scored from their first changed token + one masked forward of the embedded DLM per token"),
+    "neighbourhood": ({}, "1 forward + 25 neighbours scored from their first changed token + one masked forward "
+                          "of the embedded DLM per token"),
 }
 
 

@@ -85,7 +85,8 @@ def main() -> None:
             cmd = [sys.executable, "-m", "lmaudit.cli", "mia", "--target", str(tmp / "model"),
                    "--members", str(folder / "members.jsonl"), "--nonmembers", str(folder / "nonmembers.jsonl"),
                    "--attacks", "loss,zlib,min_k,min_k_pp,gap_k", "--no-report", "--bootstrap", "200",
-                   "--out", str(folder / "out"), *(["--no-blind"] if args.no_blind else []), *(["--batch-size", str(args.batch_size)] if args.batch_size else [])]
+                   "--out", str(folder / "out"), *(["--no-blind"] if args.no_blind else []),
+                   *(["--batch-size", str(args.batch_size)] if args.batch_size else [])]
             rss[n], wall = peak_rss_mib(cmd, env)
             print(f"lmaudit mia on {n:>6} texts: peak RSS {rss[n]:7.1f} MiB, {wall:6.1f} s")
         ratio = rss[args.large] / rss[args.small]
@@ -96,7 +97,8 @@ def main() -> None:
                   "target": "", "met": None},
                  {"measure": f"peak RSS, lmaudit mia on {args.large} texts{what} (MiB)", "value": rss[args.large],
                   "target": "", "met": None},
-                 {"measure": f"peak RSS ratio {args.large} / {args.small} texts{what}", "value": ratio, "target": "≤ 1.2",
+                 {"measure": f"peak RSS ratio {args.large} / {args.small} texts{what}", "value": ratio,
+                  "target": "≤ 1.2",
                   "met": ratio <= 1.2}]
 
         if not args.no_ray:
