@@ -85,8 +85,8 @@ def write_readme(path: Path, factors: dict[str, float], n: int, texts: int, pair
             cell += " (not measured in this run)"
         lines.append(f"| {attacks} | {cell} |")
     lines += ["", f"Factors: whole `lmaudit mia --attacks loss,X` ÷ `--attacks loss` on SmolLM2-135M, {texts} real "
-              f"passages, median of {pairs} paired run{'s' if pairs > 1 else ''} (`python benchmarks/bench_attack_cost.py --readme README.md`, "
-              f"{date.today().isoformat()}).", "", END]
+              f"passages, median of {pairs} paired run{'s' if pairs > 1 else ''} "
+              f"(`python benchmarks/bench_attack_cost.py --readme README.md`, {date.today().isoformat()}).", "", END]
     text = path.read_text()
     if START not in text or END not in text:
         raise SystemExit(f"{path}: no {START} … {END} block to rewrite")
