@@ -128,7 +128,7 @@ def both_paths(handle, subset: str, texts=MIXED, **batched) -> tuple[np.ndarray,
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_batched_norms_are_the_per_text_norms(tiny_model, tokenizer, monkeypatch, tied, dtype):
     from lmaudit.models.adapters import handle_for
-    from lmaudit.probes import sample_gradients
+    from lmaudit.probes import gradient_sums, sample_gradients
 
     model = copy.deepcopy(tiny_model) if tied else _untied(tiny_model)
     assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied
@@ -144,8 +144,8 @@ def test_the_batched_norms_are_the_per_text_norms(tiny_model, tokenizer, monkeyp
     # the output layer's probabilities computed again per vocabulary block, gradients reduced in small blocks and
     # short rows: still the same norms
     monkeypatch.setattr(sample_gradients, "HEAD_LIMIT", 50)
-    monkeypatch.setattr(sample_gradients, "PIECE", 700)
-    monkeypatch.setattr(sample_gradients, "ROW", 24)
+    monkeypatch.setattr(gradient_sums, "PIECE", 700)
+    monkeypatch.setattr(gradient_sums, "ROW", 24)
     fast, slow = both_paths(handle, "all")
     np.testing.assert_allclose(fast, slow, rtol=RTOL[dtype])
     assert all(p.requires_grad for p in model.parameters())  # left as they were
@@ -154,7 +154,7 @@ def test_the_batched_norms_are_the_per_text_norms(tiny_model, tokenizer, monkeyp
 def test_a_text_mixed_with_another_would_show(tiny_model, tokenizer, monkeypatch):
     """The comparison above is sharp: one layer's gradient of one text counted for another fails it."""
     from lmaudit.models.adapters import handle_for
-    from lmaudit.probes.sample_gradients import Sums
+    from lmaudit.probes.gradient_sums import Sums
 
     handle = handle_for(copy.deepcopy(tiny_model).double(), tokenizer)
     row = [n for n, _ in handle.model.named_parameters()].index("model.layers.0.mlp.up_proj.weight")

@@ -37,7 +37,6 @@ Logit conventions of DLMs:
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -48,6 +47,7 @@ from lmaudit.errors import DataError, LmauditError, spell
 from lmaudit.models.batching import default_batch_tokens
 from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.kv_cache import cache_selectable, expand_cache, select_cache
 
 DEFAULT_CONTEXT = 2048
 KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the kinds, as Python and the CLI set them
@@ -216,29 +216,10 @@ class ARAdapter(_Adapter):
             return out.cache
         return (out.cache, pick(out.last_hidden_state), fused[1]) if fused else (out.cache, pick(out.logits), None)
 
-    @staticmethod
-    def cache_selectable(cache) -> bool:
-        """Whether :meth:`select_cache` can cut ``cache``: each layer keeps every position (no sliding window)."""
-        return bool(getattr(cache, "layers", None)) and all(type(x).__name__ == "DynamicLayer" for x in cache.layers)
-
-    @staticmethod
-    def select_cache(cache, rows: torch.Tensor, length: int):
-        """Rows ``rows`` of a prefix cache cut to its first ``length`` positions, as new tensors (a forward appends to
-        them, never to the cache other batches reuse)."""
-        out = copy.copy(cache)
-        out.layers = [copy.copy(layer) for layer in cache.layers]
-        for layer in out.layers:
-            if layer.get_seq_length() > 0:
-                layer.keys, layer.values = layer.keys[rows, :, :length], layer.values[rows, :, :length]
-        return out
-
-    @staticmethod
-    def expand_cache(cache, batch: int):
-        """A copy of a one-row prefix cache repeated for ``batch`` rows (a forward appends to the copy, never to
-        the cache other batches reuse)."""
-        out = copy.deepcopy(cache)
-        out.batch_repeat_interleave(batch)
-        return out
+    # a prefix cache cut to some rows and positions, or repeated for a batch (lmaudit.models.kv_cache)
+    cache_selectable = staticmethod(cache_selectable)
+    select_cache = staticmethod(select_cache)
+    expand_cache = staticmethod(expand_cache)
 
     @staticmethod
     def row_for(positions):

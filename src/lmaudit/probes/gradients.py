@@ -44,9 +44,10 @@ from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
+from lmaudit.probes.gradient_sums import Sums, combine
 from lmaudit.probes.records import ArrayRecord
 from lmaudit.probes.requests import GRADIENT_NORMS
-from lmaudit.probes.sample_gradients import Plan, Sums, Unsupported, batch_norms, combine, wide
+from lmaudit.probes.sample_gradients import Plan, Unsupported, batch_norms, wide
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
@@ -103,7 +104,7 @@ def describe_subset(model, subset: str) -> dict:
 def norms_of(grads: list[torch.Tensor]) -> np.ndarray:
     """(4,) the :data:`GRADIENT_NORMS` of one gradient, given tensor by tensor.
 
-    Each tensor is reduced as :meth:`~lmaudit.probes.sample_gradients.Sums.add` reduces the batched path's pieces:
+    Each tensor is reduced as :meth:`~lmaudit.probes.gradient_sums.Sums.add` reduces the batched path's pieces:
     a block of at most a million values at a time (it stays in cache), ``|g|`` once, then its blocked float32 sum
     (float64 for a float64 model; a bfloat16 block is widened first), its max, and the L2 norms of rows of at most
     4,096 values, squared and summed in float64. A whole tensor's ``torch.linalg.vector_norm`` is not used: on a
