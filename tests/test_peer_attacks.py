@@ -235,3 +235,32 @@ def test_dc_pdd_counts_the_embedded_corpus_by_default(monkeypatch, tokenizer):
         np.add.at(want, tokenizer(doc.text, truncation=True, max_length=1024)["input_ids"], 1)
     np.testing.assert_array_equal(frequencies.token_counts(tokenizer), want)
     assert want.sum() > 1000
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_groups_that_read_the_plain_pass_share_one(tmp_path, monkeypatch, tiny_model_dir, cached):
+    """loss, ReCaLL and DC-PDD all read the plain AR pass of the scored set: it runs once (with or without a cache),
+    the prefixed one once more, and the scores equal those of each attack run alone."""
+    import lmaudit.runs.mia_groups as groups
+    from lmaudit.models.loading import load_model
+    from lmaudit.runs.mia import RunConfig, score_set
+
+    seen = []
+    real = groups.ar_shards
+
+    def counted(handle, textset, config, **kwargs):
+        seen.append((textset.source, config.reuse_prefix))
+        return real(handle, textset, config, **kwargs)
+
+    monkeypatch.setattr(groups, "ar_shards", counted)
+    from helpers import write_jsonl
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", make_texts(30, seed=97))
+    params = {"recall": {"prefix_texts": make_texts(2, seed=98, min_words=5, max_words=9)},
+              "dc_pdd": {"corpus": str(corpus)}}
+    handle, texts = load_model(tiny_model_dir), TextSet.from_texts(TEXTS, source="texts")
+    both = score_set(handle, texts, config=RunConfig(attacks=["loss", "recall", "dc_pdd"], params=params,
+                                                     use_cache=cached))
+    assert sorted(seen) == [("texts", False), ("texts after 2 shot(s)", True)]
+    for name in ("loss", "recall", "dc_pdd"):
+        alone = score_set(handle, texts, config=RunConfig(attacks=[name], params=params, use_cache=False))[name]
+        np.testing.assert_array_equal(both[name], alone)

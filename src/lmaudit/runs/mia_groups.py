@@ -50,6 +50,18 @@ class Probing:
     timings: dict[str, float]
     prior: bool = False  # also probe the reference for every group: its own scores under reference-free attacks
     notes: dict[str, list[str]] = field(default_factory=dict)  # what a probe says of an attack's scores
+    passes: dict = field(default_factory=dict, repr=False)  # the AR passes made in this run (:meth:`once`)
+
+    def once(self, what: str, textset: TextSet, settings, compute: Callable):
+        """``compute()`` the first time ``what`` is asked of this very ``textset`` with these ``settings``, the same
+        result after that: groups that read the same pass (the plain pass of ReCaLL, DC-PDD or a peer attack beside
+        the shared AR probe) share it, with or without a cache. Its time counts once, under ``probe_{what}``."""
+        key = (what, id(textset), settings)
+        if key not in self.passes:
+            t0 = time.perf_counter()
+            self.passes[key] = (textset, compute())  # the set is kept: its id names no other set while cached here
+            self.timings[f"probe_{what}"] = self.timings.get(f"probe_{what}", 0.0) + time.perf_counter() - t0
+        return self.passes[key][1]
 
     def note(self, group, text: str) -> None:
         """Say ``text`` now and keep it among the notes of every attack of ``group`` (its results' notes)."""
@@ -95,19 +107,15 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet, *, reuse
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
                               max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts,
                               reuse_prefix=reuse_prefix)
-    t0 = time.perf_counter()
-    tar = ar_shards(ctx.target, textset, probe_cfg, cache_dir=ctx.cache, description="probe target")
-    ctx.timings["probe_target"] = ctx.timings.get("probe_target", 0.0) + time.perf_counter() - t0
+    tar = ctx.once("target", textset, probe_cfg, lambda: ar_shards(ctx.target, textset, probe_cfg, cache_dir=ctx.cache,
+                                                                 description="probe target"))
     ref = None
     if ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group)):
-        t0 = time.perf_counter()
-        ref = ar_shards(ctx.reference, textset, probe_cfg, cache_dir=ctx.cache, description="probe reference")
-        ctx.timings["probe_reference"] = ctx.timings.get("probe_reference", 0.0) + time.perf_counter() - t0
+        ref = ctx.once("reference", textset, probe_cfg, lambda: ar_shards(
+            ctx.reference, textset, probe_cfg, cache_dir=ctx.cache, description="probe reference"))
     shadow = None
     if ctx.shadows is not None and any(s.needs_shadows for s in group):
-        t0 = time.perf_counter()
-        shadow = compute_shadow_stats(ctx.shadows, textset)
-        ctx.timings["probe_shadows"] = time.perf_counter() - t0
+        shadow = ctx.once("shadows", textset, None, lambda: compute_shadow_stats(ctx.shadows, textset))
 
     def shards():
         for i, (a, b) in enumerate(tar.bounds):
