@@ -234,3 +234,19 @@ def test_shards_that_split_a_texts_neighbours_and_their_cache(tiny_model, tokeni
                      for r in made.records])
     with pytest.raises(pytest.fail.Exception, match="computed again"):  # their texts are part of the key
         neighbour_shards(handle, other, cache_dir=tmp_path, shard_size=4)
+
+
+def test_a_special_tokens_text_inside_a_record_is_text(tiny_dlm_dir):
+    """Docstrings say ``defaults to "<pad>"``: the masked model reads that as the characters it is, so the text decodes
+    back to itself and every neighbour keeps it (read as the token, the text could not be rebuilt and was refused)."""
+    dlm = load_model(tiny_dlm_dir)
+    pad, mask = dlm.tokenizer.pad_token, dlm.tokenizer.mask_token
+    texts = TextSet.from_texts([f'The padding token, defaults to "{pad}", fills short rows in the batch.',
+                                f"Replace a word by {mask} and ask the model to fill it back in."])
+    made, owner, forwards, _ = neighbour_set(texts, make_neighbours(dlm, texts, NeighbourSettings(n=3)))
+    assert np.array_equal(np.bincount(owner), [3, 3])
+    for rec, i in zip(made.records, owner):
+        assert (pad if i == 0 else mask) in rec.target and rec.target != texts.texts[i]
+    plain = tokenize_records(dlm.tokenizer, texts, max_length=sys.maxsize, first_scorable=0)
+    split = tokenize_records(dlm.tokenizer, texts, max_length=sys.maxsize, first_scorable=0, split_special=True)
+    assert all(len(b) > len(a) for a, b in zip(plain.ids, split.ids))  # the tag is several plain pieces

@@ -95,7 +95,7 @@ def _neighbours(handle: ModelHandle, textset: TextSet, settings: NeighbourSettin
                 description: str | None) -> ArrayDict:
     adapter, tokenizer = handle.adapter, handle.tokenizer
     limit = max_length or adapter.context_length
-    tok = tokenize_records(tokenizer, textset, max_length=sys.maxsize, first_scorable=0)
+    tok = tokenize_records(tokenizer, textset, max_length=sys.maxsize, first_scorable=0, split_special=True)
     banned = np.array(sorted(set(tokenizer.all_special_ids) | {adapter.mask_token_id}), dtype=np.int64)
     batch_tokens = adapter.batch_tokens()
     texts, owner, forwards = [], [], np.zeros(len(textset), dtype=np.int64)

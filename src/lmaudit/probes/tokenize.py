@@ -30,8 +30,12 @@ class TokenizedSet:
     n_truncated: int
 
 
-def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scorable: int = 1) -> TokenizedSet:
+def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scorable: int = 1,
+                     split_special: bool = False) -> TokenizedSet:
     """Tokenise every record of ``textset`` with ``tokenizer``.
+
+    With ``split_special`` a special token's text inside a record (``<pad>``, ``<mask>``) is read as plain text,
+    not as that token: for a tokenizer that must give the text back as it is (the neighbour maker's).
 
     Texts longer than ``max_length`` tokens are **truncated** to their first
     ``max_length`` tokens (a warning gives the count); lmaudit does not window.
@@ -39,9 +43,12 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
     """
     special = np.array(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
     with_ctx = [r for r in textset.records if r.context]
-    plain_ids = tokenizer([r.target for r in textset.records], add_special_tokens=True)["input_ids"]
-    ctx_ids = tokenizer([r.context for r in with_ctx], add_special_tokens=True)["input_ids"] if with_ctx else []
-    tgt_ids = tokenizer([r.target for r in with_ctx], add_special_tokens=False)["input_ids"] if with_ctx else []
+    split = {"split_special_tokens": True} if split_special else {}
+    plain_ids = tokenizer([r.target for r in textset.records], add_special_tokens=True, **split)["input_ids"]
+    ctx_ids = tokenizer([r.context for r in with_ctx], add_special_tokens=True, **split)["input_ids"] \
+        if with_ctx else []
+    tgt_ids = tokenizer([r.target for r in with_ctx], add_special_tokens=False, **split)["input_ids"] \
+        if with_ctx else []
     ctx_iter = iter(zip(ctx_ids, tgt_ids))
 
     ids_out, scored_out, keys = [], [], np.empty(len(textset), dtype=np.uint64)
