@@ -17,9 +17,12 @@ the median over the pairs of (command ÷ its baseline in the same pair).
   the two models apart).
 
 ``--readme FILE`` also rewrites the attack-cost table of FILE between ``<!-- attack-costs -->`` and
-``<!-- /attack-costs -->`` with the factors of this run, so the README's table is the benchmark's output.
+``<!-- /attack-costs -->`` with the factors of this run, so the README's table is the benchmark's output;
+``--merge JSON`` (the ``--json`` rows of an earlier run, with the same ``--texts``) supplies the factors this run did
+not measure, and the table says which came from it.
 
-    python benchmarks/bench_attack_cost.py [--texts 60] [--pairs 2] [--neighbours 25] [--readme README.md]
+    python benchmarks/bench_attack_cost.py [--texts 60] [--pairs 2] [--neighbours 25] [--only recall,...]
+        [--json FILE] [--merge FILE] [--readme README.md]
 """
 
 from __future__ import annotations
@@ -74,19 +77,38 @@ ROWS = [
 START, END = "<!-- attack-costs -->", "<!-- /attack-costs -->"
 
 
-def write_readme(path: Path, factors: dict[str, float], n: int, texts: int, pairs: int) -> None:
-    """Rewrite the table between the markers of ``path`` with this run's factors."""
+def merged(path: Path, texts: int) -> dict[str, tuple[float, int]]:
+    """{attack: (factor, pairs)} of the ``--json`` rows of an earlier run on ``texts`` texts."""
+    found = {}
+    for row in json.loads(path.read_text()):
+        if row.get("attack") and row.get("texts") == texts:
+            found[row["attack"]] = (float(row["value"]), int(row["pairs"]))
+    if not found:
+        raise SystemExit(f"{path}: no bench_attack_cost rows on {texts} texts")
+    return found
+
+
+def write_readme(path: Path, factors: dict[str, float], n: int, texts: int, pairs: int,
+                 earlier: dict[str, tuple[float, int]] | None = None, source: Path | None = None) -> None:
+    """Rewrite the table between the markers of ``path`` with this run's factors (and ``earlier`` ones, marked)."""
+    earlier = {k: v for k, v in (earlier or {}).items() if k not in factors}
     lines = [START, "", "| attacks | cost per text |", "|---|---|"]
     for attacks, spends, key in ROWS:
         cell = spends.format(n=n)
         if key in factors:
             cell += f" ({factors[key]:.1f}× a `loss` run)"
+        elif key in earlier:
+            cell += f" ({earlier[key][0]:.1f}× a `loss` run¹)"
         elif key:
             cell += " (not measured in this run)"
         lines.append(f"| {attacks} | {cell} |")
     lines += ["", f"Factors: whole `lmaudit mia --attacks loss,X` ÷ `--attacks loss` on SmolLM2-135M, {texts} real "
               f"passages, median of {pairs} paired run{'s' if pairs > 1 else ''} "
-              f"(`python benchmarks/bench_attack_cost.py --readme README.md`, {date.today().isoformat()}).", "", END]
+              f"(`python benchmarks/bench_attack_cost.py --readme README.md`, {date.today().isoformat()})."]
+    if earlier:
+        lines.append(f"¹ From an earlier run of the same benchmark (`--merge {source.name}`), median of "
+                     f"{', '.join(f'{p} pair(s)' for _, p in earlier.values())}.")
+    lines += ["", END]
     text = path.read_text()
     if START not in text or END not in text:
         raise SystemExit(f"{path}: no {START} … {END} block to rewrite")
@@ -103,9 +125,11 @@ def main() -> None:
     ap.add_argument("--only", default="recall,gradnorm,neighbourhood,default",
                     help="which of recall, gradnorm, neighbourhood, default to measure")
     ap.add_argument("--readme", type=Path, default=None)
+    ap.add_argument("--merge", type=Path, default=None, help="--json rows of an earlier run: factors not measured now")
     add_json_option(ap)
     args = ap.parse_args()
     only = set(args.only.split(","))
+    earlier = merged(args.merge, args.texts) if args.merge else None  # read first: a bad file stops nothing measured
     from lmaudit.models.gguf import local_model
 
     folder = local_model("smollm2-135m")
@@ -159,11 +183,12 @@ def main() -> None:
                     if name == "default" else f"lmaudit mia --attacks loss,{name} ÷ --attacks loss")
             rows.append({"measure": f"{what} (SmolLM2-135M, {len(texts)} texts, whole processes, median of "
                                     f"{args.pairs})", "value": ratio, "target": f"≤ {target}" if target else
-                         "reported", "met": ratio <= target if target else None})
+                         "reported", "met": ratio <= target if target else None,
+                         "attack": name, "texts": len(texts), "pairs": args.pairs})
             print(f"{what}: {ratio:.2f}" + (f" (target ≤ {target}: {'yes' if ratio <= target else 'NO'})"
                                              if target else ""))
     if args.readme is not None:
-        write_readme(args.readme, factors, args.neighbours, len(texts), args.pairs)
+        write_readme(args.readme, factors, args.neighbours, len(texts), args.pairs, earlier, args.merge)
         print(f"{args.readme}: the attack-cost table rewritten")
     write_rows(args.json, "bench_attack_cost", rows)
 

@@ -46,9 +46,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
-from opacus.accountants import RDPAccountant, create_accountant
-from opacus.accountants.analysis import rdp as rdp_analysis
-from opacus.accountants.utils import get_noise_multiplier
 
 from lmaudit.errors import LmauditError, SettingError, spell
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, lr_at, make_optimizer, prepare
@@ -150,6 +147,8 @@ def spent_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     order is the largest one (few steps, or q near 1) is silenced: the ε is then a valid but loose upper bound
     (``accountant="prv"`` is tighter).
     """
+    from opacus.accountants import create_accountant  # Opacus takes a second to import: only where DP is used
+
     acc = create_accountant(mechanism=accountant)
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
     with warnings.catch_warnings():
@@ -160,6 +159,9 @@ def spent_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
 def rdp_floor(delta: float) -> float:
     """The smallest ε the RDP accountant (Opacus' default orders, the largest 63) can give at ``delta``: its
     conversion to (ε, δ) costs that much even without any privacy loss (infinite noise)."""
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis import rdp as rdp_analysis
+
     orders = RDPAccountant.DEFAULT_ALPHAS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -189,6 +191,8 @@ def plan_dp(spec: DPSpec, *, n_examples: int, batch_size: int, epochs: float) ->
                            f"{rdp_floor(spec.delta):.3g} at δ={spec.delta}, whatever the noise",
                            hint="use {prv}, or raise {epsilon} or {delta}", options=_options(spec))
     if sigma is None:
+        from opacus.accountants.utils import get_noise_multiplier
+
         try:
             with warnings.catch_warnings():  # the PRV accountant warns about its own numerical precision
                 warnings.simplefilter("ignore")
