@@ -75,21 +75,25 @@ ROWS = [
      "the budget (16) masked forwards per model", None),
 ]
 START, END = "<!-- attack-costs -->", "<!-- /attack-costs -->"
+MEASURE = re.compile(r"lmaudit mia --attacks loss,(?P<attack>\w+) ÷ --attacks loss \(SmolLM2-135M, (?P<texts>\d+) "
+                     r"texts, whole processes, median of (?P<pairs>\d+)\)")
 
 
 def merged(path: Path, texts: int) -> dict[str, tuple[float, int]]:
-    """{attack: (factor, pairs)} of the ``--json`` rows of an earlier run on ``texts`` texts."""
+    """{attack: (factor, pairs)} of the ``--json`` rows of an earlier run on ``texts`` texts (read from each row's
+    measure, as :func:`main` writes it)."""
     found = {}
     for row in json.loads(path.read_text()):
-        if row.get("attack") and row.get("texts") == texts:
-            found[row["attack"]] = (float(row["value"]), int(row["pairs"]))
+        m = MEASURE.fullmatch(row.get("measure", ""))
+        if m and int(m["texts"]) == texts:
+            found[m["attack"]] = (float(row["value"]), int(m["pairs"]))
     if not found:
-        raise SystemExit(f"{path}: no bench_attack_cost rows on {texts} texts")
+        raise SystemExit(f"{path}: no bench_attack_cost rows of an opt-in attack on {texts} texts")
     return found
 
 
 def write_readme(path: Path, factors: dict[str, float], n: int, texts: int, pairs: int,
-                 earlier: dict[str, tuple[float, int]] | None = None, source: Path | None = None) -> None:
+                 earlier: dict[str, tuple[float, int]] | None = None, sources: list[Path] = ()) -> None:
     """Rewrite the table between the markers of ``path`` with this run's factors (and ``earlier`` ones, marked)."""
     earlier = {k: v for k, v in (earlier or {}).items() if k not in factors}
     lines = [START, "", "| attacks | cost per text |", "|---|---|"]
@@ -98,16 +102,21 @@ def write_readme(path: Path, factors: dict[str, float], n: int, texts: int, pair
         if key in factors:
             cell += f" ({factors[key]:.1f}× a `loss` run)"
         elif key in earlier:
-            cell += f" ({earlier[key][0]:.1f}× a `loss` run¹)"
+            cell += f" ({earlier[key][0]:.1f}× a `loss` run{'¹' if factors else ''})"  # noqa: RUF001
         elif key:
             cell += " (not measured in this run)"
         lines.append(f"| {attacks} | {cell} |")
-    lines += ["", f"Factors: whole `lmaudit mia --attacks loss,X` ÷ `--attacks loss` on SmolLM2-135M, {texts} real "
-              f"passages, median of {pairs} paired run{'s' if pairs > 1 else ''} "
-              f"(`python benchmarks/bench_attack_cost.py --readme README.md`, {date.today().isoformat()})."]
+    if factors:
+        lines += ["", f"Factors: whole `lmaudit mia --attacks loss,X` ÷ `--attacks loss` on SmolLM2-135M, {texts} real "
+                  f"passages, median of {pairs} paired run{'s' if pairs > 1 else ''} "
+                  f"(`python benchmarks/bench_attack_cost.py --readme README.md`, {date.today().isoformat()})."]
     if earlier:
-        lines.append(f"¹ From an earlier run of the same benchmark (`--merge {source.name}`), median of "
-                     f"{', '.join(f'{p} pair(s)' for _, p in earlier.values())}.")
+        lead = "¹ Read" if factors else (f"Factors: whole `lmaudit mia --attacks loss,X` ÷ `--attacks loss` on "
+                                         f"SmolLM2-135M, {texts} real passages, read")
+        counts = sorted({p for _, p in earlier.values()})
+        lines += ["", f"{lead} from the rows of earlier runs of `python benchmarks/bench_attack_cost.py --json FILE` "
+                      f"({', '.join(f'`benchmarks/{p.name}`' for p in sources)}), median of "
+                      f"{' or '.join(map(str, counts))} paired run{'s' if counts[-1] > 1 else ''} each."]
     lines += ["", END]
     text = path.read_text()
     if START not in text or END not in text:
@@ -125,11 +134,15 @@ def main() -> None:
     ap.add_argument("--only", default="recall,gradnorm,neighbourhood,default",
                     help="which of recall, gradnorm, neighbourhood, default to measure")
     ap.add_argument("--readme", type=Path, default=None)
-    ap.add_argument("--merge", type=Path, default=None, help="--json rows of an earlier run: factors not measured now")
+    ap.add_argument("--merge", type=Path, action="append", default=[],
+                    help="--json rows of an earlier run: factors not measured now (repeatable; --only none measures "
+                         "nothing and writes the table from these)")
     add_json_option(ap)
     args = ap.parse_args()
     only = set(args.only.split(","))
-    earlier = merged(args.merge, args.texts) if args.merge else None  # read first: a bad file stops nothing measured
+    earlier = {}  # read first: a bad file stops nothing measured
+    for path in args.merge:
+        earlier.update(merged(path, args.texts))
     from lmaudit.models.gguf import local_model
 
     folder = local_model("smollm2-135m")
@@ -183,8 +196,7 @@ def main() -> None:
                     if name == "default" else f"lmaudit mia --attacks loss,{name} ÷ --attacks loss")
             rows.append({"measure": f"{what} (SmolLM2-135M, {len(texts)} texts, whole processes, median of "
                                     f"{args.pairs})", "value": ratio, "target": f"≤ {target}" if target else
-                         "reported", "met": ratio <= target if target else None,
-                         "attack": name, "texts": len(texts), "pairs": args.pairs})
+                         "reported", "met": ratio <= target if target else None})
             print(f"{what}: {ratio:.2f}" + (f" (target ≤ {target}: {'yes' if ratio <= target else 'NO'})"
                                              if target else ""))
     if args.readme is not None:
