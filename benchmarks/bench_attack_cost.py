@@ -83,8 +83,12 @@ def merged(path: Path, texts: int) -> dict[str, tuple[float, int]]:
     """{attack: (factor, pairs)} of the ``--json`` rows of an earlier run on ``texts`` texts (read from each row's
     measure, as :func:`main` writes it)."""
     found = {}
-    for row in json.loads(path.read_text()):
-        m = MEASURE.fullmatch(row.get("measure", ""))
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path}: not the --json rows of a bench_attack_cost run ({exc})") from None
+    for row in rows if isinstance(rows, list) else []:
+        m = MEASURE.fullmatch(row.get("measure", "") if isinstance(row, dict) else "")
         if m and int(m["texts"]) == texts:
             found[m["attack"]] = (float(row["value"]), int(m["pairs"]))
     if not found:
