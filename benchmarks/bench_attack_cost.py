@@ -69,8 +69,8 @@ ROWS = [
     ("AR `recall` (opt-in: ReCaLL)", "the shared pass + a pass over the text after its non-member prefix, whose keys "
      "and values are computed once", "recall"),
     ("AR `gradnorm` (opt-in)", "a forward and a backward pass per text", "gradnorm"),
-    ("AR `neighbourhood` (opt-in)", "the shared pass + {n} neighbours scored from their first changed token, and a "
-     "masked model's forward per token to make them", "neighbourhood"),
+    ("AR `neighbourhood` (opt-in)", "a pass of its own over the texts and {n} neighbours each, a neighbour fed from "
+     "its first changed token on, and a masked model's forward per token to make them", "neighbourhood"),
     ("DLM `q_skew`, `calibration`, `sama`, `loss`, `min_k`, `min_k_pp`, `gap_k`, `secmi_dlm`",
      "the budget (16) masked forwards per model", None),
 ]

@@ -250,3 +250,35 @@ def test_a_special_tokens_text_inside_a_record_is_text(tiny_dlm_dir):
     plain = tokenize_records(dlm.tokenizer, texts, max_length=sys.maxsize, first_scorable=0)
     split = tokenize_records(dlm.tokenizer, texts, max_length=sys.maxsize, first_scorable=0, split_special=True)
     assert all(len(b) > len(a) for a, b in zip(plain.ids, split.ids))  # the tag is several plain pieces
+
+
+def test_the_texts_run_in_their_neighbours_probe_and_nowhere_else(tiny_model_dir, tiny_dlm_dir, monkeypatch):
+    """The neighbourhood attack alone makes no plain pass: its texts run whole in the neighbours' probe, each just
+    before its own neighbours, with the statistics of the plain pass; beside ``loss`` the loss scores are those of
+    ``loss`` alone, bit for bit (the plain pass stays its own)."""
+    import lmaudit.runs.mia_groups as groups
+    import lmaudit.runs.peer_groups as peers
+
+    plain, probed = [], []
+    real_plain, real_neighbours = groups.ar_shards, peers.neighbour_shards
+    monkeypatch.setattr(groups, "ar_shards", lambda h, ts, *a, **k: plain.append(ts) or real_plain(h, ts, *a, **k))
+    monkeypatch.setattr(peers, "neighbour_shards",
+                        lambda h, ts, *a, **k: probed.append(ts) or real_neighbours(h, ts, *a, **k))
+    handle, texts = load_model(tiny_model_dir), TextSet.from_texts(TEXTS, source="texts")
+    params = {"neighbourhood": {"model": str(tiny_dlm_dir), "n": 3, "top": 2}}
+    alone = score_set(handle, texts, config=RunConfig(attacks=["neighbourhood"], params=params, use_cache=False))
+    assert plain == [] and len(probed) == 1
+    records = probed[0].records
+    assert len(records) == len(TEXTS) * 4 and [records[4 * i].target for i in range(len(TEXTS))] == TEXTS
+    assert all(r.fields[ORIGINAL] == TEXTS[i // 4] for i, r in enumerate(records))  # each text, then its own
+    stats = neighbour_stats(handle, probed[0])
+    own = stats.take(np.arange(0, len(records), 4))
+    want = ar_stats(handle, texts)
+    assert np.array_equal(own.offsets, want.offsets)
+    np.testing.assert_allclose(own.logp, want.logp, atol=ATOL, rtol=RTOL)
+    both = score_set(handle, texts, config=RunConfig(attacks=["neighbourhood", "loss"], params=params,
+                                                     use_cache=False))
+    assert [ts.source for ts in plain] == ["texts"]
+    np.testing.assert_array_equal(both["neighbourhood"], alone["neighbourhood"])
+    loss = score_set(handle, texts, config=RunConfig(attacks=["loss"], use_cache=False))["loss"]
+    np.testing.assert_array_equal(both["loss"], loss)

@@ -12,7 +12,8 @@ the authors' setting), ``top`` candidates per position (5), ``model``: a diffusi
 embedded diffusion LM by default; its tokenizer may differ from the audited model's, as the neighbours are texts).
 Cost: the audited model scores 1 + n texts per text, but a neighbour runs only from the token before its first
 difference from its text on, attending the text's keys and values, computed once (:mod:`lmaudit.probes.neighbour_ar`:
-the statistics of scoring it whole, to float32 rounding). On SmolLM2-135M (8 numpy docstrings of 500 characters,
+the statistics of scoring it whole, to float32 rounding); the texts' own statistics come from that same pass, so the
+attack needs no plain pass of its own. On SmolLM2-135M (8 numpy docstrings of 500 characters,
 n = 25 single swaps, one CPU thread of a busy machine) the attack's AR scoring took 16.7× the plain AR probe's time,
 where scoring every neighbour whole took 25.4× (the neighbours' pass 1.55× faster, feeding 1.77× fewer tokens;
 ``python benchmarks/bench_neighbourhood.py``). Making the neighbours adds one masked forward of the masked model per

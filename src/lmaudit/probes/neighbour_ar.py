@@ -23,11 +23,16 @@ A neighbour record names its text in ``fields[ORIGINAL]`` (:func:`~lmaudit.probe
 text is the record's context followed by that target. Shards of neighbours are cached under their own key
 (``"ar-neighbours"``), with the texts in the shard's fingerprint.
 
-Cost: each text once up to its neighbours' last first difference, and each neighbour from the token before its
-first difference on, with some padding and one forward per batch. With single swaps a neighbour feeds about half
-its tokens: on SmolLM2-135M, 8 numpy docstrings of 500 characters and 25 neighbours each, 13,413 tokens instead of
-23,681 (the texts' 949 included), and the neighbours' pass ran 1.55× faster than scoring them whole (CPU time, one
-thread; max |Δ logp| 1.6e-5, max |Δ score| 2.6e-8; ``python benchmarks/bench_neighbourhood.py``).
+The neighbourhood attack also needs each text's own statistics: it puts each text among its neighbours as a
+neighbour of itself (:func:`with_texts`; its ids are its text's, so it runs nothing and copies every position), and
+the texts then run whole in this probe, which gives the plain pass too.
+
+Cost: each text once up to its neighbours' last first difference (whole, with :func:`with_texts`), and each
+neighbour from the token before its first difference on, with some padding and one forward per batch. With single
+swaps a neighbour feeds about half its tokens: on SmolLM2-135M, 8 numpy docstrings of 500 characters and 25
+neighbours each, 13,413 tokens instead of 23,681 (the texts' 949 included), and the neighbours' pass ran 1.55×
+faster than scoring them whole (CPU time, one thread; max |Δ logp| 1.6e-5, max |Δ score| 2.6e-8; ``python
+benchmarks/bench_neighbourhood.py``).
 """
 
 from __future__ import annotations
@@ -62,6 +67,23 @@ def original_of(record: Record) -> str:
     except KeyError:
         raise LmauditError(f"record {record.id!r} names no text it is a neighbour of",
                            hint="make the neighbour records with lmaudit.probes.neighbours.neighbour_set") from None
+
+
+def with_texts(textset: TextSet, neighbours: TextSet, owner: np.ndarray) -> tuple[TextSet, np.ndarray, np.ndarray]:
+    """(the records to probe, where the texts are among them, where the neighbours are): each text as a neighbour
+    of itself, just before its own neighbours. Its ids equal its text's, so its statistics are all copied from the
+    text's own pass, which then runs the text whole: one probe gives the texts' statistics (the plain pass the
+    neighbourhood attack reads) and their neighbours'."""
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(len(textset) + 1))
+    records, texts_at, neighbours_at = [], np.empty(len(textset), dtype=np.int64), np.empty(len(owner), np.int64)
+    for i, rec in enumerate(textset.records):
+        texts_at[i] = len(records)
+        records.append(Record(rec.id, rec.target, rec.context, {**rec.fields, ORIGINAL: rec.target}))
+        for j in order[bounds[i]: bounds[i + 1]]:
+            neighbours_at[j] = len(records)
+            records.append(neighbours.records[j])
+    return TextSet(records, source=f"{textset.source} and its neighbours"), texts_at, neighbours_at
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> int:

@@ -13,11 +13,11 @@ from lmaudit.models.build import masked_model
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.ar import ARProbeConfig
 from lmaudit.probes.gradients import describe_subset, probe_gradients
-from lmaudit.probes.neighbour_ar import neighbour_shards
+from lmaudit.probes.neighbour_ar import neighbour_shards, with_texts
 from lmaudit.probes.neighbours import NeighbourSettings, make_neighbours, neighbour_set
 from lmaudit.probes.records import ARStats, GradientStats, NeighbourStats
-from lmaudit.probes.requests import AR_PROBE, GradientRequest, NeighbourRequest
-from lmaudit.runs.mia_groups import Probing, ar_group, register_probe, truncated_only
+from lmaudit.probes.requests import GradientRequest, NeighbourRequest
+from lmaudit.runs.mia_groups import Probing, register_probe, truncated_only
 
 SUBSET_WORDS = {"all": "every parameter", "embeddings": "the input embedding", "adapter": "the adapter (LoRA) weights"}
 
@@ -55,7 +55,8 @@ def gradient_group(ctx: Probing, request: GradientRequest, group, textset: TextS
 
 def _neighbour_pass(ctx: Probing, group, neighbours: TextSet):
     """The whole-set function of the neighbours' AR pass (the reference's too, when it is probed), each neighbour
-    continuing from its text's keys and values (:mod:`lmaudit.probes.neighbour_ar`)."""
+    continuing from its text's keys and values (:mod:`lmaudit.probes.neighbour_ar`); the texts among them
+    (:func:`~lmaudit.probes.neighbour_ar.with_texts`) run whole."""
     config = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
                            max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts)
     models = {"target": ctx.target}
@@ -89,8 +90,11 @@ def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: Tex
                               cache_dir=ctx.cache)
     neighbours, owner, masked, windowed = neighbour_set(textset, sharded)
     ctx.timings["neighbours"] = time.perf_counter() - t0
-    _, plain, _, _ = ar_group(ctx, AR_PROBE, group, textset)
-    other = _neighbour_pass(ctx, group, neighbours)
+    # the texts' own pass is the one the neighbours continue from: one probe, the texts run whole in it (not again
+    # in a plain pass; an attack that reads the plain pass beside this one keeps its own, so its scores never
+    # depend on which attacks ran with it)
+    probed, texts_at, neighbours_at = with_texts(textset, neighbours, owner)
+    both = _neighbour_pass(ctx, group, probed)
     counts = np.bincount(owner, minlength=len(textset))
     same = tokenizer_fingerprint(mask.tokenizer) == tokenizer_fingerprint(ctx.target.tokenizer)
     ctx.note(group, f"Neighbours from {mask.path} ({'the' if same else 'another'} tokenizer {'as' if same else 'than'} "
@@ -100,7 +104,8 @@ def neighbour_group(ctx: Probing, request: NeighbourRequest, group, textset: Tex
                        f"{mask.adapter.context_length} tokens." if windowed else "."))
 
     def whole() -> NeighbourStats:
-        p, q = plain(), other()
+        stats = both()
+        p, q = stats.take(texts_at), stats.take(neighbours_at)
         ref = None if p.reference is None else NeighbourStats(p.reference, q.reference, owner)
         return NeighbourStats(p, q, owner, ref)
 
