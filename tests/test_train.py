@@ -80,3 +80,53 @@ def test_a_loss_that_ends_far_above_its_start_is_a_warning():
         assert warn_if_diverged([4.0] * 20 + [9.0] * 20, 1e-2)
     with pytest.warns(UserWarning, match="diverged"):
         assert warn_if_diverged([4.0] * 20 + [float("nan")] * 20, 1e-2)
+
+
+def test_a_training_stopped_part_way_resumes_where_it_stopped(tokenizer, monkeypatch):
+    """Inside a cached build a training saves its state every CHECKPOINT_EVERY_S seconds (here after every step); a
+    build stopped at step 5 and started again runs only the steps after its last save, and ends with the losses and
+    weights of a run never stopped; the state is gone once the folder is in place, and a damaged one is not read."""
+    import lmaudit.models.train as tr
+    from lmaudit.folders import TRAINING_STATE, cached_build
+
+    preset = Preset("t", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32,
+                    batch=8, lr=3e-3)
+    examples = dft_examples(tokenizer, TextSet.from_texts(make_texts(20, seed=2)), block=32)
+    cfg = TrainConfig(epochs=4, batch_size=8, lr=3e-3, warmup_steps=2, seed=4)
+    never = build_ar_model(preset, tokenizer, seed=1)
+    want = train(never, examples, cfg)
+    monkeypatch.setattr(tr, "CHECKPOINT_EVERY_S", 0.0)
+    calls, got = [], {}
+
+    def objective(stop_at):
+        def run(*args):
+            calls.append(1)
+            if len(calls) == stop_at:
+                raise KeyboardInterrupt
+            return ar_objective(*args)
+        return run
+
+    def build(out, stop_at=None):
+        got["state"] = TRAINING_STATE.get()
+        model = build_ar_model(preset, tokenizer, seed=1)
+        got["losses"], got["model"] = train(model, examples, cfg, objective=objective(stop_at)), model
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_build("models", ("resume",), lambda out: build(out, stop_at=6))  # stopped in step 5
+    assert (got["state"] / tr.STATE_FILE).exists()
+    calls.clear()
+    cached_build("models", ("resume",), build)
+    assert len(calls) == len(want) - 5  # steps 0-4 were saved: only the rest ran
+    assert got["losses"] == want
+    for (name, a), b in zip(never.named_parameters(), got["model"].parameters()):
+        assert torch.equal(a, b), name
+    assert not got["state"].exists()
+
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):  # a state that cannot be read: said, and the training starts over
+        cached_build("models", ("resume", 2), lambda out: build(out, stop_at=4))
+    (got["state"] / tr.STATE_FILE).write_bytes(b"not a saved state")
+    calls.clear()
+    with pytest.warns(UserWarning, match="could not be read"):
+        cached_build("models", ("resume", 2), build)
+    assert len(calls) == len(want) and got["losses"] == want

@@ -32,6 +32,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -354,8 +355,17 @@ def verify_folder(folder: str | Path, *, hashes: bool = True, suffixes: tuple[st
     return manifest
 
 
+# Where a build's training keeps its state while the build runs (:func:`lmaudit.models.train.train` saves it there
+# every few minutes and resumes from it): a build stopped part way, killed or interrupted, resumes where it stopped.
+TRAINING_STATE: ContextVar[Path | None] = ContextVar("lmaudit_training_state", default=None)
+
+
 def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
     """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent.
+
+    While it builds, a training inside saves its state in ``checkpoints/KIND/HASH`` of the cache
+    (:data:`TRAINING_STATE`), removed once the folder is in place: a build stopped part way resumes
+    from its last saved step.
 
     Two processes building one key both build; the first rename wins and the other
     keeps that folder (the same deterministic build), so no process ever deletes a
@@ -368,6 +378,8 @@ def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(folder.parent, name=folder.name, legacy=(r"\.[0-9a-f]{32}\.[a-z0-9_]{8}",))
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(folder.name), suffix=".build", dir=folder.parent))
+    state = cache_dir() / "checkpoints" / kind / folder.name
+    token = TRAINING_STATE.set(state)
     try:
         build(tmp)
         try:
@@ -376,6 +388,8 @@ def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not folder.exists():
                 raise
     finally:
+        TRAINING_STATE.reset(token)
         if tmp.exists():
             shutil.rmtree(tmp)
+    shutil.rmtree(state, ignore_errors=True)  # the folder is in place: its training's state is done with
     return folder

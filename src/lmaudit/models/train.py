@@ -9,9 +9,13 @@ a diffusion objective plugs into the same loop through the ``objective`` argumen
 
 from __future__ import annotations
 
+import hashlib
 import math
+import time
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -19,9 +23,11 @@ import torch.nn.functional as F
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, spell
+from lmaudit.folders import TRAINING_STATE
 from lmaudit.models.adapters import pad_sequences
-from lmaudit.progress import progress
+from lmaudit.progress import info, progress
 from lmaudit.settings import check_settings, fraction, integer, non_negative, one_of, positive, seed_value, setting
+from lmaudit.utils import atomic_path, stable_hash
 
 Example = tuple[np.ndarray, np.ndarray]  # (input_ids (L,), loss_mask (L,) bool)
 Objective = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
@@ -146,6 +152,46 @@ def lr_at(config: TrainConfig, total: int, step: int) -> float:
     return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
+CHECKPOINT_EVERY_S = 600.0  # a training inside a cached build saves its state this often (lmaudit.folders)
+STATE_FILE = "train_state.pt"
+
+
+def _signature(model: torch.nn.Module, examples: list[Example], config: TrainConfig, total: int) -> str:
+    """What a saved state must have been saved by: the same settings, steps, examples and trainable tensors."""
+    digest = hashlib.sha256()
+    for ids, mask in examples:
+        digest.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
+        digest.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
+    shapes = [(n, tuple(p.shape), str(p.dtype)) for n, p in model.named_parameters() if p.requires_grad]
+    return stable_hash((asdict(config), total, len(examples), digest.hexdigest(), shapes))
+
+
+def _save_state(folder: Path, signature: str, step: int, model, opt, rng, gen, order, losses) -> None:
+    """The training's state after ``step`` steps, written whole (a reader sees the previous state or this one)."""
+    state = {"signature": signature, "step": step, "losses": list(losses), "order": order.tolist(),
+             "params": {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad},
+             "optimizer": opt.state_dict(), "numpy": rng.bit_generator.state, "generator": gen.get_state(),
+             "torch": torch.get_rng_state()}
+    with atomic_path(folder / STATE_FILE) as tmp:
+        torch.save(state, tmp)
+
+
+def _load_state(folder: Path, signature: str) -> dict | None:
+    """The saved state of this very training, or None (none saved, another training's, or unreadable: said)."""
+    path = folder / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if state["signature"] == signature:
+            return state
+        info(f"training state {path} was saved by another training; starting from the first step")
+    except Exception as exc:  # a damaged state is never resumed from
+        warnings.warn(f"training state {path} could not be read ({type(exc).__name__}: {exc}); starting from the "
+                      "first step", stacklevel=3)
+    return None
+
+
 def train(
     model: torch.nn.Module,
     examples: list[Example],
@@ -157,7 +203,10 @@ def train(
 ) -> list[float]:
     """Train ``model`` in place with AdamW, linear warm-up and cosine decay.
 
-    Returns the loss of every step. Deterministic for a given seed on one device.
+    Returns the loss of every step. Deterministic for a given seed on one device. Inside a cached build
+    (:func:`~lmaudit.folders.cached_build`) it saves its state every :data:`CHECKPOINT_EVERY_S` seconds and, started
+    again after being stopped, resumes from the last state saved: the same model, step for step, as a run never
+    stopped.
     """
     if not examples:
         raise LmauditError("no training examples", hint="the training data is empty after tokenisation")
@@ -171,8 +220,24 @@ def train(
     model.train()
     losses: list[float] = []
     order = np.empty(0, dtype=np.int64)
+    folder, start = TRAINING_STATE.get(), 0
+    signature = None if folder is None else _signature(model, examples, config, total)
+    state = None if folder is None else _load_state(folder, signature)
+    if state is not None:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.requires_grad:
+                    p.copy_(state["params"][name])
+        opt.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy"]
+        gen.set_state(state["generator"])
+        torch.set_rng_state(state["torch"])
+        order, losses, start = np.asarray(state["order"], dtype=np.int64), list(state["losses"]), state["step"]
+        info(f"{description}: resumed at step {start:,} of {total:,} from {folder / STATE_FILE}")
+    saved = time.monotonic()
     with progress(description, total=total) as bar:
-        for step in range(total):
+        bar.advance(start)
+        for step in range(start, total):
             if len(order) < config.batch_size:
                 order = np.concatenate([order, rng.permutation(len(examples))])
             idx, order = order[: config.batch_size], order[config.batch_size :]
@@ -192,5 +257,8 @@ def train(
             bar.advance(1)
             if step % 10 == 0:
                 bar.update(extra=f"loss {np.mean(losses[-10:]):.3f}")
+            if folder is not None and step + 1 < total and time.monotonic() - saved >= CHECKPOINT_EVERY_S:
+                _save_state(folder, signature, step + 1, model, opt, rng, gen, order, losses)
+                saved = time.monotonic()
     model.eval()
     return losses
