@@ -179,3 +179,44 @@ def test_invalid_arguments_raise(tiny_model_dir, tmp_path, kwargs, match):
 
 def test_methods_are_listed():
     assert METHODS == ("retrain", "gradient_ascent", "npo", "finetune")
+
+
+def test_an_unlearning_stopped_part_way_resumes_its_retain_batches_too(models, tmp_path, monkeypatch):
+    """Unlearning's objective draws retain batches of its own: a build stopped in step 3 and started again resumes
+    them with the training, and ends with the weights and loss record of a run never stopped."""
+    import lmaudit.models.train as tr
+    import lmaudit.models.unlearn as ul
+    from lmaudit.folders import cached_build
+
+    _, trained = models["ar"]
+    args = dict(method="gradient_ascent", retain_weight=1.0, **{**FAST, "epochs": 8})
+    never = unlearn(trained, FORGET, RETAIN, tmp_path / "never", **args)
+    monkeypatch.setattr(tr, "CHECKPOINT_EVERY_S", 0.0)
+    real, calls, stop = ul._paired_objective, [], [4]
+
+    def counted(*a, **k):
+        inner = real(*a, **k)
+
+        def objective(*batch):
+            calls.append(1)
+            if len(calls) == stop[0]:
+                raise KeyboardInterrupt
+            return inner(*batch)
+
+        objective.save_state, objective.load_state = inner.save_state, inner.load_state
+        return objective
+
+    monkeypatch.setattr(ul, "_paired_objective", counted)
+    build = lambda out: unlearn(trained, FORGET, RETAIN, out, **args)  # noqa: E731
+    with pytest.raises(KeyboardInterrupt):
+        cached_build("models", ("unlearn-resume",), build)
+    calls.clear()
+    stop[0] = None
+    resumed = cached_build("models", ("unlearn-resume",), build)
+    record, want = training_record(resumed), training_record(never)
+    assert len(calls) == want["steps"] - 3 > 0  # steps 0-2 were saved: only the rest ran
+    for key in ("loss_start", "loss_end", "forget_loss_start", "forget_loss_end", "retain_loss_start",
+                "retain_loss_end"):
+        assert record[key] == want[key], key
+    a, b = load_model(resumed).model.state_dict(), load_model(never).model.state_dict()
+    assert all(torch.equal(a[name], b[name]) for name in b)

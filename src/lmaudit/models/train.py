@@ -156,22 +156,28 @@ CHECKPOINT_EVERY_S = 600.0  # a training inside a cached build saves its state t
 STATE_FILE = "train_state.pt"
 
 
-def _signature(model: torch.nn.Module, examples: list[Example], config: TrainConfig, total: int) -> str:
-    """What a saved state must have been saved by: the same settings, steps, examples and trainable tensors."""
+def _signature(model: torch.nn.Module, examples: list[Example], config: TrainConfig, total: int, objective,
+               pad_id: int) -> str:
+    """What a saved state must have been saved by: the same settings, steps, examples, objective and trainable
+    tensors."""
     digest = hashlib.sha256()
     for ids, mask in examples:
         digest.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
         digest.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
     shapes = [(n, tuple(p.shape), str(p.dtype)) for n, p in model.named_parameters() if p.requires_grad]
-    return stable_hash((asdict(config), total, len(examples), digest.hexdigest(), shapes))
+    name = f"{getattr(objective, '__module__', '')}.{getattr(objective, '__qualname__', type(objective).__name__)}"
+    return stable_hash((asdict(config), total, len(examples), digest.hexdigest(), shapes, name, pad_id))
 
 
-def _save_state(folder: Path, signature: str, step: int, model, opt, rng, gen, order, losses) -> None:
-    """The training's state after ``step`` steps, written whole (a reader sees the previous state or this one)."""
+def _save_state(folder: Path, signature: str, step: int, model, opt, rng, gen, order, losses, objective) -> None:
+    """The training's state after ``step`` steps, written whole (a reader sees the previous state or this one). An
+    objective that keeps state of its own (unlearning's retain batches) saves it through its ``save_state``."""
     state = {"signature": signature, "step": step, "losses": list(losses), "order": order.tolist(),
-             "params": {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad},
+             "params": {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad},
              "optimizer": opt.state_dict(), "numpy": rng.bit_generator.state, "generator": gen.get_state(),
-             "torch": torch.get_rng_state()}
+             "torch": torch.get_rng_state(),
+             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+             "objective": objective.save_state() if hasattr(objective, "save_state") else None}
     with atomic_path(folder / STATE_FILE) as tmp:
         torch.save(state, tmp)
 
@@ -221,7 +227,7 @@ def train(
     losses: list[float] = []
     order = np.empty(0, dtype=np.int64)
     folder, start = TRAINING_STATE.get(), 0
-    signature = None if folder is None else _signature(model, examples, config, total)
+    signature = None if folder is None else _signature(model, examples, config, total, objective, pad_id)
     state = None if folder is None else _load_state(folder, signature)
     if state is not None:
         with torch.no_grad():
@@ -232,6 +238,10 @@ def train(
         rng.bit_generator.state = state["numpy"]
         gen.set_state(state["generator"])
         torch.set_rng_state(state["torch"])
+        if state["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])
+        if state["objective"] is not None:
+            objective.load_state(state["objective"])
         order, losses, start = np.asarray(state["order"], dtype=np.int64), list(state["losses"]), state["step"]
         info(f"{description}: resumed at step {start:,} of {total:,} from {folder / STATE_FILE}")
     saved = time.monotonic()
@@ -258,7 +268,9 @@ def train(
             if step % 10 == 0:
                 bar.update(extra=f"loss {np.mean(losses[-10:]):.3f}")
             if folder is not None and step + 1 < total and time.monotonic() - saved >= CHECKPOINT_EVERY_S:
-                _save_state(folder, signature, step + 1, model, opt, rng, gen, order, losses)
+                _save_state(folder, signature, step + 1, model, opt, rng, gen, order, losses, objective)
                 saved = time.monotonic()
+    if folder is not None:  # done: another training of the same build never reads this one's state
+        (folder / STATE_FILE).unlink(missing_ok=True)
     model.eval()
     return losses

@@ -105,6 +105,17 @@ def _paired_objective(forget_term: Objective, sign: float, retain_loss: Objectiv
         log["retain"].append(kept.item())
         return sign * forget + weight * kept
 
+    def save_state() -> dict:  # what a resumed training needs of this objective (lmaudit.models.train)
+        return {"numpy": rng.bit_generator.state, "order": state["order"].tolist(),
+                "log": {name: list(values) for name, values in log.items()}}
+
+    def load_state(saved: dict) -> None:
+        rng.bit_generator.state = saved["numpy"]
+        state["order"] = np.asarray(saved["order"], dtype=np.int64)
+        for name, values in saved["log"].items():
+            log[name][:] = values
+
+    objective.save_state, objective.load_state = save_state, load_state
     return objective
 
 
