@@ -250,7 +250,7 @@ def test_the_misaligned_regime_describes_only_the_stored_references():
 
 def test_the_recent_models_row_names_the_stored_real_model():
     pt = {"experiment": {"pretrain_tokens": 300_000, "preset": "tiny", "kind": "ar"}}
-    f = a.not_recent({"ar-pretraining-detection": pt, "real-pretraining-detection": {"experiment": {"base": "z"}}})
+    f = a.not_recent({"ar-pretraining-detection": pt, "real-pretraining-share": {"experiment": {"base": "z"}}})
     assert "the `tiny` AR model is pretrained here from scratch" in f.ours and "judged on `z` (its column)" in f.regime
     assert "SmolLM2" not in a.not_recent({"ar-pretraining-detection": pt}).regime
 

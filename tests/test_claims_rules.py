@@ -174,13 +174,14 @@ def _plant(root: Path, name: str, change) -> None:
 
 
 def test_the_real_models_regime_text_follows_its_results(tmp_path):
-    for name in ("real-pretraining-detection", "real-unlearning-large", "real-dft-lora", "real-pii-extraction"):
+    for name in ("real-pretraining-share", "real-unlearning-large", "real-dft-lora", "real-pii-extraction"):
         shutil.copytree(REPO / "results" / name, tmp_path / name)
     before = build_claims(tmp_path)
 
     def tokens(rec):
-        rec["experiment"]["pretrain_tokens"] = 98_765
-        rec["rows"]["seen 4×: zlib"]["per_seed"][0]["auc"] = 0.912  # now the best attack seen 4×
+        rec["experiment"]["member_share"] = 0.07
+        for seed in rec["rows"]["seen 2×: zlib"]["per_seed"]:
+            seed["auc"] = 0.912  # now the best attack seen 2×
 
     def rho(rec):
         rec["unlearning"]["0.5 / none / smi"]["mean"] = 0.07
@@ -188,11 +189,11 @@ def test_the_real_models_regime_text_follows_its_results(tmp_path):
     def unseen(rec):
         rec["pii_rows"]["email / AR"][0]["unseen_discoverable"]["discoverable@p=0.5"] = 42
 
-    for name, change in (("real-pretraining-detection", tokens), ("real-unlearning-large", rho),
+    for name, change in (("real-pretraining-share", tokens), ("real-unlearning-large", rho),
                          ("real-pii-extraction", unseen)):
         _plant(tmp_path, name, change)
     after = build_claims(tmp_path)
-    for planted in ("98,765 tokens", "the best attack is zlib at 91.2 AUC", "smi 0.07 vs 0.52",
+    for planted in ("are 7% of the tokens", "the best attack is zlib at 91.2 AUC", "smi 0.07 vs 0.52",
                     "42 of 200 unseen messages"):
         assert planted in after and planted not in before
 

@@ -46,7 +46,9 @@ MIA_TABLES = ("dlm-dft", "dlm-ift")  # the tiny DLM membership tables
 REAL_DLM_MIA, REAL_DLM_REGIMES, REAL_DLM_ABLATION = (  # membership on SmolLM2-135M fine-tunings
     "real-dlm-dft-lora", "real-dlm-regimes", "real-dlm-ablation")
 REAL_DLM_STEPS, REAL_DLM_IFT = "real-dlm-extraction-steps", "real-dlm-ift-lora"
-REAL_PT, REAL_UL, REAL_PII = "real-pretraining-detection", "real-unlearning-large", "real-pii-extraction"
+# continued pretraining of SmolLM2 with the members at 5% of the stream (real-pretraining-detection, 10-45%, is
+# kept as a results folder but no longer judged)
+REAL_PT, REAL_UL, REAL_PII = "real-pretraining-share", "real-unlearning-large", "real-pii-extraction"
 REAL_TPR = "real-dft-lora-tpr"  # 1,000 non-members: TPR at 1% FPR with its interval
 REAL_DLM_PII, REAL_DLM_RECON = "real-dlm-pii-extraction", "real-dlm-pii-reconstruction"  # SmolLM2 and its DLM
 REAL = "SmolLM2-135M"

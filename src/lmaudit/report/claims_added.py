@@ -125,7 +125,7 @@ def pii_examples(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> 
 # ---------------------------------------------------------------- Gap-K%
 
 def not_recent(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
-               real: str = "real-pretraining-detection") -> Finding:
+               real: str = "real-pretraining-share") -> Finding:
     """Gap-K% on recent and instruction-tuned models: a model pretrained here from scratch is neither."""
     e = recs[name]["experiment"]
     judged = model(recs[real]["experiment"]) if real in recs else "the real model"
@@ -149,7 +149,7 @@ def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
 QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
                      "DLM extraction")
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")
-REAL_PT, REAL_UL, REAL_DLM_PII = "real-pretraining-detection", "real-unlearning-large", "real-dlm-pii-extraction"
+REAL_PT, REAL_UL, REAL_DLM_PII = "real-pretraining-share", "real-unlearning-large", "real-dlm-pii-extraction"
 REAL_DLM_MIA, REAL_DLM_RECON, REAL_DLM_STEPS = ("real-dlm-dft-lora", "real-dlm-pii-reconstruction",
                                                 "real-dlm-extraction-steps")
 # the effects taken from the papers, each stated in its row

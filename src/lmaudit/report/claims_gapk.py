@@ -21,7 +21,7 @@ from lmaudit.report.claims_base import (
     regime_text,
     row_stat,
 )
-from lmaudit.report.claims_models import model, weights
+from lmaudit.report.claims_models import model, stream, weights
 from lmaudit.report.verdicts import (
     UNTESTABLE,
     against_paper,
@@ -59,7 +59,7 @@ def pretraining_gap(recs: dict[str, dict], *, name: str = PRETRAINING, regime=No
     e = rec["experiment"]
     how = "continued-pretrained" if e.get("base") else "pretrained from scratch"
     behind = [s for s, seeds in rec["paired"].items() if seeds and np.mean([p["diff"] for p in seeds]) < 0]
-    why = (f"{_cap(model(e, 'a model'))} {how} on {e['pretrain_tokens']:,} tokens with the members in the stream (the "
+    why = (f"{_cap(model(e, 'a model'))} {how} on {stream(e)} (the "
            f"paper: Pythia/LLaMA on WikiMIA and MIMIR); {'; '.join(spans) or 'no attack AUC stored'}.")
     if behind:
         why += (f" Min-K%++ leads on the mean over seeds in {', '.join(behind)}. Possible reason: a small model's "

@@ -17,6 +17,14 @@ def weights(e: dict) -> str:
     return f"LoRA rank {e['lora']}" if e.get("lora") else "every weight"
 
 
+def stream(e: dict) -> str:
+    """A pretraining-detection experiment's stream, from what it stored: the members' share of it (``member_share``),
+    else its size (``pretrain_tokens``)."""
+    if e.get("member_share"):
+        return f"a stream in which the members' copies are {100 * e['member_share']:g}% of the tokens"
+    return f"{e['pretrain_tokens']:,} tokens with the members in the stream"
+
+
 def model(e: dict, default: str = "the pretrained model") -> str:
     """The model an experiment starts from: its stored ``base``, else its preset and kind, else ``default``."""
     if e.get("base"):

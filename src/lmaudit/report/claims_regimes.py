@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals
-from lmaudit.report.claims_models import model, weights
+from lmaudit.report.claims_models import model, stream, weights
 
 
 def _num(x: float) -> str:
@@ -26,7 +26,7 @@ def pretraining(recs: dict[str, dict], *, name: str = "real-pretraining-detectio
     rec = recs[name]
     e = rec["experiment"]
     text = (f"{model(e)} continued-pretrained ({weights(e)}, lr {_num(e['lr'])}) for one pass over "
-            f"{e['pretrain_tokens']:,} tokens with the members in the stream; {_seeds(rec)} (the paper: members met in "
+            f"{stream(e)}; {_seeds(rec)} (the paper: members met in "
             "pretraining of Pythia/LLaMA).")
     attacks = e.get("attacks") or []
     for setting, per_seed in rec["paired"].items():
