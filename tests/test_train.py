@@ -121,6 +121,10 @@ def test_a_training_stopped_part_way_resumes_where_it_stopped(tokenizer, monkeyp
     for (name, a), b in zip(never.named_parameters(), got["model"].parameters()):
         assert torch.equal(a, b), name
     assert not got["state"].exists()
+    (got["state"] / tr.STATE_FILE).parent.mkdir(parents=True)  # a second build of the key, killed after the first
+    (got["state"] / tr.STATE_FILE).write_bytes(b"left behind")
+    cached_build("models", ("resume",), lambda out: pytest.fail("built again"))
+    assert not got["state"].exists()  # the model is in place: its leftover state goes
 
     calls.clear()
     with pytest.raises(KeyboardInterrupt):  # a state that cannot be read: said, and the training starts over

@@ -373,12 +373,14 @@ def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
     removed first (:func:`~lmaudit.utils.remove_stale_temps`); a running build's never are.
     """
     folder = cache_dir() / kind / stable_hash(key)
+    state = cache_dir() / "checkpoints" / kind / folder.name
     if folder.exists():  # only ever created by the atomic rename below
+        if state.exists():  # left by a second build of the same key, killed after the first one finished
+            shutil.rmtree(state, ignore_errors=True)
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(folder.parent, name=folder.name, legacy=(r"\.[0-9a-f]{32}\.[a-z0-9_]{8}",))
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(folder.name), suffix=".build", dir=folder.parent))
-    state = cache_dir() / "checkpoints" / kind / folder.name
     token = TRAINING_STATE.set(state)
     try:
         build(tmp)
