@@ -57,3 +57,11 @@ def test_shuffled_smoothing_is_a_permutation_then_smoothing():
     np.testing.assert_allclose(a(S, window=1, smooth="shuffled"), a(S, smooth="none"))
     # with a full-length window the mean is order-free too
     np.testing.assert_allclose(a(S, window=5, k=1.0, smooth="shuffled"), a(S, window=5, k=1.0))
+
+
+@pytest.mark.parametrize("tau, counts", [(1.5, [2, 0]), (0.75, [3, 1]), (3.0, [0, 0])])
+def test_large_gap_counts_count_each_texts_tokens_whose_top1_gap_exceeds_tau(tau, counts):
+    from lmaudit.attacks.gap_k import large_gap_counts
+
+    large, totals = large_gap_counts(S, tau)  # A's gaps [0, -0.5, -2, -1, -3], B's [0, -1] (above)
+    assert large.tolist() == counts and totals.tolist() == [5, 2]

@@ -8,15 +8,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+import lmaudit
 from helpers import mini_experiment as mini
+from lmaudit.attacks.gap_k import large_gap_counts
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.registry import load_experiment
 from lmaudit.experiments.runner import run_experiment
-from lmaudit.experiments.types.pretraining import stream
+from lmaudit.experiments.types.pretraining import _model, stream
 from lmaudit.experiments.types.unlearning_audit import _plans, _variant_configs
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.models.sources import is_adapter_dir, read_adapter_config, resolve_source
 from lmaudit.report.build import experiment_report
+from lmaudit.runs.mia import RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,7 @@ def test_continued_pretraining_puts_each_member_in_the_bases_stream_exactly_r_ti
                                                                                     tokenizer):
     exp = mini(tmp_path, name="cpt", type="pretraining-detection", kind="ar", base=str(tiny_model_dir), n_members=8,
                n_nonmembers=8, pretrain_tokens=6000, repeats=[1, 3], ks=[0.1], smooth=["none"], perturb=False,
-               lr=1e-3, block=32, batch_size=8)
+               lr=1e-3, block=32, batch_size=8, gap_tau=1.0)
     ws = Workspace(exp)
     members, _ = ws.data(0)
     s3 = stream(ws, members, 3, 0)
@@ -64,6 +67,17 @@ def test_continued_pretraining_puts_each_member_in_the_bases_stream_exactly_r_ti
     assert set(res["paired"]) == {"seen 1×", "seen 3×"}
     table = (folder / "table.md").read_text()
     assert "continued pretraining for one pass (every weight, lr 0.001, 32-token blocks) over 6,000 tokens" in table
+    # the large-gap shares: each set's tokens with |g_t| > τ, as a probe of that set alone counts them
+    lg = res["large_gaps"]["seen 3×"][0]
+    assert lg["tau"] == 1.0 and lg["diff"] == pytest.approx(lg["nonmembers"] - lg["members"])
+    assert lg["ci95"][0] <= lg["diff"] <= lg["ci95"][1]
+    _, nonmembers = ws.data(0)
+    for texts, share in ((members, lg["members"]), (nonmembers, lg["nonmembers"])):
+        records = lmaudit.probe(str(_model(ws, exp, members, 3, 0)), texts,
+                                config=RunConfig(attacks=["gap_k"], use_cache=False))
+        counts, totals = large_gap_counts(next(iter(records.stats.values())), 1.0)
+        assert 0 < counts.sum() < totals.sum() and abs(share * totals.sum() - counts.sum()) <= 1
+    assert "Share of tokens whose normalised top-1 gap |g_t| exceeds τ = 1 " in table
 
 
 def test_a_continued_pretraining_trains_the_base_one_pass_over_the_stream(tmp_path, tiny_model_dir, shared_cache):

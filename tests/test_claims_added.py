@@ -172,9 +172,42 @@ def test_recent_instruct_models_are_judged_against_the_instruct_gain(interval, v
     assert tiny.verdict == UNTESTABLE and "300,000 tokens" in tiny.ours
 
 
-def test_large_gaps_are_not_run_and_name_what_is_stored():
+def test_large_gaps_are_not_run_on_a_record_that_stores_no_shares_or_another_tau():
     f = a.large_gaps({"ar-pretraining-detection": {"experiment": {"attacks": ["loss", "gap_k"]}}})
     assert f.verdict == NOT_RUN and "(loss, gap_k)" in f.ours and "τ = 3" in f.regime
+    other = {"experiment": {}, "large_gaps": {"seen 1×": [{"seed": 0, "tau": 2.0, "members": 0.1, "nonmembers": 0.2,
+                                                           "diff": 0.1, "ci95": [0.05, 0.15]}]}}
+    f = a.large_gaps({"ar-pretraining-detection": other})
+    assert f.verdict == NOT_RUN and "shares at τ = 2" in f.ours
+
+
+def _large(per_setting: dict, **experiment) -> dict:
+    return {"experiment": {"preset": "tiny", "kind": "ar", "pretrain_tokens": 300_000, **experiment},
+            "large_gaps": {s: [{"seed": i, "tau": 3.0, "members": m, "nonmembers": n, "diff": n - m, "ci95": list(ci)}
+                               for i, (m, n, ci) in enumerate(seeds)] for s, seeds in per_setting.items()}}
+
+
+@pytest.mark.parametrize("seeds, verdict", [
+    # the paper's shift is +4.4 points: every seed's interval above 0 reproduces it
+    ([(0.355, 0.399, (0.02, 0.07)), (0.30, 0.33, (0.01, 0.05))], REPRODUCED),
+    # both intervals hold 0 and exclude +4.4: not reproduced
+    ([(0.35, 0.351, (-0.01, 0.012)), (0.35, 0.352, (-0.012, 0.015))], NOT_REPRODUCED),
+    # members have more large gaps on every seed: against the claim
+    ([(0.40, 0.35, (-0.08, -0.02)), (0.41, 0.36, (-0.07, -0.03))], AGAINST),
+    # one seed above 0, one holding both 0 and +4.4: partly
+    ([(0.35, 0.40, (0.02, 0.08)), (0.35, 0.37, (-0.01, 0.06))], PARTLY),
+])
+def test_large_gaps_read_each_seeds_interval_against_the_papers_shift(seeds, verdict):
+    f = a.large_gaps({"ar-pretraining-detection": _large({"seen 1×": seeds})})
+    assert f.verdict == verdict and "against the paper's +4.4 points" in f.ours
+    assert f"members vs non-members {100 * seeds[0][0]:.1f}% vs {100 * seeds[0][1]:.1f}%" in f.ours
+    assert f.regime.startswith("The `tiny` AR model pretrained from scratch on 300,000 tokens")
+
+
+def test_large_gaps_combine_the_exposure_settings_and_say_one_seed():
+    up, tied = (0.30, 0.36, (0.03, 0.09)), (0.30, 0.31, (-0.02, 0.05))
+    f = a.large_gaps({"ar-pretraining-detection": _large({"seen 1×": [up], "seen 4×": [tied]}, seeds=[0])})
+    assert f.verdict == PARTLY and f.one_seed and "seen 4×: members vs non-members 30.0% vs 31.0%" in f.ours
 
 
 # ---------------------------------------------------------------- DLM extraction

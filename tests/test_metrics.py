@@ -74,6 +74,24 @@ def test_median_shift_interval_holds_a_known_shift_and_zero_for_equal_samples():
         median_shift([1.0, np.inf], b)
 
 
+def test_share_shift_pools_tokens_over_texts_and_resamples_whole_texts():
+    from lmaudit.metrics import share_shift
+
+    # a: 5 of 10 and 3 of 30 tokens → pooled 8 / 40 = 0.2 (the mean of the texts' shares would be 0.3)
+    d = share_shift([5, 3], [10, 30], [1, 1], [10, 10], seed=0)
+    assert d.diff == pytest.approx(0.2 - 0.1)
+    same = share_shift([2, 2, 2], [10, 10, 10], [1, 1], [10, 10])  # every text alike: nothing varies
+    assert same == (pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1))
+    rng = np.random.default_rng(0)  # 300 texts of 50 tokens each side, shares 0.40 vs 0.35: the interval holds 0.05
+    tot = np.full(300, 50)
+    big = share_shift(rng.binomial(50, 0.40, 300), tot, rng.binomial(50, 0.35, 300), tot, seed=3)
+    assert 0.03 < big.lo < 0.05 < big.hi < 0.07
+    with pytest.raises(LmauditError, match="set b needs 0 <= count <= total"):
+        share_shift([1, 1], [2, 2], [3, 1], [2, 2])
+    with pytest.raises(LmauditError, match="set a needs counts and totals of the same length, 2 texts"):
+        share_shift([1], [2], [1, 1], [2, 2])
+
+
 def test_paired_tpr_diffs_hand_computed_and_unresolved_below_one_nonmember():
     from lmaudit.metrics import paired_tpr_diffs
 

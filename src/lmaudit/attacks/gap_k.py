@@ -44,5 +44,17 @@ def gap_k(stats: ARStats, *, k: float = 0.2, window: int = 3, smooth: str = "seq
     Scores lie in (−∞, 0]; closer to 0 means the true tokens stay near the model's
     top-1 prediction even in the hardest spans, as for training data.
     """
-    gaps = (stats.logp.astype(np.float64) - stats.top1_logp) / stats.sigma
-    return gap_k_scores(np.minimum(gaps, 0.0), stats.offsets, stats.sample_keys, k=k, window=window, smooth=smooth)
+    return gap_k_scores(top1_gaps(stats), stats.offsets, stats.sample_keys, k=k, window=window, smooth=smooth)
+
+
+def top1_gaps(stats: ARStats) -> np.ndarray:
+    """The normalised top-1 gap of every scored token, g_t = (log p(x_t) − max_v log p(v)) / σ_t ≤ 0 (float rounding
+    that puts the true token a hair above the top-1 is read as 0)."""
+    return np.minimum((stats.logp.astype(np.float64) - stats.top1_logp) / stats.sigma, 0.0)
+
+
+def large_gap_counts(stats: ARStats, tau: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per text, how many of its scored tokens have a large top-1 gap, |g_t| > ``tau`` (the paper's τ = 3), and how
+    many tokens it has: the token-level evidence Gap-K% rests on (non-training text should have more)."""
+    large = (top1_gaps(stats) < -tau).astype(np.int64)
+    return np.add.reduceat(large, stats.offsets[:-1]), np.diff(stats.offsets)

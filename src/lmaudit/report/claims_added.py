@@ -23,10 +23,11 @@ from lmaudit.report.claims_base import (
     one_seed,
     pct,
 )
-from lmaudit.report.claims_models import model
+from lmaudit.report.claims_models import model, stream
 from lmaudit.report.claims_more import TOLERANCE
 from lmaudit.report.verdicts import (
     NOT_RUN,
+    against_paper,
     UNTESTABLE,
     capped,
     combine,
@@ -134,13 +135,41 @@ def not_recent(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
                    f"claim is judged on {judged} (its column).")
 
 
-def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", tau: float = 3.0) -> Finding:
-    """The τ = 3 count: no experiment stores per-token gaps."""
-    attacks = ", ".join(recs[name]["experiment"].get("attacks") or []) or "every attack"
-    return Finding(f"not stored: `{name}` stores each attack's AUC ({attacks}), not per-token gaps", NOT_RUN,
-                   f"Measurable on these models but not run: the share of member and of non-member tokens whose "
-                   f"normalised top-1 gap |g_t| exceeds τ = {tau:g}, with an interval over texts, from the same "
-                   "forward passes Gap-K% reads; no experiment computes or stores it.")
+LARGE_GAP_SHIFT = 0.3994 - 0.3553  # share of tokens with |gap| > τ = 3: non-train 39.94% vs train 35.53%
+
+
+def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection", tau: float = 3.0,
+               effect: float = LARGE_GAP_SHIFT) -> Finding:
+    """Non-training text has more large top-1 gaps: the share of non-member tokens with |g_t| > τ minus the members',
+    per exposure setting and seed with its interval over texts, against the paper's shift ``effect``; each setting one
+    comparison. A record from before the experiment stored the shares (or run with another τ) is not run."""
+    rec = recs[name]
+    large = rec.get("large_gaps") or {}
+    stored_tau = {p["tau"] for seeds in large.values() for p in seeds}
+    if not large or stored_tau != {tau}:
+        attacks = ", ".join(rec["experiment"].get("attacks") or []) or "every attack"
+        what = (f"shares at τ = {', '.join(f'{t:g}' for t in sorted(stored_tau))}" if stored_tau else
+                f"each attack's AUC ({attacks}), not per-token gaps")
+        return Finding(f"not stored: `{name}` stores {what}", NOT_RUN,
+                       f"Measurable on these models but not run here: the share of member and of non-member tokens "
+                       f"whose normalised top-1 gap |g_t| exceeds τ = {tau:g}, with an interval over texts, from the "
+                       "forward pass Gap-K% reads. The experiment stores it (`large_gaps`) from a run made after the "
+                       "shares were added; this record predates them.")
+    parts, verdicts = [], []
+    for setting, seeds in large.items():
+        text, verdict = judged_seeds(seeds, effect=effect)
+        verdicts.append(verdict)
+        shares = ", ".join(f"{100 * p['members']:.1f}% vs {100 * p['nonmembers']:.1f}%" for p in seeds)
+        parts.append(f"{setting}: members vs non-members {shares}; non-members − members {text}")
+    ours = (f"share of tokens with |g_t| > τ = {tau:g} per seed, non-members − members with a 95% interval over "
+            f"texts, {against_paper(effect)}: " + "; ".join(parts))
+    e = rec["experiment"]
+    how = "continued-pretrained" if e.get("base") else "pretrained from scratch"
+    subject = model(e, "a model")
+    why = (f"{subject[:1].upper() + subject[1:]} {how} on {stream(e)}. How many tokens have a large gap depends on the "
+           "model and the text (the paper's 35.5% and 39.9% come from other models and texts), so the verdict reads "
+           "the difference between members and non-members, not the level.")
+    return Finding(ours, combine(verdicts), why, one_seed=one_seed(rec))
 
 
 # ---------------------------------------------------------------- the rows

@@ -10,9 +10,13 @@ seeded random order, packed into blocks as pretraining packs documents
 (none / shuffled / sequential) and each k; every attack on members and non-members
 perturbed alike by word swaps (a paraphrase stand-in). ``paired``: Gap-K% − Min-K%++
 per seed with its paired bootstrap 95% interval (the claim is read from these).
+``large_gaps`` (with ``gap_tau``): the share of member and of non-member tokens whose
+normalised top-1 gap |g_t| exceeds τ, from the forward pass Gap-K% reads, and
+non-members' − members' share with a 95% interval that resamples whole texts.
 
 Payload: ``rows``: ``{"seen r×: label": {per_seed, auc, tpr@10%fpr, tpr@1%fpr}}``
-(mean, std over seeds); ``paired``: ``{"seen r×": [{seed, diff, ci95}]}``.
+(mean, std over seeds); ``paired``: ``{"seen r×": [{seed, diff, ci95}]}``;
+``large_gaps``: ``{"seen r×": [{seed, tau, members, nonmembers, diff, ci95}]}``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import AutoTokenizer
 
+from lmaudit.attacks.gap_k import large_gap_counts
 from lmaudit.data.corpus import cut_at_word
 from lmaudit.data.instruct import perturb_words
 from lmaudit.data.loaders import Record, TextSet
@@ -30,9 +35,9 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.metrics import paired_auc_diff
+from lmaudit.metrics import paired_auc_diff, share_shift
 from lmaudit.models.build import cached_pretrain
-from lmaudit.settings import boolean, each, fraction, integer, one_of, setting, text
+from lmaudit.settings import boolean, each, fraction, integer, one_of, positive, setting, text
 from lmaudit.utils import stable_seed
 
 
@@ -50,6 +55,9 @@ class PretrainingConfig(BaseConfig):
     # continued pretraining: the members' copies as this share of the stream (its size then follows from the
     # members' tokens and r, ``pretrain_tokens`` unused); None: a stream of ``pretrain_tokens`` whatever r
     member_share: float | None = setting(None, check=fraction(optional=True))
+    # the share of tokens whose normalised top-1 gap |g_t| exceeds this, members vs non-members (the paper's τ = 3);
+    # None: not measured
+    gap_tau: float | None = setting(3.0, check=positive(optional=True))
 
 
 def _perturbed(ts: TextSet, seed: int) -> TextSet:
@@ -102,6 +110,7 @@ def run(ws: Workspace, cfg: PretrainingConfig) -> dict:
     """Every attack and Gap-K% variant on models whose pretraining stream holds the members."""
     rows: dict[str, list] = {}
     paired: dict[str, list] = {}
+    large: dict[str, list] = {}
     variants = {**{name: (name, {}) for name in cfg.attacks},
                 **{f"gap_k smooth={s}": ("gap_k", {"smooth": s}) for s in cfg.smooth},
                 **{f"gap_k k={k:g}": ("gap_k", {"k": k}) for k in cfg.ks}}
@@ -120,12 +129,29 @@ def run(ws: Workspace, cfg: PretrainingConfig) -> dict:
             diff, lo, hi = paired_auc_diff(labels, scores["gap_k"][1], scores["min_k_pp"][1], n_resamples=1000,
                                            seed=seed)
             paired.setdefault(setting, []).append({"seed": seed, "diff": diff, "ci95": [lo, hi]})
+            if cfg.gap_tau:
+                large.setdefault(setting, []).append(large_gaps(ws, model, members, nonmembers, seed, cfg.gap_tau))
             if cfg.perturb:
                 pm, pn = _perturbed(members, seed), _perturbed(nonmembers, seed)
                 for name in cfg.attacks:  # one at a time: ReCaLL's held-out prefix leaves the others' sets whole
                     result = ws.mia(model, None, pm, pn, seed, budget=1, attacks=[name])
                     rows.setdefault(f"{setting}: perturbed {name}", []).append(metrics(result, name))
-    return {"rows": {k: {"per_seed": v, **aggregate(v)} for k, v in rows.items()}, "paired": paired}
+    out = {"rows": {k: {"per_seed": v, **aggregate(v)} for k, v in rows.items()}, "paired": paired}
+    if large:
+        out["large_gaps"] = large
+    return out
+
+
+def large_gaps(ws: Workspace, model, members: TextSet, nonmembers: TextSet, seed: int, tau: float) -> dict:
+    """The share of member and of non-member tokens whose normalised top-1 gap |g_t| exceeds ``tau``, each pooled
+    over its set's tokens, and non-members' − members' share with a 95% interval over texts (Gap-K%'s token-level
+    claim: non-training text has more large gaps). Read from the probe Gap-K% scored, which the cache keeps."""
+    stats = next(iter(ws.probe(model, members, nonmembers, seed, attacks=["gap_k"]).stats.values()))
+    counts, totals = large_gap_counts(stats, tau)
+    n = len(members)
+    d = share_shift(counts[n:], totals[n:], counts[:n], totals[:n], seed=seed)
+    return {"seed": seed, "tau": tau, "members": float(counts[:n].sum() / totals[:n].sum()),
+            "nonmembers": float(counts[n:].sum() / totals[n:].sum()), "diff": d.diff, "ci95": [d.lo, d.hi]}
 
 
 def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -137,10 +163,25 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
             verdict = "gap_k ahead" if lo > 0 else "min_k_pp ahead" if hi < 0 else "tied"
             cells.append([setting, str(p["seed"]), f"{100 * p['diff']:+.1f}", f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
                           verdict])
-    return rows_tables(record, "setting: attack") + [(
+    out = rows_tables(record, "setting: attack") + [(
         "AUC(gap_k) − AUC(min_k_pp), in points, with the paired stratified bootstrap 95% interval (1,000 resamples, "
         "the same for both attacks): 'ahead' only when the interval excludes 0.",
         ["setting", "seed", "difference", "95% CI", "verdict"], cells)]
+    large = record.get("large_gaps") or {}
+    rows = []
+    for setting, per_seed in large.items():
+        for p in per_seed:
+            lo, hi = p["ci95"]
+            side = "non-members more" if lo > 0 else "members more" if hi < 0 else "tied"
+            rows.append([setting, str(p["seed"]), f"{100 * p['members']:.2f}%", f"{100 * p['nonmembers']:.2f}%",
+                         f"{100 * p['diff']:+.2f}", f"[{100 * lo:+.2f}, {100 * hi:+.2f}]", side])
+    if rows:
+        tau = next(iter(large.values()))[0]["tau"]
+        out.append((f"Share of tokens whose normalised top-1 gap |g_t| exceeds τ = {tau:g} (Gap-K%'s token score, "
+                    "before smoothing), pooled over each set's tokens; non-members − members in points with a 95% "
+                    "bootstrap interval that resamples whole texts (2,000 resamples).",
+                    ["setting", "seed", "members", "non-members", "difference", "95% CI", "reading"], rows))
+    return out
 
 
 def setting(exp: dict) -> str:
