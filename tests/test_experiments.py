@@ -5,7 +5,7 @@ import json
 import math
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,32 @@ def test_committed_experiment_files_load_into_their_types_schema():
     for f in COMMITTED:
         cfg = load_experiment(f)
         assert cfg.name == f.stem and type(cfg) is get_experiment_type(cfg.type).config
+
+
+POWER = sorted((REPO / "experiments" / "power").glob("*.toml"))  # the issue-sized real-model runs, too long here
+
+
+def test_each_power_config_is_its_committed_run_at_the_papers_size_on_the_1m_token_dlm():
+    committed = {f.stem: load_experiment(f) for f in COMMITTED}
+    adapted = committed["real-dlm-adaptation-1m"]
+    assert len(POWER) == 6
+    for f in POWER:
+        cfg = load_experiment(f)
+        small = committed[f.stem]  # same name: its results replace the committed run's
+        assert cfg.name == small.name and cfg.type == small.type and cfg.base == adapted.base == "smollm2-135m"
+        assert [getattr(cfg, k) for k in ("adapt_tokens", "adapt_lr", "adapt_block", "adapt_batch_size")] == [
+            getattr(adapted, k) for k in ("adapt_tokens", "adapt_lr", "adapt_block", "adapt_batch_size")]
+        assert cfg.n_members >= 200 and cfg.n_nonmembers >= 200
+        differ = {k.name for k in fields(cfg) if getattr(cfg, k.name) != getattr(small, k.name)}
+        if cfg.type in ("extraction-steps", "pii-extraction"):
+            assert cfg.extract["trajectories"] >= 32 > small.extract["trajectories"]
+            assert {k for k in cfg.extract if cfg.extract[k] != small.extract.get(k)} == {"trajectories"}
+            allowed = {"extract"}
+        else:
+            assert len(cfg.seeds) >= 3 and cfg.budget == 16
+            allowed = {"seeds", "budget"}
+        # the rest as the committed run, so that the rows read the larger run the way they read the small one
+        assert differ <= {"description", "adapt_tokens", "n_members", "n_nonmembers", *allowed}, (f.name, differ)
 
 
 def test_every_registered_type_has_a_committed_experiment_file():
