@@ -27,8 +27,8 @@ from lmaudit.report.claims_models import model, stream
 from lmaudit.report.claims_more import TOLERANCE
 from lmaudit.report.verdicts import (
     NOT_RUN,
-    against_paper,
     UNTESTABLE,
+    against_paper,
     capped,
     combine,
     direction,
