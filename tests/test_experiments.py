@@ -45,7 +45,7 @@ POWER = sorted((REPO / "experiments" / "power").glob("*.toml"))  # the issue-siz
 def test_each_power_config_is_its_committed_run_at_the_papers_size_on_the_1m_token_dlm():
     committed = {f.stem: load_experiment(f) for f in COMMITTED}
     adapted = committed["real-dlm-adaptation-1m"]
-    assert len(POWER) == 6
+    assert len(POWER) == 7
     for f in POWER:
         cfg = load_experiment(f)
         small = committed[f.stem]  # same name: its results replace the committed run's
