@@ -62,7 +62,7 @@ def test_a_tpr_finer_than_one_nonmember_is_not_resolvable():
 
 
 def test_median_shift_interval_holds_a_known_shift_and_zero_for_equal_samples():
-    from lmaudit.metrics import median_shift
+    from lmaudit.shifts import median_shift
 
     rng = np.random.default_rng(0)
     a, b = rng.normal(1.0, 1.0, 400), rng.normal(0.0, 1.0, 400)
@@ -75,7 +75,7 @@ def test_median_shift_interval_holds_a_known_shift_and_zero_for_equal_samples():
 
 
 def test_share_shift_pools_tokens_over_texts_and_resamples_whole_texts():
-    from lmaudit.metrics import share_shift
+    from lmaudit.shifts import share_shift
 
     # a: 5 of 10 and 3 of 30 tokens → pooled 8 / 40 = 0.2 (the mean of the texts' shares would be 0.3)
     d = share_shift([5, 3], [10, 30], [1, 1], [10, 10], seed=0)

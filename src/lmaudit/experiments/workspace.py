@@ -23,7 +23,7 @@ from lmaudit.models.kinds import adapted_from
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.runs.extract import ExtractConfig
-from lmaudit.runs.mia import RunConfig
+from lmaudit.runs.mia import RunConfig, labelled_set
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
 
@@ -186,11 +186,8 @@ class Workspace:
     def probe(self, target: Path, members: TextSet, nonmembers: TextSet, seed: int, *, attacks):
         """The probe records of ``members`` then ``nonmembers`` under the model of folder ``target`` for ``attacks``,
         as :meth:`mia` probes them (so they come from the cache an earlier ``mia`` of the same sets filled)."""
-        both = TextSet([Record(f"m:{r.id}", r.target, r.context) for r in members.records]
-                       + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
-                       source=f"{members.source} + {nonmembers.source}")
         cfg = RunConfig(attacks=attacks, seed=seed, budget=1, batch_size=self.cfg.probe_batch_size)
-        return api.probe(self.load(target), both, config=cfg)
+        return api.probe(self.load(target), labelled_set(members, nonmembers), config=cfg)
 
     def extract(self, model: Path, data: TextSet, config: ExtractConfig) -> dict:
         """(n, p)-discoverable extraction of ``data`` from the model of folder ``model`` (loaded once), through the

@@ -8,7 +8,7 @@ import numpy as np
 
 from lmaudit.audit.coverage import coverage, stored_intervals
 from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.metrics import median_shift, seed_std
+from lmaudit.metrics import seed_std
 from lmaudit.report import claims_models as md
 from lmaudit.report.claims_base import (
     ONE_SEED,
@@ -31,6 +31,7 @@ from lmaudit.report.verdicts import (
     interval_verdict,
     points_verdict,
 )
+from lmaudit.shifts import median_shift
 
 
 def _spread(values) -> str:

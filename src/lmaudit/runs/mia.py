@@ -168,6 +168,13 @@ def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, pr
     return out
 
 
+def labelled_set(members: TextSet, nonmembers: TextSet) -> TextSet:
+    """Members then non-members as the one set a membership run probes (ids prefixed ``m:`` / ``n:``)."""
+    return TextSet([Record(f"m:{r.id}", r.target, r.context) for r in members.records]
+                   + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
+                   source=f"{members.source} + {nonmembers.source}")
+
+
 def run_mia(
     target: ModelHandle,
     members: TextSet,
@@ -202,11 +209,7 @@ def run_mia(
     chat = use_chat_template(target.tokenizer, TextSet(members.records + nonmembers.records), config.chat_template)
     if chat:  # both sets alike, so that the template itself never tells them apart
         members, nonmembers = chat_records(members, target.tokenizer), chat_records(nonmembers, target.tokenizer)
-    both = TextSet(
-        [Record(f"m:{r.id}", r.target, r.context) for r in members.records]
-        + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
-        source=f"{members.source} + {nonmembers.source}",
-    )
+    both = labelled_set(members, nonmembers)
     labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
     timings: dict[str, float] = {}
     long_texts = long_text_counts(target, {"members": members, "nonmembers": nonmembers}, config)

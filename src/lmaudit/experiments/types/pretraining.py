@@ -35,9 +35,10 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.metrics import paired_auc_diff, share_shift
+from lmaudit.metrics import paired_auc_diff
 from lmaudit.models.build import cached_pretrain
 from lmaudit.settings import boolean, each, fraction, integer, one_of, positive, setting, text
+from lmaudit.shifts import share_shift
 from lmaudit.utils import stable_seed
 
 
