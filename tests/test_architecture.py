@@ -101,8 +101,8 @@ def test_attacks_do_not_import_torch():
 
 
 # the layers, bottom first (DESIGN.md): a module imports only its own layer or those below it
-LAYERS = (("errors",), ("utils", "settings"), ("progress", "metrics", "shifts", "folders"), ("data",), ("models",),
-          ("probes",), ("attacks", "audit", "extraction", "privacy"), ("report",), ("runs",), ("api",),
+LAYERS = (("credentials",), ("errors",), ("utils", "settings"), ("progress", "metrics", "shifts", "folders"), ("data",),
+          ("models",), ("probes",), ("attacks", "audit", "extraction", "privacy"), ("report",), ("runs",), ("api",),
           ("integrations", "experiments"), ("commands",), ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -17,11 +17,11 @@ from lmaudit.models.served import (
     API_KEY_ENV,
     Endpoint,
     check_alignment,
-    check_unchanged,
     is_endpoint,
     prompt_logprobs,
     public_url,
 )
+from lmaudit.models.served_identity import IdentityGuard
 
 BOS = 1  # the id the fake server treats as its BOS token
 
@@ -32,12 +32,16 @@ class FakeServer:
     token paired with the row that predicted it; ``shift=True`` pairs it with the next row instead). ``fail`` first
     requests answer 503; ``html`` answers an HTML page; ``tokenizer_offset`` shifts the ids it tokenizes into;
     ``completion`` is the text every sampled continuation returns (else the greedy one); ``no_logprobs`` answers
-    without log-probabilities (a server that gives text only); ``blank`` renders that echoed token's text empty."""
+    without log-probabilities (a server that gives text only); ``blank`` renders that echoed token's text empty;
+    ``noise`` adds noise to every row (other weights), ``noise_when(body, n)`` to the n-th completion's rows when it
+    says so (a model swapped for a while, replicas behind a router); ``top_value`` replaces a top-k value in every
+    scored position (a positive or NaN log-probability), of the prompts ``top_when(body)`` names (default all)."""
 
     def __init__(self, model, tokenizer, **faults):
         self.bos = faults.pop("bos", BOS)
         self.model, self.tokenizer, self.faults, self.seen = model, tokenizer, dict(faults), []
         self.lock, self.in_flight, self.most_in_flight = threading.Lock(), 0, 0  # requests answered at once
+        self.completions = 0  # completions asked so far
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -58,8 +62,13 @@ class FakeServer:
         prompt = lead + self.tokenizer(text.removeprefix(bos_text), add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             rows = torch.log_softmax(self.model(torch.tensor([prompt])).logits[0].float(), -1)
-        if self.faults.get("noise"):
-            rows = rows + self.faults["noise"] * torch.randn(rows.shape, generator=torch.Generator().manual_seed(1))
+        with self.lock:
+            self.completions += 1
+            count = self.completions
+        noise = self.faults.get("noise") or (0.5 if self.faults.get("noise_when", lambda b, c: False)(body, count)
+                                             else 0)
+        if noise:
+            rows = rows + noise * torch.randn(rows.shape, generator=torch.Generator().manual_seed(1))
         generated = int(rows[-1].argmax())
         if not echo and body.get("max_tokens", 1) > 1:  # greedy text of max_tokens tokens (no log-probabilities)
             out_ids = list(prompt)
@@ -89,6 +98,9 @@ class FakeServer:
                 out["tokens"][i] = ""
         if echo:
             out["token_logprobs"][0], out["top_logprobs"][0] = None, None
+        spoilt = "top_value" in self.faults and self.faults.get("top_when", lambda b: True)(body)
+        for entry in out["top_logprobs"][1:] if spoilt else ():  # e.g. a positive or NaN top-k value
+            entry[next(iter(entry))] = self.faults["top_value"]
         if self.faults.get("no_logprobs"):  # a server that gives text only
             out = None
         return {"object": "text_completion", "model": "tiny",
@@ -228,10 +240,12 @@ def test_answers_are_cached_so_a_second_run_asks_nothing_and_a_changed_model_is_
     probe_requests = len(server.seen) - asked
     assert prompt_logprobs(again, TEXT, bos_text=bos_text, top_k=3) == before
     assert len(server.seen) - asked == probe_requests  # the scored text came from the cache
-    check_unchanged(again, tokenizer, BOS)
+    guard = IdentityGuard(again, tokenizer, bos_text, 5, "top_k",
+                          start=check_alignment(again, tokenizer, BOS).probe)
+    assert guard.probe() <= 1e-6
     server.faults["noise"] = 0.5  # other weights under the same name
     with pytest.raises(LmauditError, match="the served model changed during the run"):
-        check_unchanged(again, tokenizer, BOS)
+        guard.probe()
 
 
 RECORDED = Path(__file__).parent / "data" / "served" / "llama_cpp_smollm2.json"  # tests/record_served.py made it

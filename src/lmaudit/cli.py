@@ -17,7 +17,7 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-from lmaudit.api.tools import COMMAND_LINE, disk_error, git_state
+from lmaudit.api.tools import COMMAND_LINE, disk_error, git_state, mask_secrets
 from lmaudit.commands.common import PANEL_AUDIT, PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
 from lmaudit.progress import console, set_quiet
@@ -66,7 +66,7 @@ def _global(
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
-    return f"warning: {message}\n"
+    return f"warning: {mask_secrets(str(message))}\n"
 
 
 def error_text(exc: LmauditError) -> str:
@@ -95,7 +95,8 @@ def main() -> None:
         if disk is not None:  # a full, read-only or forbidden disk: the path and what to do
             console.print(f"[bold red]error:[/bold red] {disk}", markup=True, highlight=False, soft_wrap=True)
             sys.exit(2)
-        console.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+        console.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {mask_secrets(str(exc))} (run with --debug "
+                      "for the traceback)",
                       soft_wrap=True)
         sys.exit(1)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from lmaudit.credentials import mask_secrets
+
 
 class LmauditError(Exception):
     """An error caused by the user's input or environment, with a hint to fix it.
@@ -21,7 +23,8 @@ class LmauditError(Exception):
 
     def __init__(self, message: str, *, hint: str | None = None, options=()) -> None:
         self.options = options if isinstance(options, dict) else {o: _flag(o) for o in options}
-        self.template, self.hint_template = message, hint
+        # a key never reaches a screen or a log: the environment's secrets and URLs' credentials masked
+        self.template, self.hint_template = mask_secrets(message), None if hint is None else mask_secrets(hint)
         self.message, self.hint = self._spelled(python=True)
         super().__init__(self.message)
 

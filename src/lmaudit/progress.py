@@ -29,6 +29,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from lmaudit.credentials import mask_secrets
+
 _state = {"quiet": os.environ.get("LMAUDIT_QUIET", "") not in ("", "0"), "line_bars": 0}
 
 console = Console(stderr=True, highlight=False)
@@ -50,7 +52,7 @@ def is_quiet() -> bool:
 def info(message: str) -> None:
     """An informational line on stderr (silenced by ``--quiet``)."""
     if not _state["quiet"]:
-        console.print(message, soft_wrap=True)
+        console.print(mask_secrets(message), soft_wrap=True)
 
 
 class _Bar:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from lmaudit import __version__
+from lmaudit.credentials import mask_secrets
 from lmaudit.errors import LmauditError
 
 
@@ -255,7 +256,7 @@ def provenance() -> dict:
         "git_dirty": state["dirty"],  # the code differed from that commit: the commit alone does not reproduce it
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "packages": package_versions(),
-        **({"command": shlex.join(COMMAND_LINE)} if COMMAND_LINE else {}),
+        **({"command": mask_secrets(shlex.join(COMMAND_LINE))} if COMMAND_LINE else {}),
     }
 
 

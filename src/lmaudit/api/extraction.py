@@ -10,7 +10,7 @@ from lmaudit.models.loading import load_models
 from lmaudit.privacy.secrets import read_exposure_canaries
 from lmaudit.runs.canaries import ExposureConfig, ExposureResult, check_candidates, run_exposure
 from lmaudit.runs.extract import ExtractConfig, ExtractionResult, run_extraction
-from lmaudit.runs.inputs import check_backend, on_backend, texts_of
+from lmaudit.runs.inputs import check_backend, running, texts_of
 from lmaudit.runs.pii import ReconstructConfig, ReconstructionResult, run_reconstruction
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
@@ -34,7 +34,7 @@ def extract(model, data, *, config: ExtractConfig | None = None, text_field: str
     texts = texts_of(data, text_field, split)
     check_backend(backend)
     target, _ = load_models(model, **load_options)
-    with on_backend(backend):
+    with running(backend, target):
         return ExtractionResult(run_extraction(target, texts, config or ExtractConfig(), show_pii=show_pii))
 
 
@@ -59,7 +59,7 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
                                                               placeholder=placeholder)
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
-    with on_backend(backend):
+    with running(backend, target, ref):
         return ReconstructionResult(run_reconstruction(target, recs, cfg, reference=ref, calibration=calib,
                                                        placeholder=placeholder, show_pii=show_pii))
 
@@ -90,7 +90,7 @@ def canaries(model, canaries_dir, *, config: ExposureConfig | None = None, backe
     check_candidates(cfg, planted)
     check_backend(backend)
     target, _ = load_models(model, **load_options)
-    with on_backend(backend):
+    with running(backend, target):
         return ExposureResult(run_exposure(target, planted, cfg))
 
 
@@ -111,10 +111,12 @@ def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_len
     target, _ = load_models(model, **load_options)
     tok = target.tokenizer
     rows = []
-    for i, rec in enumerate(texts.records):
-        prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)
-        x = np.concatenate([prompt, np.zeros(gen_length, dtype=np.int64)])  # the continuation is filled in
-        new = target.adapter.fill(x, np.arange(len(prompt), len(x)), samples=1, steps=steps, temperature=temperature,
-                                  remasking=remasking, block_length=block_length, seed=seed + i)[0]
-        rows.append({"id": rec.id, "prompt": rec.text, "continuation": tok.decode(new)})
+    with running(None, target):
+        for i, rec in enumerate(texts.records):
+            prompt = np.asarray(tok(rec.text)["input_ids"], dtype=np.int64)
+            x = np.concatenate([prompt, np.zeros(gen_length, dtype=np.int64)])  # the continuation is filled in
+            new = target.adapter.fill(x, np.arange(len(prompt), len(x)), samples=1, steps=steps,
+                                      temperature=temperature, remasking=remasking, block_length=block_length,
+                                      seed=seed + i)[0]
+            rows.append({"id": rec.id, "prompt": rec.text, "continuation": tok.decode(new)})
     return pd.DataFrame(rows, columns=["id", "prompt", "continuation"])

@@ -10,7 +10,7 @@ from lmaudit.models.loading import load_model, load_models
 from lmaudit.models.shadows import ShadowSet
 from lmaudit.runs.audit_set import AuditConfig, AuditResult, run_audit, run_duci, suspect_membership
 from lmaudit.runs.dataset_inference import InferenceConfig, InferenceResult, run_dataset_inference
-from lmaudit.runs.inputs import check_backend, given_texts, on_backend, texts_of
+from lmaudit.runs.inputs import check_backend, given_texts, running, texts_of
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
 from lmaudit.runs.privleak import check_before_run, privleak_against, read_retrained
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
@@ -54,7 +54,7 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     config = config or RunConfig()
     if other is not None:
         check_before_run(other, where, target, mem, non, config)
-    with on_backend(backend):
+    with running(backend, target, ref):
         result = run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
     if other is not None:
         result.privleak = privleak_against(result, other, where)
@@ -79,7 +79,7 @@ def probe(model, texts, *, reference=None, shadows=None, config: RunConfig | Non
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
-    with on_backend(backend):
+    with running(backend, target, ref):
         return probe_records(target, textset, reference=ref, shadows=shadow_set, config=config)
 
 
@@ -134,7 +134,7 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     sets = [mem, non, texts_of(suspect, text_field, split, name="suspect")]
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
-    with on_backend(backend):
+    with running(backend, target, ref):
         return AuditResult(run_audit(target, *sets, config, reference=ref))
 
 
@@ -166,7 +166,7 @@ def _duci(model, members, nonmembers, suspect, *, data, text_field, split, refer
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     local = {k: v for k, v in load_options.items() if k in _SHADOW_LOADING}
-    with on_backend(backend):
+    with running(backend, target, ref):
         return AuditResult(run_duci(target, sus, config, shadows=shadow_set, where=where, reference=ref,
                                     load=lambda path: load_model(path, **{**local, "kind": target.kind})))
 
@@ -188,7 +188,7 @@ def dataset_inference(model, suspect, validation, *, members=None, reference=Non
     sets = [None if ts is None else texts_of(ts, text_field, split) for ts in (suspect, validation, members)]
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
-    with on_backend(backend):
+    with running(backend, target, ref):
         payload, scores = run_dataset_inference(target, *sets[:2], reference=ref, members=sets[2],
                                                 config=config or InferenceConfig())
     return InferenceResult(payload, scores=scores)

@@ -10,7 +10,8 @@ Re-exported as their modules define them: ``list_attacks`` (the registered attac
 keys, one error naming a bad file), ``git_state`` (the commit of the running code), ``model_folders`` (the folders
 loading a model reads), ``output_folder`` (a folder written whole), ``atomic_path`` (a file written whole),
 ``disk_error`` (a full or read-only disk as one error), ``DTYPE_NAMES`` (the precisions a model loads in),
-``is_endpoint`` (whether a model source is a served model's URL), ``COMMAND_LINE`` (the command results record);
+``is_endpoint`` (whether a model source is a served model's URL), ``COMMAND_LINE`` (the command results record),
+``mask_secrets`` (a text with its keys masked);
 :func:`training_record` reads what made a model folder.
 """
 
@@ -19,10 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmaudit.attacks import list_attacks as list_attacks
+from lmaudit.credentials import mask_secrets as mask_secrets
 from lmaudit.folders import check_replaceable, with_cache
 from lmaudit.folders import disk_error as disk_error
 from lmaudit.folders import output_folder as output_folder
-from lmaudit.models.served import is_endpoint as is_endpoint
+from lmaudit.models.endpoint import is_endpoint as is_endpoint
 from lmaudit.models.sources import DTYPE_NAMES as DTYPE_NAMES
 from lmaudit.models.sources import TRAINING_FILE, read_record
 from lmaudit.models.sources import model_folders as model_folders

@@ -22,6 +22,8 @@ probe scores a text's tokens from the second on, each given the BOS token and th
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +39,9 @@ from lmaudit.models.served import (
     Endpoint,
     PromptLogprobs,
     check_alignment,
-    check_unchanged,
     prompt_logprobs,
 )
+from lmaudit.models.served_identity import IdentityGuard
 from lmaudit.models.sources import resolve_source
 from lmaudit.utils import stable_hash
 
@@ -73,7 +75,11 @@ class ServedAdapter:
     vocab: int
     capabilities: dict = field(default_factory=dict)
     concurrency: int = DEFAULT_CONCURRENCY  # requests in flight at once
+    guard: IdentityGuard | None = None  # that the served model stays one model through a run
     remote = True  # no weights here: probes ask the endpoint
+    # a served model can change under its name: its probes are never kept under it (the endpoint keeps each checked
+    # answer, and only once the run's identity checks passed)
+    keeps_probes = False
     access = "top_k"
     long_text_modes = ("truncate",)
     scoring = "served"  # a span's probability from the prompt log-probabilities the endpoint returns
@@ -92,6 +98,8 @@ class ServedAdapter:
         ids, spans = enc["input_ids"], enc["offset_mapping"]
         answer = prompt_logprobs(self.endpoint, text, bos_text=self.bos_text, top_k=self.top_k,
                                  pieces=[self.tokenizer.decode([i]) for i in ids])
+        if self.guard is not None:
+            self.guard.scored(text, answer)
         return _rows(answer, answer.offsets([a for a, _ in spans]), len(context), self.vocab, where=text[:40])
 
     def span_logp(self, ids: np.ndarray, masked: np.ndarray, *, where: str = "") -> float:
@@ -123,22 +131,42 @@ class ServedAdapter:
         out = np.full((samples, len(masked)), pad, dtype=np.int64)
         for i in range(samples):
             choice = self.endpoint.completion(prompt, echo=False, logprobs=None, max_tokens=len(masked),
-                                              temperature=temperature, seed=seed + i)
-            text = choice.get("text")
-            if not isinstance(text, str):
-                raise LmauditError(f"{self.endpoint.url}/completions: no generated text in the answer")
+                                              temperature=temperature, seed=seed + i, check=self._generated)
+            text = choice["text"]
             got = self.tokenizer(text, add_special_tokens=False)["input_ids"][: len(masked)]
             out[i, : len(got)] = got
         return out
 
-    def check_unchanged(self) -> None:
-        """Refuse a run whose served model changed since it was identified (its answers would mix two models)."""
-        if self.access != "generation":
-            check_unchanged(self.endpoint, self.tokenizer, self.bos_id, top_k=min(self.top_k, 5))
-        elif generation_identity(self.endpoint, self.bos_text) != self.endpoint.identity:
-            raise LmauditError(f"{self.endpoint.url}: the served model changed during the run (its greedy "
-                               "continuation of the probe text differs from the one at the start)",
-                               hint="run again once the server serves one model")
+
+    def _generated(self, choice: dict) -> None:
+        if not isinstance(choice.get("text"), str):
+            raise LmauditError(f"{self.endpoint.url}/completions: no generated text in the answer")
+
+
+@contextmanager
+def served_checks(*handles) -> Iterator[None]:
+    """A job's run on served models (handles of other models are passed over): their identity checked through it
+    and at its end (:class:`~lmaudit.models.served_identity.IdentityGuard`, recorded as the model's facts'
+    ``identity_check``), the answers it asked kept only when it passes. A refused run keeps nothing it asked, and
+    says so; an interrupted one leaves its answers pending for the next run, which checks them again."""
+    served = [h.adapter for h in handles if h is not None and isinstance(h.adapter, ServedAdapter)]
+    for adapter in served:
+        adapter.guard.begin()
+    try:
+        yield
+        for adapter in served:
+            adapter.capabilities["identity_check"] = adapter.guard.finish()
+    except LmauditError as exc:
+        if not served:
+            raise
+        for adapter in served:
+            adapter.endpoint.discard()
+        raise LmauditError(exc.template, options=exc.options,
+                           hint="; ".join(filter(None, [exc.hint_template, "nothing this run asked the server was "
+                                                        "kept: once it is fixed, the same command asks again"]))
+                           ) from None
+    for adapter in served:
+        adapter.endpoint.commit()
 
 
 def _rows(answer: PromptLogprobs, offsets: list[int], start: int, vocab: int, *, where: str) -> np.ndarray:
@@ -180,11 +208,11 @@ def _prompt_logprobs_offered(endpoint: Endpoint, bos_text: str) -> bool:
     return isinstance(lp, dict) and isinstance(lp.get("token_logprobs"), list) and len(lp["token_logprobs"]) > 1
 
 
-def generation_identity(endpoint: Endpoint, bos_text: str) -> str:
-    """A digest of a served model that gives text only: its name and its greedy continuation of the probe text."""
+def greedy_probe(endpoint: Endpoint, bos_text: str) -> str:
+    """What identifies a served model that gives text only: its greedy continuation of the probe text."""
     choice = endpoint.completion(bos_text + PROBE_TEXT, echo=False, logprobs=None, max_tokens=16, temperature=0.0,
                                  cached=False)
-    return stable_hash(endpoint.url, endpoint.model, str(choice.get("text")))
+    return str(choice.get("text"))
 
 
 def load_served(url: str, *, tokenizer=None, served_model: str | None = None, top_k: int = DEFAULT_TOP_K,
@@ -210,16 +238,20 @@ def load_served(url: str, *, tokenizer=None, served_model: str | None = None, to
     name = endpoint.served_model()
     endpoint.model = name
     bos_text = tok.convert_ids_to_tokens(bos)
+    probe_k = min(top_k, 5)
     if _prompt_logprobs_offered(endpoint, bos_text):
-        found = check_alignment(endpoint, tok, bos, top_k=min(top_k, 5)).as_dict()
-        access, approximate = ServedAdapter.access, list(APPROXIMATE)
+        alignment = check_alignment(endpoint, tok, bos, top_k=probe_k)
+        found, access, approximate = alignment.as_dict(), ServedAdapter.access, list(APPROXIMATE)
+        guard = IdentityGuard(endpoint, tok, bos_text, probe_k, access, start=alignment.probe)
     else:  # sampled text only: the generation-level attacks run (SaMIA), every other is skipped with the reason
-        endpoint.identity = generation_identity(endpoint, bos_text)
+        start = greedy_probe(endpoint, bos_text)
+        endpoint.identity = stable_hash(endpoint.url, endpoint.model, start)
         found, access, approximate = None, "generation", []
+        guard = IdentityGuard(endpoint, tok, bos_text, probe_k, access, start=start, generation=greedy_probe)
     capabilities = {"url": endpoint.url, "model": name, "prompt_logprobs": "echo" if found else False,
                     "top_k": top_k if found else None, "tokenize": endpoint.tokenize("a") is not None,
                     "access": access, "approximate": approximate, "alignment": found}
-    adapter = ServedAdapter(endpoint, tok, bos, top_k, limit, len(tok), capabilities, concurrency)
+    adapter = ServedAdapter(endpoint, tok, bos, top_k, limit, len(tok), capabilities, concurrency, guard)
     adapter.access = access
     return ModelHandle(None, tok, endpoint.url, f"served:{endpoint.identity}", "ar", adapter, dtype="served",
                        device="remote", source={"served": capabilities})

@@ -161,7 +161,8 @@ def run_sharded(
 
     ``key`` names the work (model fingerprint, settings, version) without the data;
     with ``cache_dir`` and ``key`` every shard is written to and read from
-    ``CACHE/probes/shards/``. Without them the results stay in memory. Results must
+    ``CACHE/probes/shards/``, unless the handle's adapter keeps no probes (a served model: its endpoint keeps
+    the answers). Without them the results stay in memory. Results must
     have ``save(path)``. ``fingerprint(shard)`` is everything of a shard the result
     depends on (default: its records' texts; a shard's ``meta["shard_start"]`` is its
     first record's index in the set).
@@ -172,7 +173,7 @@ def run_sharded(
     shards = [TextSet(textset.records[a:b], source=textset.source, meta={**textset.meta, "shard_start": a})
               for a, b in bounds]
     result = Sharded(bounds, load)
-    cached = cache_dir is not None and key is not None
+    cached = cache_dir is not None and key is not None and handle.adapter.keeps_probes
     if cached:
         root = Path(cache_dir) / "probes"
         shard_keys = [stable_hash("shard", key, fingerprint(s)) for s in shards]

@@ -10,6 +10,7 @@ from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import LoraSpec
+from lmaudit.models.served_model import served_checks
 from lmaudit.probes.backends import BACKENDS, current_backend, use_backend
 
 
@@ -22,6 +23,15 @@ def on_backend(backend=None) -> Iterator:
         yield current_backend()
         return
     with use_backend(backend, close=isinstance(backend, str)) as chosen:
+        yield chosen
+
+
+@contextmanager
+def running(backend, *models: ModelHandle | None) -> Iterator:
+    """A job's body on ``backend`` (:func:`on_backend`) with its ``models``: a served one is checked to stay one
+    model through the run, and what it answered is kept only when the run passes
+    (:func:`~lmaudit.models.served_model.served_checks`)."""
+    with on_backend(backend) as chosen, served_checks(*models):
         yield chosen
 
 

@@ -218,9 +218,6 @@ def run_mia(
     with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
         scores, forwards, examples, prior = _score(ctx, specs, params, both, len(members))
-    for handle in (target, reference):  # a served model must be the one that answered at the start
-        if handle is not None and hasattr(handle.adapter, "check_unchanged"):
-            handle.adapter.check_unchanged()
 
     blind, blind_p, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings)
                                if config.blind else ({}, {}, "blind = False"))
