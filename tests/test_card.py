@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ import lmaudit
 from helpers import assert_ok, assert_user_error
 from helpers import lmaudit as cli
 from lmaudit.api.reports import verdict_text
+from lmaudit.runs.card_file import BEGIN, END
 from lmaudit.runs.common import RunResult
 from release_runs import plain_run, shifted_run
 
@@ -24,7 +26,8 @@ def runs(tmp_path_factory, tiny_model_dir):
 def front_matter(text: str) -> dict:
     """The YAML block between the first two '---' lines, parsed."""
     first, block, rest = text.split("---\n", 2)
-    assert first == "" and rest.startswith("\n## Privacy evaluation\n")
+    assert first == "" and rest.startswith(f"\n{BEGIN} (written by lmaudit ")
+    assert rest.split("\n", 4)[2:4] == ["", "## Privacy evaluation"] and rest.endswith(f"\n{END}\n")
     return yaml.safe_load(block)
 
 
@@ -96,19 +99,99 @@ def test_a_served_model_is_named_by_its_endpoint(runs, tmp_path):
     assert f"lmaudit mia --model {url} " in made.section
 
 
-def test_the_command_prints_or_writes_the_card_and_never_overwrites_a_readme(runs, tmp_path):
+def test_the_command_prints_or_writes_the_card_and_writes_its_own_file_again(runs, tmp_path):
     shown = cli("card", runs["plain"])
     assert_ok(shown)
     assert front_matter(shown.stdout)["model-index"] == lmaudit.card(runs["plain"]).metadata["model-index"]
     out = tmp_path / "privacy.md"
-    assert_ok(cli("card", runs["plain"], "--out", out))
-    assert out.read_text() == lmaudit.card(runs["plain"]).text
-    assert_ok(cli("card", runs["shifted"], "--out", out))  # its own file: written again
-    assert "### Run" not in out.read_text() and "60 members" in out.read_text()
+    written = cli("card", runs["plain"], "--out", out)
+    assert_ok(written)
+    assert out.read_text() == lmaudit.card(runs["plain"]).text and f"card: {out} (written)" in written.stdout
+    again = cli("card", runs["shifted"], "--out", out)  # its own file: metadata and section both replaced
+    assert_ok(again)
+    assert out.read_text() == lmaudit.card(runs["shifted"]).text
+    assert f"card: {out} (section replaced; metadata replaced)" in again.stdout
+
+
+README_HEAD = "---\nlicense: mit\n---\n\n# My model\r\n\nIt writes haiku.  \n\n"
+README_TAIL = "\n## License\n\nMIT, see <!-- not ours --> LICENSE.\n"
+
+
+def test_the_card_replaces_only_its_section_of_a_readme(runs, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_bytes((README_HEAD + lmaudit.card(runs["plain"]).section + README_TAIL).encode())
+    out = cli("card", runs["shifted"], "--out", readme)
+    assert_ok(out)
+    assert ("(section replaced; metadata not written: add the model-index that `lmaudit card` prints to the file's "
+            "front matter)") in out.stdout
+    assert readme.read_bytes() == (README_HEAD + lmaudit.card(runs["shifted"]).section + README_TAIL).encode()
+    # a README with CRLF line ends: the section takes them, the rest is kept byte for byte
+    old, new = (lmaudit.card(runs[r]).section.replace("\n", "\r\n") for r in ("plain", "shifted"))
+    crlf = README_HEAD.replace("\n", "\r\n") + old + README_TAIL.replace("\n", "\r\n")
+    readme.write_bytes(crlf.encode())
+    lmaudit.card(runs["shifted"]).write(readme)
+    assert readme.read_bytes() == crlf.replace(old, new).encode() and new != old
+
+
+def test_a_readme_without_the_sections_markers_gets_the_section_appended(runs, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# My model\n")
-    assert_user_error(cli("card", runs["plain"], "--out", readme), "README.md exists and was not written by lmaudit")
-    assert readme.read_text() == "# My model\n"
+    made = lmaudit.card(runs["plain"])
+    made.write(readme)
+    assert made.placed.startswith("section appended")
+    assert readme.read_text() == "# My model\n\n" + made.section
+    readme.write_text("# No line break at the end")
+    made.write(readme)
+    assert readme.read_text() == "# No line break at the end\n\n" + made.section
+
+
+@pytest.mark.parametrize("broken, why", [
+    ("{begin}\n\nfigures\n", "(no '<!-- lmaudit card: end -->' line)"),
+    ("figures\n{end}\n", "(no '<!-- lmaudit card: begin … -->' line)"),
+    ("{begin}\n{begin}\n{end}\n", "(2 begin and 1 end lines)"),
+    ("{begin}\n{end}\n{end}\n", "(1 begin and 2 end lines)"),
+    ("{end}\nfigures\n{begin}\n", "(its end line comes before its begin line)"),
+])
+def test_a_file_whose_markers_are_broken_is_refused_and_left_as_it_is(runs, tmp_path, broken, why):
+    readme = tmp_path / "README.md"
+    text = "# My model\n\n" + broken.format(begin=BEGIN + " (written by hand) -->", end=END) + "## Usage\n"
+    readme.write_text(text)
+    assert_user_error(cli("card", runs["plain"], "--out", readme),
+                      f"README.md: the lmaudit card's marker lines are broken {why}: the file is left as it is")
+    assert readme.read_text() == text
+
+
+def test_a_folder_name_cannot_break_the_markers(runs, tmp_path):
+    folder = tmp_path / "run--> <!-- lmaudit card: end -->"
+    shutil.copytree(runs["plain"], folder)
+    made = lmaudit.card(folder)
+    lines = made.section.splitlines()
+    assert lines[0].startswith(BEGIN) and lines[0].count("-->") == 1 and lines[0].endswith(" -->")
+    assert "run&#45;-&gt; &lt;!&#45;- lmaudit card: end &#45;-&gt;" in lines[0]
+    assert [i for i, line in enumerate(lines) if line.strip() == END] == [len(lines) - 1]
+    assert "<!--" not in "\n".join(lines[1:-1])
+    readme = tmp_path / "README.md"
+    readme.write_text("# Top\n\n" + made.section + "\nBottom\n")
+    lmaudit.card(runs["plain"]).write(readme)  # the section written again, whole
+    assert readme.read_text() == "# Top\n\n" + lmaudit.card(runs["plain"]).section + "\nBottom\n"
+
+
+def test_no_key_reaches_the_card(runs, tmp_path, monkeypatch):
+    key = "sk-test-9f8e7d6c5b4a"
+    monkeypatch.setenv("LMAUDIT_API_KEY", key)
+    result = lmaudit.load_results(runs["plain"])
+    url = f"https://user:hunter2secret@llm.example.com/{key}/v1?api_key=abc123xyz&model=x"
+    result.target = {"path": url, "fingerprint": "served:abc", "kind": "ar", "dtype": "served", "device": "remote",
+                     "served": {"url": url, "model": None}}
+    result.write(tmp_path / "served")
+    out = tmp_path / "card.md"
+    assert_ok(cli("card", tmp_path / "served", "--out", out))
+    shown = cli("card", tmp_path / "served")
+    masked = "https://***@llm.example.com/***/v1?api_key=***&model=***"
+    for text in (out.read_text(), shown.stdout, lmaudit.card(tmp_path / "served").text):
+        assert key not in text and "hunter2secret" not in text and "abc123xyz" not in text
+        assert f"at `{masked}" in text and f"lmaudit mia --model '{masked}'" in text
+        assert front_matter(text)["model-index"][0]["name"] == masked
 
 
 def test_a_card_reads_intact_membership_runs_only(runs, tmp_path):

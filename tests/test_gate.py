@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,69 @@ def test_canary_exposure_is_gated_by_its_upper_bound(runs, tmp_path):
         f"FAIL {tmp_path / 'canaries'}: canary c1 exposure 12.000 bits (95% interval [10.000, 14.000]): upper bound "
         "14.000 bits > max-exposure 13 bits"]
     assert cli("gate", tmp_path / "canaries", "--max-exposure", "14").exit_code == 0
+
+
+def _edited_copy(run, folder, *, interval=None, manifest=True):
+    """A copy of ``run`` with every attack's ``auc_ci95`` set to ``interval`` (when given) and its manifest
+    removed (unless ``manifest``)."""
+    shutil.copytree(run, folder)
+    if interval is not None:
+        res = json.loads((folder / "results.json").read_text())
+        for m in res["attacks"].values():
+            m["auc_ci95"] = list(interval)
+        (folder / "results.json").write_text(json.dumps(res))
+    if not manifest:
+        (folder / "lmaudit_manifest.json").unlink()
+    return folder
+
+
+def test_a_folder_without_its_manifest_is_refused_unless_trusted(runs, tmp_path):
+    bare = _edited_copy(runs["plain"], tmp_path / "bare", manifest=False)
+    out = cli("gate", bare, "--max-auc", "1")
+    assert out.exit_code != 0
+    assert_user_error(out, f"{bare}: no lmaudit_manifest.json, so nothing shows that its figures are the ones the run "
+                           "measured", "pass --trust-edited to read it anyway")
+    with pytest.raises(LmauditError, match="pass trust_edited=True to read it anyway"):
+        lmaudit.gate(bare, max_auc=1.0)
+    # trusted: read (with a warning), its figures checked against its scores, which they match
+    with pytest.warns(UserWarning, match="no lmaudit_manifest.json; read as trusted"):
+        found = lmaudit.gate(bare, max_auc=1.0, trust_edited=True)
+    assert found.passed and len(found.runs) == 1
+    trusted = cli("gate", bare, "--max-auc", "1", "--trust-edited")
+    assert trusted.exit_code == 0 and "gate passed: 3 checks over 1 run" in trusted.stdout
+
+
+def test_intervals_edited_without_the_manifest_are_refused_even_when_trusted(runs, tmp_path):
+    measured = attacks_of(runs["plain"])["loss"]["auc_ci95"]
+    edited = _edited_copy(runs["plain"], tmp_path / "edited", interval=[0.1, 0.2], manifest=False)
+    # every upper bound 0.2: the gate would pass any max-auc ≥ 0.2 were the intervals not computed again
+    assert_user_error(cli("gate", edited, "--max-auc", "0.6"), "no lmaudit_manifest.json")
+    out = cli("gate", edited, "--max-auc", "0.6", "--trust-edited")
+    assert out.exit_code != 0 and "gate passed" not in out.stdout
+    assert_user_error(out, f"{edited / 'results.json'}: loss's auc_ci95 is [0.100000, 0.200000] but its scores in "
+                           f"scores.parquet give [{measured[0]:.6f}, {measured[1]:.6f}] (seed 0, 100 bootstrap "
+                           "resamples)")
+
+
+def test_figures_that_differ_from_the_scores_are_refused_though_the_manifest_lists_them(runs, tmp_path):
+    # written whole by lmaudit (a valid manifest), but with figures that are not those of its scores
+    result = lmaudit.load_results(runs["plain"])
+    stored = result.attacks["min_k"]["tpr@1%fpr"]
+    result.attacks["min_k"]["tpr@1%fpr"] = result.attacks["min_k"]["tpr@1%fpr_ci95"] = None
+    result.write(tmp_path / "forged")
+    with pytest.raises(LmauditError, match=rf"min_k's tpr@1%fpr is None but its scores in scores.parquet give "
+                                           rf"{stored:.6f} \(seed 0, 100 bootstrap resamples\)"):
+        lmaudit.gate(tmp_path / "forged", max_tpr_at={"1%": 0.5}, allow_unresolved=True)
+
+
+def test_a_run_named_under_several_spellings_is_checked_once(runs, tmp_path, monkeypatch):
+    run = runs["plain"]
+    monkeypatch.chdir(run.parent.parent)
+    relative = Path(run.parent.name) / run.name
+    spellings = [str(run), f"{run}/", f"./{run.parent.name}/../{run.parent.name}/{run.name}", str(relative),
+                 str(run / "results.json"), run.parent / ".." / run.parent.name / run.name]
+    found = lmaudit.gate(spellings, max_auc=1.0)
+    assert [r["folder"] for r in found.runs] == [str(run)]
+    assert len(found.checks) == 3  # two attacks' AUCs and the set check, once
+    out = cli("gate", *spellings, "--max-auc", "1")
+    assert out.exit_code == 0 and "gate passed: 3 checks over 1 run;" in out.stdout

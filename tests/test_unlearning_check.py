@@ -169,3 +169,46 @@ def test_a_return_smaller_than_the_one_that_counts_is_no_return():
     # a noisy one whose interval holds 0 and 0.02: no evidence either way
     points, reps = _fake((0.5, 0.51), (0.5, 0.5), 0.03)
     assert compare(points, reps, ["c"], threshold=0.02)["c"]["s"]["verdict"] == "no evidence of a return"
+
+
+NOT_TRAINED = ("the forget set must be texts the model was trained on, the non-members texts neither model trained "
+               "on; remove them from one of the files")
+
+
+def test_a_forget_set_among_the_nonmembers_or_the_members_is_refused_before_any_model_is_read(tmp_path):
+    forget = write_jsonl(tmp_path / "forget.jsonl", make_texts(8, seed=321))
+    retain = write_jsonl(tmp_path / "retain.jsonl", make_texts(8, seed=322))
+    held = write_jsonl(tmp_path / "heldout.jsonl", make_texts(7, seed=323) + [make_texts(8, seed=321)[5]])
+    write_jsonl(tmp_path / "other.jsonl", make_texts(8, seed=324))
+    absent = tmp_path / "no-model"  # never read: the sets are refused first
+    # the forget set given as the non-members: nothing it could show would be about forgetting
+    with pytest.raises(DataError) as same:
+        lmaudit.unlearning_check(absent, absent, forget, retain, forget)
+    assert str(same.value) == (f"{forget}: 8 forget text(s) are also among the non-members ({forget}), e.g. "
+                               f"forget:1 = forget:1 (hint: {NOT_TRAINED})")
+    with pytest.raises(DataError) as one:
+        lmaudit.unlearning_check(absent, absent, forget, retain, held)
+    assert str(one.value) == (f"{forget}: 1 forget text(s) are also among the non-members ({held}), e.g. "
+                              f"forget:6 = heldout:8 (hint: {NOT_TRAINED})")
+    # a forget text among the retain set: the retrained model trained on it too
+    kept = write_jsonl(tmp_path / "kept.jsonl", make_texts(8, seed=322) + [make_texts(8, seed=321)[2]])
+    with pytest.raises(DataError) as member:
+        lmaudit.unlearning_check(absent, absent, forget, kept, held.with_name("other.jsonl"))
+    assert str(member.value) == (f"{forget}: 1 forget text(s) are also among the members ({kept}), e.g. forget:3 = "
+                                 "kept:9 (hint: the members (the retain set) are trained on by the retrained model "
+                                 "too: a forget text among them is one the retrained model saw, so it is no model "
+                                 "that never saw the forget set; remove them from one of the files)")
+    with pytest.raises(DataError, match=r"retain.jsonl: 8 member\(s\) are also among the non-members"):
+        lmaudit.unlearning_check(absent, absent, forget, retain, retain)
+
+
+def test_the_command_refuses_a_forget_set_given_as_the_nonmembers(check_files, tmp_path):
+    f = check_files
+    result = run_cli("unlearning-check", "--model", str(f / "kept"), "--retrained", str(f / "retrained"),
+                     "--forget", str(f / "nonmembers.jsonl"), "--members", str(f / "retain.jsonl"),
+                     "--nonmembers", str(f / "nonmembers.jsonl"), "--quantize", "none", "--out",
+                     str(tmp_path / "check"))
+    assert isinstance(result.exception, DataError) and result.exit_code != 0
+    assert str(result.exception).startswith(f"{f / 'nonmembers.jsonl'}: 16 forget text(s) are also among the "
+                                            f"non-members ({f / 'nonmembers.jsonl'})")
+    assert "No check brought the forget set back" not in result.output and not (tmp_path / "check").exists()

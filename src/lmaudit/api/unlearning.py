@@ -6,7 +6,7 @@ from __future__ import annotations
 from lmaudit.errors import LmauditError
 from lmaudit.models.gguf import local_model
 from lmaudit.runs.inputs import lora_of, source_of, texts_of
-from lmaudit.runs.unlearning_check import CheckConfig, CheckResult, run_unlearning_check
+from lmaudit.runs.unlearning_check import CheckConfig, CheckResult, check_roles, run_unlearning_check
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
 __all__ = ["unlearning_check", "CheckConfig"]
@@ -26,7 +26,10 @@ def unlearning_check(unlearned, retrained, forget, members, nonmembers, *, relea
                      split: str | None = None, **load_options) -> CheckResult:
     """Relearning and quantisation checks of ``unlearned`` against ``retrained`` (the base fine-tuned without the
     forget set): the audited part of ``forget`` read against ``members`` (texts the models keep, e.g. the retain
-    set) and ``nonmembers`` (held-out texts), before and after each check, with paired intervals.
+    set) and ``nonmembers`` (held-out texts), before and after each check, with paired intervals. The forget set was
+    trained on, the members by both models, the non-members by neither: a forget text among the non-members or the
+    members, or a member among the non-members, is refused before any model is read
+    (:func:`~lmaudit.runs.unlearning_check.check_roles`).
 
     ``relearn_on``: texts to relearn on (refused when they share a text with the forget set or the non-members);
     None relearns on ``config.relearn_fraction`` of the forget set and audits the rest. ``lora``: relearn a LoRA
@@ -42,10 +45,11 @@ def unlearning_check(unlearned, retrained, forget, members, nonmembers, *, relea
     >>> checked.type, sorted(checked["checks"])
     ('unlearning-check', ['q8_0', 'relearn'])
     """
-    models = [_weights(unlearned, "unlearned"), _weights(retrained, "retrained")]
-    ref = None if reference is None else _weights(reference, "reference")
     sets = [texts_of(d, text_field, split, name=n) for d, n in ((forget, "forget"), (members, "members"),
                                                                 (nonmembers, "nonmembers"))]
+    check_roles(*sets)  # before any model is read
+    models = [_weights(unlearned, "unlearned"), _weights(retrained, "retrained")]
+    ref = None if reference is None else _weights(reference, "reference")
     again = None if relearn_on is None else texts_of(relearn_on, text_field, split, name="relearn_on")
     return CheckResult(run_unlearning_check(*models, *sets, relearn_on=again, config=config or CheckConfig(),
                                             lora=lora_of(lora), load_options=load_options, reference=ref))

@@ -51,16 +51,20 @@ def gate(
         False, "--allow-unresolved", help="Skip (with a note) a TPR the run could not measure (fewer non-members than "
                                           "1/FPR) instead of failing; a run with nothing left to check still fails."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write a summary of every check (JSON) here."),
+    trust_edited: bool = typer.Option(
+        False, "--trust-edited", help="Read a folder without its manifest (lmaudit_manifest.json), whose files nothing "
+                                      "shows to come from one run; its figures are still checked against its scores."),
 ) -> None:
     """Release gate: exit 0 when every run's leakage is under the thresholds, 1 otherwise (one line per failed check).
 
     Thresholds are compared with the UPPER END of each figure's 95% interval, not its point estimate: the cautious
     reading (the leakage could be as high as that). A run whose members and non-members differ without the model
     fails unless --allow-set-differences; a TPR the run could not measure fails unless --allow-unresolved.
+    Every figure compared is first computed again from the run's scores: an edited folder is refused (exit 2).
     """
     found = api.gate(run_dirs, max_auc=max_auc, max_tpr_at=tpr_limits(max_tpr_at), max_exposure=max_exposure,
                      thresholds=thresholds, allow_set_differences=True if allow_set_differences else None,
-                     allow_unresolved=True if allow_unresolved else None)
+                     allow_unresolved=True if allow_unresolved else None, trust_edited=trust_edited)
     for line in found.lines():
         _say(line)
     _say(found.summary())
@@ -72,12 +76,17 @@ def gate(
 @app.command(rich_help_panel=c.PANEL_RESULTS)
 def card(
     run_dirs: list[Path] = typer.Argument(..., help="Results folders written by lmaudit mia."),
-    out: Optional[Path] = typer.Option(None, help="Markdown file to write (default: print it). An existing file is "
-                                                  "replaced only if lmaudit card wrote it."),
+    out: Optional[Path] = typer.Option(None, help="Markdown file to write (default: print it). In an existing file "
+                                                  "(a README) only the section between the card's marker lines is "
+                                                  "replaced, or the section is appended; the rest is kept."),
+    trust_edited: bool = typer.Option(
+        False, "--trust-edited", help="Read a folder without its manifest (lmaudit_manifest.json); its figures are "
+                                      "still checked against its scores."),
 ) -> None:
     """A model card's "Privacy evaluation" section (Markdown, Hugging Face metadata as YAML front matter)."""
-    made = api.card(run_dirs)
+    made = api.card(run_dirs, trust_edited=trust_edited)
     if out is None:
         _say(made.text.rstrip("\n"))
         return
-    _say(f"card: {made.write(out)}")
+    written = made.write(out)
+    _say(f"card: {written} ({made.placed})")

@@ -8,42 +8,67 @@ command: ``results.json``'s ``command`` when it records one, else the ``lmaudit 
 settings it records (the data files' paths are not recorded, so they are written as MEMBERS and NONMEMBERS). The
 figures are Hugging Face model-card metadata too: a YAML front-matter block with a ``model-index`` entry per model and
 a ``results`` entry per run.
+
+The section opens and closes with marker lines (HTML comments): ``write(path)`` puts it in a file between them and
+keeps the rest of the file (:mod:`lmaudit.runs.card_file`). What the card holds passes through
+:func:`~lmaudit.credentials.mask_secrets`: a served model's URL may carry a key, which is never written.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from lmaudit import __version__
+from lmaudit.credentials import mask_secrets
 from lmaudit.errors import LmauditError
 from lmaudit.report.cells import ci_text, tpr_text
 from lmaudit.report.validity import ngram_sentence, prior_sentence, set_check_sentence
+from lmaudit.runs.card_file import END as END_LINE
+from lmaudit.runs.card_file import FRONT_TAG, begin_line, inert, place
 from lmaudit.runs.gate_inputs import GatedRun, read_runs
 from lmaudit.runs.mia_notes import verdict_text
 from lmaudit.runs.mia_result import RunConfig
 from lmaudit.utils import atomic_path, stable_hash
 
-MARKER = "<!-- lmaudit card:"  # the section's first line: a file that holds it may be written again
 TPR_KEY = "tpr@1%fpr"
 TASK = {"type": "text-generation", "name": "Membership inference (privacy evaluation)"}
 
 
+def masked(value):
+    """``value`` (text, or a dict or list of them) with every secret masked (:func:`mask_secrets`)."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
 @dataclass
 class ModelCard:
-    """The section (Markdown) and its metadata (``{"model-index": [...]}``); ``text`` is both, the metadata as a YAML
-    front-matter block first; ``write(path)`` writes that."""
+    """The section (Markdown, from its begin line to its end line) and its metadata (``{"model-index": [...]}``);
+    ``text`` is both, the metadata as a YAML front-matter block first; ``write(path)`` puts the card in a file.
+    Secrets are masked in both (:func:`masked`)."""
 
     metadata: dict
     section: str
+    placed: str | None = None  # what the last write did: "written", "section replaced", ...
+
+    def __post_init__(self) -> None:
+        self.metadata, self.section = masked(self.metadata), mask_secrets(self.section)
 
     @property
     def front_matter(self) -> str:
-        return "---\n" + yaml.safe_dump(self.metadata, sort_keys=False, allow_unicode=True, width=1000) + "---\n"
+        dumped = yaml.safe_dump(self.metadata, sort_keys=False, allow_unicode=True, width=1000)
+        return "---\n" + FRONT_TAG + "\n" + dumped + "---\n"
 
     @property
     def text(self) -> str:
@@ -53,21 +78,28 @@ class ModelCard:
         return self.text
 
     def write(self, path: str | Path) -> Path:
-        """Write ``text`` to ``path`` whole. A file there is replaced only when this command wrote it (its model
-        README is never overwritten: paste the section into it)."""
+        """Put the card in ``path``: a new file gets ``text``; in an existing one (a README) only the section between
+        its marker lines is replaced, or the section appended when it has none, every other byte kept
+        (:func:`~lmaudit.runs.card_file.place`; ``placed`` says which). Broken marker lines are refused, the file
+        left as it is."""
         path = Path(path)
         if path.is_dir():
             raise LmauditError(f"{path} is a folder", hint="name the Markdown file to write, e.g. privacy-card.md")
-        if path.exists():
+        target = path.resolve() if path.is_symlink() else path  # a linked README: the file it links to
+        existing, mode = None, None
+        if target.exists():
             try:
-                ours = MARKER in path.read_text(encoding="utf-8", errors="replace")
+                existing, mode = target.read_bytes().decode("utf-8"), stat.S_IMODE(target.stat().st_mode)
             except OSError as exc:
                 raise LmauditError(f"{path}: cannot be read ({exc.strerror})") from None
-            if not ours:
-                raise LmauditError(f"{path} exists and was not written by lmaudit card: it is left as it is",
-                                   hint="name a new file, then paste the section into your README")
-        with atomic_path(path) as tmp:
-            tmp.write_text(self.text, encoding="utf-8")
+            except UnicodeDecodeError:
+                raise LmauditError(f"{path}: not UTF-8 text: the file is left as it is",
+                                   hint="name a Markdown file (UTF-8), or a new one") from None
+        text, self.placed = place(existing, self.front_matter, self.section, str(path))
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(text.encode("utf-8"))
+            if mode is not None:
+                os.chmod(tmp, mode)
         return path
 
 
@@ -250,18 +282,19 @@ INTRO = ("Membership-inference audit: can an attacker tell texts the model was t
          "check finds that the sets do not differ without it.")
 
 
-def card(runs) -> ModelCard:
+def card(runs, *, trust_edited: bool = False) -> ModelCard:
     """The "Privacy evaluation" section of a model card, and its metadata, from membership-inference folders.
 
-    ``runs``: a folder or a list of them (each read intact, as :func:`lmaudit.gate` reads them). Returns a
-    :class:`ModelCard`: ``text`` is the YAML front matter (``model-index``) and the Markdown section,
-    ``write(path)`` writes it.
+    ``runs``: a folder or a list of them, each read as :func:`lmaudit.gate` reads them (intact, its figures checked
+    against its scores; ``trust_edited`` reads a folder without its manifest). Returns a :class:`ModelCard`:
+    ``section`` is the Markdown between its marker lines, ``text`` the YAML front matter (``model-index``) and the
+    section, ``write(path)`` puts the card in a file, keeping what the file holds outside the section.
 
     Example::
 
         print(lmaudit.card("runs/mia").section)
     """
-    read = read_runs(runs)
+    read = read_runs(runs, trust_edited=trust_edited)
     for run in read:
         if not run.is_mia:
             raise LmauditError(f"{run.folder}: a {run.raw.get('type')} folder: the card describes membership-inference "
@@ -270,9 +303,9 @@ def card(runs) -> ModelCard:
     for run in read:
         index.setdefault(model_name(run.result.target), []).append(run_metadata(run))
     metadata = {"model-index": [{"name": name, "results": results} for name, results in index.items()]}
-    lines = ["## Privacy evaluation", "",
-             f"{MARKER} written by lmaudit {__version__} from {', '.join(r.name for r in read)}; every figure is "
-             "copied from those folders -->", "", INTRO, ""]
+    lines = ["## Privacy evaluation", "", INTRO, ""]
     for run in read:
         lines += run_section(run, heading=len(read) > 1)
-    return ModelCard(metadata, "\n".join(lines).rstrip() + "\n")
+    body = inert("\n".join(lines).rstrip())  # no text of a run opens a comment (or forms a marker line)
+    section = begin_line(__version__, [r.name for r in read]) + "\n\n" + body + "\n\n" + END_LINE + "\n"
+    return ModelCard(metadata, section)

@@ -13,9 +13,12 @@ leakage could be as high as that bound, so a run passes only when the bound is a
   baseline tells them apart) or to the reference alone fails unless ``allow_set_differences``: its AUCs would say
   nothing about the model. A run whose set check did not run gets a note.
 
-Each run is gated on its own (runs of different models or sets may be given together). A folder is read with the
-loaders' checks (its manifest, its scores against ``results.json``); a folder no threshold applies to (a set audit,
-an extraction without exposure) is refused.
+Each run is gated on its own (runs of different models or sets may be given together), and once however its path is
+spelled. The gate verifies what it compares (:func:`~lmaudit.runs.gate_inputs.read_run`): a folder whose files changed
+since the run wrote them, or without its manifest (unless ``trust_edited``), is refused; every AUC, TPR and 95%
+interval a threshold is compared with is computed again from the run's stored scores (its bootstrap is seeded) and a
+folder that states other figures is refused. A folder no threshold applies to (a set audit, an extraction without
+exposure) is refused.
 """
 
 from __future__ import annotations
@@ -214,12 +217,13 @@ def _run_facts(run: GatedRun, checks: list[Check]) -> dict:
 
 def gate(runs, *, max_auc: float | None = None, max_tpr_at: dict | None = None, max_exposure: float | None = None,
          thresholds: str | Path | None = None, allow_set_differences: bool | None = None,
-         allow_unresolved: bool | None = None) -> GateResult:
+         allow_unresolved: bool | None = None, trust_edited: bool = False) -> GateResult:
     """Gate results folders: every figure's 95% upper bound at or under its threshold (see :mod:`lmaudit.runs.gate`).
 
     ``runs``: a folder or a list of them; ``max_tpr_at``: {FPR ("1%" or 0.01): largest TPR}; ``thresholds``: a
-    TOML file with the same keys (these arguments win over it). Returns a :class:`GateResult`; ``passed`` says
-    whether every check passed. Errors (a missing or altered folder, a bad file, no threshold) are raised.
+    TOML file with the same keys (these arguments win over it). ``trust_edited``: read a folder without its manifest
+    (its figures are still checked against its scores). Returns a :class:`GateResult`; ``passed`` says whether every
+    check passed. Errors (a missing or altered folder, a bad file, no threshold) are raised.
 
     Example::
 
@@ -234,7 +238,7 @@ def gate(runs, *, max_auc: float | None = None, max_tpr_at: dict | None = None, 
         raise LmauditError("no threshold given: a gate without one checks nothing",
                            hint="give {max_auc}, {max_tpr_at}, {max_exposure} or a {thresholds} file",
                            options=("max_auc", "max_tpr_at", "max_exposure", "thresholds"))
-    read = read_runs(runs)
+    read = read_runs(runs, trust_edited=trust_edited)
     if limits.max_exposure is not None and not any(r.exposure() for r in read):
         raise LmauditError("{max_exposure}: none of the runs carries a canary exposure",
                            hint="give runs that measured canary exposure, or drop {max_exposure}",

@@ -1,18 +1,28 @@
 """What the release gate and the model card read: the gate's thresholds (arguments or a TOML file, checked as
-settings are) and results folders (read with the loaders' checks, refused unless intact)."""
+settings are) and results folders, refused unless intact.
+
+A folder is intact when its manifest (``lmaudit_manifest.json``) lists its ``results.json`` (and, for a
+membership-inference run, its ``scores.parquet``) and every file it lists is unchanged. A folder without one
+(written by hand, or by an older lmaudit) is refused unless the caller trusts it (``trust_edited``). Either way,
+the figures the gate compares with its thresholds (each attack's AUC and TPRs and their 95% intervals) are computed
+again from the stored scores, with the seed and number of bootstrap resamples the run records (the bootstrap is
+seeded: the same scores give the same intervals), and a folder whose ``results.json`` states other figures is
+refused, naming the first. A folder is read once however its path is spelled (``runs/a``, ``runs/a/``,
+``./runs/../runs/a`` or ``runs/a/results.json``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from lmaudit.errors import LmauditError, SettingError
-from lmaudit.folders import missing_folder_hint
-from lmaudit.metrics import TPR_POINTS
-from lmaudit.report.build import read_results, verify_run
+from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
+from lmaudit.metrics import TPR_POINTS, summarize_attacks
+from lmaudit.report.build import check_recorded_aucs, read_results
 from lmaudit.runs.common import RunResult
 from lmaudit.runs.mia_result import MIAResult
 from lmaudit.settings import boolean, check_settings, fraction, setting, table
@@ -145,30 +155,106 @@ class GatedRun:
                 if isinstance(e, dict) and isinstance(e.get("exposure"), (int, float))}
 
 
-def read_run(folder: str | Path) -> GatedRun:
-    """A results folder as the loaders read it (manifest, ``results.json``, scores): refused unless intact."""
+def _braced(text) -> str:
+    """``text`` as a message template with settings in braces: its own braces doubled."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
+TRUST = {"trust_edited": ("trust_edited=True", "--trust-edited")}  # how the error names the setting
+
+
+def verify_files(folder: Path, kind: str, trust_edited: bool) -> None:
+    """Refuse a folder whose files changed since the run wrote them (naming the file), or one whose manifest is
+    missing or leaves out its results, unless ``trust_edited``: then a warning, and its AUCs checked against its
+    scores (:func:`~lmaudit.report.build.check_recorded_aucs`)."""
+    manifest = verify_folder(folder)  # a listed file that changed is refused here, naming it
+    needed = ["results.json"] + (["scores.parquet"] if kind in MIA_TYPES else [])
+    unlisted = [] if manifest is None else [name for name in needed if name not in manifest["files"]]
+    if manifest is not None and not unlisted:
+        return
+    why = f"no {MANIFEST}" if manifest is None else f"its {MANIFEST} does not list {', '.join(unlisted)}"
+    if not trust_edited:
+        raise LmauditError(f"{_braced(folder)}: {why}, so nothing shows that its figures are the ones the run "
+                           "measured", hint="re-run the command that wrote it, or pass {trust_edited} to read it "
+                                            "anyway (its figures are still checked against its scores)",
+                           options=TRUST)
+    warnings.warn(f"{folder}: {why}; read as trusted: its figures are checked against its scores only",
+                  stacklevel=5)  # the caller of lmaudit.gate or lmaudit.card
+    check_recorded_aucs(folder)
+
+
+GATED_FIGURES = ("auc", "auc_ci95", *TPR_POINTS, *(f"{k}_ci95" for k in TPR_POINTS))
+
+
+def _same(stored, measured) -> bool:
+    """Whether a stored figure (a number, an interval or None) is the measured one (to 1e-9)."""
+    if measured is None or stored is None:
+        return stored is None and measured is None
+    if isinstance(measured, list):
+        return (isinstance(stored, list) and len(stored) == len(measured)
+                and all(_same(a, b) for a, b in zip(stored, measured)))
+    return (isinstance(stored, (int, float)) and not isinstance(stored, bool)
+            and math.isclose(stored, measured, rel_tol=0, abs_tol=1e-9))
+
+
+def _shown(value) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return f"{value:.6f}" if isinstance(value, float) else repr(value)
+
+
+def check_figures(folder: Path, result: MIAResult) -> None:
+    """Every figure a threshold is compared with (each attack's AUC, TPRs and their 95% intervals) computed again
+    from the stored scores with the run's seed and bootstrap count; one that differs is refused, naming it."""
+    cfg = result.config
+    again = summarize_attacks(result.labels, result.scores, n_resamples=cfg.n_bootstrap, seed=cfg.seed)
+    for name, stored in result.attacks.items():
+        stored = stored if isinstance(stored, dict) else {}  # an entry edited into something else: no figure
+        for key in GATED_FIGURES:
+            if not _same(stored.get(key), again[name].get(key)):
+                raise LmauditError(
+                    f"{folder / 'results.json'}: {name}'s {key} is {_shown(stored.get(key))} but its scores in "
+                    f"scores.parquet give {_shown(again[name].get(key))} (seed {cfg.seed}, {cfg.n_bootstrap:,} "
+                    "bootstrap resamples)", hint="results.json was edited, or its files come from different runs; "
+                                                 "re-run the command that wrote the folder")
+
+
+def read_run(folder: str | Path, *, trust_edited: bool = False) -> GatedRun:
+    """A results folder, refused unless intact (module docstring); ``trust_edited`` reads one without a manifest."""
     folder = Path(folder)
     if not folder.is_dir():
         hint = missing_folder_hint(folder) or "pass a folder written by lmaudit mia"
         raise LmauditError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}", hint=hint)
     if not (folder / "results.json").is_file():
         raise LmauditError(f"{folder}: no results.json", hint="pass a folder written by lmaudit mia")
-    verify_run(folder)  # files changed since the run wrote them are refused, naming the file
     raw = read_results(folder / "results.json")
     kind = raw.get("type") or ("mia" if "attacks" in raw and "target" in raw else "experiment")
+    if kind not in MIA_TYPES and not isinstance(raw.get("exposure"), dict):
+        raise LmauditError(f"{folder}: a {kind} folder, which no threshold of the gate applies to",
+                           hint="the gate reads membership-inference runs (lmaudit mia) and runs that carry canary "
+                                "exposure")
+    verify_files(folder, kind, trust_edited)
     if kind in MIA_TYPES:
-        return GatedRun(folder, raw, MIAResult.load(folder))
-    if isinstance(raw.get("exposure"), dict):
-        return GatedRun(folder, raw, RunResult.load(folder))
-    raise LmauditError(f"{folder}: a {kind} folder, which no threshold of the gate applies to",
-                       hint="the gate reads membership-inference runs (lmaudit mia) and runs that carry canary "
-                            "exposure")
+        result = MIAResult.load(folder)
+        check_figures(folder, result)
+        return GatedRun(folder, raw, result)
+    return GatedRun(folder, raw, RunResult.load(folder))
 
 
-def read_runs(runs) -> list[GatedRun]:
-    """``runs`` (a folder or several; each once) read with :func:`read_run`."""
+def _folder(given) -> Path:
+    """The results folder ``given`` names: itself, or the folder of a ``results.json``."""
+    path = Path(given)
+    return path.parent if path.name == "results.json" and path.is_file() else path
+
+
+def read_runs(runs, *, trust_edited: bool = False) -> list[GatedRun]:
+    """``runs`` (a folder or several) read with :func:`read_run`, each folder once however it is spelled (the
+    first spelling names it)."""
     folders = [runs] if isinstance(runs, (str, Path)) else list(runs or [])
     if not folders:
         raise LmauditError("no results folder given", hint="name one or more folders written by lmaudit mia")
-    unique = list(dict.fromkeys(Path(f) for f in folders))
-    return [read_run(f) for f in unique]
+    unique: dict[Path, Path] = {}
+    for given in folders:
+        folder = _folder(given)
+        unique.setdefault(folder.resolve(), folder)
+    return [read_run(f, trust_edited=trust_edited) for f in unique.values()]

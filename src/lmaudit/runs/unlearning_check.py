@@ -15,6 +15,13 @@ Every audit reads A against the same references: per attack, the AUC of A (posit
 non-members N; and SMI-M's trained fraction 1 − ρ of A on the attack-score features, against the members M (texts
 the model is known to keep, e.g. the retain set) and N. Both read "higher = remembered".
 
+The three sets have roles that exclude each other, checked before any model is loaded (:func:`check_roles`): F was
+trained on (by the model before its unlearning), so a text of F among N (texts neither model trained on) is refused;
+M was trained on by both models, the retrained one included, so a text of F among M is refused too (the retrained
+model would have seen it, and the gold standard would not be one); and a text both in M and N is refused (it would
+be a reference of both kinds). F itself is not among M: M is the retain set, which the unlearning keeps, F the texts
+it removes.
+
 For each check and statistic X, three paired differences, each with a 95% percentile interval from resamples shared
 by all the variants (the AUCs: one stratified resample of A and N serves every model; SMI-M: its own resamples of
 A, which depend only on |A|, the bootstrap count and the seed):
@@ -118,6 +125,24 @@ class CheckConfig:
     @property
     def checks(self) -> list[str]:
         return (["relearn"] if self.relearn else []) + list(self.quantize)
+
+
+def check_roles(forget: TextSet, members: TextSet, nonmembers: TextSet) -> None:
+    """Refuse a forget set that shares a text with the non-members or with the members, and members that share one
+    with the non-members (module docstring): one error naming both files and a shared record."""
+    roles = ((forget, "forget text(s)", nonmembers, "the non-members",
+              "the forget set must be texts the model was trained on, the non-members texts neither model trained on"),
+             (forget, "forget text(s)", members, "the members",
+              "the members (the retain set) are trained on by the retrained model too: a forget text among them is "
+              "one the retrained model saw, so it is no model that never saw the forget set"),
+             (members, "member(s)", nonmembers, "the non-members",
+              "a text is kept by both models or held out from both, never both"))
+    for texts, noun, other, name, why in roles:
+        found = shared(other, texts)
+        if found["normalised"]:
+            theirs, ours = found["ids"][0]
+            raise DataError(f"{texts.source}: {found['normalised']} {noun} are also among {name} ({other.source}), "
+                            f"e.g. {ours} = {theirs}", hint=f"{why}; remove them from one of the files")
 
 
 def split_forget(forget: TextSet, relearn_on: TextSet | None, nonmembers: TextSet, cfg: CheckConfig
@@ -227,6 +252,7 @@ def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, member
     """The results payload of one check (module docstring); ``reference``: the model the reference attacks compare
     with (the base both models were tuned from; unchanged by the checks)."""
     cfg, load_options = config or CheckConfig(), dict(load_options or {})
+    check_roles(forget, members, nonmembers)
     if str(unlearned) == str(retrained):
         raise LmauditError("the unlearned and the retrained model are the same folder",
                            hint="give the model retrained without the forget set as the retrained model")
