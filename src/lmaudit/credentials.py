@@ -18,8 +18,10 @@ API_KEY_ENV = "LMAUDIT_API_KEY"  # the served model's key, sent as a bearer toke
 MASK = "***"
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true") are settings, not secrets: masking them would garble text
-_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^\s/@?#]*@)?(?P<rest>[^\s'\"<>]*)")
-_QUERY_VALUE = re.compile(r"(?P<name>[?&;][^=&;#\s]*=)(?P<value>[^&;#\s'\"<>]*)")
+# a URL ends at a space, a quote, a bracket or a backtick (as text around it writes them); trailing . , ; : are prose
+_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^\s/@?#`'\"<>()\[\]{}]*@)?"
+                  r"(?P<rest>[^\s`'\"<>()\[\]{}]*[^\s`'\"<>()\[\]{}.,;:])?")
+_QUERY_VALUE = re.compile(r"(?P<name>[?&;][^=&;#]*=)(?P<value>[^&;#]*)")
 
 
 def environment_secrets() -> list[str]:
@@ -31,7 +33,7 @@ def environment_secrets() -> list[str]:
 
 
 def _mask_url(match: re.Match) -> str:
-    rest = match.group("rest")
+    rest = match.group("rest") or ""
     query = rest.find("?")
     if query >= 0:
         rest = rest[:query] + _QUERY_VALUE.sub(lambda m: m.group("name") + MASK, rest[query:])
