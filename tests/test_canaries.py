@@ -109,7 +109,8 @@ def test_canary_folder_files_belong_together(tmp_path):
     assert [r["id"] for r in train] == info["included"] and len(train) == info["n_included"]
     assert {r["text"] for r in train} <= {r["text"] for r in rows}
     assert 900 <= info["n_included"] <= 1100  # fair coins (±4.5 sd)
-    assert len(decoys) == 200 and not {d["text"] for d in decoys} & {r["text"] for r in rows}
+    assert len(decoys) == info["n_decoys"] == 1000  # ⌈N/2⌉: about as many as the canaries trained on
+    assert not {d["text"] for d in decoys} & {r["text"] for r in rows}
     ids, included = read_canary_folder(tmp_path / "c")
     assert ids == [r["id"] for r in rows] and included.sum() == info["n_included"]
     # seeded: the same texts and coins again; another seed, others
@@ -187,6 +188,24 @@ def test_one_run_audit_end_to_end_with_a_model(tmp_path, tiny_model_dir):
     assert_ok(out)
     # a model that never saw the canaries: its scores do not depend on the coins
     assert json.loads((tmp_path / "run" / "epsilon.json").read_text())["attacks"]["loss"]["epsilon"] < 0.5
+
+
+def test_the_counts_of_a_canary_folder_add_up_as_the_command_says(tmp_path):
+    """--n N: N canaries, each trained on with probability 1/2, the rest never; and ⌈N/2⌉ decoys besides."""
+    out = lmaudit("corpus", "canaries", "--n", "40", "--out", tmp_path / "c")
+    assert_ok(out)
+    lines = {name: (tmp_path / "c" / name).read_text().splitlines()
+             for name in ("canaries.jsonl", "train_canaries.jsonl", "decoys.jsonl")}
+    info = json.loads((tmp_path / "c" / "included.json").read_text())
+    trained = len(lines["train_canaries.jsonl"])
+    assert len(lines["canaries.jsonl"]) == 40 and trained == info["n_included"] == 16
+    assert len(lines["decoys.jsonl"]) == info["n_decoys"] == 20
+    said = " ".join(out.stdout.split())
+    assert "40 random canaries" in said and "16 to train on" in said and "the other 24 are never trained on" in said
+    assert "20 decoys, no canary and never trained on" in said
+    shown = lmaudit("corpus", "canaries", "--help").stdout
+    assert "ceil(N/2) decoys" in " ".join(shown.replace("│", " ").split())
+    assert write_canary_folder(tmp_path / "odd", 7, "random")["n_decoys"] == 4
 
 
 def test_canaries_command_refuses_bad_options(tmp_path):

@@ -63,16 +63,23 @@ def corpus_pii(
 @app.command("canaries")
 def corpus_canaries(
     config: Optional[Path] = c.config_option(),
-    n: int = typer.Option(1000, "--n", help="Number of canaries (each trained on with probability 1/2)."),
+    n: int = typer.Option(1000, "--n", help="Number of canaries, all in canaries.jsonl: each is trained on with "
+                                            "probability 1/2 (train_canaries.jsonl, about N/2), the rest never are. "
+                                            "decoys.jsonl adds ceil(N/2) decoys: texts of the same kind that are no "
+                                            "canary and are never trained on."),
     kind: str = typer.Option("random", help=f"{' | '.join(CANARY_KINDS)}: random token-like strings, sentences of "
                                             "made-up words, or e-mails with synthetic names, addresses and phones."),
     out: Path = typer.Option(..., help="Folder for canaries.jsonl, train_canaries.jsonl, included.json, decoys.jsonl."),
     seed: int = c.seed_option("Seed of the texts and of the inclusion coins."),
 ) -> None:
-    """Canaries for a one-run privacy audit ('lmaudit epsilon RUN_DIR --canaries OUT'), half of them to train on."""
+    """Canaries for a one-run privacy audit ('lmaudit epsilon RUN_DIR --canaries OUT'), half of them to train on.
+
+    --n 40 writes 40 canaries (about 20 to train on, the other 20 never trained on) and 20 decoys."""
     check_out(out, kind="canaries")
     info = write_canary_folder(out, n, kind, seed=seed)
+    k = info["n_included"]
     stdout_console.print(
-        f"{n} {kind} canaries: {out / 'canaries.jsonl'} (score all of them); {info['n_included']} to train on: "
-        f"{out / 'train_canaries.jsonl'}; never trained on: {out / 'decoys.jsonl'}; private inclusion list: "
-        f"{out / 'included.json'}", soft_wrap=True)
+        f"{n} {kind} canaries: {out / 'canaries.jsonl'} (score all of them); {k} to train on: "
+        f"{out / 'train_canaries.jsonl'}; the other {n - k} are never trained on (the private inclusion list, "
+        f"{out / 'included.json'}, says which); {info['n_decoys']} decoys, no canary and never trained on: "
+        f"{out / 'decoys.jsonl'}", soft_wrap=True)

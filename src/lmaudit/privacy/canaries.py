@@ -1,16 +1,19 @@
 """Canaries for a one-run privacy audit: texts, a secret coin per canary, and the files that carry them.
 
-A canary folder (``lmaudit corpus canaries``) holds
+A canary folder (``lmaudit corpus canaries --n N``) holds
 
-- ``canaries.jsonl``: every canary (``id``, ``text``), no labels: score all of them;
-- ``train_canaries.jsonl``: the included ones, to append to the fine-tuning data;
+- ``canaries.jsonl``: the N canaries (``id``, ``text``), no labels: score all of them;
+- ``train_canaries.jsonl``: the canaries included, about N/2, to append to the fine-tuning data; the other canaries
+  are never trained on, and only the inclusion list says which they are;
 - ``included.json``: the private inclusion list (ids included, the SHA-256 of
-  ``canaries.jsonl`` it belongs to, kind, seed): keep it from whoever scores;
-- ``decoys.jsonl``: further canaries of the same kind that are never included (a
-  ready ``--nonmembers`` for ``lmaudit mia``; their scores play no part in the audit).
+  ``canaries.jsonl`` it belongs to, kind, seed): keep it, and ``train_canaries.jsonl``, from whoever scores;
+- ``decoys.jsonl``: ⌈N/2⌉ decoys, texts made like the canaries that are no canary and never trained on: the
+  ``--nonmembers`` of the ``lmaudit mia`` run that scores ``canaries.jsonl`` (their scores play no part in the ε
+  bound), and the held-out side a training callback compares ``train_canaries.jsonl`` with (about as many).
 
-Each canary is included independently with probability 1/2, as the theorem of
-:mod:`lmaudit.privacy.one_run` requires.
+So N canaries = the included ones + the excluded ones, and the decoys come on top. Each canary is included
+independently with probability 1/2, as the theorem of :mod:`lmaudit.privacy.one_run` requires; the decoys stay apart
+from the canaries so that scoring the canaries never needs to know which of them were trained on.
 """
 
 from __future__ import annotations
@@ -90,11 +93,13 @@ def _write_jsonl(path: Path, ids: list[str], texts: list[str]) -> None:
 
 
 def write_canary_folder(out: str | Path, n: int, kind: str, *, seed: int = 0, n_decoys: int | None = None) -> dict:
-    """Write the canary folder ``out`` (replaced whole); return the summary stored in ``included.json``."""
+    """Write the canary folder ``out`` (replaced whole): ``n`` canaries, each included with probability 1/2, and
+    ``n_decoys`` decoys (default ⌈n/2⌉, about as many as the canaries included); return the summary stored in
+    ``included.json``."""
     check_int("--n", n, low=2, high=10_000_000, hint="the audit needs canaries both in and out")
     if kind not in KINDS:
         raise LmauditError(f"unknown canary kind {kind!r}", hint=f"use one of {', '.join(KINDS)}")
-    n_decoys = max(10, n // 10) if n_decoys is None else n_decoys
+    n_decoys = (n + 1) // 2 if n_decoys is None else check_int("n_decoys", n_decoys, low=1, high=10_000_000)
     texts = make_canaries(n, kind, seed=seed)
     decoys = make_canaries(n_decoys, kind, seed=seed, stream="decoy")
     if set(texts) & set(decoys):
@@ -108,7 +113,8 @@ def write_canary_folder(out: str | Path, n: int, kind: str, *, seed: int = 0, n_
         _write_jsonl(tmp / DECOYS, [f"decoy-{i:0{len(str(n_decoys - 1))}d}" for i in range(n_decoys)], decoys)
         summary = {"private": "which canaries were trained on: keep this file from whoever scores the canaries",
                    "canaries_sha256": file_sha256(tmp / CANARIES), "kind": kind, "seed": seed, "n": n,
-                   "n_included": int(coins.sum()), "included": [i for i, c in zip(ids, coins) if c]}
+                   "n_included": int(coins.sum()), "n_decoys": n_decoys,
+                   "included": [i for i, c in zip(ids, coins) if c]}
         write_json_atomic(tmp / INCLUDED, summary)
     return summary
 

@@ -20,6 +20,11 @@ Definitions (log-perplexity Px in bits; lower = the model finds the text more li
   97.5th percentiles of the same estimate over a seeded bootstrap of the candidates (each resample refitted),
   widened to hold the point.
 
+- **chance**: a canary the model never saw ranks uniformly among R_c, so its exposure is a draw, above e bits with
+  probability 2^−e (median 1 bit, mean 1/ln 2 ≈ 1.44 for a large R_c): one canary's interval says where that canary
+  ranks, not where chance lies. The canaries of each insertion count are read against the controls (inserted 0 times)
+  by the shift of their exposures, with a distribution-free interval (:func:`versus_controls`).
+
 Everything is computed in log space, so a space of any size (26^64 and beyond) stays finite.
 """
 
@@ -203,3 +208,113 @@ def by_insertions(exposure, insertions) -> dict[str, dict]:
                        "median_ci_coverage": coverage, "mean": float(x.mean()), "min": float(x.min()),
                        "max": float(x.max())}
     return out
+
+
+# --- chance, and the trained canaries against the controls -------------------------------------------------------
+
+def chance_exposure(space_size: int) -> dict[str, float]:
+    """The exposure of a canary the model never saw, among |R_c| = ``space_size`` fillings: its rank is uniform on
+    1..M, so P(exposure ≥ e) = 2^−e (at the exposures M allows), and over many such canaries the mean is
+    log₂ M − log₂(M!)/M (→ 1/ln 2 ≈ 1.44 bits) and the median log₂ M − log₂((M + 1)/2) (→ 1 bit).
+    ``{"mean", "median"}`` in bits."""
+    m = int(space_size)
+    if m < 1:
+        raise LmauditError(f"a reference space needs at least one filling, got {m}")
+    if m < 10**12:
+        mean = math.log2(m) - math.lgamma(m + 1) / (m * math.log(2))
+    else:  # Stirling: log2(M!)/M = log2 M − log2 e + log2(2πM)/(2M), to well under 1e-10 bits here
+        mean = math.log2(math.e) - math.log2(2 * math.pi * m) / (2 * m)
+    return {"mean": float(mean), "median": float(math.log2(m) - math.log2((m + 1) / 2))}
+
+
+def chance_p(exposure) -> np.ndarray:
+    """2^−exposure: how often a canary the model never saw has at least this exposure (rank/|R_c| for an exact
+    rank)."""
+    return np.exp2(-np.asarray(exposure, dtype=np.float64))
+
+
+def mann_whitney_cdf(m: int, n: int) -> np.ndarray:
+    """(m·n + 1,) P(U ≤ u), u = 0..m·n, of the Mann–Whitney count U of two independent samples of sizes m and n drawn
+    from one continuous distribution: exact (the coefficients of the Gaussian binomial ∏ᵢ (1 − q^(n+i))/(1 − q^i),
+    i = 1..m, over C(m+n, m)) while m + n ≤ 1000, a normal approximation with continuity correction beyond."""
+    m, n = sorted((int(m), int(n)))
+    size = m * n + 1
+    if m + n > 1000:
+        u = np.arange(size)
+        return stats.norm.cdf((u + 0.5 - m * n / 2) / math.sqrt(m * n * (m + n + 1) / 12))
+    poly = np.zeros(size)
+    poly[0] = 1.0
+    for i in range(1, m + 1):  # each step leaves the Gaussian binomial [n+i, i]: non-negative, of degree n·i
+        shift = n + i
+        if shift < size:
+            poly[shift:] = poly[shift:] - poly[:-shift]  # × (1 − q^(n+i)), as power series cut at degree m·n
+        pad = (-size) % i
+        poly = np.cumsum(np.concatenate([poly, np.zeros(pad)]).reshape(-1, i), axis=0).ravel()[:size]  # ÷ (1 − q^i)
+    return np.minimum(np.cumsum(poly) / math.comb(m + n, m), 1.0)
+
+
+_MAX_PER_SIDE = 2000  # a group larger than this is thinned to a seeded sample of it (m·n differences are formed)
+
+
+def shift_interval(a, b, *, level: float = LEVEL, seed: int = 0) -> dict:
+    """How far the values ``a`` sit above ``b`` (two independent samples): the Hodges–Lehmann shift, the median of
+    the m·n differences aᵢ − bⱼ, and its distribution-free interval [d_(c), d_(mn+1−c)] (Bauer, 1972), c the largest
+    with coverage 1 − 2·P(U ≤ c − 1) ≥ ``level`` (:func:`mann_whitney_cdf`); samples too small for that give
+    [min, max] of the differences and the coverage they have. Under "a and b come from one distribution" the
+    interval excludes 0 at most 1 − ``level`` of the time, whatever that distribution.
+    ``{"shift", "ci", "coverage", "n", "n_baseline"}``; a side of more than 2,000 values is thinned to a seeded 2,000.
+    """
+    sides = []
+    for i, x in enumerate((a, b)):
+        x = np.asarray(x, dtype=np.float64)
+        x = x[np.isfinite(x)]
+        if len(x) > _MAX_PER_SIDE:
+            x = np.random.default_rng([seed, i]).choice(x, _MAX_PER_SIDE, replace=False)
+        sides.append(x)
+    a, b = sides
+    if len(a) < 1 or len(b) < 1:
+        raise LmauditError(f"a shift needs a value on each side, got {len(a)} and {len(b)}")
+    d = np.sort((a[:, None] - b[None, :]).ravel())  # (m·n,)
+    cdf = mann_whitney_cdf(len(a), len(b))
+    c = int(np.searchsorted(cdf, (1 - level) / 2, side="right"))  # how many u have P(U ≤ u) ≤ (1 − level)/2
+    c = min(max(c, 1), (len(d) + 1) // 2)
+    return {"shift": float(np.median(d)), "ci": [float(d[c - 1]), float(d[len(d) - c])],
+            "coverage": float(1 - 2 * cdf[c - 1]), "n": int(len(a)), "n_baseline": int(len(b))}
+
+
+def versus_controls(exposure, insertions, *, space_size: int, values=None, candidates=None, level: float = LEVEL,
+                    seed: int = 0) -> dict:
+    """The canaries of each insertion count against the controls (the canaries inserted 0 times, never trained on).
+
+    Returns ``{"chance", "controls", "groups"}``: ``chance`` the exposure of a never-trained canary
+    (:func:`chance_exposure` of ``space_size``, |R_c|); ``controls`` their number, median and its distribution-free
+    interval (:func:`median_interval`), and, given the canaries' log-perplexities ``values`` (C,) and the candidates'
+    ``candidates`` (K,), ``candidates_p``: the two-sided Mann–Whitney p-value of "the controls are scored like the
+    never-inserted fillings", exact in law whatever the candidates' number (the controls' exposures share one sample
+    of candidates, so their median can sit off chance's by that sample's error: the test does not), and
+    ``like_chance`` (p ≥ 1 − ``level``); None without controls. ``groups`` per insertion count above 0:
+    :func:`shift_interval` of its exposures over the controls' and ``"verdict"`` ("above", "below" or "tied": the
+    interval above 0, under it, or holding it), or None per count without controls.
+    """
+    exposure, insertions = np.asarray(exposure, dtype=np.float64), np.asarray(insertions)
+    chance = chance_exposure(space_size)
+    base = exposure[insertions == 0]
+    controls = None
+    if len(base):
+        lo, hi, coverage = median_interval(base, level)
+        controls = {"n": int(len(base)), "median": float(np.median(base)), "median_ci95": [lo, hi],
+                    "median_ci_coverage": coverage, "candidates_p": None, "like_chance": None}
+        if values is not None and candidates is not None and len(candidates):
+            mine = np.asarray(values, dtype=np.float64)[insertions == 0]
+            p = float(stats.mannwhitneyu(mine, np.asarray(candidates, dtype=np.float64)).pvalue)
+            controls.update(candidates_p=p, like_chance=bool(p >= 1 - level))
+    groups = {}
+    for k in sorted(set(insertions.tolist()) - {0}):
+        if controls is None:
+            groups[str(k)] = None
+            continue
+        found = shift_interval(exposure[insertions == k], base, level=level, seed=seed)
+        lo, hi = found["ci"]
+        found["verdict"] = "above" if lo > 0 else "below" if hi < 0 else "tied"
+        groups[str(k)] = found
+    return {"chance": chance, "controls": controls, "groups": groups}

@@ -14,6 +14,18 @@ A canary folder (``lmaudit canaries make``) holds
 
 The reference set of a canary (the fillings it is ranked against) is not stored: it is the format's fillings that
 are no canary's secret, drawn when the audit runs (:meth:`SecretFormat.draw`).
+
+Two kinds of format are refused, as they leave exposure nothing to measure:
+
+- **too small a space**: a canary the model never saw ranks uniformly among its fillings, so its exposure reaches
+  e bits with probability 2^−e, and only an exposure above log₂(1/0.05) = log₂ 20 ≈ 4.32 bits tells a canary from
+  chance at 95%. Exposure is measured up to log₂|R_c|, so a format needs at least as many bits above that threshold as
+  under it: |R| ≥ 20² = 400 fillings (8.64 bits), and at least 399 fillings that are no canary's secret. With 26
+  fillings (``{letters:1}``) the largest exposure, 4.70 bits, is a mere 0.38 bit above chance's 95% threshold: a
+  canary ranked first is detected, never measured.
+- **fillings that are words, not random secrets**: a run of fewer than 5 random letters standing on its own (no
+  digit slot in the same run of letters and digits) fills in as words or word pieces the model knows without
+  training (``the``, ``cat``, ``time``), which take the top ranks a trained secret must reach.
 """
 
 from __future__ import annotations
@@ -34,6 +46,9 @@ from lmaudit.utils import stable_seed, write_json_atomic
 ALPHABETS = {"digits": "0123456789", "letters": "abcdefghijklmnopqrstuvwxyz"}
 MAX_SLOT = 64  # characters of one slot
 MAX_INSERTIONS = 100_000
+CHANCE_ALPHA = 0.05  # an exposure above log2(1/alpha) tells one canary from chance at 95%
+MIN_SPACE = round(1 / CHANCE_ALPHA) ** 2  # 400 fillings: as many bits above that threshold as under it
+MIN_LETTERS = 5  # a run of fewer random letters on its own fills in as words
 CANARIES, TRAIN = "canaries.json", "train.jsonl"
 _INDEXED = 2**62  # a space at most this large is drawn by index, without replacement
 _PIECE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
@@ -86,7 +101,31 @@ class SecretFormat:
         if not slots:
             raise _format_error(f"{template!r} has no slot, so there is no secret to measure",
                                 hint='add {digits:K} or {letters:L}, e.g. "my pin is {digits:6}"')
-        return cls(template, tuple(pieces), tuple(slots))
+        fmt = cls(template, tuple(pieces), tuple(slots))
+        fmt._check_measurable()
+        return fmt
+
+    def _check_measurable(self) -> None:
+        """Refuse a space too small to measure exposure in, and letters that fill in as words (module docstring)."""
+        if self.size < MIN_SPACE:
+            bound = math.log2(1 / CHANCE_ALPHA)
+            raise _format_error(
+                f"{self.template!r} has {self.size:,} fillings: its largest exposure, log2|R| = {self.size_log2:.2f} "
+                f"bits, leaves too little above the {bound:.2f} bits (log2 20) an exposure needs to be told from "
+                f"chance at 95%; a format needs at least {MIN_SPACE} fillings ({math.log2(MIN_SPACE):.2f} bits)",
+                hint="use longer slots, e.g. {digits:6} (10^6 fillings)")
+        marks = []  # per character of a filled text: 'L' a slot letter, 'D' a slot digit, 'a' a literal letter or
+        for piece, slot in zip(self.pieces, [*self.slots, None]):  # digit, ' ' anything else
+            marks += ["a" if ch.isascii() and ch.isalnum() else " " for ch in piece]
+            if slot is not None:
+                marks += ["L" if slot[0] == "letters" else "D"] * slot[1]
+        for run in "".join(marks).split():
+            if "L" in run and "D" not in run and run.count("L") < MIN_LETTERS:
+                raise _format_error(
+                    f"{self.template!r} fills a run of only {run.count('L')} random letter(s): its fillings are "
+                    "words or pieces of words a model knows without training, not random secrets",
+                    hint=f"use {MIN_LETTERS} or more letters in a row (e.g. {{letters:8}}), or digits "
+                         "(e.g. {digits:6})")
 
     @property
     def radices(self) -> list[int]:
@@ -177,11 +216,14 @@ def write_exposure_canaries(out: str | Path, template: str, *, n: int, insertion
     check_int("n", n, low=1, high=1_000_000, flag="--n")
     counts = parse_insertions(insertions)
     check_int("seed", seed, low=0, high=2**32 - 1, flag="--seed")
-    if fmt.size < 2 * n:
+    needed = max(n, MIN_SPACE - 1)  # never-inserted fillings: as many as canaries, and |R_c| >= MIN_SPACE
+    if fmt.size - n < needed:
         shown = template.replace("{", "{{").replace("}", "}}")
-        raise SettingError("n", f"{{name}}: {n:,} canaries need at least as many never-inserted fillings of their "
-                                f"format to be ranked among ({2 * n:,} in all); '{shown}' has {fmt.size:,}",
-                           flag="--n", hint=f"use at most {fmt.size // 2:,} canaries, or longer slots")
+        raise SettingError("n", f"{{name}}: {n:,} canaries of '{shown}' leave {fmt.size - n:,} of its {fmt.size:,} "
+                                f"fillings to be ranked among; they need {needed:,} (as many as the canaries, and "
+                                f"at least {MIN_SPACE - 1} for a largest exposure of {math.log2(MIN_SPACE):.2f} bits)",
+                           flag="--n", hint=f"use at most {max(0, min(fmt.size // 2, fmt.size - MIN_SPACE + 1)):,} "
+                                            "canaries, or longer slots")
     rng = np.random.default_rng(stable_seed("exposure-canaries", template, seed))
     secrets = fmt.draw(n, rng)
     width = len(str(n - 1))

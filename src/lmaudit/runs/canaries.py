@@ -11,6 +11,13 @@ it, nor a local one whose tokenizer adds no BOS. Before the first slot that toke
 log-perplexities shift by one constant, the ranks stay); a template that starts with a slot loses a secret token
 there, so give it some text before the first slot. A model whose tokens are scored masked (a diffusion model) is
 refused: it has no left-to-right log-perplexity.
+
+**Chance, and the controls.** A canary the model never saw ranks uniformly among its fillings: its exposure is a draw
+with P(exposure ≥ e) = 2^−e (mean about 1.44 bits, median about 1), not a fixed value, and the interval of one canary's
+exposure says how well the sampled candidates locate that canary's rank, not where chance lies. So each canary also
+gets ``chance_p`` = 2^−exposure (how often a never-trained canary scores at least as high), and the canaries of each
+insertion count are compared with the controls, the canaries inserted 0 times, by the shift of their exposures over
+the controls' with a distribution-free interval (:func:`~lmaudit.privacy.exposure.versus_controls`).
 """
 
 from __future__ import annotations
@@ -23,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lmaudit.credentials import mask_secrets
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.handle import ModelHandle
-from lmaudit.privacy.exposure import by_insertions, canary_exposure
+from lmaudit.privacy.exposure import by_insertions, canary_exposure, chance_p, versus_controls
 from lmaudit.privacy.secrets import ALPHABETS, ExposureCanaries
 from lmaudit.probes.ar import ARProbeConfig, ar_stats
 from lmaudit.probes.segments import segment_mean
@@ -141,15 +149,19 @@ def run_exposure(loaded: ModelHandle, canaries: ExposureCanaries, cfg: ExposureC
             "log_perplexity_bits": [_rounded(v) for v in mine], "exposure": [_rounded(v) for v in found["exposure"]],
             "exposure_lo": [_rounded(v) for v in found["lo"]], "exposure_hi": [_rounded(v) for v in found["hi"]],
             "estimate": list(found["estimate"]), "beaten_by": [int(k) for k in found["beaten"]],
-            "log2_rank": [_rounded(v) for v in found["log2_rank"]]}
+            "log2_rank": [_rounded(v) for v in found["log2_rank"]],
+            "chance_p": [float(f"{v:.6g}") for v in chance_p(found["exposure"])]}
     exposure = {cid: {"exposure": rows["exposure"][i], "exposure_ci95": [rows["exposure_lo"][i],
                                                                          rows["exposure_hi"][i]],
                       "insertions": rows["insertions"][i], "estimate": rows["estimate"][i],
                       "log_perplexity_bits": rows["log_perplexity_bits"][i], "beaten_by": rows["beaten_by"][i],
-                      "log2_rank": rows["log2_rank"][i]}
+                      "log2_rank": rows["log2_rank"][i], "chance_p": rows["chance_p"][i]}
                 for i, cid in enumerate(canaries.ids)}
     # the model as mia records it (folder, fingerprint, kind, precision; a served one's URL without credentials)
-    payload = {"type": TYPE, "model": loaded.path, "target": loaded.facts(), "canaries": str(canaries.folder),
+    facts = loaded.facts()
+    facts["path"] = mask_secrets(facts.get("path"))
+    payload = {"type": TYPE, "model": mask_secrets(loaded.path), "target": facts,
+               "canaries": mask_secrets(str(canaries.folder)),
                "format": fmt.template,
                "space_size": fmt.size, "space_log2": fmt.size_log2, "n_canaries": len(canaries.ids),
                "config": asdict(cfg),
@@ -160,15 +172,33 @@ def run_exposure(loaded: ModelHandle, canaries: ExposureCanaries, cfg: ExposureC
                              "median_bits": float(np.median(theirs)), "min_bits": float(theirs.min()),
                              "max_bits": float(theirs.max()), "skewnorm": found["fit"]},
                "exposure": exposure, "by_insertions": by_insertions(found["exposure"], canaries.insertions),
+               "versus_controls": versus_controls(found["exposure"], canaries.insertions,
+                                                  space_size=canaries.pool_size + 1, values=mine,
+                                                  candidates=theirs, seed=cfg.seed),
                "runtime_s": round(time.perf_counter() - t0, 2), "records": rows,
                "candidate_bits": [float(v) for v in theirs]}
     return payload
 
 
+def versus_controls_text(found: dict | None) -> str:
+    """One line: each insertion count's shift over the controls (never trained on), with its interval."""
+    if not found:
+        return "no comparison with controls recorded"
+    if found["controls"] is None:
+        return ("no controls (canaries inserted 0 times) to compare with: chance alone is the baseline (median "
+                f"{found['chance']['median']:.2f}, mean {found['chance']['mean']:.2f} bits)")
+    parts = [f"{k}× {g['shift']:+.2f} [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}] ({g['verdict']})"
+             for k, g in found["groups"].items()]
+    c = found["controls"]
+    return (f"over the {c['n']} controls (median {c['median']:.2f} bits, chance {found['chance']['median']:.2f}): "
+            + (", ".join(parts) or "no trained canaries"))
+
+
 class ExposureResult(RunResult):
     """A canary exposure audit: ``to_frame()`` has one row per canary (as ``records.csv``: its insertions,
-    log-perplexity, exposure and 95% interval, and which estimate gave it); ``payload["exposure"]`` is what
-    ``lmaudit gate --max-exposure`` reads, ``payload["by_insertions"]`` the exposures per insertion count."""
+    log-perplexity, exposure and 95% interval, which estimate gave it, and ``chance_p``); ``payload["exposure"]``
+    is what ``lmaudit gate --max-exposure`` reads, ``payload["by_insertions"]`` the exposures per insertion count,
+    ``payload["versus_controls"]`` each count against the controls (inserted 0 times) and chance."""
 
     def headline(self) -> str:
         exposure = self.payload["exposure"]
@@ -176,7 +206,7 @@ class ExposureResult(RunResult):
         groups = ", ".join(f"{k}×: {g['median']:.1f}" for k, g in self.payload["by_insertions"].items())
         return (f"largest exposure {exposure[worst]['exposure']:.2f} bits ({worst}, {exposure[worst]['insertions']} "
                 f"insertions) of at most {self.payload['reference']['max_exposure']:.2f}; median by insertions "
-                f"{groups}")
+                f"{groups}; {versus_controls_text(self.payload.get('versus_controls'))}")
 
     def _write(self, out: Path, report: bool) -> Path:
         body = {k: v for k, v in self.payload.items() if k not in ("records", "candidate_bits")}
