@@ -15,15 +15,16 @@ import pytest
 import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from helpers import make_texts
+from helpers import make_texts, write_jsonl
 from lmaudit.api.membership import RunConfig, mia
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.integrations import live
 from lmaudit.integrations.live import plot_history, untouched
 from lmaudit.integrations.transformers import LeakageCallback
 from lmaudit.models.adapters import handle_for
-from lmaudit.privacy.canaries import make_canaries
+from lmaudit.privacy.canaries import DECOYS, TRAIN, make_canaries
 from lmaudit.runs.mia_result import MIAResult
+from lmaudit.runs.tracking import metrics_of
 
 MEMBERS = make_texts(32, seed=1)  # 4 steps per epoch at batch size 8
 HELDOUT = make_texts(32, seed=2)
@@ -158,12 +159,15 @@ def test_logged_metrics_equal_lmaudit_mia_on_a_copy_of_the_model_at_that_step(ti
         planted = mia(handle_for(model, tokenizer), canaries, decoys, config=config)
         for a in ATTACKS:
             assert logged[step][f"lmaudit/{a}/auc"] == alone.attacks[a]["auc"]
-            assert logged[step][f"lmaudit/{a}/tpr@1%fpr"] == alone.attacks[a]["tpr@1%fpr"]
+            assert logged[step][f"lmaudit/{a}/tpr_at_1pct_fpr"] == alone.attacks[a]["tpr@1%fpr"]
             assert logged[step][f"lmaudit/canaries/{a}/auc"] == planted.attacks[a]["auc"]
             written = MIAResult.load(tmp_path / "leakage" / f"step-{step:06d}")
             assert written.attacks[a]["auc"] == alone.attacks[a]["auc"]
             assert written.target["fingerprint"] == "" and written.target["path"].endswith(f"after step {step})")
-        assert "lmaudit/canaries/loss/tpr@1%fpr" not in logged[step]  # 20 decoys cannot resolve 1% FPR
+        assert "lmaudit/canaries/loss/tpr_at_1pct_fpr" not in logged[step]  # 20 decoys cannot resolve 1% FPR
+        # the names lmaudit track gives the same folder's figures: one naming for both routes to MLflow
+        members_only = {k for k in logged[step] if not k.startswith("lmaudit/canaries/")}
+        assert members_only <= set(metrics_of(MIAResult.load(tmp_path / "leakage" / f"step-{step:06d}")))
     assert logged[21]["lmaudit/loss/auc"] > 0.6  # trained for 3 epochs, the members stand out
     history = json.loads((tmp_path / "leakage" / "history.json").read_text())
     assert [e["step"] for e in history["evaluations"]] == [7, 14, 21]
@@ -191,20 +195,18 @@ def test_training_stops_at_the_first_evaluation_above_the_threshold(audited, pla
     assert "not attached" not in caplog.text
 
 
-@pytest.mark.parametrize("broken", ["an attack that needs a reference model", "no tokenizer"])
-def test_an_audit_error_is_logged_and_training_goes_on(broken, plain, tiny_model, tokenizer, tmp_path, caplog):
-    attacks, given, reason = ((["reference"], True, "need a reference model") if broken.startswith("an attack")
-                              else (None, False, "no tokenizer"))
-    callback = LeakageCallback(MEMBERS, HELDOUT, every_steps=4, attacks=attacks, config=FAST)
+def test_an_audit_error_is_logged_and_training_goes_on(plain, tiny_model, tokenizer, tmp_path, caplog):
+    reason = "need a reference model"
+    callback = LeakageCallback(MEMBERS, HELDOUT, every_steps=4, attacks=["reference"], config=FAST)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        trainer = train(tiny_model, tokenizer, tmp_path, [callback], tokenizer_given=given)
+        trainer = train(tiny_model, tokenizer, tmp_path, [callback])
     assert trainer.state.global_step == 12 and losses(trainer) == losses(plain)
     assert [e["step"] for e in callback.errors] == [4, 8, 12] and all(reason in e["error"] for e in callback.errors)
     assert audits(trainer) == {} and callback.history == []
     assert caplog.text.count("was skipped (training goes on)") == 3 and reason in caplog.text
-    loud = LeakageCallback(MEMBERS, HELDOUT, every_steps=4, attacks=attacks, config=FAST, raise_errors=True)
+    loud = LeakageCallback(MEMBERS, HELDOUT, every_steps=4, attacks=["reference"], config=FAST, raise_errors=True)
     with pytest.raises(LmauditError, match=reason):
-        train(tiny_model, tokenizer, tmp_path / "loud", [loud], tokenizer_given=given)
+        train(tiny_model, tokenizer, tmp_path / "loud", [loud])
 
 
 def test_an_epoch_schedule_and_an_unattached_callback_still_fill_the_log_history(tiny_model, tokenizer, tmp_path,
@@ -217,6 +219,68 @@ def test_an_epoch_schedule_and_an_unattached_callback_still_fill_the_log_history
     assert audits(trainer) == {e.step: e.metrics for e in callback.history}
     png = callback.plot(tmp_path / "auc.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class StopAt(TrainerCallback):
+    """Stops training after ``step``, in its turn after the LeakageCallback's (as an early-stopping callback would)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_training_stop = True
+
+
+def test_without_a_tokenizer_training_is_refused_before_its_first_step(tiny_model, tokenizer, tmp_path):
+    for attach in (True, False):  # attach(trainer) refuses at once; unattached, the start of training does
+        callback = LeakageCallback(MEMBERS, HELDOUT, every_steps=4, config=FAST, stop_above_auc=0.6)
+        with pytest.raises(SettingError, match="no tokenizer") as caught:
+            train(tiny_model, tokenizer, tmp_path / str(attach), [callback], attach=attach, tokenizer_given=False)
+        assert "processing_class=tokenizer" in str(caught.value) and callback.history == [] and callback.errors == []
+    # given to the callback, or found as a processor's tokenizer, it audits
+    assert LeakageCallback(MEMBERS, HELDOUT, every_steps=4, tokenizer=tokenizer)._need_tokenizer() is tokenizer
+    processor = type("Processor", (), {"tokenizer": tokenizer})()
+    assert LeakageCallback(MEMBERS, HELDOUT, every_steps=4)._need_tokenizer(processor) is tokenizer
+
+
+def test_the_weights_training_ends_with_are_audited(tiny_model, tokenizer, tmp_path):
+    callback = LeakageCallback(MEMBERS, HELDOUT, every_steps=5, attacks=["loss"], config=FAST)
+    trainer = train(tiny_model, tokenizer, tmp_path / "a", [callback])  # 12 steps: audits at 5, 10 and the last
+    assert [h.step for h in callback.history] == [5, 10, 12] and sorted(audits(trainer)) == [5, 10, 12]
+    stopped = LeakageCallback(MEMBERS, HELDOUT, every_steps=5, attacks=["loss"], config=FAST)
+    trainer = train(tiny_model, tokenizer, tmp_path / "b", [stopped, StopAt(7)])  # stopped after this one's turn
+    assert trainer.state.global_step == 7 and [h.step for h in stopped.history] == [5, 7]
+    assert sorted(audits(trainer)) == [5, 7]  # at train end: into state.log_history
+
+
+def test_history_entries_read_as_records(audited, tmp_path):
+    _, callback = audited
+    first = callback.history[0]
+    assert [h["step"] for h in callback.history] == [h.step for h in callback.history] == [0, 2, 4, 6, 8, 10, 12]
+    assert first["metrics"] == first.metrics and set(first["metrics"]) == {f"lmaudit/{a}/auc" for a in ATTACKS}
+    assert dict(first) == {"step": 0, "epoch": first.epoch, "metrics": first.metrics, "folders": []}
+    assert "epoch" in first and first.get("nothing") is None
+    with pytest.raises(KeyError):
+        first["nothing"]
+    png = plot_history(callback.history, tmp_path / "auc.png")  # records plot as the evaluations they hold
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_small_canary_folder_is_said_once_at_construction(tiny_model, tokenizer, tmp_path, caplog):
+    canaries, decoys = make_canaries(20, "rare", seed=0), make_canaries(10, "rare", seed=0, stream="decoy")
+    folder = tmp_path / "canaries"
+    folder.mkdir()
+    write_jsonl(folder / TRAIN, canaries), write_jsonl(folder / DECOYS, decoys)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback = LeakageCallback(MEMBERS, HELDOUT, every_steps=4, canaries=folder, config=FAST)
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            train(tiny_model, tokenizer, tmp_path / "run", [callback], texts=MEMBERS + canaries)
+    said = [w for w in caught if "fewer than 20" in str(w.message)]
+    assert [h.step for h in callback.history] == [4, 8, 12, 16, 20, 21] and len(said) == 1  # not 6 × 3
+    assert "only 20 canaries and 10 decoys" in str(said[0].message) and said[0].filename == __file__
+    assert "fewer than 20" not in caplog.text
 
 
 def test_settings_are_checked_before_training():

@@ -15,6 +15,7 @@ import typer
 
 from lmaudit import api
 from lmaudit.api import tools
+from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
 from lmaudit.settings import check_settings, one_of, setting
 
@@ -58,6 +59,23 @@ class RunOptions:
     address: Optional[str] = None
     workers: Optional[int] = None
     mlflow: Optional[str] = None
+    mlflow_experiment: str = "lmaudit"
+    mlflow_run_name: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        """``--mlflow``: a URI MLflow could not write to is refused here, before any model loads; the URI then
+        carries the experiment and run name to :func:`finish`."""
+        if self.mlflow:
+            self.mlflow = MLflowTarget(api.track.check(self.mlflow), self.mlflow_experiment, self.mlflow_run_name)
+
+
+class MLflowTarget(str):
+    """A tracking URI (the string itself) with the experiment and run name a results folder is logged under."""
+
+    def __new__(cls, uri: str, experiment: str = "lmaudit", run_name: Optional[str] = None) -> "MLflowTarget":
+        target = super().__new__(cls, uri)
+        target.experiment, target.run_name = experiment, run_name
+        return target
 
 
 _MODEL_PARAMS = [
@@ -92,9 +110,13 @@ _RUN_PARAMS = [
     ("workers", Optional[int],
      typer.Option(None, help="--backend ray: number of actors (default: one per GPU, else one per CPU).")),
     ("mlflow", Optional[str], typer.Option(None, metavar="URI", help="Also log the run to MLflow at this tracking URI "
-                                                                   "(settings, figures with their intervals, the "
-                                                                   "folder and report; pip install "
-                                                                   "'lmaudit\\[mlflow]').")),
+                                                                   "(what was audited, settings, figures with their "
+                                                                   "intervals, the folder and report; checked before "
+                                                                   "any work; pip install 'lmaudit\\[mlflow]').")),
+    ("mlflow_experiment", str, typer.Option("lmaudit", metavar="NAME", help="--mlflow: the MLflow experiment of the "
+                                                                           "run (when no run is active).")),
+    ("mlflow_run_name", Optional[str], typer.Option(None, metavar="NAME", help="--mlflow: the MLflow run's name "
+                                                                              "(default: the output folder's).")),
 ]
 
 
@@ -165,4 +187,16 @@ def finish(results: Path, out: Path, no_report: bool, mlflow: Optional[str] = No
     if not no_report:
         stdout_console.print(f"report: {out / 'report.html'}")
     if mlflow:
-        stdout_console.print(f"mlflow: run {api.track(out, mlflow)} at {mlflow}")
+        names = {"experiment": getattr(mlflow, "experiment", "lmaudit"), "run_name": getattr(mlflow, "run_name", None)}
+        stdout_console.print(f"mlflow: run {log_to_mlflow(out, mlflow, **names)} at {tools.mask_secrets(mlflow)}")
+
+
+def log_to_mlflow(out: Path, uri: str, **names) -> str:
+    """:func:`lmaudit.api.track` of a folder just written; should logging fail, the error says that the results
+    are kept and how to log them later."""
+    try:
+        return api.track(out, str(uri), **names)
+    except LmauditError as exc:
+        raise LmauditError(f"the results are in {out}, but logging them to MLflow failed: {exc.message}",
+                           hint="; ".join(filter(None, [exc.hint, f"log them later with: lmaudit track {out} "
+                                                                 f"--mlflow {uri}"]))) from None
