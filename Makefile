@@ -4,14 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-quick demo-real real-model served-model test test-slow bench lint docs install clean
+.PHONY: demo demo-quick demo-real real-model served-model test test-slow bench lint docs install clean reproduce
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of PyTorch (plain `torch` would pull a multi-GB CUDA build).
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,ray]'
+	# constraints.txt: the versions behind the committed figures (the corpus itself is shipped data)
+	$(BIN)/pip install --quiet -e '.[dev,ray]' -c constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -42,6 +43,11 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n auto --dist loadfile
+
+# re-run a stated subset of the committed experiments and the quick demo into runs/reproduce, and compare them with
+# results/ (verdicts, figures against the seed spread, corpus): about 30 minutes on 2 cores (docs/how-to/reproduce.md)
+reproduce: $(STAMP)
+	$(BIN)/lmaudit reproduce
 
 # the documentation site (docs/, mkdocs.yml) into site/
 docs: $(STAMP)

@@ -219,7 +219,7 @@ def test_the_branch_check_finds_kind_tables_and_adapters_built_outside_models(tm
 CLI_PACKAGES = ("lmaudit.api", "lmaudit.commands")
 CLI_MODULES = {"lmaudit.errors", "lmaudit.progress", "lmaudit.settings", "lmaudit.experiments",
                "lmaudit.experiments.runner", "lmaudit.experiments.registry", "lmaudit.experiments.outputs",
-               "lmaudit.experiments.demo"}
+               "lmaudit.experiments.demo", "lmaudit.experiments.reproduce", "lmaudit.experiments.demo_values"}
 
 
 def beside_the_interface(graph: dict[str, set[str]]) -> list[str]:

@@ -27,8 +27,9 @@ COMMANDS = {
     "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction",
     "unlearning-check": "unlearning", "pii": "pii", "epsilon": "privacy", "canaries": "canaries",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results", "gate": "release",
-    "card": "release", "corpus": "corpus",
+    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results",
+    "reproduce": "results", "track": "track",
+    "gate": "release", "card": "release", "corpus": "corpus",
     "models": "models", "quantize": "models",
 }
 GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS, "canaries": PANEL_AUDIT}  # commands with subcommands

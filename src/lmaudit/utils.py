@@ -209,8 +209,13 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def package_versions(names: tuple[str, ...] = ("lmaudit", "torch", "transformers", "tokenizers",
-                                               "numpy")) -> dict[str, str]:
+# what shapes a figure beside the code and the data: constraints.txt pins them, results.json records them
+SHAPING_PACKAGES = ("lmaudit", "torch", "transformers", "tokenizers", "numpy", "scipy", "scikit-learn", "peft",
+                    "opacus", "faker", "safetensors")
+
+
+def package_versions(names: tuple[str, ...] = SHAPING_PACKAGES) -> dict[str, str]:
+    """The installed version of each of ``names`` ("not installed" for one that is not)."""
     out = {}
     for name in names:
         try:

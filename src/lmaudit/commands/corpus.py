@@ -23,23 +23,27 @@ from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="The embedded corpus (docstrings of installed packages).")
+                  help="The embedded corpus (four packages' docstrings, shipped), synthetic PII, canaries.")
 
 
 @app.command("build")
 def corpus_build(
     config: Optional[Path] = c.config_option(),
     packages: str = typer.Option("numpy,scipy,torch,transformers", help="Comma-separated packages (names or folders)."),
-    force: bool = typer.Option(False, help="Rebuild even if cached."),
+    installed: bool = typer.Option(False, "--installed", help="Read the default packages' installed sources instead "
+                                                              "of the corpus shipped with lmaudit (the one the "
+                                                              "committed results were built from)."),
+    force: bool = typer.Option(False, help="Rebuild a corpus read from installed packages even if cached."),
     source: str = typer.Option("corpus", help="corpus: the docstrings of --packages (what the tiny models pretrain "
                                               "on); pydoc: out-of-domain prose paragraphs of the Python language "
                                               "reference (pydoc_data.topics), member/non-member pools only."),
 ) -> None:
-    """Extract, clean and cache the docstring corpus (or build the out-of-domain one); print its manifest."""
+    """The docstring corpus (shipped with lmaudit for the default packages; read from installed sources otherwise),
+    or the out-of-domain one; print its manifest."""
     if source not in CORPUS_SOURCES:
         raise LmauditError(f"--source must be one of {', '.join(CORPUS_SOURCES)}, got {source!r}")
     corpus = (pydoc_corpus() if source == "pydoc"
-              else build_corpus(tuple(p for p in packages.split(",") if p), force=force))
+              else build_corpus(tuple(p for p in packages.split(",") if p), force=force, installed=installed))
     stdout_console.print_json(data=corpus.manifest)
 
 

@@ -1,4 +1,5 @@
-"""``lmaudit run`` (experiments), ``lmaudit tables`` (rebuild an experiment's tables) and ``lmaudit report``."""
+"""``lmaudit run`` (experiments), ``lmaudit tables`` (rebuild an experiment's tables), ``lmaudit report``,
+``lmaudit claims`` and ``lmaudit reproduce`` (committed experiments re-run and compared)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from lmaudit.api.tools import atomic_path
 from lmaudit.commands import common as c
 from lmaudit.commands.running import RunOptions, backend_from, check_out, finish, shared_options
 from lmaudit.errors import LmauditError
+from lmaudit.experiments.demo import QUICK as QUICK_DEMO
+from lmaudit.experiments.demo import run_demo
+from lmaudit.experiments.demo_values import compare_demo
+from lmaudit.experiments.demo_values import record_demo as record_demo_values
 from lmaudit.experiments.outputs import rebuild_outputs
 from lmaudit.experiments.registry import load_experiment
+from lmaudit.experiments.reproduce import QUICK, compare_folders, reproduce, write_comparison
 from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
 
@@ -86,3 +92,46 @@ def claims_cmd(
     with atomic_path(target) as tmp:
         tmp.write_text(text + "\n")
     stdout_console.print(f"claims: {target}")
+
+
+@app.command("reproduce", rich_help_panel=c.PANEL_RESULTS)
+def reproduce_cmd(
+    config: Optional[Path] = c.config_option(),
+    names: Optional[list[str]] = typer.Argument(None, help="Committed experiments to re-run (default: "
+                                                            f"{', '.join(QUICK)}, about 30 minutes on 2 cores)."),
+    results: Path = typer.Option(Path("results"), help="The committed experiment folders to compare with."),
+    scratch: Path = typer.Option(Path("runs/reproduce"), help="Where the re-runs are written (NAME/ each)."),
+    demo: bool = typer.Option(True, "--demo/--no-demo", help="Also run 'demo --quick' and compare it with "
+                                                              "RESULTS/demo-quick.json."),
+    compare_only: bool = typer.Option(False, "--compare-only", help="Compare SCRATCH with RESULTS without "
+                                                                    "running anything."),
+    record_demo: bool = typer.Option(False, "--record-demo", help="Write RESULTS/demo-quick.json instead: the "
+                                                                 "quick demo on seeds 0, 1, 2 (about 10 minutes)."),
+) -> None:
+    """Re-run committed experiments into a scratch folder and compare: verdicts, headline figures against the seed
+    spread, corpus. Exit 0 when every one agrees, 1 when one does not."""
+    if record_demo:
+        written = record_demo_values(results / "demo-quick.json", scratch=scratch / "demo")
+        stdout_console.print(f"demo values: {written}")
+        return
+    chosen = tuple(names) if names else QUICK
+    for folder in [scratch / n for n in chosen] + ([scratch / "demo"] if demo else []):
+        check_out(folder, "the re-run's folder", kind="demo" if folder.name == "demo" else "experiment")
+    if compare_only:
+        found = compare_folders(results, scratch, chosen)
+    else:
+        found = reproduce(chosen, results=results, scratch=scratch,
+                          run=lambda cfg, root: run_experiment(cfg, out_root=root, report=False,
+                                                               command=f"lmaudit reproduce {cfg.name}"))
+    if demo:
+        if not compare_only:
+            run_demo(scratch / "demo", QUICK_DEMO)
+        found.append(compare_demo(scratch / "demo", results / "demo-quick.json"))
+    write_comparison(found, scratch / "reproduce.json")
+    for comparison in found:
+        for line in comparison.lines():
+            stdout_console.print(line, markup=False, soft_wrap=True)
+    agree = sum(x.agrees for x in found)
+    stdout_console.print(f"{agree} of {len(found)} agree; details: {scratch / 'reproduce.json'}")
+    if agree < len(found):
+        raise typer.Exit(1)

@@ -1,11 +1,17 @@
-"""The embedded corpus: docstrings of installed scientific Python packages.
+"""The embedded corpus: docstrings of scientific Python packages.
 
 Docstrings are read with :mod:`ast` (packages are never imported), cleaned,
 de-duplicated and kept when longer than ``min_chars``. Each document is assigned
 to a pool — ``pretrain``, ``member`` or ``nonmember`` — by a stable hash of its
-text, so the split does not depend on file order. The corpus is cached under a
-key of (package versions, extractor version); its manifest records the content
-hash, which is checked when the cache is read.
+text, so the split does not depend on file order.
+
+The default corpus (numpy, scipy, torch and transformers, 300+ characters) is the one
+shipped with lmaudit (:mod:`lmaudit.data.snapshot`): the same documents whatever versions
+are installed, so the committed results re-run to their figures. Any other choice of
+packages, or ``installed=True``, reads the installed packages' sources; that corpus is
+cached under a key of (package versions, extractor version), its manifest records the
+content hash (checked when the cache is read), and a default corpus read so that differs
+from the shipped one is said to differ.
 
 :func:`pydoc_corpus` is an out-of-domain source for the same pipeline: prose
 paragraphs of the Python language reference that every Python install ships
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from lmaudit.data.snapshot import embedded_hash, embedded_manifest, embedded_records
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.progress import info, progress
 from lmaudit.utils import atomic_path, cache_dir, stable_hash
@@ -194,9 +201,28 @@ def cut_at_word(text: str, max_chars: int) -> str:
     return head[:space] if space > max_chars // 2 else head
 
 
+def embedded_corpus() -> Corpus:
+    """The shipped default corpus (:mod:`lmaudit.data.snapshot`), checked against its manifest."""
+    manifest = {"source": "embedded", **{k: v for k, v in embedded_manifest().items() if k != "what"}}
+    return Corpus([Document(**r) for r in embedded_records()], manifest)
+
+
 def build_corpus(packages=DEFAULT_PACKAGES, *, min_chars: int = 300, root: Path | None = None,
-                 force: bool = False) -> Corpus:
-    """Build (or load from cache) the embedded corpus for ``packages``."""
+                 force: bool = False, installed: bool = False) -> Corpus:
+    """The corpus of ``packages``: the shipped one for the default packages and length (unless ``installed``), else
+    built from the installed packages' sources (or loaded from the cache; ``force`` rebuilds it)."""
+    default = tuple(packages) == DEFAULT_PACKAGES and min_chars == embedded_manifest()["min_chars"]
+    if default and not installed:
+        return embedded_corpus()
+    corpus = _installed_corpus(packages, min_chars=min_chars, root=root, force=force)
+    if default and corpus.fingerprint != embedded_hash():
+        info(f"the installed packages' corpus (content hash {corpus.fingerprint[:8]}…, "
+             f"{', '.join(f'{k} {v}' for k, v in corpus.manifest['packages'].items())}) differs from the embedded one "
+             f"the committed results were built from ({embedded_hash()[:8]}…): its figures will differ")
+    return corpus
+
+
+def _installed_corpus(packages, *, min_chars: int, root: Path | None, force: bool) -> Corpus:
     versions = _versions(packages)
     key = stable_hash("corpus", EXTRACTOR_VERSION, versions, min_chars)
     folder = (root or cache_dir()) / "corpus" / key
@@ -207,7 +233,7 @@ def build_corpus(packages=DEFAULT_PACKAGES, *, min_chars: int = 300, root: Path 
         if stable_hash(raw) == manifest.get("file_hash"):
             docs = [Document(**json.loads(line)) for line in raw.decode("utf-8").splitlines()]
             return Corpus(docs, manifest)
-    info("building the embedded corpus from installed packages' docstrings (first run only)")
+    info("building the corpus from the installed packages' docstrings (first run only)")
     docs = extract_documents(packages, min_chars=min_chars)
     if not docs:
         raise DataError(f"no docstrings of {min_chars}+ characters found in {', '.join(map(str, packages))}")

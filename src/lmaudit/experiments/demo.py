@@ -20,6 +20,7 @@ from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.folders import cached_build
 from lmaudit.models.build import EMBEDDED_DLM, cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model
 from lmaudit.models.lora import LoraSpec
 from lmaudit.progress import info
@@ -120,8 +121,14 @@ def run_real_demo(out_dir: str | Path, cfg: RealDemoConfig = REAL, *, report: bo
     result = api.mia(target, members, nonmembers, reference=base,
                      config=RunConfig(seed=cfg.seed, batch_size=cfg.batch_size))
     result.timings_s["demo_total"] = time.perf_counter() - t_start
+    result.built_from = {"corpus": corpus.fingerprint}  # the members' and non-members' passages
     result.write(out, files=_data_files(passages), report=report, kind="demo")
     return result
+
+
+def built_from(corpus, tokenizer) -> dict:
+    """What the embedded default's models were built from: the corpus' and the tokenizer's content hashes."""
+    return {"corpus": corpus.fingerprint, "tokenizer": tokenizer_fingerprint(tokenizer)}
 
 
 def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = False) -> tuple[MIAResult, MIAResult]:
@@ -152,6 +159,7 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
                          TextSet(nonmembers.records[:n], source=nonmembers.source), reference=dlm_base,
                          config=RunConfig(seed=cfg.seed))
     result.timings_s["demo_total"] = time.perf_counter() - t_start
+    result.built_from = dlm_result.built_from = built_from(corpus, tokenizer)
 
     # one unit: the AR run, its data and the DLM run
     result.write(out, files=_data_files(passages, lambda folder: dlm_result.write(folder / "dlm")), report=report,

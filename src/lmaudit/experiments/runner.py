@@ -42,6 +42,7 @@ def run_experiment(cfg: BaseConfig, *, out_root: str | Path = "results", command
         "command": command,
         **provenance(),  # its commit is the one read at start (git_state is read once per process)
         "corpus": ws.corpus_hash(),
+        "tokenizer": ws.tokenizer_hash(),
         "runtime_s": round(time.perf_counter() - t0, 1),
         **payload,
     }

@@ -13,15 +13,18 @@ from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.pii import pii_corpus
+from lmaudit.data.snapshot import embedded_hash
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.folders import cached_build
 from lmaudit.metrics import seed_std
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model
 from lmaudit.models.kinds import adapted_from
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec
+from lmaudit.progress import info
 from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig, labelled_set
 
@@ -59,8 +62,16 @@ class Workspace:
 
     @cached_property
     def corpus(self):
-        """The embedded corpus, built on first use (an experiment on given checkpoints and data never needs it)."""
-        return self._parent.corpus if self._parent else build_corpus(tuple(self.cfg.packages))
+        """The embedded corpus, built on first use (an experiment on given checkpoints and data never needs it); one
+        that differs from the corpus the committed results were built from is said to, before anything trains."""
+        if self._parent:
+            return self._parent.corpus
+        corpus = build_corpus(tuple(self.cfg.packages))
+        if corpus.fingerprint != embedded_hash():
+            info(f"corpus {corpus.fingerprint[:8]}… (packages {', '.join(self.cfg.packages)}) is not the embedded "
+                 f"one the committed results were built from ({embedded_hash()[:8]}…): figures will differ from "
+                 "results/")
+        return corpus
 
     @cached_property
     def tokenizer(self):
@@ -69,6 +80,10 @@ class Workspace:
     def corpus_hash(self) -> str | None:
         """The content hash of the corpus when this workspace (or a cell of it) used it, else None."""
         return self.__dict__["corpus"].manifest["content_hash"] if "corpus" in self.__dict__ else None
+
+    def tokenizer_hash(self) -> str | None:
+        """The content hash of the corpus' tokenizer when this workspace (or a cell of it) used it, else None."""
+        return tokenizer_fingerprint(self.__dict__["tokenizer"]) if "tokenizer" in self.__dict__ else None
 
     def base(self, seed: int = 0, kind: str | None = None) -> Path:
         """The pretrained base: an AR model, or for a DLM that AR model adapted with the diffusion objective.

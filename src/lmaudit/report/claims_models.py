@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from lmaudit.data.snapshot import embedded_hash, embedded_manifest
 from lmaudit.models.gguf import NAMED
 from lmaudit.models.presets import PRESETS, Preset
 
@@ -77,6 +78,13 @@ def _built_here(recs: dict[str, dict], names) -> str:
     return f" with torch {', '.join(builds)}{cpu}"
 
 
+def embedded_corpus_text() -> str:
+    """The shipped corpus in words, from its manifest: documents, and the package versions it was read from."""
+    m = embedded_manifest()
+    return (f"{m['n_documents']:,} docstrings of " + ", ".join(f"{k} {v}" for k, v in m["packages"].items())
+            + ", shipped with lmaudit")
+
+
 def tiny_models(recs: dict[str, dict]) -> str:
     """The tiny regime, in parentheses: the preset most of its experiments use with its size, any other preset an
     experiment or one of its cells uses; then the torch build the records say they were computed with."""
@@ -110,9 +118,9 @@ def real_models(recs: dict[str, dict]) -> str:
         what = NAMED[base][2] if base in NAMED else "not a model lmaudit names, so its size is not known here"
         names.append(f"`{base}`, {what}")
     corpora = {recs[n].get("corpus") for n in exps} - {None}
-    tiny = {recs[n].get("corpus") for n in _experiments(recs, real=False)} - {None}
-    corpus = ("the same corpus as the tiny models (one corpus digest in every record)" if corpora and corpora == tiny
-              else "the corpus of each record (" + ", ".join(sorted(corpora)) + ")" if corpora
+    corpus = ("the same embedded corpus as the tiny models (its digest in every record)"
+              if corpora == {embedded_hash()}
+              else "the corpus of each record (" + ", ".join(f"`{c[:8]}…`" for c in sorted(corpora)) + ")" if corpora
               else "a corpus whose digest is not stored")
     return (f"{'; '.join(names)}; pretrained by its authors (that pretraining is not measured here), then "
             f"trained further here on {corpus}{_built_here(recs, exps)}")

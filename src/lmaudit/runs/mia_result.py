@@ -89,6 +89,7 @@ class MIAResult:
     held_out: dict | None = None  # non-members an attack took for itself (ReCaLL's prefix), scored by none
     digests: list[str] = field(default_factory=list)  # per record, of its content (:func:`text_digests`)
     skipped: dict = field(default_factory=dict)  # attacks the target's access could not run: {attack: why}
+    built_from: dict = field(default_factory=dict)  # models trained here: the corpus' and tokenizer's content hashes
 
     @property
     def type(self) -> str:
@@ -114,6 +115,7 @@ class MIAResult:
             "chat_template": self.chat_template,
             "set_check": self.set_check,
             **({"privleak": self.privleak} if self.privleak else {}),
+            **({"built_from": self.built_from} if self.built_from else {}),
             "timings_s": self.timings_s,
         }
 
