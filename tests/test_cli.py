@@ -35,6 +35,9 @@ def test_error_is_one_line_and_exit_code_2_and_debug_shows_traceback(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "lmaudit.cli", *args], capture_output=True, text=True, env=env)
 
+    bracketed = tmp_path / "runs[old]"  # printed as written: a bracket is text, not markup
+    out = run("claims", str(bracketed))
+    assert out.returncode == 2 and f"error: '{bracketed}' is not a folder" in out.stderr, out.stderr
     out = run("attacks", "--config", str(cfg))
     assert out.returncode == 2 and out.stdout == ""
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]

@@ -15,6 +15,7 @@ import sys
 import warnings
 
 import typer
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from lmaudit.api.tools import COMMAND_LINE, disk_error, git_state, mask_secrets
@@ -84,7 +85,9 @@ def main() -> None:
     except LmauditError as exc:
         if _state["debug"]:
             raise
-        console.print(f"[bold red]error:[/bold red] {error_text(exc)}", markup=True, highlight=False, soft_wrap=True)
+        # the message is text, not markup: brackets in it ('lmaudit[mlflow]', '[0.1, 0.2]') are printed as written
+        console.print(f"[bold red]error:[/bold red] {escape(error_text(exc))}", markup=True, highlight=False,
+                      soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("interrupted")
@@ -94,10 +97,11 @@ def main() -> None:
             raise
         disk = disk_error(exc) if isinstance(exc, OSError) else None
         if disk is not None:  # a full, read-only or forbidden disk: the path and what to do
-            console.print(f"[bold red]error:[/bold red] {disk}", markup=True, highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/bold red] {escape(str(disk))}", markup=True, highlight=False,
+                          soft_wrap=True)
             sys.exit(2)
-        console.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {mask_secrets(str(exc))} (run with --debug "
-                      "for the traceback)",
+        console.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {escape(mask_secrets(str(exc)))} (run "
+                      "with --debug for the traceback)",
                       soft_wrap=True)
         sys.exit(1)
 

@@ -27,6 +27,7 @@ OTHERS = {"JOBS": "lmaudit.runs.common", "load_model": "lmaudit.models.loading",
           "make_backend": "lmaudit.probes.backends", "on_backend": "lmaudit.runs.inputs",
           "gate": "lmaudit.runs.gate", "card": "lmaudit.runs.card",
           "track": "lmaudit.runs.tracking",  # read results folders: no job of their own
+          "check_tracking_uri": "lmaudit.runs.tracking",  # an --mlflow URI, checked before any model loads
           "quantize": "lmaudit.models.quantize"}  # writes a model folder from a model: no job of its own
 
 

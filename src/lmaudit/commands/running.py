@@ -66,7 +66,8 @@ class RunOptions:
         """``--mlflow``: a URI MLflow could not write to is refused here, before any model loads; the URI then
         carries the experiment and run name to :func:`finish`."""
         if self.mlflow:
-            self.mlflow = MLflowTarget(api.track.check(self.mlflow), self.mlflow_experiment, self.mlflow_run_name)
+            uri = api.check_tracking_uri(self.mlflow)
+            self.mlflow = MLflowTarget(uri, self.mlflow_experiment, self.mlflow_run_name)
 
 
 class MLflowTarget(str):

@@ -32,6 +32,6 @@ def track(
     folder as artifacts (into the active run when MLFLOW_RUN_ID names one)."""
     if not mlflow:
         raise LmauditError("no MLflow tracking URI", hint="give --mlflow URI (or set MLFLOW_TRACKING_URI)")
-    uri = api.track.check(mlflow)
+    uri = api.check_tracking_uri(mlflow)
     run_id = api.track(run_folder, uri, experiment=experiment, run_name=run_name)
     stdout_console.print(f"mlflow: run {run_id} at {tools.mask_secrets(uri)}", markup=False, highlight=False)

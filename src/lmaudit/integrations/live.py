@@ -33,6 +33,7 @@ from lmaudit.models.adapters import handle_for
 from lmaudit.privacy.canaries import DECOYS, TRAIN
 from lmaudit.progress import is_quiet, set_quiet
 from lmaudit.runs.inputs import texts_of
+from lmaudit.runs.tracking import metric_name
 from lmaudit.utils import write_json_atomic
 
 DEFAULT_ATTACKS = ("loss", "zlib", "min_k")
@@ -171,8 +172,9 @@ class LiveAudit:
     ``out_dir``: each evaluation is also written as a membership-inference results folder ``step-NNNNNN``
     (``step-NNNNNN-canaries``), and ``history.json`` lists them all. ``stop_above_auc``: :meth:`stop_reason` says
     why training should stop once any AUC logged exceeds it. ``train_texts``: the training texts, to warn of
-    members missing from them (and non-members found in them). Metric names: ``PREFIX/ATTACK/auc``,
-    ``PREFIX/ATTACK/tpr@1%fpr``, and ``PREFIX/canaries/ATTACK/...``.
+    members missing from them (and non-members found in them). Metric names, as MLflow gets them from the command line
+    too (:func:`~lmaudit.runs.tracking.metric_name`): ``PREFIX/ATTACK/auc``, ``PREFIX/ATTACK/tpr_at_1pct_fpr``, and
+    ``PREFIX/canaries/ATTACK/...``.
     """
 
     def __init__(self, members, nonmembers, *, attacks=None, canaries=None, decoys=None,
@@ -215,9 +217,9 @@ class LiveAudit:
                 result = mia(handle, self.sets[inside], self.sets[outside], config=self.config, backend="local")
                 head = "/".join(p for p in (self.prefix, group) if p)
                 for attack, m in result.attacks.items():
-                    metrics[f"{head}/{attack}/auc"] = float(m["auc"])
+                    metrics[metric_name(head, attack, "auc")] = float(m["auc"])
                     if m.get("tpr@1%fpr") is not None:
-                        metrics[f"{head}/{attack}/tpr@1%fpr"] = float(m["tpr@1%fpr"])
+                        metrics[metric_name(head, attack, "tpr@1%fpr")] = float(m["tpr@1%fpr"])
                 if write and self.out_dir is not None:
                     folder = self.out_dir / "-".join(p for p in (f"step-{step:06d}", group) if p)
                     result.write(folder)

@@ -42,7 +42,6 @@ from lmaudit.api.membership import RunConfig
 from lmaudit.errors import SettingError
 from lmaudit.integrations.live import Evaluation, LiveAudit
 from lmaudit.runs.mia_notes import MIN_PER_CLASS
-from lmaudit.runs.tracking import metric_name
 
 logger = logging.getLogger(__name__)
 SCHEDULES = ("steps", "epoch")
@@ -167,8 +166,7 @@ class LeakageCallback(TrainerCallback):
     @property
     def history(self) -> list[Record]:
         for e in self.audit.history[len(self._records):]:
-            self._records.append(Record(e.step, e.epoch, {metric_name(k): v for k, v in e.metrics.items()},
-                                        list(e.folders)))
+            self._records.append(Record(e.step, e.epoch, dict(e.metrics), list(e.folders)))
         return list(self._records)
 
     def attach(self, trainer) -> LeakageCallback:
@@ -248,7 +246,7 @@ class LeakageCallback(TrainerCallback):
             logger.warning("LeakageCallback: the leakage audit after step %d was skipped (training goes on): %s: %s",
                            step, type(failed).__name__, failed)
             return
-        self._log({metric_name(k): v for k, v in evaluation.metrics.items()}, state, control, report=report)
+        self._log(dict(evaluation.metrics), state, control, report=report)
         reason = self.audit.stop_reason(evaluation)
         if reason is not None:
             if self.stop_reason is None:

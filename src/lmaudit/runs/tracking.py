@@ -286,7 +286,3 @@ def _end_failed(client, run_id: str) -> None:
         client.set_terminated(run_id, status="FAILED")
     except Exception:  # the first error is the one to report
         pass
-
-
-# the command line checks ``--mlflow`` through the interface before any model loads (lmaudit.api.track.check)
-track.check = check_tracking_uri
