@@ -37,6 +37,7 @@ SUITE = [
     ("bench_bf16.py", [], ["--texts", "8", "--repeats", "1"]),
     ("bench_lora_train.py", [], ["--steps", "1"]),
     ("bench_smi.py", [], ["--n", "300", "--d", "32", "--bootstrap", "20", "--repeats", "1"]),
+    ("bench_blind.py", [], ["--seeds", "1", "--time-texts", "400", "--repeats", "1"]),
     ("bench_scale.py", [], ["--small", "200", "--large", "2000", "--ray-texts", "64"]),
     ("bench_scale.py", ["--no-ray", "--no-blind"], ["--small", "200", "--large", "2000", "--no-ray", "--no-blind"]),
     ("bench_fixed_cost.py", [], ["--n", "400", "--repeats", "1"]),

@@ -9,8 +9,9 @@ import pytest
 
 from helpers import assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.audit.blind import BASELINES, blind_scores, fold_count, held_out_p, scores_and_p, text_features
+from lmaudit.data.shifted import alike_split, shifted_split
 from lmaudit.errors import DataError
-from lmaudit.metrics import auc
+from lmaudit.metrics import auc, stratified_bootstrap
 
 RNG = np.random.default_rng(7)
 PLAIN = make_texts(40, seed=71, min_words=12, max_words=30)
@@ -142,3 +143,94 @@ def test_ngram_matrix_built_in_blocks_equals_scikit_learns_tfidf_of_the_whole_se
     assert blocks.shape == whole.shape == (13, 2 * 2**16)
     assert np.array_equal(blocks.indptr, whole.indptr) and np.array_equal(blocks.indices, whole.indices)
     assert np.array_equal(blocks.data, whole.data)
+
+
+# --- blind_ngrams on one planted token and on a shift of many words, beside a plain TF-IDF regression ----------------
+
+
+def plain_tfidf_scores(texts: list[str], y: np.ndarray, seed: int) -> np.ndarray:
+    """Out-of-fold log-odds of a plain TF-IDF logistic regression (word 1–2-grams and character 3–5-grams, sublinear
+    tf, vocabulary and idf fitted on the training folds), on the folds blind_scores uses for the same seed."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline, make_union
+
+    out = np.empty(len(y))
+    for train, test in StratifiedKFold(n_splits=5, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
+        model = make_pipeline(make_union(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                                         TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True)),
+                              LogisticRegression(C=1.0, solver="liblinear"))
+        out[test] = model.fit([texts[i] for i in train], y[train]).decision_function([texts[i] for i in test])
+    return out
+
+
+def paired_se(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """The bootstrap standard error of AUC(a) − AUC(b) on the same stratified resamples."""
+    replicates = stratified_bootstrap(y, [a, b], n_resamples=1000, seed=0).auc  # (1000, 2)
+    return float(np.std(replicates[:, 0] - replicates[:, 1], ddof=1))
+
+
+def test_blind_ngrams_reads_one_planted_token_and_a_shift_of_many_words():
+    """Two kinds of shift. One token: 100 + 100 paragraphs of the language reference drawn alike, members opening
+    with "In 2019, ", non-members with "In 2024, ". Many words: 150 paragraphs of the language reference against 150
+    docstrings of the standard library (200 characters each). Seed 0, AUC of out-of-fold scores:
+
+    ==================================  ==========  ============
+    reading                             one token   many words
+    ==================================  ==========  ============
+    200 columns of highest χ² alone     1.000       0.883
+    every column once                   0.945       0.931
+    plain TF-IDF (this test's)          0.950       0.931
+    blind_ngrams (both)                 0.994       0.934
+    ==================================  ==========  ============
+
+    The plain regression is the bar on the many-word shift, less twice the bootstrap standard error of the paired
+    difference (0.003 here): blind_ngrams must not read a real shift as weaker than a plain classifier does."""
+    texts, y = alike_split(100, seed=0, chars=100_000)  # whole paragraphs
+    planted = [("In 2019, " if member else "In 2024, ") + t for t, member in zip(texts, y)]
+    assert auc(y, blind_scores(planted, y, "blind_ngrams", seed=0)) >= 0.97
+
+    texts, y = shifted_split(150, seed=0)
+    ours, plain = blind_scores(texts, y, "blind_ngrams", seed=0), plain_tfidf_scores(texts, y, seed=0)
+    se = paired_se(y, ours, plain)
+    assert 0 < se < 0.01
+    assert auc(y, ours) >= auc(y, plain) - 2 * se > 0.9, (auc(y, ours), auc(y, plain), se)
+
+
+def test_blind_ngrams_stays_near_chance_on_one_source_drawn_alike():
+    """300 paragraphs of the language reference drawn alike, split at random: AUC 0.477 (the plain TF-IDF regression
+    0.475). The interval, 0.5 ± 0.1, is three standard deviations of a chance AUC at 150 + 150 texts
+    (√((n₁ + n₂ + 1) / (12 n₁ n₂)) = 0.033); blind_ngrams reads no more than the plain regression (within twice the
+    paired standard error), and its held-out test does not call the sets different."""
+    texts, y = alike_split(150, seed=0)
+    ours, plain = blind_scores(texts, y, "blind_ngrams", seed=0), plain_tfidf_scores(texts, y, seed=0)
+    assert abs(auc(y, ours) - 0.5) <= 0.1
+    assert auc(y, ours) <= auc(y, plain) + 2 * paired_se(y, ours, plain)
+    assert held_out_p(texts, y, "blind_ngrams", seed=0) > 0.05
+
+
+def test_the_selected_columns_are_read_twice_from_the_fitting_texts_alone():
+    """blind_ngrams's fit scales its χ²-selected columns by √2: the same decision function as a regression of every
+    column set beside a copy of the selected ones. The selection reads the fitting texts' labels only (changing the
+    others' changes nothing), and the matrix is left as it was."""
+    from scipy.sparse import hstack
+    from sklearn.feature_selection import SelectKBest, chi2
+    from sklearn.linear_model import LogisticRegression
+
+    from lmaudit.audit import blind
+
+    texts = DATED + PLAIN
+    y = np.r_[np.ones(40), np.zeros(40)].astype(int)
+    x = blind._design(texts, "blind_ngrams")
+    before = x.copy()
+    rows, held = np.arange(0, 80, 2), np.arange(1, 80, 2)
+    model = blind._fit(x, y, rows)
+    assert (x != before).nnz == 0
+    selected = SelectKBest(chi2, k=blind.SELECTED).fit(x[rows], y[rows])
+    stacked = LogisticRegression(C=1.0, solver="liblinear").fit(hstack([x[rows], selected.transform(x[rows])]), y[rows])
+    np.testing.assert_allclose(model.decision_function(x[held]),
+                               stacked.decision_function(hstack([x[held], selected.transform(x[held])])), atol=1e-6)
+    flipped = y.copy()
+    flipped[held] = 1 - flipped[held]
+    np.testing.assert_array_equal(blind._fit(x, flipped, rows).coef_, model.coef_)
