@@ -248,14 +248,23 @@ def test_line_bar_rate_leaves_out_what_a_resumed_run_had_done():
     assert out.getvalue().splitlines()[-1] == "probe: 60/100 (60%), 1.0/s, elapsed 0:10, ETA 0:40"
 
 
-def test_progress_without_a_terminal_prints_lines_and_only_the_outermost(monkeypatch, capsys):
+def test_progress_without_a_terminal_prints_the_outermost_lines_and_inner_work_every_30_s(monkeypatch, capsys):
     monkeypatch.delenv("LMAUDIT_PROGRESS", raising=False)
     with progress("outer", 2) as bar:
         with progress("inner", 5) as inner:
-            inner.advance(5)
+            inner.advance(5)  # quick inner work: no line of its own
         bar.advance(2)
     err = capsys.readouterr().err
     assert err.splitlines() == [err.splitlines()[0]] and err.startswith("outer: 2/2 (100%)") and "inner" not in err
+    # slow inner work (a served model's texts inside one shard): a line each 30 s, no last line of its own
+    clock, out = Clock(), io.StringIO()
+    inner = LineBar("served probe", 60, stream=out, clock=clock, nested=True)
+    for _ in range(60):
+        clock.t += 4.0  # 15 texts a minute
+        inner.advance(1)
+    inner.finish()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 7 and lines[0] == "served probe: 8/60 (13%), 15.0/min, elapsed 0:32, ETA 3:28"
     monkeypatch.setenv("LMAUDIT_PROGRESS", "0")
     with progress("off", 2) as bar:
         bar.advance(2)

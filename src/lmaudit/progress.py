@@ -98,11 +98,15 @@ class LineBar:
     work since the previous line (so a slow first step, e.g. a warm-up, does not skew
     every later ETA); the last line gives the mean rate. What is advanced within the
     first 50 ms (a resumed run's cached shards) counts as done before the start.
+    ``nested``: an operation inside another one that prints lines (the records of one shard): only the seconds rule,
+    and no last line (the outer operation's lines say when it is done), so long inner work still shows progress.
     ``clock`` and ``stream`` are for tests.
     """
 
-    def __init__(self, description: str, total: float | None, *, stream=None, clock=time.monotonic) -> None:
+    def __init__(self, description: str, total: float | None, *, stream=None, clock=time.monotonic,
+                 nested: bool = False) -> None:
         self.description = description
+        self.nested = nested
         self.total = total if total is None or total > 0 else None
         self.done = 0.0
         self.extra = ""
@@ -137,6 +141,10 @@ class LineBar:
             self.advance(float(fields["advance"]))  # type: ignore[arg-type]
 
     def _maybe_report(self, now: float) -> None:
+        if self.nested:
+            if now - self._last_line >= LINE_EVERY_S and not (self.total is not None and self.done >= self.total):
+                self._write(self.line(now))
+            return
         if self.total is not None and self.done >= self.total:
             self.finish()
             return
@@ -146,8 +154,8 @@ class LineBar:
             self._write(self.line(now))
 
     def finish(self) -> None:
-        """The last line (once): what was done and how long it took."""
-        if not self._finished:
+        """The last line (once): what was done and how long it took (none for a nested operation)."""
+        if not self._finished and not self.nested:
             self._finished = True
             self._write(self.line(self._clock(), final=True))
 
@@ -191,19 +199,17 @@ def progress(description: str | None, total: float | None) -> Iterator[_Bar | Li
     """Progress of a long operation: a rich bar with ETA on a terminal, plain lines otherwise (:class:`LineBar`).
 
     A no-op when quiet, with ``LMAUDIT_PROGRESS=0``, and for ``description=None`` (work
-    whose caller shows the progress). Without a terminal, only the outermost operation
-    prints lines: an operation inside another one (e.g. the scoring of one record's
-    candidates inside a whole PII reconstruction) is reported through the outer one.
+    whose caller shows the progress). Without a terminal, the outermost operation prints
+    its lines; an operation inside another one (e.g. the records of one shard, or the
+    scoring of one record's candidates inside a whole PII reconstruction) prints a line
+    only each 30 s it runs (:class:`LineBar` ``nested``), so long inner work is seen.
     """
     disabled = description is None or _state["quiet"] or os.environ.get("LMAUDIT_PROGRESS") == "0"
     if disabled:
         yield _Bar(None, None)
         return
     if not _stderr_is_terminal():
-        if _state["line_bars"]:
-            yield _Bar(None, None)
-            return
-        bar = LineBar(description, total)
+        bar = LineBar(description, total, nested=_state["line_bars"] > 0)
         _state["line_bars"] += 1
         try:
             yield bar
