@@ -82,8 +82,10 @@ def test_mia_command_writes_results(tmp_path, tiny_model_dir):
     best = max(res["attacks"], key=lambda a: res["attacks"][a]["auc"])
     line = next(x for x in out.stdout.splitlines() if x.startswith("Exposure: "))
     assert f"Strongest attack: {best}: TPR at 1% FPR n/a" in " ".join(out.stdout.split())
-    assert f"AUC {res['attacks'][best]['auc']:.3f}" in " ".join(out.stdout.split()) and line.split(".")[0] in (
-        "Exposure: low", "Exposure: moderate", "Exposure: high", "Exposure: severe")
+    assert f"AUC {res['attacks'][best]['auc']:.3f}" in " ".join(out.stdout.split())
+    # 12 + 12 texts cannot rule moderate exposure out: never 'low'
+    assert line.split(" (")[0].split(".")[0] in (
+        "Exposure: cannot tell", "Exposure: moderate", "Exposure: high", "Exposure: severe"), line
 
 
 def test_pickle_only_model_refused_without_flag(tmp_path, tiny_model_dir):

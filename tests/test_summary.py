@@ -129,9 +129,26 @@ def test_mia_summary_says_na_when_too_few_nonmembers(tmp_path):
 
 
 def test_a_low_level_is_a_finding_not_a_guarantee():
-    res = {"attacks": {"loss": attack(0.52, 0.01)}, "n_members": 500, "n_nonmembers": 500}
+    res = {"attacks": {"loss": attack(0.52, 0.01)}, "n_members": 3000, "n_nonmembers": 3000}
     s = mia_summary([("AR target", res)])
     assert s.level == "low" and "not a guarantee" in s.points[-1]
+
+
+@pytest.mark.parametrize("res, why", [
+    # 5 members against 4 non-members, AUC 0.55 [0.20, 0.90]: nothing is ruled out
+    ({"attacks": {"loss": {"auc": 0.55, "auc_ci95": [0.20, 0.90], "tpr@1%fpr": None}}, "n_members": 5,
+      "n_nonmembers": 4}, "AUC up to 0.90, TPR at 1% FPR not measured (it takes 100 non-members), on 5 members vs 4 "
+                          "non-members; about 258 members and 258 non-members drawn alike would tell"),
+    # 20 + 20 served texts, AUC 0.477 [0.285, 0.670]
+    ({"attacks": {"loss": {"auc": 0.477, "auc_ci95": [0.285, 0.670], "tpr@1%fpr": None}}, "n_members": 20,
+      "n_nonmembers": 20}, "AUC up to 0.67"),
+    # a chance TPR of 1% on 500 members: its exact upper end (2.3%) does not exclude 2%
+    ({"attacks": {"loss": attack(0.52, 0.01)}, "n_members": 500, "n_nonmembers": 500}, "TPR at 1% FPR up to 2.3%"),
+])
+def test_low_must_rule_moderate_out_or_the_verdict_is_cannot_tell_with_the_sizes_that_would(res, why):
+    s = mia_summary([("", res)])
+    assert s.level is None and s.headline.startswith("Exposure: cannot tell (the 95% intervals do not rule out "
+                                                     "moderate exposure: ") and why in s.headline
 
 
 def test_two_parts_are_each_judged_and_the_headline_is_the_worse():
@@ -139,7 +156,7 @@ def test_two_parts_are_each_judged_and_the_headline_is_the_worse():
     dlm = {"attacks": {"q_skew": attack(0.80, 0.12)}, "n_members": 100, "n_nonmembers": 100}
     s = mia_summary([("AR target", ar), ("DLM target", dlm)], {"AR target": 0, "DLM target": 4})
     assert s.headline == "Exposure: high"
-    assert s.points[0].startswith("AR target (exposure low): strongest attack: loss")
+    assert s.points[0].startswith("AR target (exposure cannot tell): strongest attack: loss")  # 300 + 300: too few
     assert s.points[1].startswith("DLM target (exposure high): strongest attack: q_skew identifies 12.0%")
     assert "4 of the 100 members score above every non-member" in s.points[1]
 

@@ -12,26 +12,25 @@ The jobs, for notebooks and scripts (each returns a result with ``write(folder)`
 lmaudit.attacks`` stay light.
 """
 
-import importlib
-import os
+import importlib as _importlib
+import os as _os
 
 __version__ = "0.1.0"
 
 # Nothing is ever downloaded: set before transformers or huggingface_hub is imported anywhere.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
+_os.environ.setdefault("HF_HUB_OFFLINE", "1")
+_os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+_os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def __getattr__(name: str):
     """The names of :mod:`lmaudit.api` (its jobs, their settings and results), imported on first use: they need torch,
     ``import lmaudit`` does not. ``__all__`` is read the same way."""
     if name == "attacks":  # light: no torch
-        return importlib.import_module("lmaudit.attacks")
+        return _importlib.import_module("lmaudit.attacks")
     if name.startswith("__") and name != "__all__":
         raise AttributeError(f"module 'lmaudit' has no attribute '{name}'")
-    api = importlib.import_module("lmaudit.api")
+    api = _importlib.import_module("lmaudit.api")
     if name == "__all__":
         return ["__version__", *api.__all__]
     if name in api.__all__:
@@ -40,5 +39,6 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    """What ``lmaudit.<Tab>`` completes: this module's names and those of :mod:`lmaudit.api`."""
-    return sorted({*globals(), *importlib.import_module("lmaudit.api").__all__, "attacks"})
+    """What ``lmaudit.<Tab>`` completes: this module's public names and those of :mod:`lmaudit.api`."""
+    own = {n for n in globals() if not n.startswith("_") or n == "__version__"}
+    return sorted({*own, *_importlib.import_module("lmaudit.api").__all__, "attacks"})

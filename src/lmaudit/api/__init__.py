@@ -50,4 +50,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__getattr__("__all__")})
+    """The interface's names: the jobs, their settings and results, and :data:`OTHERS` (no module objects)."""
+    return sorted({"FAMILIES", "OTHERS", "load_jobs", *__getattr__("__all__")})

@@ -37,6 +37,14 @@ class ModelHandle:
             self.dtype = self.dtype or str(first.dtype).removeprefix("torch.")
             self.device = self.device or str(first.device)
 
+    def __repr__(self) -> str:
+        """One line: where the model is from, its kind, precision and device, and its fingerprint (not the module
+        tree of its weights)."""
+        fingerprint = str(self.fingerprint or "")
+        short = fingerprint[:20] + ("…" if len(fingerprint) > 20 else "")
+        return (f"ModelHandle({self.path!r}, kind={self.kind!r}, dtype={self.dtype!r}, device={self.device!r}, "
+                f"fingerprint={short!r}, adapter={type(self.adapter).__name__})")
+
     def same_kind(self, other: ModelHandle) -> bool:
         """Whether ``other`` is a model of this one's kind (a reference must be of its target's)."""
         return other.kind == self.kind

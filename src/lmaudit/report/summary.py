@@ -8,6 +8,7 @@ stated in the report itself (:data:`MIA_RULE`, :data:`SHARE_RULE`).
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import beta
 
 from lmaudit.report.document import Summary
 from lmaudit.report.validity import (
@@ -41,7 +42,11 @@ MIA_RULE = ("How the level is set: from the lower ends of the 95% intervals, so 
             "tells them apart, only the attacks calibrated by it or whose AUC exceeds the same attack's on it. On "
             "such sets the level is read on the AUC scale from 0.5 plus the lower end of what the best of them adds "
             "(a raw AUC or TPR there measures the sets' difference, not the model's memory); with none, or a low "
-            "level only, the verdict is \"cannot tell\": on such sets a low reading does not mean safe.")
+            "level only, the verdict is \"cannot tell\": on such sets a low reading does not mean safe. Low must "
+            "also rule moderate out: the upper ends of the best AUC's interval below 0.60 and of the best TPR at 1% "
+            "FPR below 2% (that TPR's upper end at least the exact binomial one of its members, and a TPR at 1% FPR "
+            "measured at all, which takes 100 non-members); otherwise the verdict is \"cannot tell\", with the set "
+            "sizes that would tell.")
 SHARE_RULE = ("How the level is set: from the share of records exposed. Low: under 1%; moderate: under 5%; high: "
               "under 20%; severe: 20% or more.")
 MIA_LOWER = ("What usually lowers it: fewer fine-tuning epochs or early stopping, deduplicating the training data, "
@@ -108,6 +113,61 @@ def mia_level(attacks: dict[str, dict]) -> str:
     best_tpr = max((t for t in tprs if t is not None), default=None)
     best_auc = max(lower_end(m, "auc") for m in attacks.values())
     return LEVELS[max(level_index(best_tpr, TPR_BOUNDS), level_index(best_auc, AUC_BOUNDS))]
+
+
+def upper_end(m: dict, key: str, n_members: int) -> float | None:
+    """The upper end of the 95% interval of metric ``key`` of attack metrics ``m``; for a TPR, at least the exact
+    (Clopper-Pearson) one of its share of ``n_members`` (a bootstrap of a share near 0 is too narrow); its value
+    when no interval was computed; None when it was not measured."""
+    if m.get(key) is None:
+        return None
+    ci = m.get(f"{key}_ci95")
+    hi = ci[1] if ci and ci[1] is not None else m[key]
+    if key.startswith("tpr") and n_members > 0:
+        k = int(round(m[key] * n_members))
+        hi = max(hi, 1.0 if k >= n_members else float(beta.ppf(0.975, k + 1, n_members - k)))
+    return hi
+
+
+def _null_auc_se(n: int) -> float:
+    """The standard error of the AUC of two sets of ``n`` texts each under no difference (Hanley and McNeil)."""
+    return float(np.sqrt((2 * n + 1) / (12 * n * n)))
+
+
+def sizes_that_tell(auc: float, tpr: float | None) -> int | None:
+    """Texts per set at which an AUC of ``auc`` and a TPR at 1% FPR of ``tpr`` (None: 0) would rule moderate
+    exposure out (:func:`rules_out_moderate`): the AUC's upper end below 0.60 and the TPR's exact one below 2%,
+    with at least 100 non-members; None when no size would (the values themselves reach moderate)."""
+    p = tpr or 0.0
+    if auc >= AUC_BOUNDS[0] or p >= TPR_BOUNDS[0]:
+        return None
+    for n in (int(round(x)) for x in np.geomspace(100, 1_000_000, 400)):
+        k = int(round(p * n))
+        if auc + 1.96 * _null_auc_se(n) < AUC_BOUNDS[0] and beta.ppf(0.975, k + 1, n - k) < TPR_BOUNDS[0]:
+            return n
+    return None
+
+
+def rules_out_moderate(res: dict, attacks: dict[str, dict]) -> str | None:
+    """None when ``attacks``' intervals rule moderate exposure out (:data:`MIA_RULE`), else why not, with the set
+    sizes that would tell."""
+    n_members, n_non = res.get("n_members", 0), res.get("n_nonmembers", 0)
+    aucs = {n: upper_end(m, "auc", n_members) for n, m in attacks.items()}
+    tprs = {n: upper_end(m, "tpr@1%fpr", n_members) for n, m in attacks.items()}
+    auc_hi = max(v for v in aucs.values() if v is not None)
+    measured = [v for v in tprs.values() if v is not None]
+    tpr_hi = max(measured) if measured else None
+    if auc_hi < AUC_BOUNDS[0] and tpr_hi is not None and tpr_hi < TPR_BOUNDS[0]:
+        return None
+    best = max(attacks, key=lambda n: attacks[n]["auc"])
+    need = sizes_that_tell(attacks[best]["auc"], attacks[best].get("tpr@1%fpr"))
+    what = [f"AUC up to {auc_hi:.2f}"]
+    what.append(f"TPR at 1% FPR up to {_pct(tpr_hi)}" if tpr_hi is not None else
+                "TPR at 1% FPR not measured (it takes 100 non-members)")
+    tell = (f"about {need:,} members and {need:,} non-members drawn alike would tell" if need else
+            "more texts would not make it low: the values themselves reach moderate")
+    return (f"the 95% intervals do not rule out moderate exposure: {', '.join(what)}, on {n_members:,} members vs "
+            f"{n_non:,} non-members; {tell}")
 
 
 def strongest_attack(attacks: dict[str, dict]) -> str:
@@ -202,7 +262,12 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     # on sets that differ (without the model, or to the reference) a low level (or none) means "cannot tell", not
     # "safe": what the sets' differences hide cannot be told apart from memorisation
     unclear = [res for label, res in parts if levels[label] in (None, "low") and beyond_what(res)]
-    levels = {label: None if levels[label] == "low" and beyond_what(res) else levels[label] for label, res in parts}
+    # on sets drawn alike, low must rule moderate out: intervals too wide for that cannot tell either
+    too_wide = {label: rules_out_moderate(res, res["attacks"]) for label, res in parts
+                if levels[label] == "low" and not beyond_what(res)}
+    too_wide = {label: why for label, why in too_wide.items() if why}
+    levels = {label: None if levels[label] == "low" and (beyond_what(res) or label in too_wide) else levels[label]
+              for label, res in parts}
     shown = [v for v in levels.values() if v is not None]
     worst = max(shown, key=LEVELS.index) if shown else None
     points = []
@@ -240,6 +305,9 @@ def mia_summary(parts: list[tuple[str, dict]], exposed: dict[str, int] | None = 
     if unclear and worst in ("low", None):
         worst = None
         headline = f"Exposure: {CANNOT_TELL} ({cannot_tell_reason(unclear)})"
+    elif too_wide and worst in ("low", None):
+        worst = None
+        headline = f"Exposure: {CANNOT_TELL} ({'; '.join(too_wide.values())})"
     else:
         headline = f"Exposure: {worst}" if worst else f"Exposure: {CANNOT_TELL}"
     at_worst = [res for label, res in parts if worst and levels[label] == worst]  # the parts the level comes from
