@@ -259,3 +259,24 @@ def test_a_token_the_server_renders_empty_is_still_scored_and_a_dropped_token_is
     with pytest.raises(LmauditError, match="do not spell the prompt's text"):
         prompt_logprobs(handle.adapter.endpoint, text + " ", bos_text=handle.adapter.bos_text, top_k=2,
                         n_tokens=len(ids), pieces=pieces)
+
+
+def test_a_gguf_tokenizer_is_read_from_its_metadata_without_importing_the_weights(server, tiny_model_dir, tmp_path,
+                                                                                   monkeypatch):
+    """--tokenizer FILE.gguf: the tokenizer and context length come from the file's metadata; no tensor is
+    dequantized and nothing is written to the cache (an import took 24 s and 517 MB for SmolLM2)."""
+    import lmaudit
+    from gguf_files import write_gguf
+    from lmaudit.models import gguf as gguf_mod
+    from lmaudit.utils import cache_dir
+
+    file = write_gguf(tiny_model_dir, tmp_path / "served.gguf", context_length=96)
+    monkeypatch.setattr(gguf_mod, "write_imported", lambda *a, **k: pytest.fail("imported the weights"))
+    texts = make_texts(8, seed=2)
+    result = lmaudit.mia(server.url, texts[:4], texts[4:], tokenizer=file, top_k=5,
+                         config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=0, blind=False))
+    local = lmaudit.mia(server.url, texts[:4], texts[4:], tokenizer=tiny_model_dir, top_k=5,
+                        config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=0, blind=False))
+    assert np.array_equal(result.scores["loss"], local.scores["loss"])  # the same tokenizer, read from the file
+    assert not (cache_dir() / "models").exists() or not any((cache_dir() / "models").iterdir())
+    assert gguf_mod.gguf_tokenizer(file)[1] == 96

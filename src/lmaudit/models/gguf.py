@@ -231,6 +231,39 @@ def _check_coverage(path: Path, loading: dict, seen: dict) -> None:
                              f"{list(expected)}", hint=_RECONVERT)
 
 
+@contextmanager
+def _no_conversion_bar() -> Iterator[None]:
+    """transformers' GGUF conversion draws its own tqdm bar (carriage returns in a log): lmaudit says what it does."""
+    bar = getattr(conversion, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    conversion.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        conversion.tqdm = bar
+
+
+def gguf_tokenizer(path: str | Path):
+    """(tokenizer, context length) of a GGUF source (a ``.gguf`` file, a folder with one, a named model) read from
+    its metadata alone: no tensor is dequantized, nothing is written (a served model's local tokenizer needs no
+    weights). The context length is the file's ``ARCH.context_length`` (None when it has none)."""
+    file = gguf_file(path)
+    if file is None:
+        raise ModelLoadError(f"'{path}' is not a GGUF source")
+    quiet_transformers()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, local_files_only=True)
+        reader = GGUFReader(file)
+        arch = _value(reader.fields["general.architecture"])
+        length = reader.fields.get(f"{arch}.context_length")
+    except (KeyError, ValueError, OSError, RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"{file}: no tokenizer in its metadata ({' '.join(str(exc).split())[:160]})",
+                             hint=_RECONVERT) from None
+    return tokenizer, None if length is None else int(_value(length))
+
+
 def _load_gguf(path: Path):
     """(model, tokenizer) dequantized to float32 by transformers; a one-line error for what it cannot load.
 
@@ -241,7 +274,7 @@ def _load_gguf(path: Path):
     kwargs = {"gguf_file": path.name, "local_files_only": True}
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, **kwargs)
-        with _watched_conversion() as seen, torch.random.fork_rng(devices=[]):
+        with _watched_conversion() as seen, torch.random.fork_rng(devices=[]), _no_conversion_bar():
             torch.manual_seed(0)
             model, loading = AutoModelForCausalLM.from_pretrained(path.parent, ignore_mismatched_sizes=True,
                                                                   output_loading_info=True, **kwargs)

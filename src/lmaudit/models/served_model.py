@@ -32,7 +32,7 @@ from transformers import AutoTokenizer
 
 from lmaudit.errors import LmauditError, ModelLoadError
 from lmaudit.models.adapters import ARAdapter
-from lmaudit.models.gguf import local_model
+from lmaudit.models.gguf import gguf_file, gguf_tokenizer, local_model
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.served import (
     PROBE_TEXT,
@@ -186,7 +186,15 @@ def _rows(answer: PromptLogprobs, offsets: list[int], start: int, vocab: int, *,
 
 
 def _tokenizer_of(source) -> tuple[object, int]:
-    """The tokenizer of a local model source and its context length (the config's, else the tokenizer's)."""
+    """The tokenizer of a local model source and its context length (the config's, else the tokenizer's). A GGUF
+    source (a ``.gguf`` file, a named model) gives its tokenizer from its metadata alone: nothing is dequantized."""
+    try:
+        gguf = gguf_file(source)
+    except ModelLoadError:
+        gguf = None
+    if gguf is not None:
+        tok, limit = gguf_tokenizer(gguf)
+        return tok, limit if isinstance(limit, int) and 0 < limit < 10**7 else 2048
     folder = resolve_source(source, local=local_model).folder
     try:
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
