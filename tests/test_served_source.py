@@ -280,3 +280,24 @@ def test_a_gguf_tokenizer_is_read_from_its_metadata_without_importing_the_weight
     assert np.array_equal(result.scores["loss"], local.scores["loss"])  # the same tokenizer, read from the file
     assert not (cache_dir() / "models").exists() or not any((cache_dir() / "models").iterdir())
     assert gguf_mod.gguf_tokenizer(file)[1] == 96
+
+
+def test_the_table_marks_top_k_approximations_and_the_report_names_the_served_model(server, tiny_model_dir):
+    import lmaudit
+    from lmaudit.report.build import mia_facts
+    from lmaudit.runs.mia_notes import results_table
+    from rich.console import Console
+
+    texts = make_texts(12, seed=4)
+    result = lmaudit.mia(server.url, texts[:6], texts[6:], tokenizer=tiny_model_dir, top_k=5,
+                         config=lmaudit.RunConfig(attacks=["loss", "min_k_pp"], n_bootstrap=0, blind=False))
+    console = Console(record=True, width=400)
+    console.print(results_table(result))
+    shown = console.export_text()
+    assert "min_k_pp (approx.)" in shown and "loss (approx.)" not in shown
+    assert "(approx.): approximate: the mean and spread of log p over the vocabulary come from the top 5" in shown
+    facts = mia_facts(result.payload())
+    identity = result.target["fingerprint"].removeprefix("served:")
+    assert f"served model 'tiny', identity {identity}, top-5 log-probabilities (approximate from them: mu, sigma)" \
+        in facts["target"]
+    assert "budget" not in facts["configuration"]  # a DLM setting: not shown for an AR run

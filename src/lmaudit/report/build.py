@@ -172,16 +172,33 @@ def _long_texts(long: dict | None) -> str:
     return f"; {long['members']} member(s) and {long['nonmembers']} non-member(s) over {long['limit']} tokens, {done}"
 
 
+DLM_ONLY_SETTINGS = ("budget",)  # settings an AR run does not read: not shown for one
+
+
+def _served(model: dict) -> str:
+    """"; served model NAME, identity …, top-20 log-probabilities (approximate: mu, sigma)" for a served model."""
+    served = model.get("served")
+    if not isinstance(served, dict):
+        return ""
+    access = served.get("access")
+    what = f"top-{served['top_k']} log-probabilities" if served.get("top_k") else f"{access} access"
+    approx = f" (approximate from them: {', '.join(served['approximate'])})" if served.get("approximate") else ""
+    identity = str(model.get("fingerprint", "")).removeprefix("served:")
+    return f"; served model {served.get('model')!r}, identity {identity}, {what}{approx}"
+
+
 def mia_facts(res: dict) -> dict[str, str]:
     ref = res.get("reference")
     cfg = res.get("config", {})
+    kind = res["target"]["kind"]
+    shown = {k: v for k, v in cfg.items() if k != "params" and not (kind == "ar" and k in DLM_ONLY_SETTINGS)}
     return {
-        "target": f"{res['target']['path']} ({res['target']['kind']}{_precision(res['target'])}, "
-                  f"fingerprint {res['target']['fingerprint']})",
-        "reference": "none" if not ref else f"{ref['path']} (fingerprint {ref['fingerprint']})",
+        "target": f"{res['target']['path']} ({kind}{_precision(res['target'])}, "
+                  f"fingerprint {res['target']['fingerprint']}{_served(res['target'])})",
+        "reference": "none" if not ref else f"{ref['path']} (fingerprint {ref['fingerprint']}{_served(ref)})",
         "data": f"{res['n_members']} members, {res['n_nonmembers']} non-members" + _long_texts(res.get("long_texts")),
         "seed": str(cfg.get("seed")),
-        "configuration": json.dumps({k: v for k, v in cfg.items() if k != "params"}),
+        "configuration": json.dumps(shown),
         **facts_common(res),
     }
 

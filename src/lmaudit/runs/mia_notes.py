@@ -80,6 +80,12 @@ def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers:
     return notes
 
 
+def approximate_attacks(attacks: dict[str, dict]) -> dict[str, str]:
+    """{attack: its note} of the attacks computed approximately (a served model's top-k log-probabilities)."""
+    return {name: note for name, m in attacks.items() for note in m.get("notes", [])
+            if str(note).startswith("approximate")}
+
+
 def results_table(result) -> Table:
     """A rich table of the run's metrics, best AUC first; attacks the data cannot tell from the best say "≈ best"."""
     kind = result.target.get("kind", "ar").upper()
@@ -88,15 +94,18 @@ def results_table(result) -> Table:
     blind = (result.set_check or {}).get("baselines") or {}
     prior = ((result.set_check or {}).get("reference") or {}).get("attacks") or {}
     header, rows = metric_rows(result.attacks, result.set_check)
+    approximate = approximate_attacks(result.attacks)
     for col in header:
         table.add_column(col, justify="left" if col == "attack" else "right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*([f"{row[0]} (approx.)", *row[1:]] if row[0] in approximate else row))
     unresolved = {key: why for m in result.attacks.values() for key, why in m.get("unresolved", {}).items()}
     caption = [READING_NOTE] + ([BLIND_NOTE] if blind else []) + ([PRIOR_NOTE] if prior else [])
     if unresolved:  # said once under the table, not in every cell
         caption.insert(0, "; ".join(f"{key.upper()}: {why}" for key, why in unresolved.items()) +
                        f", {result.n_nonmembers:,} here.")
+    if approximate:
+        caption.insert(0, f"(approx.): {approximate[next(iter(approximate))]}.")
     table.caption = " ".join(caption)
     return table
 
