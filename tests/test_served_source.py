@@ -283,10 +283,11 @@ def test_a_gguf_tokenizer_is_read_from_its_metadata_without_importing_the_weight
 
 
 def test_the_table_marks_top_k_approximations_and_the_report_names_the_served_model(server, tiny_model_dir):
+    from rich.console import Console
+
     import lmaudit
     from lmaudit.report.build import mia_facts
     from lmaudit.runs.mia_notes import results_table
-    from rich.console import Console
 
     texts = make_texts(12, seed=4)
     result = lmaudit.mia(server.url, texts[:6], texts[6:], tokenizer=tiny_model_dir, top_k=5,
