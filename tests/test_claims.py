@@ -8,10 +8,19 @@ import pytest
 from helpers import assert_ok, assert_user_error, lmaudit
 from lmaudit.report.claims import CLAIMS, build_claims, judge_all
 from lmaudit.report.claims_gapk import finetuned_gap
-from lmaudit.report.claims_others import smi_closest, smi_coverage
 from lmaudit.report.claims_pii import pii_combined
 from lmaudit.report.claims_qskew import misaligned, q_skew_beats_baselines
-from lmaudit.report.verdicts import AGAINST, INCONCLUSIVE, NOT_RUN, PARTLY, REPRODUCED, UNTESTABLE
+from lmaudit.report.claims_smi import smi_closest, smi_coverage
+from lmaudit.report.verdicts import (
+    AGAINST,
+    AT_THIS_SIZE,
+    INCONCLUSIVE,
+    MIXED,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    SMALLER,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,16 +38,20 @@ AHEAD, TIED, BEHIND = (0.05, 0.02, 0.08), (0.01, -0.02, 0.04), (-0.05, -0.08, -0
 
 @pytest.mark.parametrize("intervals, verdict", [
     ({"loss": [AHEAD] * 3, "calibration": [AHEAD] * 3}, REPRODUCED),
-    ({"loss": [AHEAD] * 3, "calibration": [AHEAD, AHEAD, TIED]}, PARTLY),  # ahead only where every seed says so
-    ({"loss": [AHEAD] * 3, "calibration": [BEHIND] * 3}, AGAINST),  # one baseline ahead of Q-Skew on every seed
+    ({"loss": [AHEAD] * 3, "calibration": [AHEAD, AHEAD, TIED]}, MIXED),  # a tied seed is not support: mixed
+    ({"loss": [AHEAD] * 3, "calibration": [BEHIND] * 3}, MIXED),  # one baseline ahead of Q-Skew on every seed
+    ({"loss": [BEHIND] * 3, "calibration": [BEHIND] * 3}, AGAINST),
 ])
 def test_q_skew_verdict_is_read_from_the_paired_intervals(intervals, verdict):
     f = q_skew_beats_baselines("dlm-dft")({"dlm-dft": mia_record(intervals)})
     assert f.verdict == verdict
-    # each seed, own interval
-    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (ahead 3/3: reproduced)" in f.ours
-    if verdict == AGAINST:
-        assert "Ahead of Q-Skew on every seed: calibration" in f.ours and "calibration -5.0" in f.ours
+    # each seed, own interval (no size given here: the direction alone)
+    assert "loss +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0], +5.0 [+2.0, +8.0] (seeds: 3 reproduced)" in f.ours \
+        or verdict == AGAINST
+    assert q_skew_beats_baselines("dlm-dft", effect=0.097)({"dlm-dft": mia_record(
+        {"loss": [AHEAD] * 3})}).verdict == SMALLER  # +5.0 [+2.0, +8.0] excludes the paper's +9.7
+    if "calibration -5.0" in f.ours:
+        assert "Ahead of Q-Skew on every seed: " in f.ours and "calibration" in f.ours.split("every seed: ")[-1]
 
 
 def test_pii_claim_pairs_the_same_records():
@@ -59,7 +72,7 @@ def test_pii_claim_pairs_the_same_records():
     assert f.verdict == REPRODUCED and "Beside it, combined (fitted α, not judged): inference email: combined 20.0% " \
         "vs ce 20.0%, difference +0.0 [+0.0, +0.0]" in f.ours
     rec["ranks"]["combined_paper"] = ranks["ce"]  # the same hits on every record: [0, 0] measures nothing
-    assert pii_combined("combined_paper", "ce", better=True)({"pii-reconstruction": rec}).verdict == INCONCLUSIVE
+    assert pii_combined("combined_paper", "ce", better=True)({"pii-reconstruction": rec}).verdict == AT_THIS_SIZE
 
 
 def test_missing_and_older_experiments_are_not_run_naming_the_command():
@@ -78,7 +91,7 @@ def test_claims_command_writes_one_row_per_claim(tmp_path):
     text = (tmp_path / "CLAIMS.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| claim |")]
     assert len(rows) == len(CLAIMS)
-    assert "| **reproduced** |" in rows[0] and "[dlm-dft](dlm-dft/table.md)" in rows[0]
+    assert "| **smaller** |" in rows[0] and "[dlm-dft](dlm-dft/table.md)" in rows[0]  # +5.0 [+2.0, +8.0] vs +9.7
     assert_user_error(lmaudit("claims", str(tmp_path / "nope")), "is not a folder")
     (tmp_path / "dlm-dft" / "results.json").write_text("{")
     assert_user_error(lmaudit("claims", str(tmp_path)), "dlm-dft/results.json: cannot read")
@@ -90,40 +103,47 @@ def test_the_committed_claims_are_those_the_committed_results_give():
 
 
 @pytest.mark.parametrize("cost, mis_auc, verdict", [
-    (TIED, 0.90, REPRODUCED),  # a drop shown below the paper's 5.0, above the strongest golden baseline (0.85)
-    (AHEAD, 0.90, PARTLY),  # a drop of 2–8 points: consistent with the paper's 5.0, not shown below it
-    ((0.10, 0.07, 0.13), 0.90, AGAINST),  # a drop shown above the paper's 5.0
-    (TIED, 0.80, AGAINST),  # below the strongest baseline on every seed
+    ((0.05, 0.0, 0.10), 0.99, MIXED),  # a drop of 0 to 10 points holds the paper's 5.0: inconclusive; the lead
+    # over the baseline (+14 points, against the paper's +8.2) reproduced: a mixed row
+    ((0.02, 0.01, 0.03), 0.99, REPRODUCED),  # a drop shown below the paper's 5.0, and the lead
+    ((0.10, 0.07, 0.13), 0.70, AGAINST),  # a drop shown above the paper's 5.0, and below the strongest baseline
 ])
 def test_misaligned_reference_cost_is_read_from_golden_minus_misaligned(cost, mis_auc, verdict):
-    # 5 seeds: 'above the strongest baseline' is read on points, which needs the sign test's 5 seeds
-    auc = lambda a: {"auc": [a, 0.0], "per_seed": [{"auc": a}] * 5}  # noqa: E731
-    rows = {"golden / q_skew": auc(0.92), "golden / calibration": auc(0.85), "other-seed / q_skew": auc(mis_auc),
+    auc = lambda a: {"auc": [a, 0.0], "per_seed": [{"auc": a}] * 3}  # noqa: E731
+    rows = {"golden / q_skew": auc(0.99), "golden / calibration": auc(0.85), "other-seed / q_skew": auc(mis_auc),
             "other-seed / calibration": auc(0.84)}
-    vs = {k: [{"seed": i, "diff": cost[0], "ci95": list(cost[1:])} for i in range(5)]
+    vs = {k: [{"seed": i, "diff": cost[0], "ci95": list(cost[1:])} for i in range(3)]
           for k in rows if k != "golden / q_skew"}
-    f = misaligned({"dlm-misaligned-ref": {"rows": rows, "paired": {"compare": "golden / q_skew", "vs": vs}}})
+    f = misaligned({"dlm-misaligned-ref": {"rows": rows, "paired": {"compare": "golden / q_skew", "vs": vs},
+                                           "experiment": {"n_members": 200, "n_nonmembers": 200, "seeds": [0, 1, 2]}}})
     assert f.verdict == verdict
-    assert "strongest golden-reference baseline (golden / calibration) 85.0" in f.ours
+    assert "the strongest golden-reference baseline (golden / calibration, 85.0 ± 0.0)" in f.ours
+    assert "unpaired: Hanley and McNeil" in f.ours  # the lead's interval is computed from the two AUCs
 
 
-def test_interval_coverage_claim_counts_intervals_that_hold_the_known_rho():
-    hold = {"0.05 / none / smi-m": [[0.0, 0.1]] * 15, "0.05 / retrain / smi-m": [[0.8, 1.0]] * 15,
-            "0.05 / npo / smi-m": [[0.2, 0.3]] * 15}  # npo's true ρ is unknown: not counted
-    f = smi_coverage({"unlearning-audit": {"intervals": hold}})
-    assert f.verdict == REPRODUCED and "smi-m 30/30" in f.ours  # Wilson lower bound 88.6% ≥ 80%
-    miss = {**hold, "0.05 / retrain / smi-m": [[0.5, 0.7]] * 15, "0.05 / none / smi-m": [[0.1, 0.2]] * 15}
-    f = smi_coverage({"unlearning-audit": {"intervals": miss}})
-    assert f.verdict == "not reproduced" and "smi-m 0/30" in f.ours  # below 90% with confidence
-    # 9 of 12 is consistent with 90% (Wilson upper 91%) but does not show even 80%: too few to call reliable
-    nine = {"0.05 / none / smi-m": [[0.0, 0.1]] * 5 + [[0.2, 0.3]], "0.05 / retrain / smi-m": [[0.8, 1.0]] * 4
-            + [[0.5, 0.7]] * 2}
-    f = smi_coverage({"unlearning-audit": {"intervals": nine}})
-    assert f.verdict == INCONCLUSIVE and "smi-m 9/12" in f.ours
+def coverage_record(none: list, retrain: list, seeds: int = 2) -> dict:
+    """Per seed, the 90% intervals of 'none' and 'retrain' over as many forget fractions as given."""
+    iv = {}
+    for i, (a, b) in enumerate(zip(none, retrain)):
+        iv[f"0.{i + 1:02d} / none / smi-m"] = [a] * seeds
+        iv[f"0.{i + 1:02d} / retrain / smi-m"] = [b] * seeds
+    iv["0.01 / npo / smi-m"] = [[0.2, 0.3]] * seeds  # npo's true ρ is unknown: not counted
+    return {"unlearning-audit": {"intervals": iv, "experiment": {"seeds": list(range(seeds))}}}
+
+
+def test_interval_coverage_is_judged_per_seed_not_pooled_over_fractions_and_seeds():
+    hold = coverage_record([[0.0, 0.1]] * 15, [[0.8, 1.0]] * 15)  # 30 intervals per seed, all holding the truth
+    f = smi_coverage(hold)
+    assert f.verdict == REPRODUCED and "smi-m 30/30 [88.6, 100.0]%, 30/30" in f.ours  # Wilson lower 88.6% > 80%
+    miss = coverage_record([[0.1, 0.2]] * 15, [[0.5, 0.7]] * 15)
+    assert smi_coverage(miss).verdict == AGAINST  # below 80% with confidence, on every seed
+    # 2 intervals per seed (the tiny regime's 2 fractions × 'none' and 'retrain'): even full coverage cannot show 80%,
+    # a limit of our size; pooled over fractions and seeds this read 'reproduced' or 'not reproduced'
+    few = smi_coverage(coverage_record([[0.0, 0.1]], [[0.5, 0.7]], seeds=3))
+    assert few.verdict == AT_THIS_SIZE and "16 informative intervals" in few.regime
     # clipped ([0, 0], [1, 1]) and whole-range intervals hold the truth whatever the audit does: never counted
-    degenerate = {"0.05 / none / smi-m": [[0.0, 0.0]] * 20, "0.05 / retrain / smi-m": [[0.0, 1.0]] * 20}
-    f = smi_coverage({"unlearning-audit": {"intervals": degenerate}})
-    assert f.verdict == UNTESTABLE and "20 clipped to a point, 20 the whole [0, 1]" in f.ours
+    degenerate = coverage_record([[0.0, 0.0]] * 20, [[0.0, 1.0]] * 20)
+    assert smi_coverage(degenerate).verdict == AT_THIS_SIZE and "smi-m 0/0" in smi_coverage(degenerate).ours
 
 
 def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
@@ -135,12 +155,12 @@ def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
     gap = next(c for c in CLAIMS if c.claim.startswith("Gap-K% beats Min-K%++"))
     assert gap.real_judge is not None and "real-dft-lora" in gap.real_experiments
     assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD] * 3)}).verdict == REPRODUCED
-    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD, TIED, AHEAD])}).verdict == PARTLY
-    # [−2, +4] holds 0 and the paper's +2.1: a tie, inconclusive
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([AHEAD, TIED, AHEAD])}).verdict == MIXED
+    # [−2, +4] holds 0 and the paper's +2.1: inconclusive
     assert finetuned_gap("real-dft-lora")({"real-dft-lora": real([TIED] * 3)}).verdict == INCONCLUSIVE
-    # [−5.8, +0.5] holds 0 but excludes the paper's +2.1 (the issue's SmolLM2 figure): not reproduced
+    # [−5.8, +0.5] holds 0 but excludes the paper's +2.1: not reproduced
     short = real([(-0.027, -0.058, 0.005)] * 3)
-    assert finetuned_gap("real-dft-lora")({"real-dft-lora": short}).verdict == "not reproduced"
+    assert finetuned_gap("real-dft-lora")({"real-dft-lora": short}).verdict == NOT_REPRODUCED
     judged = {c.claim: (f, r) for c, f, r in judge_all({"real-dft-lora": real([AHEAD] * 3)})}
     tiny, on_real = judged[gap.claim]
     assert tiny.verdict == NOT_RUN and on_real.verdict == REPRODUCED  # the two columns are judged apart
@@ -165,22 +185,23 @@ def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run
 
 
 def test_an_audit_that_reads_none_like_retrain_cannot_be_the_closest_to_the_gold_standard():
-    def rec(none_smi_m, retrain_smi_m, none_loss=(0.05, 0.06, 0.07, 0.06, 0.06),
-            retrain_loss=(0.9, 0.85, 0.88, 0.9, 0.87)):
-        cell = lambda v: {"mean": sum(v) / len(v), "n_undefined": 0, "per_seed": list(v)}  # noqa: E731
-        return {"unlearning-audit": {"unlearning": {
-            "0.1 / none / smi-m": cell(none_smi_m), "0.1 / retrain / smi-m": cell(retrain_smi_m),
-            "0.1 / none / threshold-loss": cell(none_loss), "0.1 / retrain / threshold-loss": cell(retrain_loss)}}}
+    def rec(smi_m: tuple[float, float], other: tuple[float, float], half: float = 0.02, n: int = 3):
+        cells = {"0.1 / none / smi-m": smi_m[0], "0.1 / retrain / smi-m": smi_m[1], "0.1 / none / smi": other[0],
+                 "0.1 / retrain / smi": other[1]}
+        return {"unlearning-audit": {
+            "unlearning": {k: {"mean": v, "n_undefined": 0, "per_seed": [v] * n} for k, v in cells.items()},
+            "intervals": {k: [[v - half, v + half]] * n for k, v in cells.items()},
+            "experiment": {"seeds": list(range(n))}}}
 
-    # 5 seeds: 'closest' is read on points, which needs the sign test's 5 seeds
-    none, retrain = [0.01, 0.02, 0.01, 0.03, 0.02], [0.98, 0.99, 0.97, 0.99, 0.98]
-    assert smi_closest(rec(none, retrain)).verdict == REPRODUCED  # closer on every seed, both models
-    assert smi_closest(rec(none[:3], retrain[:3], (0.05, 0.06, 0.07), (0.9, 0.85, 0.88))).verdict == INCONCLUSIVE
-    stuck = smi_closest(rec([1.0] * 5, [1.0] * 5))  # exactly 1 for retrain, but also for the untouched model
-    assert stuck.verdict == AGAINST and "none (ρ = 0): smi-m 1.00 ± 0.00, the closest other audit threshold-loss " \
-        "0.06 ± 0.01; farther from it on every seed than threshold-loss" in stuck.ours
-    # seeds disagree on the untouched model
-    assert smi_closest(rec([0.01, 0.2, 0.01, 0.2, 0.01], retrain)).verdict == PARTLY
+    assert smi_closest(rec((0.02, 0.98), (0.3, 0.7))).verdict == REPRODUCED  # closer on every seed, both models
+    stuck = smi_closest(rec((1.0, 1.0), (0.05, 0.95)))  # exactly 1 for retrain, but also for the untouched model
+    assert stuck.verdict == MIXED and stuck.verdict.counts == "3 reproduced, 3 against the claim"
+    assert "none (ρ = 0): smi-m 1.00 ± 0.00; other audit, its error − smi-m's: smi 0.05 ± 0.00 -0.95" in stuck.ours
+    # audits without an interval (the thresholded ones) are points only, counted beside the judged seeds
+    table = rec((0.02, 0.98), (0.3, 0.7))
+    table["unlearning-audit"]["unlearning"]["0.1 / none / threshold-loss"] = {"per_seed": [0.1] * 3, "mean": 0.1}
+    assert smi_closest(table).verdict.counts == "6 reproduced, 1 points only"
     # the std is the sample std (ddof = 1) of the per-seed values: [0, 0, 1] reads 0.58, not 0.47 (ddof = 0)
-    three = smi_closest(rec([0.0, 0.0, 1.0], [1.0, 1.0, 1.0], (0.1, 0.1, 0.1), (0.9, 0.9, 0.9)))
-    assert "smi-m 0.33 ± 0.58" in three.ours
+    three = rec((0.0, 1.0), (0.1, 0.9))
+    three["unlearning-audit"]["unlearning"]["0.1 / none / smi-m"]["per_seed"] = [0.0, 0.0, 1.0]
+    assert "smi-m 0.33 ± 0.58" in smi_closest(three).ours

@@ -1,4 +1,4 @@
-"""The rows of the thirteen headline claims issue 42 found without one (lmaudit.report.claims_added): each judge given
+"""The rows of the headline claims beyond the main rows (lmaudit.report.claims_added, claims_extra): each judge given
 stored values that make each verdict it can give, its figures following the values planted (a judge that can only say
 "not testable" or "not run" says so, with the figures it reads), and the identity one row cites as its evidence."""
 
@@ -15,21 +15,29 @@ from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 from lmaudit.report import claims
 from lmaudit.report import claims_added as a
 from lmaudit.report import claims_added_ext as x
+from lmaudit.report import claims_extra as e
 from lmaudit.report.claims_base import Claim
 from lmaudit.report.verdicts import (
     AGAINST,
+    AT_THIS_SIZE,
     INCONCLUSIVE,
+    MIXED,
     NOT_REPRODUCED,
     NOT_RUN,
-    PARTLY,
+    POINTS_ONLY,
     REPRODUCED,
+    SMALLER,
     UNTESTABLE,
 )
 
+SETS = {"n_members": 200, "n_nonmembers": 200}
 
-def test_the_thirteen_rows_are_appended_with_the_names_of_the_claims_module():
-    assert len(a.ADDED) == 13 and claims.CLAIMS[-13:] == a.ADDED and all(isinstance(c, Claim) for c in a.ADDED)
+
+def test_the_further_rows_are_appended_with_the_names_of_the_claims_module():
+    assert len(a.ADDED) == 13 and len(e.EXTRA) == 8 and claims.CLAIMS[-21:] == a.ADDED + e.EXTRA
+    assert all(isinstance(c, Claim) for c in a.ADDED + e.EXTRA)
     assert (a.QS, a.SMI, a.GAP, a.EXT) == (claims.QS, claims.SMI, claims.GAP, claims.EXT)
+    assert (e.QS, e.SMI, e.GAP, e.EXT) == (claims.QS, claims.SMI, claims.GAP, claims.EXT)
     assert a.STEP_MEDIANS == claims.STEP_GAINS and a.REAL_MIA == claims.REAL_MIA
     assert (a.REAL_PT, a.REAL_UL, a.REAL_DLM_PII) == (claims.REAL_PT, claims.REAL_UL, claims.REAL_DLM_PII)
     assert len({c.claim for c in claims.CLAIMS}) == len(claims.CLAIMS)  # no claim twice
@@ -43,25 +51,24 @@ def epochs_record(*per_epoch):
     curve = {str(e + 1): {"per_seed": [{"auc": v} for v in seeds]} for e, seeds in enumerate(per_epoch)}
     flat = {e: {"per_seed": [{"auc": 0.5}] * len(per_epoch[0])} for e in curve}
     return {"dlm-epochs": {"curves": {"q_skew": curve, "loss": flat},
-                           "experiment": {"seeds": list(range(len(per_epoch[0])))}}}
+                           "experiment": {"seeds": list(range(len(per_epoch[0]))), **SETS}}}
 
 
 @pytest.mark.parametrize("per_epoch, verdict", [
-    (((0.6,) * 5, (0.7,) * 5, (0.8,) * 5), REPRODUCED),  # higher at every epoch on every one of 5 seeds
-    (((0.8,) * 5, (0.7,) * 5, (0.6,) * 5), AGAINST),
-    (((0.6,) * 5, (0.7, 0.7, 0.7, 0.7, 0.5), (0.8,) * 5), PARTLY),  # one step mixed
-    (((0.6,) * 3, (0.7,) * 3, (0.8,) * 3), INCONCLUSIVE),  # 3 seeds: too few for the sign test
+    (((0.6,) * 3, (0.7,) * 3, (0.8,) * 3), REPRODUCED),  # +10 points an epoch, beyond the unpaired noise
+    (((0.8,) * 3, (0.7,) * 3, (0.6,) * 3), AGAINST),
+    (((0.6,) * 3, (0.7, 0.7, 0.6), (0.8,) * 3), MIXED),  # one seed flat at one step
+    (((0.70,) * 3, (0.71,) * 3, (0.72,) * 3), INCONCLUSIVE),  # +1 point: within the noise
 ])
-def test_epochs_are_read_seed_by_seed_each_epoch_against_the_one_before(per_epoch, verdict):
+def test_epochs_are_read_per_seed_each_epoch_against_the_one_before(per_epoch, verdict):
     f = a.epochs_grow(epochs_record(*per_epoch))
-    assert f.verdict == verdict and f.points
+    assert f.verdict == verdict and not f.points and "Hanley and McNeil" in f.ours
     assert f"1: {100 * np.mean(per_epoch[0]):.1f}" in f.ours
 
 
-def test_one_seed_of_epochs_is_inconclusive_and_says_so():
-    f = a.epochs_grow(epochs_record((0.65,), (0.81,), (0.88,)))
-    assert f.verdict == INCONCLUSIVE and f.one_seed and "1 → 2 higher, one seed" in f.ours
-    assert "1: 65.0, 2: 81.0, 3: 88.0" in f.ours and "for 1 of 2 attacks" in f.regime
+def test_one_seed_of_epochs_is_judged_by_its_own_interval():
+    f = a.epochs_grow(epochs_record((0.65,), (0.81,), (0.88,)))  # was inconclusive whatever the values
+    assert f.verdict == REPRODUCED and f.one_seed and "1: 65.0, 2: 81.0, 3: 88.0" in f.ours
 
 
 def test_two_families_is_not_testable_and_reads_how_the_dlm_was_made():
@@ -86,7 +93,7 @@ def validity(shifted, iid_differ=(False, False)):
 
 @pytest.mark.parametrize("shifted, verdict", [
     (((0.93, 0.97), (0.94, 0.98)), REPRODUCED),  # the untouched model separates the sets on every seed
-    (((0.93, 0.97), (0.45, 0.6)), PARTLY),
+    (((0.93, 0.97), (0.45, 0.6)), MIXED),
     (((0.45, 0.6), (0.45, 0.6)), INCONCLUSIVE),  # holds 0.5: no paper figure, a tie
     (((0.3, 0.4), (0.3, 0.45)), AGAINST),
 ])
@@ -101,41 +108,46 @@ def test_a_failed_iid_control_keeps_the_split_from_counting():
     assert f.verdict == INCONCLUSIVE and "seed(s) [1]" in f.regime and "(Bonferroni p 0.01)" in f.ours
 
 
-def test_pii_examples_are_not_testable_and_count_what_each_signal_alone_ranks_first():
+def test_pii_examples_are_not_testable_without_the_values_and_read_their_length_with_them():
     ranks = {"ce": {"email": [[1, 1, 2, None], [1, 3]]}, "skew_pii": {"email": [[1, 2, 1, 1], [4, 1]]}}
     f = a.pii_examples({"pii-reconstruction": {"ranks": ranks}})
-    assert f.verdict == UNTESTABLE
+    assert f.verdict == UNTESTABLE and "`values`" in f.regime
     assert "email: Q-Skew (PII mask) alone 3, CE alone 2, both 1 of 6" in f.ours
+    ranks = {"ce": {"email": [[1] * 6 + [2] * 6]}, "skew_pii": {"email": [[2] * 6 + [1] * 6]}}
+    long_q = {"email": [["a" * (5 + i % 3) for i in range(6)] + ["b" * (20 + i % 3) for i in range(6)]]}
+    f = a.pii_examples({"pii-reconstruction": {"ranks": ranks, "values": long_q}})
+    assert f.verdict == REPRODUCED and "length (characters) Q-Skew alone − CE alone +15.0" in f.ours
 
 
 # ---------------------------------------------------------------- SMI
 
-def unlearning(cells, *, seeds=5, **experiment):
-    """An unlearning-audit record from {"frac / method / audit": per-seed ρ}."""
+def unlearning(cells, *, seeds=3, half=0.02, intervals=True, **experiment):
+    """An unlearning-audit record from {"frac / method / audit": per-seed ρ}, each with a 90% interval ± ``half``."""
     table = {k: {"per_seed": list(v)} for k, v in cells.items()}
-    return {"unlearning-audit": {"unlearning": table, "experiment": {"seeds": list(range(seeds)), **experiment}}}
+    iv = {k: [[x - half, x + half] for x in v] for k, v in cells.items()} if intervals else {}
+    return {"unlearning-audit": {"unlearning": table, "intervals": iv,
+                                 "experiment": {"seeds": list(range(seeds)), **experiment}}}
 
 
-def smi_cells(smi_none, smi_retrain, smim_none, smim_retrain, n=5):
+def smi_cells(smi_none, smi_retrain, smim_none, smim_retrain, n=3):
     return {"0.1 / none / smi": [smi_none] * n, "0.1 / retrain / smi": [smi_retrain] * n,
             "0.1 / none / smi-m": [smim_none] * n, "0.1 / retrain / smi-m": [smim_retrain] * n}
 
 
-@pytest.mark.parametrize("values, seeds, verdict", [
-    ((0.3, 0.7, 0.0, 0.95), 5, REPRODUCED),  # SMI-M closer to 0 and 1 on every seed
-    ((0.0, 0.95, 0.3, 0.7), 5, AGAINST),
-    ((0.3, 0.7, 0.0, 0.95), 3, INCONCLUSIVE),  # 3 seeds of points
+@pytest.mark.parametrize("values, verdict", [
+    ((0.3, 0.7, 0.0, 0.95), REPRODUCED),  # SMI-M closer to 0 and 1 on every seed, by more than the paper's 1.4
+    ((0.0, 0.95, 0.3, 0.7), AGAINST),
+    ((0.01, 0.99, 0.01, 0.99), NOT_REPRODUCED),  # level: the paper's +0.014 excluded, 0 not
 ])
-def test_smi_m_against_smi_is_the_error_against_the_known_rho_seed_by_seed(values, seeds, verdict):
-    f = x.smi_m_beats_smi(unlearning(smi_cells(*values, n=seeds), seeds=seeds))
-    assert f.verdict == verdict and f.points
-    assert "forget 10%, hidden features: SMI 0.30 ± 0.00" in f.ours or "SMI 0.03 ± 0.00" in f.ours
+def test_smi_m_against_smi_is_the_error_against_the_known_rho_per_seed_with_its_interval(values, verdict):
+    f = x.smi_m_beats_smi(unlearning(smi_cells(*values), half=0.001))
+    assert f.verdict == verdict and not f.points
+    assert "forget 10%, hidden features: SMI " in f.ours
 
 
-def test_an_undefined_smi_m_estimate_counts_as_a_guess():
-    cells = smi_cells(0.3, 0.7, float("nan"), float("nan"))
-    f = x.smi_m_beats_smi(unlearning(cells))
-    assert f.verdict == AGAINST and "vs SMI-M 0.50 ± 0.00 (SMI closer on every seed)" in f.ours
+def test_an_undefined_estimate_has_no_interval_and_is_points_only():
+    f = x.smi_m_beats_smi(unlearning(smi_cells(0.3, 0.7, float("nan"), float("nan"))))
+    assert f.verdict == POINTS_ONLY
 
 
 def test_fnr_at_zero_fpr_is_not_run_and_reads_the_stored_threshold():
@@ -143,13 +155,14 @@ def test_fnr_at_zero_fpr_is_not_run_and_reads_the_stored_threshold():
     assert f.verdict == NOT_RUN and "thresholded at 5% FPR" in f.ours and "threshold-lira 0.83, 1.00" in f.ours
 
 
-@pytest.mark.parametrize("smi_m, verdict", [(0.95, REPRODUCED), (0.3, AGAINST), (0.55, INCONCLUSIVE)])
-def test_a_shadow_audit_collapses_only_where_smi_m_is_ahead_by_the_tolerance_on_every_seed(smi_m, verdict):
-    cells = {"0.1 / retrain / threshold-lira": [0.5] * 5, "0.1 / retrain / smi-m": [smi_m] * 5,
-             "0.1 / retrain / smi-m-scores": [smi_m] * 5}
+@pytest.mark.parametrize("smi_m, verdict", [(0.95, SMALLER), (0.3, AGAINST), (0.55, SMALLER)])
+def test_a_shadow_audit_collapses_where_smi_m_is_above_it_by_the_papers_gap(smi_m, verdict):
+    cells = {"0.1 / retrain / threshold-lira": [0.5] * 3, "0.1 / retrain / smi-m": [smi_m] * 3,
+             "0.1 / retrain / smi-m-scores": [smi_m] * 3}
     f = x.shadow_collapse(unlearning(cells, n_shadows=8))
     assert f.verdict == verdict and "offline LiRA with 8 shadow models" in f.ours and "LiRA 0.50, 0.50" in f.ours
-    # 0.55 − 0.5 is above 0 but within the tolerance: not a collapse, and points never say 'not reproduced'
+    # LiRA's thresholded estimate stores no interval in the experiments run so far: points only
+    assert x.shadow_collapse(unlearning(cells, intervals=False, n_shadows=8)).verdict == POINTS_ONLY
 
 
 def test_no_shadow_models_no_shadow_audit():
@@ -194,8 +207,8 @@ def _large(per_setting: dict, **experiment) -> dict:
     ([(0.35, 0.351, (-0.01, 0.012)), (0.35, 0.352, (-0.012, 0.015))], NOT_REPRODUCED),
     # members have more large gaps on every seed: against the claim
     ([(0.40, 0.35, (-0.08, -0.02)), (0.41, 0.36, (-0.07, -0.03))], AGAINST),
-    # one seed above 0, one holding both 0 and +4.4: partly
-    ([(0.35, 0.40, (0.02, 0.08)), (0.35, 0.37, (-0.01, 0.06))], PARTLY),
+    # one seed above 0, one holding both 0 and +4.4: mixed
+    ([(0.35, 0.40, (0.02, 0.08)), (0.35, 0.37, (-0.01, 0.06))], MIXED),
 ])
 def test_large_gaps_read_each_seeds_interval_against_the_papers_shift(seeds, verdict):
     f = a.large_gaps({"ar-pretraining-detection": _large({"seen 1×": seeds})})
@@ -207,7 +220,7 @@ def test_large_gaps_read_each_seeds_interval_against_the_papers_shift(seeds, ver
 def test_large_gaps_combine_the_exposure_settings_and_say_one_seed():
     up, tied = (0.30, 0.36, (0.03, 0.09)), (0.30, 0.31, (-0.02, 0.05))
     f = a.large_gaps({"ar-pretraining-detection": _large({"seen 1×": [up], "seen 4×": [tied]}, seeds=[0])})
-    assert f.verdict == PARTLY and f.one_seed and "seen 4×: members vs non-members 30.0% vs 31.0%" in f.ours
+    assert f.verdict == MIXED and f.one_seed and "seen 4×: members vs non-members 30.0% vs 31.0%" in f.ours
 
 
 # ---------------------------------------------------------------- DLM extraction
@@ -243,8 +256,16 @@ def test_ar_extraction_is_the_dlm_definition_with_a_suffix_read_left_to_right(ti
         assert discoverable([left_to_right.p_hat], n=queries, p=0.5) == discoverable([exact.p_hat], n=queries, p=0.5)
     shuffled = dlm_trajectories(adapter, [target], steps=[4], trajectories=16, seed=1, max_tokens=4096)[0]
     assert not math.isclose(shuffled.log_p_hat, exact.log_p_hat, rel_tol=1e-3)
-    assert x.ar_special_case({}).verdict == REPRODUCED and x.IDENTITY_TEST.endswith(
-        test_ar_extraction_is_the_dlm_definition_with_a_suffix_read_left_to_right.__name__)
+    assert x.IDENTITY_TEST.endswith(test_ar_extraction_is_the_dlm_definition_with_a_suffix_read_left_to_right.__name__)
+
+
+def test_the_identity_row_reads_a_stored_check_or_says_it_is_not_testable_here():
+    f = x.ar_special_case({"extraction-steps": {}})  # once 'reproduced' without reading a result
+    assert f.verdict == UNTESTABLE and x.IDENTITY_TEST in f.regime
+    same = {"dlm": [-5.0, -7.0], "ar": [-5.0 + 1e-5, -7.0]}
+    assert x.ar_special_case({"extraction-steps": {"ar_identity": same}}).verdict == INCONCLUSIVE  # none differs
+    apart = {"dlm": [-5.0] * 20, "ar": [-4.0] * 20}
+    assert x.ar_special_case({"extraction-steps": {"ar_identity": apart}}).verdict == AGAINST
 
 
 def pii(n_train, **rows):
@@ -261,7 +282,7 @@ def pii(n_train, **rows):
 
 @pytest.mark.parametrize("ar, dlm, moved, effect, verdict", [
     (60, 0, 0.0, 0.011, REPRODUCED),  # 30% of 200 vs 0 of 60
-    (60, 0, 0.5, 0.011, INCONCLUSIVE),  # the DLM's p̂ still moving: support does not count
+    (60, 0, 0.5, 0.011, AT_THIS_SIZE),  # the DLM's p̂ still moving: too few orders, our size
     (10, 0, 0.0, 0.011, INCONCLUSIVE),  # [−1.4, +9.0] holds 0 and the paper's +1.1 (the committed figures)
     (2, 0, 0.0, 0.2, NOT_REPRODUCED),  # holds 0, excludes a paper's +20
     (0, 30, 0.0, 0.011, AGAINST),
@@ -297,16 +318,19 @@ def knob(gains, *, moved=0.0, discoverable=(0, 0), seed=0):
     return {"extraction-steps": {"steps": steps, "log_p_columns": cols, "experiment": {"seeds": [0]}}}
 
 
-@pytest.mark.parametrize("gains, moved, discovered, verdict", [
-    ((1.0, 1.0, 1.0, 1.5), 0.0, (0, 12), REPRODUCED),  # every step adds, and more records leak at the most steps
-    ((1.0, 1.0, 1.0, 1.5), 0.0, (0, 0), PARTLY),  # nothing leaks at either: that part cannot be read
-    ((1.0, 1.0, 1.0, 1.5), 0.3, (0, 0), INCONCLUSIVE),  # p̂ not converged: no gain is judged
-    ((1.0, 1.0, 0.0, 0.0), 0.0, (0, 0), PARTLY),  # no gain (±0.05 noise) from 5 steps on: short of the paper's
-    ((1.0, -1.0, 1.0, 1.0), 0.0, (0, 0), AGAINST),  # a step more lowers p̂
+@pytest.mark.parametrize("gains, moved, discovered, counts", [
+    ((1.0, 1.0, 1.0, 1.5), 0.0, (0, 12), "5 reproduced"),  # each step by the paper's size, and 12 more leak
+    ((1.0, 1.0, 1.0, 1.5), 0.0, (0, 0), "4 reproduced, 1 not testable here"),  # nothing leaks at either
+    ((1.0, 1.0, 1.0, 1.5), 0.3, (0, 0), "4 not testable at this size, 1 not testable here"),  # p̂ not converged
+    ((1.0, 1.0, 0.0, 0.0), 0.0, (0, 0), "2 reproduced, 2 not reproduced, 1 not testable here"),
+    ((1.0, -1.0, 1.0, 1.0), 0.0, (0, 0), "2 reproduced, 1 smaller, 1 against the claim, 1 not testable here"),
 ])
-def test_the_step_knob_reads_each_step_count_against_the_one_before(gains, moved, discovered, verdict):
+def test_the_step_knob_reads_each_step_count_against_the_one_before(gains, moved, discovered, counts):
     f = x.step_knob(knob(gains, moved=moved, discoverable=discovered), medians=a.STEP_MEDIANS)
-    assert f.verdict == verdict and f.one_seed
-    assert f"{discovered[0]}/60 at N = 1, {discovered[1]}/60 at N = max" in f.ours
-    if verdict == PARTLY and gains[2] == 0:
-        assert "5 → 10: " in f.ours and "vs +0.63" in f.ours
+    assert f.verdict.counts == counts and f.one_seed
+
+
+def test_row_53s_last_step_is_smaller_than_the_papers():
+    # 10 → max: +0.08 [+0.06, +0.10] nats against the paper's +1.13 (read 'reproduced' while only lo > 0 was tested)
+    f = x.step_knob(knob((1.0, 1.0, 1.0, 0.08)), medians=a.STEP_MEDIANS)
+    assert "10 → max: +0.08 [" in f.ours and f.verdict.parts[3] == SMALLER

@@ -12,11 +12,13 @@ from lmaudit.report import claims_added as a
 from lmaudit.report import claims_gapk as g
 from lmaudit.report import claims_headline as h
 from lmaudit.report import claims_models as md
-from lmaudit.report import claims_others as o
 from lmaudit.report import claims_pii as pii
 from lmaudit.report import claims_qskew as q
 from lmaudit.report import claims_regimes as rg
+from lmaudit.report import claims_smi as smi
 from lmaudit.report.claims import build_claims
+
+COUNTS = {"n_members": 200, "n_nonmembers": 200}  # a membership record's sets, read by the unpaired intervals
 
 # ---------------------------------------------------------------- the header
 
@@ -60,7 +62,7 @@ def test_the_header_reads_the_presets_vocabulary_base_and_torch_build_from_the_r
            "the 'wide' regime of tiny-x uses `small`: 4 layers of width 256, 5.25M parameters)" in text
     assert "`smollm2-135m`, SmolLM2-135M-Instruct (Llama, 134.5M parameters), 4-bit GGUF" in text
     assert "pretrained by its authors (that pretraining is not measured here)" in text
-    assert "the same corpus as the tiny models" in text and "with torch 2.13.0+cpu (a CPU build)" in text
+    assert "on the corpus of each record (`c0ffee…`)" in text and "with torch 2.13.0+cpu (a CPU build)" in text
     for typed in ("trillions", "30-layer", "49,152", "5.2M)"):  # the figures once typed by hand
         assert typed not in text
 
@@ -76,7 +78,7 @@ def test_the_header_follows_a_changed_vocabulary_base_torch_build_and_corpus(tmp
     assert "2 layers of width 128, 1.57M parameters with the corpus' 8,192-token vocabulary" in text  # 8192 × 128 …
     assert "`my-model`, not a model lmaudit names, so its size is not known here" in text
     assert "134.5M" not in text and "CPU" not in text and "with torch 2.13.0+cu121" in text
-    assert "the corpus of each record (beef)" in text and "the same corpus" not in text
+    assert "the corpus of each record (`beef…`)" in text and "the same embedded corpus" not in text
 
 
 # ---------------------------------------------------------------- LoRA or every weight, from the stored `lora`
@@ -160,7 +162,7 @@ def test_the_pii_query_budget_is_read_from_the_record_and_never_assumed():
 
 def test_the_unconverged_estimate_sentence_is_a_possible_reason_not_a_fact():
     f = pii.ar_leaks_more(_pii_extraction({"n": 10_000}, moved=0.5), name="x")
-    reason = f.regime.split("does not count as support.")[-1]
+    reason = f.regime.split("not testable at this size.")[-1]
     assert "Possible reason" in reason and "may fall below its expectation" in reason
     assert "is usually below" not in f.regime
 
@@ -187,16 +189,15 @@ def test_the_tpr_regime_counts_the_stored_non_members():
     assert "1% FPR is 3 of a's 300 non-members" in h.tpr_at_1({"a": rec(300)}, names=("a",)).regime
 
 
-def test_the_smi_cost_regime_reads_the_stored_seconds():
+def test_the_smi_cost_row_reads_the_stored_seconds():
     def cost(smi, features):
         return {"unlearning-audit": {"cost_s": {"smi": smi, "smi-m": smi / 2, "features": features, "smi-scores": 0.01,
                                                 "smi-m-scores": 0.01, "lira_probes": 2.0,
                                                 "lira_shadow_training": 300.0}}}
 
-    assert "its costlier estimate took 3.0 ms once the features existed, and extracting them 0.88 s" in \
-        o.smi_cost(cost(0.003, 0.88)).regime
-    slow = o.smi_cost(cost(0.5, 2.5)).regime
-    assert "took 0.50 s once the features existed, and extracting them 2.50 s" in slow and "CPU" not in slow
+    found = smi.smi_cost(cost(0.003, 0.88)).ours
+    assert "SMI 0.003 and SMI-M 0.002 on hidden features (+ 0.88 to extract them)" in found
+    assert "plus 300.0 per seed for the shadow models" in smi.smi_cost(cost(0.5, 2.5)).ours
 
 
 # ---------------------------------------------------------------- which attack is ahead, from the stored values
@@ -205,7 +206,7 @@ def _paraphrase(unperturbed_gap: float) -> dict:
     rows = {f"s: {r}": {"per_seed": [{"auc": x}] * 3} for r, x in (("perturbed gap_k", 0.55), ("perturbed min_k_pp",
                                                                                             0.6),
                                                                    ("gap_k", unperturbed_gap), ("min_k_pp", 0.6))}
-    return {"pt": {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": [0, 1, 2]}}}
+    return {"pt": {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": [0, 1, 2], **COUNTS}}}
 
 
 def test_the_paraphrase_regime_says_which_attack_leads_from_the_stored_aucs():
@@ -228,7 +229,7 @@ def test_the_smoothing_reason_appears_only_where_no_smoothing_leads():
     def rec(none):
         rows = {f"s: gap_k smooth={k}": {"per_seed": [{"auc": x}] * 3}
                 for k, x in (("sequential", 0.7), ("shuffled", 0.6), ("none", none))}
-        return {"pt": {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": [0, 1, 2]}}}
+        return {"pt": {"paired": {"s": []}, "rows": rows, "experiment": {"seeds": [0, 1, 2], **COUNTS}}}
 
     assert "No smoothing has the highest mean AUC in s. Possible reason" in g.smoothing(rec(0.8), name="pt").regime
     assert "Possible reason" not in g.smoothing(rec(0.5), name="pt").regime
@@ -240,7 +241,7 @@ def test_the_misaligned_regime_describes_only_the_stored_references():
             "other-seed / calibration": auc(0.8)}
     vs = {k: [{"seed": i, "diff": 0.01, "ci95": [-0.01, 0.03]} for i in range(3)] for k in rows if "golden" not in k}
     rec = {"rows": rows, "paired": {"compare": "golden / q_skew", "vs": vs},
-           "experiment": {"references": ["golden", "other-seed"]}}
+           "experiment": {"references": ["golden", "other-seed"], **COUNTS}}
     why = q.misaligned({"dlm-misaligned-ref": rec}).regime
     assert "Misaligned references here: other-seed, a base pretrained with another seed" in why
     assert "perturbed" not in why

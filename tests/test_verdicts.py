@@ -1,179 +1,167 @@
-"""The one verdict rule of CLAIMS.md (lmaudit.report.verdicts): each branch on intervals, over seeds, on points and
-over the comparisons of a claim, so that a wrong rule fails a test."""
+"""The one verdict rule of CLAIMS.md (lmaudit.report.verdicts): the five categories of one interval against the
+paper's effect, a row over its seeds and comparisons, the words outside the categories, and that every judge of
+CLAIMS.md reaches its verdict through this rule and no other."""
 
-import numpy as np
+import math
+import re
+from pathlib import Path
+
 import pytest
 
-from lmaudit.report.claims import _verdict_cell
 from lmaudit.report.claims_base import Finding, judged_seeds
+from lmaudit.report.claims_render import RULE, counts, verdict_cell
 from lmaudit.report.verdicts import (
     AGAINST,
+    AT_THIS_SIZE,
+    CATEGORIES,
     INCONCLUSIVE,
+    MIXED,
     NOT_REPRODUCED,
     NOT_RUN,
     PARTLY,
+    POINTS_ONLY,
     REPRODUCED,
-    SIGN_TEST_SEEDS,
+    SMALLER,
     UNTESTABLE,
     VERDICTS,
-    across_seeds,
+    Verdict,
     against_paper,
-    capped,
+    at_this_size,
+    category,
     combine,
     comparison,
-    direction,
+    half_width_ratio,
     interval_verdict,
-    points_verdict,
-    seed_side,
+    judge,
+    single,
+    unless,
 )
 
+SRC = Path(__file__).resolve().parents[1] / "src" / "lmaudit" / "report"
 
-@pytest.mark.parametrize("lo, hi, effect, verdict", [
-    (0.01, 0.08, 0.05, REPRODUCED),  # above 0
-    (0.01, 0.02, 0.05, REPRODUCED),  # above 0 though short of the paper's effect: the claim says > 0
-    (-0.08, -0.01, 0.05, AGAINST),  # below 0
-    (-0.03, 0.09, 0.05, INCONCLUSIVE),  # holds both 0 and the paper's effect
-    (-0.058, 0.005, 0.021, NOT_REPRODUCED),  # the issue's Gap-K% − Min-K%++ [−5.8, +0.5] vs the paper's +2.1
-    (-0.162, 0.064, 0.097, NOT_REPRODUCED),  # the issue's Q-Skew − SAMA [−16.2, +6.4] vs the paper's +9.7
-    (-0.162, 0.064, None, INCONCLUSIVE),  # no paper effect: a tie cannot exclude it
-    (0.0, 0.0, 0.05, INCONCLUSIVE),  # nothing varied: no noise measured, nothing excluded
+
+@pytest.mark.parametrize("lo, hi, effect, word", [
+    (0.005, 0.020, 0.097, SMALLER),  # [+0.5, +2.0] vs the paper's +9.7: the direction holds, the size is excluded
+    # (the rule tested lo > 0 first and read it reproduced)
+    (-0.001, 0.020, 0.097, NOT_REPRODUCED),  # [−0.1, +2.0] vs +9.7: the effect excluded, no effect not
+    (0.06, 0.10, 1.13, SMALLER),  # step counts 10 → max, +0.08 [+0.06, +0.10] nats vs the paper's +1.13
+    (0.02, 0.12, 0.097, REPRODUCED),  # above 0, the paper's size inside
+    (0.02, 0.097, 0.097, REPRODUCED),  # hi = E: the size not excluded
+    (-0.03, 0.12, 0.097, INCONCLUSIVE),  # holds both 0 and the paper's effect
+    (0.0, 0.12, 0.097, INCONCLUSIVE),  # lo = 0 is not above 0
+    (-0.08, 0.0, 0.097, NOT_REPRODUCED),  # hi = 0: not the other direction
+    (-0.08, -0.01, 0.097, AGAINST),
+    (-0.162, 0.064, 0.097, NOT_REPRODUCED),  # SmolLM2-DLM Q-Skew − SAMA [−16.2, +6.4] against +9.7
+    (0.12, 0.02, 0.097, REPRODUCED),  # bounds given the wrong way round are sorted
 ])
-def test_one_interval(lo, hi, effect, verdict):
-    assert interval_verdict(lo, hi, effect=effect) == verdict
+def test_five_categories_by_direction_and_size(lo, hi, effect, word):
+    assert category(lo, hi, effect) == word
+    assert word in CATEGORIES
 
 
-@pytest.mark.parametrize("lo, hi, verdict", [
-    (0.12, 0.2, REPRODUCED),  # above the claimed 10 points
-    (0.02, 0.08, NOT_REPRODUCED),  # above 0, short of the claimed size
-    (0.05, 0.17, INCONCLUSIVE),  # holds the threshold (and the effect, here the same)
-    (-0.2, -0.05, AGAINST),
-])
-def test_a_claimed_size_is_a_threshold(lo, hi, verdict):
-    assert interval_verdict(lo, hi, effect=0.1, threshold=0.1) == verdict
+@pytest.mark.parametrize("lo, hi, word", [(0.01, 0.02, REPRODUCED), (-0.01, 0.02, INCONCLUSIVE), (-0.01, 0.0,
+                                                                                                  INCONCLUSIVE),
+                                          (-0.03, -0.01, AGAINST)])
+def test_a_row_whose_paper_gives_no_size_reads_the_direction_alone(lo, hi, word):
+    # nothing to exclude, so never smaller or not reproduced
+    assert category(lo, hi) == word
 
 
-UP, DOWN, TIE, SHORT = (0.01, 0.05), (-0.05, -0.01), (-0.03, 0.09), (-0.05, 0.02)  # vs an effect of 0.05
+def test_what_is_not_a_category():
+    assert category(0.0, 0.0, 0.05) == AT_THIS_SIZE  # no width: nothing varied, no noise measured (a small sample)
+    assert category(-1.0, -1.0, 0.05) == AGAINST  # every record of every resample the other way: no noise to doubt
+    assert category(float("nan"), 0.1, 0.05) == UNTESTABLE
+    with pytest.raises(ValueError):
+        category(0.01, 0.02, -0.05)  # the effect is oriented to be above 0
 
 
-@pytest.mark.parametrize("seeds, verdict", [
-    ([UP, UP, UP], REPRODUCED),
-    ([DOWN, DOWN, DOWN], AGAINST),
-    ([UP, TIE, TIE], PARTLY),  # seeds disagree, none against
-    ([UP, SHORT, UP], PARTLY),
-    ([UP, DOWN, UP], NOT_REPRODUCED),  # seeds contradict each other: not reproduced, never partly
-    ([TIE, DOWN, TIE], NOT_REPRODUCED),
-    ([TIE, SHORT, TIE], NOT_REPRODUCED),  # a seed excludes the paper's effect
-    ([TIE, TIE, TIE], INCONCLUSIVE),
-    ([UP], REPRODUCED), ([DOWN], AGAINST), ([TIE], INCONCLUSIVE), ([SHORT], NOT_REPRODUCED),  # one seed, same rule
-])
-def test_one_comparison_over_seeds(seeds, verdict):
-    assert comparison(seeds, effect=0.05) == verdict
-    assert comparison([{"diff": 0.0, "ci95": list(s)} for s in seeds], effect=0.05) == verdict
+def test_inconclusive_seeds_never_count_as_support():
+    up, tie = (0.02, 0.12), (-0.03, 0.12)
+    v = judge([up, tie, tie], effect=0.097)
+    assert v == MIXED and v != PARTLY and v.text == "mixed: 1 reproduced, 2 inconclusive"
+    assert v.parts == (REPRODUCED, INCONCLUSIVE, INCONCLUSIVE)
+    assert judge([(-0.03, 0.12)] * 3, effect=0.097) == INCONCLUSIVE
 
 
-@pytest.mark.parametrize("parts, verdict", [
-    ([REPRODUCED, REPRODUCED], REPRODUCED),
-    ([REPRODUCED, AGAINST], AGAINST),  # any comparison against: against, never partly
-    ([PARTLY, AGAINST, REPRODUCED], AGAINST),
-    ([REPRODUCED, INCONCLUSIVE], PARTLY),
-    ([REPRODUCED, NOT_REPRODUCED], PARTLY),
-    ([PARTLY, INCONCLUSIVE], PARTLY),
-    ([PARTLY, NOT_REPRODUCED], NOT_REPRODUCED),  # nothing reproduced on every seed, and an effect excluded
-    ([INCONCLUSIVE, NOT_REPRODUCED], NOT_REPRODUCED),
-    ([INCONCLUSIVE, INCONCLUSIVE], INCONCLUSIVE),
-    ([REPRODUCED, UNTESTABLE], PARTLY),  # a part not testable here keeps a claim from full reproduction
-    ([INCONCLUSIVE, UNTESTABLE], INCONCLUSIVE),
-    ([UNTESTABLE, UNTESTABLE], UNTESTABLE), ([NOT_RUN], NOT_RUN), ([], UNTESTABLE),
-])
-def test_combining_the_comparisons_of_a_claim(parts, verdict):
-    assert combine(parts) == verdict
+def test_five_reproduced_and_two_not_is_mixed_not_partly():
+    v = judge([(0.02, 0.3)] * 5 + [(-0.05, 0.06)] * 2, effect=0.097)
+    assert v == MIXED and v.counts == "5 reproduced, 2 not reproduced"
 
 
-@pytest.mark.parametrize("diffs, verdict", [
-    ([0.1, 0.2, 0.05, 0.3, 0.01], REPRODUCED), ([-0.1, -0.2, -0.05, -0.3, -0.01], AGAINST),  # 5 seeds: 0.5⁵ = 3.1%
-    ([0.1, 0.2, 0.05, 0.3, 0.01, 0.4], REPRODUCED),  # more seeds than the sign test needs
-    ([0.1, 0.2, 0.05], INCONCLUSIVE), ([-0.1, -0.2, -0.05], INCONCLUSIVE),  # 3 seeds on one side: 0.5³ = 12.5%
-    ([0.1, 0.2, 0.05, 0.3], INCONCLUSIVE),  # 4 seeds: 0.5⁴ = 6.25%, not below 5%
-    ([-0.1, -0.2], INCONCLUSIVE),
-    ([0.1, -0.2, 0.3, 0.2, 0.1], INCONCLUSIVE), ([-0.1, -0.2, -0.3, 0.2, -0.1], INCONCLUSIVE),  # seeds disagree
-    ([0.1, 0.0, 0.2, 0.3, 0.1], INCONCLUSIVE),  # a tie on a seed
-    ([0.3], INCONCLUSIVE), ([-0.3], INCONCLUSIVE),  # one seed of points: nothing to measure its noise against
-])
-def test_points_never_exclude_an_effect(diffs, verdict):
-    assert points_verdict(diffs) == verdict
-    assert points_verdict(np.asarray(diffs)) == verdict  # judges pass numpy differences
+@pytest.mark.parametrize("seeds, word", [([(0.02, 0.12)] * 3, REPRODUCED), ([(0.005, 0.02)] * 3, SMALLER),
+                                         ([(-0.08, -0.01)] * 3, AGAINST), ([(-0.03, 0.02)] * 2, NOT_REPRODUCED),
+                                         ([(0.02, 0.12), (-0.08, -0.01)], MIXED)])
+def test_a_comparison_is_the_category_its_seeds_share(seeds, word):
+    assert judge(seeds, effect=0.097) == word
+    assert judge([{"diff": 0, "ci95": list(s)} for s in seeds], effect=0.097) == word
 
 
-def test_points_need_the_sign_test_seeds_and_read_a_claimed_size_as_the_threshold():
-    # the fewest seeds that, all on one side, are below 5% by chance (one-sided sign test): 5, not 4
-    assert SIGN_TEST_SEEDS == 5 and 0.5 ** SIGN_TEST_SEEDS < 0.05 <= 0.5 ** (SIGN_TEST_SEEDS - 1)
-    assert points_verdict([0.15] * 5, threshold=0.1) == REPRODUCED
-    assert points_verdict([0.05] * 3, threshold=0.1) == INCONCLUSIVE
+def test_a_stored_difference_the_claim_says_is_below_zero_is_oriented_by_its_sign():
+    assert judge([(-0.2, -0.1)], effect=0.05, sign=-1.0) == REPRODUCED
+    text, v = judged_seeds([{"diff": -0.15, "ci95": [-0.2, -0.1]}], sign=-1.0, effect=0.05)
+    assert v == REPRODUCED and text == "-15.0 [-20.0, -10.0] (seeds: 1 reproduced)"
 
 
-@pytest.mark.parametrize("diffs, verdict", [
-    ([0.15, 0.12, 0.2, 0.11, 0.3], REPRODUCED),  # above the claimed size on every seed
-    ([0.05] * 5, INCONCLUSIVE),  # above 0 but short of the size on every seed: an interval there is 'not
-    # reproduced'; a point cannot exclude the size, and it is not evidence against the claim (it was 'against')
-    ([0.05, 0.15, 0.2, 0.3, 0.12], INCONCLUSIVE),  # short of it on one seed
-    ([0.05, -0.02, 0.01, 0.03, 0.04], INCONCLUSIVE),  # below 0 on one seed only
-    ([-0.05, -0.02, -0.01, -0.03, -0.04], AGAINST),  # below 0 on every seed
-    ([-0.05, -0.02, -0.01], INCONCLUSIVE),  # ... on 3 seeds: too few for the sign test
-])
-def test_points_with_a_claimed_size_are_against_only_below_0(diffs, verdict):
-    assert points_verdict(diffs, threshold=0.1) == verdict
+def test_a_row_of_several_comparisons_reads_every_seed_of_every_comparison():
+    a, b = judge([(0.02, 0.12)] * 2, effect=0.097), judge([(-0.08, -0.01)] * 2, effect=0.097)
+    row = combine([a, b])
+    assert row == MIXED and row.counts == "2 reproduced, 2 against the claim"  # no 'any against' shortcut
+    assert combine([a, a]) == REPRODUCED and combine([]) == UNTESTABLE
+    # parts that are not judged are counted beside the categories
+    assert combine([a, single(POINTS_ONLY)]).counts == "2 reproduced, 1 points only"
+    assert combine([single(NOT_RUN), single(NOT_RUN)]) == NOT_RUN
+    assert combine([single(UNTESTABLE)]) == UNTESTABLE
 
 
-def test_points_never_give_not_reproduced():
-    rng = np.random.default_rng(0)
-    for _ in range(500):
-        n, threshold = int(rng.integers(1, 9)), float(rng.choice([0.0, 0.05, 0.1]))
-        assert points_verdict(rng.normal(0.05, 0.1, n), threshold=threshold) != NOT_REPRODUCED
+def test_support_that_does_not_count_and_a_limit_of_ours():
+    v = Verdict([REPRODUCED, SMALLER, AGAINST])
+    assert unless(v).parts == (INCONCLUSIVE, INCONCLUSIVE, AGAINST)
+    assert at_this_size(v) == AT_THIS_SIZE  # too few orders: never against
+    assert at_this_size(Verdict([AGAINST, NOT_RUN])).parts == (AT_THIS_SIZE, NOT_RUN)
 
 
-@pytest.mark.parametrize("diffs, kw, text", [
-    ([-0.43, -0.145, -0.485], {}, "below on every seed"),  # Q-Skew − calibration, TPR at 1% FPR, 3 seeds
-    ([0.1, 0.2, 0.3], {}, "above on every seed"),
-    ([0.1, -0.2, 0.3], {}, "mixed"),
-    ([0.1, 0.0, 0.3], {}, "mixed"),  # level on one seed
-    ([0.0, 0.0], {}, "level on every seed"),
-    ([0.3], {}, "above, one seed"), ([-0.3], {}, "below, one seed"),
-    ([0.1, float("nan")], {}, "undefined on a seed"), ([], {}, "no seed"),
-    ([0.05] * 3, {"threshold": 0.1}, "below on every seed"),  # a threshold moves the side the words read
-    ([0.2, 0.3], {"up": "lower", "down": "higher"}, "lower on every seed"),
-])
-def test_the_measured_words_read_the_signs_not_the_sign_test(diffs, kw, text):
-    assert seed_side(diffs, **kw) == text
-    assert seed_side(np.asarray(diffs, dtype=float), **kw) == text  # judges pass numpy differences
+def test_half_width_over_the_effect():
+    v = judge([(0.0, 0.2), (0.1, 0.5)], effect=0.1)  # half-widths 0.1 and 0.2
+    assert v.ratios == pytest.approx((1.0, 2.0)) and half_width_ratio(v) == pytest.approx((1.0, 2.0))
+    assert half_width_ratio(judge([(0.0, 0.2)])) is None  # no effect stated: no ratio
+    assert judge([(0.0, 0.0)], effect=0.1).ratios == ()  # [0, 0] measured nothing: no ratio
+    assert half_width_ratio(combine([v, judge([(0.0, 0.6)], effect=0.1)])) == pytest.approx((1.0, 3.0))
 
 
-def test_three_seeds_on_one_side_read_so_though_the_verdict_is_inconclusive():
-    three = [-0.43, -0.145, -0.485]
-    assert points_verdict(three) == INCONCLUSIVE and seed_side(three) == "below on every seed"
-    assert direction(three) == -1 and direction([0.1, 0.2]) == 1 and direction([0.1, -0.1]) == 0
-    assert direction([]) == 0
+def test_the_summary_counts_each_category_and_mixed_apart():
+    fs = [Finding("", v, "") for v in (Verdict([REPRODUCED]), Verdict([SMALLER]), Verdict([REPRODUCED, AGAINST]),
+                                       Verdict([AGAINST]), Verdict([POINTS_ONLY]))] + [None]
+    assert counts(fs) == "reproduced 1, smaller 1, against the claim 1, mixed 1, points only 1, not run 1"
+    assert VERDICTS.index(MIXED) == len(CATEGORIES)
 
 
-def test_seed_verdicts_and_caps():
-    assert across_seeds([]) == UNTESTABLE
-    assert capped(REPRODUCED) == capped(PARTLY) == INCONCLUSIVE
-    assert capped(AGAINST) == AGAINST and capped(NOT_REPRODUCED) == NOT_REPRODUCED
-    assert VERDICTS == (REPRODUCED, PARTLY, NOT_REPRODUCED, AGAINST, INCONCLUSIVE, UNTESTABLE, NOT_RUN)
-    assert VERDICTS[3:5] == ("against the claim", "inconclusive")
-    assert against_paper(0.097) == "against the paper's +9.7 points" and "no effect" in against_paper(None)
+def test_the_verdict_cell_shows_a_mixed_rows_seeds_and_h_over_e():
+    f = Finding("", judge([(0.02, 0.12), (-0.03, 0.12), (-0.03, 0.12)], effect=0.1), "", one_seed=False)
+    assert verdict_cell(f) == "**mixed**: 1 reproduced, 2 inconclusive"
+    assert verdict_cell(f, power=True) == "**mixed**: 1 reproduced, 2 inconclusive (h/E 0.5–0.75)"
+    one = Finding("", judge([(0.02, 0.12)], effect=0.1), "", one_seed=True)
+    assert verdict_cell(one) == "**reproduced** (one seed)"
+    assert verdict_cell(Finding("", single(POINTS_ONLY), "", one_seed=True, points=True)) == "**points only**"
 
 
-def test_each_seed_is_counted_and_the_comparison_named():
-    per_seed = [{"diff": d, "ci95": [lo, hi]} for d, lo, hi in ((0.03, 0.01, 0.05), (0.0, -0.03, 0.09))]
-    text, verdict = judged_seeds(per_seed, effect=0.05)
-    assert verdict == PARTLY and text == "+3.0 [+1.0, +5.0], +0.0 [-3.0, +9.0] (ahead 1/2, tied 1/2: partly reproduced)"
-    # a stored difference whose claim says it is below 0 is oriented by its sign, shown as stored
-    text, verdict = judged_seeds([{"diff": -0.03, "ci95": [-0.05, -0.01]}], sign=-1.0)
-    assert verdict == REPRODUCED and text.startswith("-3.0 [-5.0, -1.0] (ahead 1/1")
+def test_effect_texts():
+    assert against_paper(0.097) == "against the paper's +9.7 points" and "direction alone" in against_paper(None)
+    assert "smaller" in RULE and "mixed" in RULE and "points only" in RULE and "h/E" in RULE
 
 
-def test_the_verdict_cell_says_one_seed_and_points():
-    assert _verdict_cell(Finding("", REPRODUCED, "", one_seed=True)) == "**reproduced** (one seed)"
-    assert _verdict_cell(Finding("", INCONCLUSIVE, "", points=True, one_seed=True)) == \
-        "**inconclusive** (one seed; on points: no interval)"
-    assert _verdict_cell(Finding("", UNTESTABLE, "", points=True, one_seed=True)) == "**not testable here**"
+def test_the_unlearning_check_keeps_its_own_reading():
+    # lmaudit.runs.unlearning_check reads a return against a smallest return that counts; not a CLAIMS.md verdict
+    assert interval_verdict(0.06, 0.2, threshold=0.05) == REPRODUCED
+    assert interval_verdict(-0.01, 0.04, threshold=0.05) == NOT_REPRODUCED
+    assert comparison([(0.06, 0.2), (-0.01, 0.1)], threshold=0.05) == PARTLY
+
+
+def test_every_claims_judge_reaches_its_verdict_through_the_one_rule():
+    legacy = re.compile(r"\b(interval_verdict|seed_verdicts|across_seeds|points_verdict|capped)\b|\bcomparison\(")
+    for path in sorted(SRC.glob("claims*.py")):
+        text = path.read_text()
+        assert not legacy.search(text), f"{path.name} reads a verdict outside lmaudit.report.verdicts' rule"
+        # no verdict word is returned as a constant string by a judge: every judged verdict comes from the rule
+        assert not re.search(r'Finding\([^)]*,\s*(REPRODUCED|SMALLER|AGAINST|NOT_REPRODUCED|INCONCLUSIVE)\s*[,)]',
+                             text), path.name
+    assert math.isclose(judge([(0.01, 0.03)], effect=0.02).ratios[0], 0.5)

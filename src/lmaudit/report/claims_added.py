@@ -1,4 +1,4 @@
-"""The thirteen headline claims issue 42 found without a row (part 2), as the tuple :data:`ADDED` that
+"""Thirteen headline claims beyond the main rows, as the tuple :data:`ADDED` that
 :mod:`lmaudit.report.claims` appends to its claims, with the judges of the Q-Skew and Gap-K% ones (those of SMI and
 DLM extraction: :mod:`lmaudit.report.claims_added_ext`): Q-Skew's growth of memorisation with epochs, Dream against
 LLaDA, MIMIR-style sets, its PII examples; SMI-M against SMI, the false negatives of MIA audits at 0% FPR, the
@@ -16,53 +16,42 @@ from lmaudit.report import claims_added_ext as x
 from lmaudit.report import claims_gapk as g
 from lmaudit.report import claims_regimes as rg
 from lmaudit.report.claims_base import (
-    ONE_SEED,
+    NOT_RUN,
+    UNTESTABLE,
     Claim,
     Finding,
     judged_seeds,
     one_seed,
     pct,
 )
+from lmaudit.report.claims_intervals import UNPAIRED, auc_diffs, counts, row_diffs
 from lmaudit.report.claims_models import model, stream
-from lmaudit.report.claims_more import TOLERANCE
-from lmaudit.report.verdicts import (
-    NOT_RUN,
-    UNTESTABLE,
-    against_paper,
-    capped,
-    combine,
-    direction,
-    points_verdict,
-    seed_side,
-)
+from lmaudit.report.verdicts import against_paper, combine, single, unless
 
 # ---------------------------------------------------------------- Q-Skew
 
 def epochs_grow(recs: dict[str, dict], *, name: str = "dlm-epochs", attack: str = "q_skew") -> Finding:
-    """Memorisation grows with fine-tuning epochs, read as the attack's AUC: each epoch above the one before is one
-    comparison on points (one model per epoch and seed, no interval stored)."""
+    """Memorisation grows with fine-tuning epochs, read as the attack's AUC: each epoch − the one before per seed,
+    the unpaired interval from the two AUCs (one model per epoch and seed, the same texts), each step one comparison
+    (Figure 2 gives no size: read on the direction)."""
     rec = recs[name]
     curves = rec["curves"]
     epochs = sorted(curves[attack], key=int)
+    n = counts(rec)
 
     def auc(a: str, e: str) -> np.ndarray:
         return np.array([s["auc"] for s in curves[a][e]["per_seed"]])
 
-    steps = [auc(attack, b) - auc(attack, a) for a, b in zip(epochs, epochs[1:])]
-    rising = [a for a in curves if all(direction(auc(a, y) - auc(a, x)) == 1 for x, y in zip(epochs, epochs[1:]))]
-    whole = [a for a in curves if direction(auc(a, epochs[-1]) - auc(a, epochs[0])) == 1]
-    single = one_seed(rec)
-    ours = (f"{attack} AUC by epoch (mean over seeds; points, no interval stored): "
-            + ", ".join(f"{e}: {pct(auc(attack, e).mean())}" for e in epochs) + "; each epoch against the one before: "
-            + "; ".join(f"{a} → {b} {seed_side(d, up='higher', down='lower')}" for a, b, d in
-                        zip(epochs, epochs[1:], steps)))
-    return Finding(ours, combine(points_verdict(d) for d in steps),
-                   f"Higher at epoch {epochs[-1]} than at epoch {epochs[0]} on every seed for {len(whole)} of "
-                   f"{len(curves)} attacks; higher at every epoch than at the one before for {len(rising)} "
-                   f"({', '.join(rising) or 'none'}). Each epoch is a separate fine-tuning run, "
-                   f"{len(rec['experiment']['seeds'])} seed(s) each: the rule reads points across seeds only."
-                   + ONE_SEED * single,
-                   points=True, one_seed=single)
+    lines, verdicts = [], []
+    for a, b in zip(epochs, epochs[1:]):
+        text, v = judged_seeds(auc_diffs(auc(attack, b), auc(attack, a), n))
+        verdicts.append(v)
+        lines.append(f"{a} → {b} {text}")
+    return Finding(f"{attack} AUC by epoch (mean over seeds): " + ", ".join(f"{e}: {pct(auc(attack, e).mean())}"
+                                                                          for e in epochs)
+                   + f"; each epoch − the one before, per seed ({UNPAIRED}): " + "; ".join(lines), combine(verdicts),
+                   f"Each epoch is a separate fine-tuning run, {len(rec['experiment']['seeds'])} seed(s) each.",
+                   one_seed=one_seed(rec))
 
 
 def _origin(e: dict) -> str:
@@ -71,18 +60,30 @@ def _origin(e: dict) -> str:
     return f"adapted from {base} on {e['adapt_tokens']:,} tokens"
 
 
-def two_families(recs: dict[str, dict], *, name: str = "dlm-dft") -> Finding:
-    """Dream against LLaDA: two DLM families of one size fine-tuned alike; none here has two."""
-    return Finding(f"one DLM family in this regime: `{name}`'s DLM is {_origin(recs[name]['experiment'])}", UNTESTABLE,
-                   "The claim compares two released 7–8B DLM families fine-tuned on the same data. Testing it needs "
-                   "both (or two DLM families of one size, trained differently, fine-tuned on the same data); every "
-                   "DLM here is one model adapted from its own AR base, so there is no second family to compare.")
+FAMILY_GAP = 0.081  # LLaDA − Dream Q-Skew AUC, the smaller of the two: Tulu-3 IFT 67.2 vs 59.1
+
+
+def two_families(recs: dict[str, dict], *, name: str = "dlm-dft", scratch: str = "dlm-dft-scratch") -> Finding:
+    """Dream (adapted from an AR model, as every DLM here is) against LLaDA (trained as a DLM from scratch): Q-Skew's
+    AUC on a DLM trained from scratch (``scratch``) − on the adapted one (``name``), fine-tuned alike, per seed with
+    the unpaired interval, against the paper's smaller gap. Without a DLM trained from scratch, not testable here."""
+    rec = recs[name]
+    if scratch not in recs:
+        return Finding(f"one DLM family in this regime: `{name}`'s DLM is {_origin(rec['experiment'])}",
+                       single(UNTESTABLE), "The claim compares two DLM families fine-tuned on the same data: Dream, "
+                       "adapted from an AR model, and LLaDA, trained as a DLM from scratch. Every DLM here is adapted "
+                       f"from its own AR base; it needs the same membership table on a DLM pretrained as a DLM "
+                       f"(`{scratch}`).")
+    text, v = judged_seeds(row_diffs(recs[scratch], "q_skew", "q_skew", other=rec), effect=FAMILY_GAP)
+    return Finding(f"Q-Skew AUC, DLM trained from scratch ({scratch}) − adapted ({name}), per seed ({UNPAIRED}), "
+                   f"{against_paper(FAMILY_GAP)}: {text}", v, "Two DLMs of one size fine-tuned alike; the adapted one "
+                   "plays Dream's part, the one trained from scratch LLaDA's.", one_seed=one_seed(rec, recs[scratch]))
 
 
 def prior_separates(recs: dict[str, dict], *, name: str = "set-validity") -> Finding:
     """MIMIR-style sets are unsuitable: on a split whose non-members are drawn unlike the members, the untouched base
     model (its own best score, the experiment's 'reference's own') separates them before any training: its AUC − 0.5
-    per seed with its 95% interval (no paper figure: a tie is inconclusive). Control: on the iid split the base must
+    per seed with its 95% interval (no paper figure: read on the direction). Control: on the iid split the base must
     not separate them (its Bonferroni test); where it does, support does not count."""
     rec = recs[name]
     shifted, iid = rec["cells"]["shifted / fine-tuned"], rec["cells"]["iid / fine-tuned"]
@@ -106,33 +107,70 @@ def prior_separates(recs: dict[str, dict], *, name: str = "set-validity") -> Fin
     if leaky:
         why += (f" The base model also separates the iid split on seed(s) {leaky}: the control fails, support does "
                 "not count.")
-    return Finding(ours, capped(verdict) if leaky else verdict, why, one_seed=one_seed(rec))
+    return Finding(ours, unless(verdict) if leaky else verdict, why, one_seed=one_seed(rec))
+
+
+EXAMPLE_NEEDS = "each record's true value per field and seed (`values`: {field: [[value per record] per seed]})"
+
+
+def _length_gap(a: list[int], b: list[int], n_resamples: int = 2000, seed: int = 0) -> dict:
+    """mean(a) − mean(b) of two groups of lengths with a bootstrap interval, each group resampled apart."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    reps = [x[rng.integers(0, len(x), len(x))].mean() - y[rng.integers(0, len(y), len(y))].mean()
+            for _ in range(n_resamples)]
+    return {"diff": float(x.mean() - y.mean()), "ci95": [float(np.quantile(reps, 0.025)),
+                                                         float(np.quantile(reps, 0.975))]}
 
 
 def pii_examples(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> Finding:
-    """The qualitative PII examples: no count to judge; shown, the records each signal alone ranks first."""
-    ranks = recs[name]["ranks"]
-    parts = []
+    """The PII examples, read on what they describe: the values Q-Skew (PII mask) alone ranks first are longer than
+    those CE alone ranks first, per field and seed, mean length in characters with a bootstrap interval (the paper's
+    figures are examples, no size: read on the direction). Where the record keeps ranks but not the values, the
+    counts are shown and the claim is not testable here."""
+    rec = recs[name]
+    ranks, values = rec["ranks"], rec.get("values")
+    parts, verdicts = [], []
     for f in ranks["ce"]:
         pairs = [(c == 1, s == 1) for cs, ss in zip(ranks["ce"][f], ranks["skew_pii"][f]) for c, s in zip(cs, ss)]
         parts.append(f"{f}: Q-Skew (PII mask) alone {sum(s and not c for c, s in pairs)}, CE alone "
                      f"{sum(c and not s for c, s in pairs)}, both {sum(c and s for c, s in pairs)} of {len(pairs)}")
-    return Finding("records whose true value ranks first, every seed pooled: " + "; ".join(parts), UNTESTABLE,
-                   "A qualitative description of examples (which values each signal recovers, their length and "
-                   "form), with no count to test. Judging it needs each recovered value's text and each signal's "
-                   "recovered set, which the experiment does not store: it stores each record's rank per signal.")
+        if not values:
+            continue
+        per = []
+        for i, (cs, ss) in enumerate(zip(ranks["ce"][f], ranks["skew_pii"][f])):
+            skew = [len(values[f][i][j]) for j, (c, s) in enumerate(zip(cs, ss)) if s == 1 and c != 1]
+            ce = [len(values[f][i][j]) for j, (c, s) in enumerate(zip(cs, ss)) if c == 1 and s != 1]
+            per.append(_length_gap(skew, ce) if len(skew) > 1 and len(ce) > 1 else None)
+        if any(p is None for p in per):
+            verdicts.append(single("not testable at this size"))
+            parts[-1] += "; too few records ranked first by one signal alone to compare lengths"
+            continue
+        text, v = judged_seeds(per, scale=1, digits=1)
+        verdicts.append(v)
+        parts[-1] += f"; length (characters) Q-Skew alone − CE alone {text}"
+    ours = "records whose true value ranks first, every seed pooled: " + "; ".join(parts)
+    if not values:
+        return Finding(ours, single(UNTESTABLE), "The claim describes the values each signal recovers (their length "
+                       f"and form); the experiment stores each record's rank per signal, not the values: it needs "
+                       f"{EXAMPLE_NEEDS}.")
+    return Finding(ours, combine(verdicts), "Read on length, the measurable half of the description ('longer and more "
+                   "structured'); 'closer to natural language' is not measured.")
 
 
 # ---------------------------------------------------------------- Gap-K%
 
 def not_recent(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
                real: str = "real-pretraining-share") -> Finding:
-    """Gap-K% on recent and instruction-tuned models: a model pretrained here from scratch is neither."""
+    """Gap-K% on recent and instruction-tuned models: a model pretrained here from scratch is neither (not testable
+    here); a record on a released model (its ``base``) is judged as the real model's column is."""
     e = recs[name]["experiment"]
+    if e.get("base"):
+        return g.pretraining_gap(recs, name=name, effect=INSTRUCT_GAIN)
     judged = model(recs[real]["experiment"]) if real in recs else "the real model"
     return Finding(f"{model(e, 'the model')} is pretrained here from scratch on {e['pretrain_tokens']:,} tokens",
-                   UNTESTABLE, "A model pretrained here is neither a recent released model nor instruction-tuned; the "
-                   f"claim is judged on {judged} (its column).")
+                   single(UNTESTABLE), "A model pretrained here is neither a recent released model nor "
+                   f"instruction-tuned; the claim is judged on {judged} (its column).")
 
 
 LARGE_GAP_SHIFT = 0.3994 - 0.3553  # share of tokens with |gap| > τ = 3: non-train 39.94% vs train 35.53%
@@ -196,36 +234,39 @@ def _adjacent(medians: dict[str, float]) -> str:
 ADDED: tuple[Claim, ...] = (
     Claim(QS, "Memorisation grows with fine-tuning epochs", "Figure 2: 'memorisation of the training data grows as "
           "fine-tuning proceeds' (the per-epoch values are not given in the text)", ("dlm-epochs",), epochs_grow,
-          effect="a sign (Figure 2 not itemised): Q-Skew's AUC higher at each epoch than at the one before; points"),
+          effect="a sign (Figure 2 not itemised): Q-Skew's AUC higher at each epoch than at the one before, read on "
+          "the direction"),
     Claim(QS, "Dream is less vulnerable to membership inference than LLaDA", "Q-Skew AUC: Dream-Base XSUM 63.4 vs "
           "LLaDA-8B-Base 80.7; Dream-Instruct Tulu-3 59.1 vs LLaDA-8B-Instruct 67.2 (Tables 1–3)", ("dlm-dft",),
-          two_families, effect="LLaDA − Dream Q-Skew AUC: +17.3 (XSUM, DFT) and +8.1 points (Tulu-3, IFT)",
-          real_experiments=(REAL_DLM_MIA,), real_judge=partial(two_families, name=REAL_DLM_MIA)),
+          two_families,
+          effect="LLaDA − Dream Q-Skew AUC: +8.1 points (Tulu-3, IFT; the smaller of it and XSUM's +17.3)",
+          real_experiments=(REAL_DLM_MIA,), real_judge=partial(two_families, name=REAL_DLM_MIA,
+                                                               scratch="real-dlm-dft-scratch")),
     Claim(QS, "MIMIR-style benchmarks are unsuitable: their members and non-members differ on the model before "
           "fine-tuning", "MIMIR is not used: its sets differ a priori on the original model (Section D.1; no figure "
           "in the text)", ("set-validity",), prior_separates,
           effect="none given: the untouched model's AUC above 50 on a split whose non-members are drawn unlike the "
-          "members; a tie is inconclusive", real_experiments=("real-set-validity",),
+          "members; read on the direction", real_experiments=("real-set-validity",),
           real_judge=partial(prior_separates, name="real-set-validity")),
     Claim(QS, "PII reconstruction examples: values CE alone recovers are shorter and closer to natural language, "
           "those Q-Skew alone recovers longer and more structured", "Figures 7–9 (qualitative examples, Appendix F)",
-          ("pii-reconstruction",), pii_examples, effect="none: qualitative examples, no count",
+          ("pii-reconstruction",), pii_examples,
+          effect="none: examples; read on the length of the values each signal alone recovers (direction)",
           real_experiments=(REAL_DLM_RECON,), real_judge=partial(pii_examples, name=REAL_DLM_RECON)),
     Claim(SMI, "SMI-M's estimate is closer to the gold standard than SMI's", "retrained model's ρ*: SMI-M 92.44 vs "
           "SMI 88.89 (ResNet18-CIFAR10, 5%), 89.84 vs 79.64 (ResNet18-CIFAR100), 92.64 vs 81.22 and 93.95 vs 83.46 "
           "(ResNet50-CIFAR100, 5% and 10%), 92.27 vs 90.89 (ResNet50-CINIC10), 93.62 vs 91.44 (ViT-CINIC10)",
           ("unlearning-audit",), x.smi_m_beats_smi,
-          effect="SMI-M closer in every setting, by 1.4 to 11.4 points of ρ*; points (no interval stored)",
+          effect="SMI-M closer in every setting, by 1.4 to 11.4 points of ρ*: the smallest, +1.4",
           real_experiments=(REAL_UL,), real_judge=partial(x.smi_m_beats_smi, name=REAL_UL)),
     Claim(SMI, "MIA audits' false-negative rate swings even at 0% FPR", "ResNet18-CIFAR10, forget 5%: FNR RULI 13.28%, "
           "LiRA 13.80% at FPR 0.00% (IAM 12.72% at 13.08%)", ("unlearning-audit",), x.fnr_at_zero_fpr,
-          effect="none given (a fluctuation, not a size)", real_experiments=(REAL_UL,),
+          effect="an FNR of 13.3% at 0% FPR (RULI's)", real_experiments=(REAL_UL,),
           real_judge=partial(x.fnr_at_zero_fpr, name=REAL_UL)),
     Claim(SMI, "Shadow-model MIAs collapse where SMI-M holds (IAM and RMIA on ViT; here its AR analogue)",
           "ViT-CINIC10, forget 10%: the retrained model's ρ* IAM 41.01%, RMIA 15.33% vs SMI-M 93.62%",
           ("unlearning-audit",), x.shadow_collapse,
-          effect=f"SMI-M above IAM by 52.6 and RMIA by 78.3 points of ρ*; judged on points, a collapse read as SMI-M "
-          f"above the shadow-model audit by more than lmaudit's tolerance {TOLERANCE:g} on every seed",
+          effect="SMI-M above IAM by 52.6 and RMIA by 78.3 points of ρ*: the smaller, +52.6",
           real_experiments=(REAL_UL,), real_judge=partial(x.shadow_collapse, name=REAL_UL)),
     Claim(GAP, "Gap-K% works on recent and instruction-tuned models", "WikiMIA-25 AUROC: LLaMA 3.1 8B 84.1 vs "
           "Min-K%++ 82.7; LLaMA 3.1 8B Instruct 76.6 vs 73.1", ("ar-pretraining-detection",), not_recent,
@@ -237,17 +278,19 @@ ADDED: tuple[Claim, ...] = (
           real_judge=partial(large_gaps, name=REAL_PT)),
     Claim(EXT, "The generalised (n, p) definition subsumes AR extraction: a suffix mask unmasked left to right",
           "(Section 3: AR prefix–suffix extraction is the special case M = the suffix; no figure)",
-          ("extraction-steps",), x.ar_special_case, effect="an identity (equality, no size), checked by a test"),
+          ("extraction-steps",), x.ar_special_case,
+          effect="an identity: no record differing beyond float rounding (1e-3 nats)"),
     Claim(EXT, "LLaDA-8B, larger and trained on far more tokens, leaks less PII than ARM-1.1B", "e-mails at p = 50%: "
           "LLaDA-8B max-step 179 vs ARM-1.1B 213 (of 3,000); at p = 99% 122 vs 139; phones the other way, 23 vs 5",
-          ("pii-extraction",), partial(x.one_size, what="a DLM larger than its AR model"),
+          ("pii-extraction",), partial(x.one_size, what="a DLM larger than its AR model", judge_=x.larger_dlm_vs_ar,
+                                       effect=LLADA_VS_ARM),
           effect="smaller AR − larger DLM share of e-mails +1.1 points ((213 − 179) / 3,000)",
           real_experiments=(REAL_DLM_PII, "pii-extraction"), real_judge=partial(x.larger_dlm_vs_ar,
                                                                                 effect=LLADA_VS_ARM)),
     Claim(EXT, "Leakage grows with DLM size", "max-step e-mails at p = 50%: DLM-170M 2, DLM-629M (690M in the text) "
           "10, DLM-1.1B 16; one step 0 at every size", ("pii-extraction",),
-          partial(x.one_size, what="DLMs of two sizes"),
-          effect="none given as a share (the smaller models' totals are not stated): a tie is inconclusive",
+          partial(x.one_size, what="DLMs of two sizes", judge_=x.dlm_size),
+          effect="none given as a share (the smaller models' totals are not stated): read on the direction",
           real_experiments=(REAL_DLM_PII, "pii-extraction"), real_judge=x.dlm_size),
     Claim(EXT, "The number of sampling steps is a privacy knob: fewer steps, less memorisation", "DLM-1.1B median "
           "Δ log p̂ +0.65 / +1.42 / +2.05 / +3.18 at 2 / 5 / 10 / max steps against one; 'compressing the steps can "

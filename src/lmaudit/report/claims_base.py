@@ -12,25 +12,26 @@ from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.metrics import seed_std
 from lmaudit.report.verdicts import (  # noqa: F401  (re-exported: the judges import the vocabulary from here)
     AGAINST,
+    AT_THIS_SIZE,
     INCONCLUSIVE,
+    MIXED,
     NOT_REPRODUCED,
     NOT_RUN,
-    PARTLY,
+    POINTS_ONLY,
     REPRODUCED,
-    SEED_WORDS,
+    SMALLER,
     UNTESTABLE,
-    across_seeds,
-    seed_verdicts,
+    Verdict,
+    judge,
 )
-from lmaudit.report.verdicts import ONE_SEED_POINTS as ONE_SEED  # noqa: F401
 
 
 @dataclass
 class Finding:
-    ours: str  # what we measured, with intervals where stored
-    verdict: str  # one of lmaudit.report.verdicts.VERDICTS
+    ours: str  # what we measured, with intervals where stored or computed
+    verdict: str  # one of lmaudit.report.verdicts.VERDICTS (a Verdict carries its per-seed parts)
     regime: str  # what in our regime explains a difference (or confirms the setting)
-    points: bool = False  # the verdict rests on points (no interval of the compared quantity): said in its cell
+    points: bool = False  # some part rests on points (no interval): said in its cell
     one_seed: bool = False  # the verdict rests on one seed: said in its cell
 
 
@@ -65,30 +66,26 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def seed_counts(per_seed: list[dict]) -> tuple[int, int, int]:
-    """(ahead, tied, behind) seeds of a list of ``{diff, ci95}``, for text that describes a regime (a verdict comes
-    from :func:`judged_seeds`): ahead only when the interval is above 0."""
-    ahead = sum(p["ci95"][0] > 0 for p in per_seed)
-    behind = sum(p["ci95"][1] < 0 for p in per_seed)
-    return ahead, len(per_seed) - ahead - behind, behind
-
-
-def count_text(ahead: int, tied: int, behind: int) -> str:
-    n = ahead + tied + behind
-    parts = ([f"ahead {ahead}/{n}"] * bool(ahead) + [f"tied {tied}/{n}"] * bool(tied)
-             + [f"behind {behind}/{n}"] * bool(behind))
-    return ", ".join(parts)
-
-
-def seed_intervals(per_seed: list[dict]) -> str:
-    """Each seed's paired difference and its own 95% interval: '−4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3]' (intervals of
+def seed_intervals(per_seed: list[dict], scale: float = 100.0, digits: int = 1) -> str:
+    """Each seed's difference and its own 95% interval: '−4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3]' (intervals of
     different seeds are not averaged into one: that would be an interval of nothing)."""
-    return ", ".join(f"{pts(p['diff'])} {ci(*p['ci95'])}" for p in per_seed)
+    f = f"+.{digits}f"
+    return ", ".join(f"{scale * p['diff']:{f}} [{scale * p['ci95'][0]:{f}}, {scale * p['ci95'][1]:{f}}]"
+                     for p in per_seed)
 
 
-def judged_lines(rec: dict, effect: float | dict | None = None) -> tuple[list[str], dict[str, str]]:
-    """Per compared row of ``rec["paired"]["vs"]``: 'row −4.7 [−6.8, −3.0], −2.8 [−4.4, −1.3] (behind 2/2)' and the
-    row's verdict by the rule, against ``effect`` (one for every row, or one per row; None: the paper gives none)."""
+def judged_seeds(per_seed: list[dict], *, effect: float | None = None, sign: float = 1.0, scale: float = 100.0,
+                 digits: int = 1) -> tuple[str, Verdict]:
+    """Each seed's difference with its own 95% interval and the category each seed reads, and the comparison's
+    verdict by the rule ('+6.8 [+4.0, +9.9], +1.0 [-2.0, +4.0] (seeds: 1 reproduced, 1 inconclusive)'). ``sign =
+    −1`` orients a stored difference whose claim says it is below 0 (the text keeps the stored sign)."""
+    verdict = judge(per_seed, effect=effect, sign=sign)
+    return f"{seed_intervals(per_seed, scale, digits)} (seeds: {verdict.counts})", verdict
+
+
+def judged_lines(rec: dict, effect: float | dict | None = None) -> tuple[list[str], dict[str, Verdict]]:
+    """Per compared row of ``rec["paired"]["vs"]``: 'row −4.7 [−6.8, −3.0], … (seeds: 2 against the claim)' and the
+    row's verdict, against ``effect`` (one for every row, or one per row; None: the paper gives none)."""
     lines, verdicts = [], {}
     for other, per_seed in rec["paired"]["vs"].items():
         text, verdicts[other] = judged_seeds(per_seed, effect=effect.get(other) if isinstance(effect, dict)
@@ -98,7 +95,8 @@ def judged_lines(rec: dict, effect: float | dict | None = None) -> tuple[list[st
 
 
 def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
-    """(mean, sample std with ddof = 1) of a row's metric over seeds, from its per-seed values where stored."""
+    """(mean, sample std with ddof = 1) of a row's metric over seeds, recomputed from its per-seed values where stored
+    (records written before ddof = 1 store the population std beside them); the stored pair otherwise."""
     entry = rec["rows"][row]
     if "per_seed" in entry:
         values = [s[metric] for s in entry["per_seed"]]
@@ -106,12 +104,35 @@ def row_stat(rec: dict, row: str, metric: str = "auc") -> tuple[float, float]:
     return tuple(entry[metric])
 
 
+def spread(values) -> tuple[float, float]:
+    """(mean, sample std with ddof = 1) of the defined per-seed values (NaN, NaN with none)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return (float(v.mean()), seed_std(v)) if v.size else (float("nan"), float("nan"))
+
+
 UNCONVERGED_SHARE = 0.1  # an estimate p̂ with more of its records moving > 2× from R/2 to R orders has not converged
 
 
+def seed_count(rec: dict) -> int:
+    """How many seeds a record holds: its stored ``experiment.seeds``, else the length of the first per-seed list it
+    stores (rows, pairs, PII rows), else 1 (a record that does not say is not taken as several)."""
+    seeds = (rec.get("experiment") or {}).get("seeds")
+    if isinstance(seeds, list | tuple):
+        return len(seeds)
+    for entry in (rec.get("rows") or {}).values():
+        if isinstance(entry, dict) and isinstance(entry.get("per_seed"), list):
+            return len(entry["per_seed"])
+    for group in ((rec.get("paired") or {}).get("vs") or {}, rec.get("pii_rows") or {}):
+        for v in group.values():
+            if isinstance(v, list):
+                return len(v)
+    return 1
+
+
 def one_seed(*recs: dict) -> bool:
-    """Whether any of these experiments ran one seed (a record that does not say is taken as several)."""
-    return any(len(r.get("experiment", {}).get("seeds", (0, 1))) < 2 for r in recs)
+    """Whether any of these experiments holds one seed (:func:`seed_count`)."""
+    return any(seed_count(r) < 2 for r in recs)
 
 
 def per_seed(rec: dict, row: str, metric: str) -> list[float]:
@@ -125,19 +146,6 @@ def auc_text(rec: dict, row: str) -> str:
     entry = rec["rows"][row]
     single = len(entry["per_seed"]) < 2 if "per_seed" in entry else one_seed(rec)
     return f"{pct(m)} (one seed)" if single else f"{pct(m)} ± {pct(s)}"
-
-
-def judged_seeds(per_seed: list[dict], *, effect: float | None = None, threshold: float = 0.0,
-                 sign: float = 1.0) -> tuple[str, str]:
-    """Each seed's difference with its own 95% interval and how many seeds read each way, and the comparison's
-    verdict by the rule of :mod:`lmaudit.report.verdicts` ('+6.8 [+4.0, +9.9], … (ahead 3/3)'). ``sign = −1``
-    orients a stored difference whose claim says it is below 0 (the text keeps the stored sign)."""
-    oriented = [sorted((sign * p["ci95"][0], sign * p["ci95"][1])) for p in per_seed]
-    seeds = seed_verdicts(oriented, effect=effect, threshold=threshold)
-    n = len(seeds)
-    counts = ", ".join(f"{word} {seeds.count(v)}/{n}" for v, word in SEED_WORDS.items() if v in seeds)
-    verdict = across_seeds(seeds)
-    return f"{seed_intervals(per_seed)} ({counts}: {verdict})", verdict
 
 
 def newcombe(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float, float]:
@@ -155,3 +163,18 @@ def paired_median(a, b, *, n_resamples: int = 2000, seed: int = 0) -> tuple[floa
     d = d[np.isfinite(d)]
     reps = np.median(d[np.random.default_rng(seed).integers(0, len(d), (n_resamples, len(d)))], axis=1)
     return float(np.median(d)), float(np.quantile(reps, 0.025)), float(np.quantile(reps, 0.975))
+
+
+def seed_counts(per_seed: list[dict]) -> tuple[int, int, int]:
+    """(ahead, tied, behind) seeds of a list of ``{diff, ci95}``, for text that describes a regime (a verdict comes
+    from :func:`judged_seeds`): ahead only when the interval is above 0."""
+    ahead = sum(p["ci95"][0] > 0 for p in per_seed)
+    behind = sum(p["ci95"][1] < 0 for p in per_seed)
+    return ahead, len(per_seed) - ahead - behind, behind
+
+
+def count_text(ahead: int, tied: int, behind: int) -> str:
+    n = ahead + tied + behind
+    parts = ([f"ahead {ahead}/{n}"] * bool(ahead) + [f"tied {tied}/{n}"] * bool(tied)
+             + [f"behind {behind}/{n}"] * bool(behind))
+    return ", ".join(parts)

@@ -1,44 +1,41 @@
 """Claims of the SMI and DLM-extraction papers beyond their main rows: SMI's illusory forgetting, its ranking of
 approximate unlearning methods, its bandwidth and sample-size sensitivity, and the convergence of the extraction
-estimate p̂ in the number of trajectories. Every verdict by the rule of :mod:`lmaudit.report.verdicts`."""
+estimate p̂ in the number of trajectories. Every verdict by the rule of :mod:`lmaudit.report.verdicts`; each SMI
+error carries the interval of :data:`lmaudit.report.claims_smi.ERRORS`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.metrics import seed_std
 from lmaudit.report.claims_base import (
-    ONE_SEED,
+    AT_THIS_SIZE,
+    REPRODUCED,
     UNCONVERGED_SHARE,
     UNTESTABLE,
     Finding,
-    one_seed,
+    judged_seeds,
     pct,
+    seed_count,
+    spread,
 )
-from lmaudit.report.verdicts import (
-    INCONCLUSIVE,
-    SIGN_TEST_SEEDS,
-    across_seeds,
-    combine,
-    interval_verdict,
-    points_verdict,
-    seed_side,
-)
+from lmaudit.report.claims_intervals import rho_interval
+from lmaudit.report.claims_smi import ERRORS, gap, judged, truth_error
+from lmaudit.report.verdicts import category, combine, single
 
 THRESHOLD_FORGOTTEN = 0.9  # a per-sample audit reads the forget set as forgotten at this ρ
 ANOMALY_TOL = 0.1  # the audits' anomaly band [−0.1, 1.1] (lmaudit.audit.smi's default anomaly_tol)
 ANOMALY = 1 + ANOMALY_TOL  # an unclipped SMI-M estimate above this puts the forget set beyond the non-members
+TOLERANCE = round(1 - THRESHOLD_FORGOTTEN, 6)  # an error below this still reads 'none' as kept, 'retrain' forgotten
+MISREAD = 0.25  # a mean error at or above this on the largest forget set: the audit misreads every set
 
 
 def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m") -> Finding:
     """Illusory forgetting: where the per-sample (threshold) audits read an approximate method's forget set as
-    forgotten, the set is not a mixture of members and non-members: its unclipped SMI-M estimate lies beyond the
-    anomaly band (the forget set sits past the non-members, as the negative gradient pushes it). Judged on points,
-    seed by seed, on the seeds where the audit can tell: its estimate is defined, and the untouched model's
-    (``none``) is inside the band [−0.1, 1.1] on that seed (an untouched control outside it says the audit
-    misplaces even a set nobody unlearned). Fewer than :data:`SIGN_TEST_SEEDS` such seeds (the sign test across
-    seeds): inconclusive."""
+    forgotten, its unclipped SMI-M estimate lies beyond the anomaly band (the forget set past the non-members):
+    per seed, unclipped ρ − 1.1 with the 95% interval widened from the stored 90% one (no size: read on the
+    direction). A seed whose untouched model's estimate lies outside the band [−0.1, 1.1] (or is undefined) misplaces
+    even a set nobody unlearned: that seed is not testable here."""
     rec = recs[name]
     table, raw = rec["unlearning"], rec["rho_unclipped"]  # missing in older results: 'not run', said by the caller
     parts, verdicts, blind = [], [], []
@@ -52,71 +49,91 @@ def smi_illusory(recs: dict[str, dict], *, name: str = "unlearning-audit", audit
             parts.append(f"{frac} {method}: per-sample audits do not all read it forgotten")
             continue
         control = raw.get(f"{frac} / none / {a}", [float("nan")] * len(raw[key]))
-        seeds = [i for i, (x, c) in enumerate(zip(raw[key], control))
-                 if x is not None and np.isfinite(x) and c is not None and -ANOMALY_TOL <= c <= ANOMALY]
+        seeds, per = [], []
+        for i, (x, c) in enumerate(zip(raw[key], control)):
+            iv = rho_interval(rec, key, i, unclipped=True)
+            if x is None or not np.isfinite(x) or c is None or not -ANOMALY_TOL <= c <= ANOMALY:
+                per.append(None)
+                continue
+            seeds.append(i)
+            per.append({"diff": x - ANOMALY, "ci95": [iv[0] - ANOMALY, iv[1] - ANOMALY]} if iv else "points")
+        judged_ = [p for p in per if isinstance(p, dict)]
+        text, v = judged_seeds(judged_, scale=1, digits=2) if judged_ else ("", single(UNTESTABLE))
+        v = combine([v] * bool(judged_) + [single(UNTESTABLE)] * per.count(None)
+                    + [single("points only")] * per.count("points"))
+        verdicts.append(v)
         parts.append(f"{frac} {method}: per-sample audits ρ ≥ {min(thresholds):.2f}, unclipped {audit} "
                      + ", ".join(f"{x:.2f}" for x in raw[key]) + " (untouched model: "
-                     + ", ".join(f"{c:.2f}" for c in control) + f"; seeds that can tell: {len(seeds)}/{len(raw[key])})")
+                     + ", ".join(f"{c:.2f}" for c in control) + f"; seeds that can tell: {len(seeds)}/{len(raw[key])})"
+                     + (f"; ρ − {ANOMALY} on them {text}" if judged_ else ""))
         if not seeds:
             blind.append(f"{frac} {method}")
-            verdicts.append(UNTESTABLE)
-            continue
-        beyond = [raw[key][i] - ANOMALY for i in seeds]
-        verdicts.append(points_verdict(beyond))
-        parts[-1] += f"; on the seeds that can tell: {seed_side(beyond, up='beyond the band', down='inside it')}"
     why = (f"Judged where every per-sample audit reads ρ ≥ {THRESHOLD_FORGOTTEN} (forgotten): the claim holds there "
-           f"when the unclipped {audit} estimate exceeds {ANOMALY} on every seed that can tell (a forget set past the "
-           "non-members, which a member-vs-non-member classifier mistakes for forgotten), on "
-           f"{SIGN_TEST_SEEDS} such seeds at least (the one-sided sign test at 5%; inside the band on every one of "
-           f"them is against it; fewer seeds, or seeds that disagree, inconclusive). A "
-           f"seed can tell when its estimate is defined and the untouched model's own estimate lies inside the "
-           f"anomaly band [{-ANOMALY_TOL}, {ANOMALY}]; otherwise the audit misplaces even a forget set nobody "
-           "unlearned, and a value beyond 1 says nothing of the method. Not testable where no approximate method is "
-           "read as forgotten.")
+           f"when the unclipped {audit} estimate exceeds {ANOMALY} (a forget set past the non-members, which a "
+           "member-vs-non-member classifier mistakes for forgotten). A seed can tell when its estimate is defined and "
+           f"the untouched model's own estimate lies inside the anomaly band [{-ANOMALY_TOL}, {ANOMALY}]. Not "
+           "testable where no approximate method is read as forgotten.")
     if blind:
         why += (f" No seed can tell for {', '.join(blind)}: the untouched model's estimate is itself outside the band "
                 "or undefined (nan: the mixture is not identifiable) on every seed.")
-    return Finding("forget fraction and method: " + "; ".join(parts), combine(verdicts) if verdicts else UNTESTABLE,
-                   why, points=True)
+    return Finding("forget fraction and method: " + "; ".join(parts),
+                   combine(verdicts) if verdicts else single(UNTESTABLE), why)
 
 
-def _defined_std(per_seed: list[float]) -> float:
-    """The seeds' sample std (ddof = 1) of the defined estimates; NaN with fewer than two (no spread to read)."""
-    v = np.asarray(per_seed, dtype=float)
-    v = v[np.isfinite(v)]
-    return seed_std(v) if v.size > 1 else float("nan")
+RANK_NEEDS = ("the known forgotten share of each approximate method's forget set (`known_rho`: {\"FRAC / METHOD\": "
+              "ρ}), which no unlearning here can give")
 
 
 def smi_ranking(recs: dict[str, dict], *, name: str = "unlearning-audit", audit: str = "smi-m") -> Finding:
-    """SMI-M's ranking of the approximate unlearning methods, with which neighbours it separates beyond the seeds'
-    spread. The paper reads its ranking as the methods' true quality; no ground truth exists for approximate
-    methods here, so the claim is not testable: the ranking is shown."""
-    table = recs[name]["unlearning"]
-    parts = []
+    """SMI-M's ranking of the approximate unlearning methods: for each pair of methods whose true forgotten shares are
+    stored (``known_rho``), SMI-M's ρ of the one that forgot more − the other's per seed with the interval from their
+    far ends, against the true difference. No unlearning here knows what an approximate method forgot: without
+    ``known_rho`` the ranking is shown and the claim is not testable here."""
+    rec = recs[name]
+    table, known = rec["unlearning"], rec.get("known_rho") or {}
+    parts, verdicts = [], []
     for frac in dict.fromkeys(k.split(" / ")[0] for k in table):
         cells = {k.split(" / ")[1]: v for k, v in table.items()
                  if k.startswith(f"{frac} / ") and k.endswith(f" / {audit}")
                  and k.split(" / ")[1] not in ("none", "retrain") and np.isfinite(v["mean"])}
         ranked = sorted(cells, key=lambda m: -cells[m]["mean"])
-        std = {m: _defined_std(cells[m]["per_seed"]) for m in ranked}  # ddof = 1 over the seeds where ρ is defined
-        apart = [cells[a]["mean"] - cells[b]["mean"] > std[a] + std[b] for a, b in zip(ranked, ranked[1:])]
-        parts.append(f"forget {float(frac):.0%}: " + "".join(
-            f"{m} {cells[m]['mean']:.2f} ± {std[m]:.2f}" + ("" if i == len(ranked) - 1 else
-                                                                     " > " if apart[i] else " ≈ ")
-            for i, m in enumerate(ranked)))
-    return Finding(f"{audit} ρ of the forget set, mean ± std over seeds (ddof = 1; nan where one seed is defined; "
-                   "'>' where two neighbours differ by more "
-                   "than their stds' sum): " + "; ".join(parts), UNTESTABLE,
-                   "What an approximate method truly forgot is unknown here (only 'none' and 'retrain' have a known "
-                   "ρ), so a ranking cannot be checked against the truth.")
+        std = {m: spread(cells[m]["per_seed"])[1] if np.isfinite(cells[m]["per_seed"]).sum() > 1 else float("nan")
+               for m in ranked}
+        parts.append(f"forget {float(frac):.0%}: " + ", ".join(f"{m} {cells[m]['mean']:.2f} ± {std[m]:.2f}"
+                                                             for m in ranked))
+        truth = {m: known[f"{frac} / {m}"] for m in ranked if f"{frac} / {m}" in known}
+        order = sorted(truth, key=lambda m: -truth[m])
+        for a, b in zip(order, order[1:]):
+            if truth[a] <= truth[b]:
+                continue
+            diffs = []
+            for i in range(seed_count(rec)):
+                ia, ib = (rho_interval(rec, f"{frac} / {m} / {audit}", i) for m in (a, b))
+                ra, rb = (cells[m]["per_seed"][i] for m in (a, b))
+                diffs.append(gap((ra, *ia), (rb, *ib)) if ia and ib else None)
+            text, v = judged(diffs, effect=truth[a] - truth[b])
+            verdicts.append(v)
+            parts[-1] += f"; {a} − {b} {text} (truth {truth[a] - truth[b]:+.2f})"
+    ours = (f"{audit} ρ of the forget set, mean ± std over seeds (ddof = 1; nan where one seed is defined): "
+            + "; ".join(parts))
+    if not verdicts:
+        return Finding(ours, single(UNTESTABLE), "What an approximate method truly forgot is unknown here (only "
+                       "'none' and 'retrain' have a known ρ), so a ranking cannot be checked against the truth; it "
+                       f"needs {RANK_NEEDS}.")
+    return Finding(ours, combine(verdicts), "Each pair of methods with a known forgotten share, per seed.")
+
+
+PAPER_ORDERS = 512  # the DLM-extraction paper's number of sampled unmasking orders R
 
 
 def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", share: float = UNCONVERGED_SHARE
                     ) -> Finding:
-    """The Monte Carlo estimate p̂ has converged in the number of trajectories R: at every step count, the share of
-    records whose p̂ moved by more than 2× between R/2 and R is below ``share``, read per seed with its Wilson 95%
-    interval over the records (shown below it: converged; above it: against; holding it: inconclusive). One step is
-    left out (every order gives the same p̂); a seed where every p̂ is 0 cannot be checked (inconclusive)."""
+    """The Monte Carlo estimate p̂ has converged in the number of trajectories R: at every step count and seed, the
+    share of records whose p̂ moved by more than 2× between R/2 and R, with its Wilson 95% interval, oriented as
+    ``share`` − that share (lmaudit's criterion; no size: read on the direction). At an R below the paper's
+    :data:`PAPER_ORDERS`, an estimate not shown to converge says our R is too small, not that the paper's estimate
+    moves: not testable at R. One step is left out (every order gives the same p̂); a seed where every p̂ is 0 cannot
+    be checked (not testable at this size)."""
     rec = recs[name]
     R = rec["experiment"]["extract"].get("trajectories")
     n = len(next(iter(rec["log_p_columns"].values())))
@@ -124,49 +141,51 @@ def p_hat_converged(recs: dict[str, dict], *, name: str = "extraction-steps", sh
     for label, entry in rec["steps"].items():
         conv = [s["convergence"] for s in entry["per_seed"]]  # missing in older results: 'not run', said by the caller
         shares = [c["not_converged_fraction"] for c in conv]
-        if np.isnan(shares).any():  # a seed where every p̂ is 0: nothing finite to compare, convergence unconfirmed
-            if label != "1":
-                verdicts.append(INCONCLUSIVE)
-            parts.append(f"N = {label}: every p̂ is 0 in a seed, convergence cannot be checked")
+        if label == "1":  # one step unmasks everything at once: every order gives the same p̂, nothing to converge
             continue
-        bounds = [wilson_interval(int(round(x * n)), n) for x in shares]
-        if label != "1":  # one step unmasks everything at once: every order gives the same p̂, nothing to converge
-            verdicts.append(across_seeds([interval_verdict(share - hi, share - lo) for lo, hi in bounds]))
-        parts.append(f"N = {label}: " + ", ".join(f"{pct(x)}% [{pct(lo)}, {pct(hi)}]" for x, (lo, hi) in
-                                                    zip(shares, bounds))
-                     + f" moved > 2×, median |Δ log p̂| R/2 → R "
-                     f"{np.mean([c['median_abs_change_half_to_full'] for c in conv]):.2f} nats")
+        seeds = []
+        for x in shares:
+            if not np.isfinite(x):
+                seeds.append((AT_THIS_SIZE, "every p̂ is 0, not checkable"))
+                continue
+            lo, hi = wilson_interval(int(round(x * n)), n)
+            word = category(share - hi, share - lo)
+            if R is not None and R < PAPER_ORDERS and word != REPRODUCED:
+                word = AT_THIS_SIZE
+            seeds.append((word, f"{pct(x)}% [{pct(lo)}, {pct(hi)}]"))
+        verdicts.append(combine(w for w, _ in seeds))
+        parts.append(f"N = {label}: " + ", ".join(t for _, t in seeds) + " moved > 2×, median |Δ log p̂| R/2 → R "
+                     f"{np.mean([c['median_abs_change_half_to_full'] for c in conv]):.2f} nats "
+                     f"({verdicts[-1].counts})")
+    small = R is not None and R < PAPER_ORDERS
     return Finding(f"R = {R} trajectories, {n} records; share whose p̂ moved by more than 2× from R/2 to R, per seed "
-                   "with its Wilson 95% interval: " + "; ".join(parts), combine(verdicts) if verdicts else UNTESTABLE,
+                   "with its Wilson 95% interval: " + "; ".join(parts), combine(verdicts) if verdicts else
+                   single(UNTESTABLE),
                    f"Converged: fewer than {pct(share)}% of records move by more than 2× from R/2 to R at every step "
-                   "count (one step is left out: every order gives it the same p̂). Where more do, the discoverable "
-                   "counts at that step count rest on an estimate still moving; a median change of log 2 = 0.69 nats "
-                   "is one order carrying the whole mean.", one_seed=one_seed(rec))
+                   "count (one step is left out). A median change of log 2 = 0.69 nats is one order carrying the whole "
+                   "mean." + (f" Not testable at R = {R}: the paper samples {PAPER_ORDERS} orders, and an estimate not "
+                              f"yet converged at {R} says nothing of one at {PAPER_ORDERS}." if small else ""),
+                   one_seed=seed_count(rec) < 2)
 
 
-UNDEFINED_ERROR = 0.5  # an undefined ρ counts as the mean |ρ − truth| of a guess drawn uniformly from [0, 1]
-# an error below this still reads 'none' as kept and 'retrain' as forgotten
-TOLERANCE = round(1 - THRESHOLD_FORGOTTEN, 6)
-MISREAD = 0.25  # a mean error at or above this on the largest forget set: the audit misreads every set
+def _errors(rec: dict, frac: str, audit: str) -> list[tuple | None]:
+    return [truth_error(rec, frac, audit, i) for i in range(seed_count(rec))]
 
 
-def _truth_errors(rec: dict, frac: str, audit: str) -> list[float]:
-    """Per seed: the mean |ρ − truth| of an audit over 'none' (ρ = 0) and 'retrain' (ρ = 1) at one forget fraction."""
-    table = rec["unlearning"]
-    per = [[UNDEFINED_ERROR if not np.isfinite(x) else abs(x - truth)
-            for x in table[f"{frac} / {m} / {audit}"]["per_seed"]]
-           for m, truth in (("none", 0.0), ("retrain", 1.0))]
-    return [float(np.mean(pair)) for pair in zip(*per)]
+def _err_text(errs: list[tuple | None]) -> str:
+    m, s = spread([e[0] for e in errs if e is not None])
+    return f"{m:.2f} ± {s:.2f}"
 
 
-def _err_text(errs: list[float]) -> str:
-    return f"{np.mean(errs):.2f} ± {seed_std(errs):.2f}"
+NARROW_EFFECT = 0.898 - 0.244  # RBF at 1× 89.8% vs 0.25× 24.4% (CIFAR-100, forget 5%)
+KERNEL_EFFECT = NARROW_EFFECT - (0.898 - 0.801)  # the narrow bandwidth's move beyond the largest kernel's (Laplacian)
 
 
 def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity") -> Finding:
-    """SMI-M is sensitive to a too-narrow bandwidth, less to the kernel: at the largest forget set, seed by seed on
-    points, the narrowest rbf bandwidth's error above the default's (sensitive), and each other kernel moving the error
-    by less than that narrow bandwidth does (less to the kernel); each one comparison."""
+    """SMI-M is sensitive to a too-narrow bandwidth, less to the kernel: at the largest forget set, per seed, the
+    narrowest rbf bandwidth's error − the default's (against the paper's move :data:`NARROW_EFFECT`), and for each
+    other kernel that move − the kernel's |move| (against :data:`KERNEL_EFFECT`), each with the interval from the far
+    ends of the errors'."""
     rec = recs[name]
     variants = rec["experiment"].get("smi_m_variants", {})
     frac = max(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
@@ -174,57 +193,67 @@ def smi_bandwidth(recs: dict[str, dict], *, name: str = "unlearning-sensitivity"
                      and v.get("bandwidth_factor", 1.0) < 1), key=lambda label: variants[label]["bandwidth_factor"])
     kernels = [label for label, v in variants.items()
                if v.get("kernel", "rbf") != "rbf" and v.get("bandwidth_factor", 1.0) == 1]
-    errs = {"rbf 1× (default)": _truth_errors(rec, frac, "smi-m-scores")}
-    errs |= {label: _truth_errors(rec, frac, f"smi-m-scores {label}") for label in variants}
+    errs = {"rbf 1× (default)": _errors(rec, frac, "smi-m-scores")}
+    errs |= {label: _errors(rec, frac, f"smi-m-scores {label}") for label in variants}
     ours = (f"SMI-M on attack-score features, mean |ρ − truth| over 'none' (0) and 'retrain' (1), forget "
             f"{float(frac):.0%}, mean ± std over seeds (ddof = 1): "
             + ", ".join(f"{k} {_err_text(v)}" for k, v in errs.items()))
     if not narrow or not kernels:
-        return Finding(ours, UNTESTABLE, "Needs a bandwidth below the default and another kernel.", points=True)
-    default = np.asarray(errs["rbf 1× (default)"])
-    gain = np.asarray(errs[narrow[0]]) - default
-    sensitive = points_verdict(gain)
-    margin = {k: gain - np.abs(np.asarray(errs[k]) - default) for k in kernels}  # > 0: the kernel moves it less
-    less = {k: points_verdict(d) for k, d in margin.items()}
-    why = (f"Sensitive: the narrowest bandwidth ({narrow[0]}) changes the error by {np.mean(gain):+.2f} on average, "
-           f"{seed_side(gain, up='worse than the default', down='better than the default')}; less to the kernel: "
-           + ", ".join(f"{k} moves it by {np.mean(np.abs(np.asarray(errs[k]) - default)):.2f}, "
-                       + seed_side(d, up="less than the narrow bandwidth", down="more than the narrow bandwidth")
-                       for k, d in margin.items())
-           + f". Only 'none' and 'retrain' have a known ρ; an undefined estimate counts as an error of "
-           f"{UNDEFINED_ERROR} (a uniform guess)." + ONE_SEED * one_seed(rec))
-    return Finding(ours, combine([sensitive, *less.values()]), why, points=True, one_seed=one_seed(rec))
+        return Finding(ours, single(UNTESTABLE), "Needs a bandwidth below the default and another kernel.")
+    default = errs["rbf 1× (default)"]
+    moves = [gap(x, d) for x, d in zip(errs[narrow[0]], default)]
+    text, sensitive = judged(moves, effect=NARROW_EFFECT)
+    verdicts, lines = [sensitive], [f"narrowest ({narrow[0]}) − default {text}"]
+    for k in kernels:
+        per = []
+        for move, x, d in zip(moves, errs[k], default):
+            km = gap(x, d)
+            if move is None or km is None:
+                per.append(None)
+                continue
+            lo, hi = km["ci95"]
+            a_lo, a_hi = (0.0, max(-lo, hi)) if lo <= 0 <= hi else sorted((abs(lo), abs(hi)))
+            per.append({"diff": move["diff"] - abs(km["diff"]), "ci95": [move["ci95"][0] - a_hi,
+                                                                         move["ci95"][1] - a_lo]})
+        text, v = judged(per, effect=KERNEL_EFFECT)
+        verdicts.append(v)
+        lines.append(f"the narrow move − {k}'s |move| {text}")
+    return Finding(ours + f"; per seed ({ERRORS}): " + "; ".join(lines), combine(verdicts),
+                   f"Only 'none' and 'retrain' have a known ρ; the paper's moves: bandwidth {NARROW_EFFECT:+.3f}, "
+                   f"beyond the kernel's {KERNEL_EFFECT:+.3f}.", one_seed=seed_count(rec) < 2)
 
 
 def smi_min_samples(recs: dict[str, dict], *, name: str = "unlearning-sensitivity", audit: str = "smi-m-scores",
                     enough: int = 20) -> Finding:
-    """SMI needs about ``enough`` samples: below it the audit misreads the known ρ ('none' 0, 'retrain' 1: its error
-    at or past the tolerance, under which it still reads both right), at or above it reads them right; each set one
-    comparison on points, seed by seed. Not testable where the audit misreads even the largest set (error ≥
-    :data:`MISREAD`)."""
+    """SMI needs about ``enough`` samples: per set and seed, below it the audit's error past the tolerance (error −
+    tolerance above 0: it misreads 'none' or 'retrain'), at or above it under it (tolerance − error above 0), each
+    with the error's interval (no size: read on the direction). Not testable here where the audit misreads even the
+    largest set (mean error ≥ :data:`MISREAD`)."""
     rec = recs[name]
     n = rec["n_train"]
     fracs = sorted(dict.fromkeys(k.split(" / ")[0] for k in rec["unlearning"]), key=float)
     size = {f: max(2, int(round(float(f) * n))) for f in fracs}
-    errs = {f: np.asarray(_truth_errors(rec, f, audit)) for f in fracs}
+    errs = {f: _errors(rec, f, audit) for f in fracs}
     ours = (f"{audit}, mean |ρ − truth| over 'none' (0) and 'retrain' (1), mean ± std over seeds (ddof = 1), by forget "
             "set size: " + ", ".join(f"{size[f]} texts {_err_text(errs[f])}" for f in fracs))
     small, big = [f for f in fracs if size[f] < enough], [f for f in fracs if size[f] >= enough]
     why = (f"Each forget set against {rec['n_nonmembers'] // 2} retain and {rec['n_nonmembers'] // 2} held-out "
            f"reference texts (the paper's 'per class' read as the forget set's size). Needs about {enough}: below it "
-           f"the error reaches the tolerance {TOLERANCE:.1f} on every seed (it misreads 'none' or 'retrain'), at or "
-           "above it stays under it on every seed.")
+           f"the error past the tolerance {TOLERANCE:.1f}, at or above it under it.")
     if not small or not big:
-        return Finding(ours, UNTESTABLE, why + " Needs a set below and one at or above that size.", points=True)
-    if np.mean(errs[fracs[-1]]) >= MISREAD:
-        return Finding(ours, UNTESTABLE, why + f" The audit misreads even {size[fracs[-1]]} texts (error "
-                       f"{np.mean(errs[fracs[-1]]):.2f} ≥ {MISREAD:g}), so no sample-size limit can show.", points=True)
-    below = {f: points_verdict(errs[f] - TOLERANCE) for f in small}
-    above = {f: points_verdict(TOLERANCE - errs[f]) for f in big}
-    why += (f" Below {enough}: " + ", ".join(f"{size[f]} texts "
-                                           + seed_side(errs[f] - TOLERANCE, up="past the tolerance", down="under it")
-                                           for f in small)
-            + "; at or above: " + ", ".join(f"{size[f]} texts "
-                                            + seed_side(TOLERANCE - errs[f], up="under it", down="past it")
-                                            for f in big) + "." + ONE_SEED * one_seed(rec))
-    return Finding(ours, combine([*below.values(), *above.values()]), why, points=True, one_seed=one_seed(rec))
+        return Finding(ours, single(UNTESTABLE), why + " Needs a set below and one at or above that size.")
+    largest = [e[0] for e in errs[fracs[-1]] if e is not None]
+    if largest and np.mean(largest) >= MISREAD:
+        return Finding(ours, single(UNTESTABLE), why + f" The audit misreads even {size[fracs[-1]]} texts (error "
+                       f"{np.mean(largest):.2f} ≥ {MISREAD:g}), so no sample-size limit can show.")
+    verdicts, lines = [], []
+    for f in fracs:
+        sign = 1 if f in small else -1
+        per = [None if e is None else {"diff": sign * (e[0] - TOLERANCE),
+                                       "ci95": sorted([sign * (e[1] - TOLERANCE), sign * (e[2] - TOLERANCE)])}
+               for e in errs[f]]
+        text, v = judged(per)
+        verdicts.append(v)
+        lines.append(f"{size[f]} texts, {'error − tolerance' if sign > 0 else 'tolerance − error'} {text}")
+    return Finding(ours + f"; per seed ({ERRORS}): " + "; ".join(lines), combine(verdicts), why,
+                   one_seed=seed_count(rec) < 2)

@@ -17,7 +17,7 @@ from lmaudit.report.claims_base import (
     pct,
 )
 from lmaudit.report.claims_models import weights
-from lmaudit.report.verdicts import AGAINST, against_paper, capped, combine, effect_text
+from lmaudit.report.verdicts import AGAINST, against_paper, at_this_size, combine, effect_text, single, unless
 
 
 def lineage(rec: dict, texts: str = "messages") -> str:
@@ -81,10 +81,10 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
                   effects: dict[str, float] | None = None) -> Finding:
     """The AR model has more (n, p)-discoverable training values than the DLM max-step: per field and seed, the
     difference of the two shares with Newcombe's 95% interval, against the paper's difference (``effects``, per
-    field). A field's support does not count (reproduced or partly become inconclusive) where the DLM's p̂ has not
-    converged in the number of orders (an estimate still moving may be biased low, which would favour the claim),
-    or where the AR model finds unseen values about as often as training ones (its lead is then of guessable
-    values)."""
+    field). A field reads not testable at this size where the DLM's p̂ has not converged in the number of orders
+    (too few orders: an estimate still moving may be biased low), and its support does not count (reproduced and
+    smaller read inconclusive) where the AR model finds unseen values about as often as training ones (its lead is
+    then of guessable values)."""
     rec = recs[name]
     n, effects = rec["n_train"], effects or {}
     parts, verdicts, moving, both_zero, guessed = [], [], [], [], []
@@ -110,7 +110,7 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
             parts[-1] += f"; unseen control AR {u_ar}/{nu}, DLM {u_dlm}/{nu}"
             if ar and wilson_interval(ar, n * seeds)[0] <= wilson_interval(u_ar, nu)[1]:
                 guessed.append(f)
-        verdicts.append(capped(verdict) if f in moving or f in guessed else verdict)
+        verdicts.append(at_this_size(verdict) if f in moving else unless(verdict) if f in guessed else verdict)
     regime = f"{lineage(rec)}. Each field judged by the rule, per seed"
     if any(both_zero):
         regime += ("; " + " and ".join(f for f, z in zip(("e-mails", "phones"), both_zero) if z)
@@ -122,10 +122,11 @@ def ar_leaks_more(recs: dict[str, dict], *, p: float = 0.5, name: str = "pii-ext
                    "guessable values more than of memorised ones, and does not count as support.")
     if moving:
         regime += (f" The DLM's p̂ of {' and '.join(moving)} has not been shown to converge in the number of orders "
-                   f"(more than {pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0), so "
-                   "its lead does not count as support. Possible reason an estimate still moving favours this claim: "
-                   "a mean of a heavy-tailed probability over few orders may fall below its expectation.")
-    verdict = UNTESTABLE if all(both_zero) else combine(verdicts)
+                   f"(more than {pct(UNCONVERGED_SHARE)}% of records still move by more than 2×, or every p̂ is 0): too "
+                   "few orders, so that field is not testable at this size. Possible reason an estimate still moving "
+                   "favours this claim: a mean of a heavy-tailed probability over few orders may fall below its "
+                   "expectation.")
+    verdict = single(UNTESTABLE) if all(both_zero) else combine(verdicts)
     if all(both_zero):
         regime += " No value is discoverable from either model: the claim cannot be read here."
     return Finding(f"(n, p)-discoverable training values at {_query_budget(rec)}, p = {p:g}, per seed: "
@@ -151,8 +152,9 @@ def one_vs_max_step(recs: dict[str, dict], *, name: str = "pii-extraction", effe
                      f"{judged}, {against_paper(effects.get(f))}; median log p̂ {one:.1f} → {mx:.1f}")
     if not any(counts):
         moves = "max-step above one-step" if all(higher) else "not max-step above one-step in every field"
-        return Finding("; ".join(parts), UNTESTABLE, "No PII value is discoverable from this DLM at any step count, so "
-                       f"the counts cannot differ; the median likelihoods (points): {moves}.", one_seed=_single(rec))
+        return Finding("; ".join(parts), single(UNTESTABLE), "No PII value is discoverable from this DLM at any "
+                       f"step count, so the counts cannot differ; the median likelihoods (points): {moves}.",
+                       one_seed=_single(rec))
     return Finding("; ".join(parts), combine(verdicts), f"Counts at {_query_budget(rec)}, p = {p:g} (training "
                    "messages, per seed), each field judged by the rule.", one_seed=_single(rec))
 
@@ -188,15 +190,22 @@ def _coverage(rec: dict) -> str:
 
 
 def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, name: str = "pii-reconstruction",
-                 effects: dict[str, float] | None = None) -> Callable[[dict], Finding]:
+                 effects: dict[str, float] | None = None, more: tuple = ()) -> Callable[[dict], Finding]:
     """``a`` beats (``better``) or trails ``b`` in top-1 ASR, read seed by seed from paired intervals in both modes
-    against the paper's difference per field (``effects``); ``beside``: a signal shown next to it, not judged (the
-    fitted-α combination beside the paper's fixed α)."""
+    against the paper's difference per field (``effects``); ``more``: further ``(signal, effects)`` judged against
+    ``b`` the same way (one claim); ``beside``: a signal shown next to it, not judged (the fitted-α combination
+    beside the paper's fixed α)."""
     def judge(recs: dict[str, dict]) -> Finding:
         rec = recs[name]
-        parts, verdict = pii_pairs(rec, a, b, better=better, effects=effects)
+        parts, verdicts = [], []
+        for signal, eff in ((a, effects), *more):
+            got, v = pii_pairs(rec, signal, b, better=better, effects=eff)
+            parts += got
+            verdicts.append(v)
+        verdict = combine(verdicts)
         ours = ("; ".join(parts) + " (per seed, paired bootstrap over records; the paper's difference "
-                + ", ".join(f"{f} {effect_text(e)}" for f, e in (effects or {}).items())
+                + "; ".join(f"{signal}: " + ", ".join(f"{f} {effect_text(e)}" for f, e in (eff or {}).items())
+                            for signal, eff in ((a, effects), *more))
                 + f"; generation coverage {_coverage(rec)})")
         if beside:
             ours += (f". Beside it, {beside} (fitted α, not judged): "
@@ -220,7 +229,7 @@ def pii_combined(a: str, b: str, better: bool, *, beside: str | None = None, nam
 
 def ar_reconstructs_more(recs: dict[str, dict], *, name: str = "pii-reconstruction") -> Finding:
     """AR − DLM top-1 ASR of redacted values, seed by seed (no paper figure: the extraction paper's claim tested with
-    the Q-Skew paper's attack, so a tie is inconclusive); a pair significantly against makes the claim against."""
+    the Q-Skew paper's attack, so it is read on the direction); each pair per seed by the rule."""
     rec = recs[name]
     parts, verdict = pii_pairs(rec, "AR ce", "ce", better=True, names=("AR", "DLM"))
     cov = "; ".join(f"{f}: DLM {np.mean(v['coverage']):.0f}%, AR {np.mean(v['ar_coverage']):.0f}%"
@@ -228,5 +237,5 @@ def ar_reconstructs_more(recs: dict[str, dict], *, name: str = "pii-reconstructi
     return Finding("top-1 ASR of redacted values, both ranked by cross-entropy: " + "; ".join(parts)
                    + f" (per seed, paired over records; true value generated at all: {cov})", verdict,
                    f"{lineage(rec)}; {rec['n_targets']} redacted per field. The AR model continues the left context, "
-                   "the DLM fills inserted masks with both contexts. No paper figure for this comparison: a tie is "
-                   "inconclusive.", one_seed=_single(rec))
+                   "the DLM fills inserted masks with both contexts. No paper figure for this comparison: read on the "
+                   "direction.", one_seed=_single(rec))

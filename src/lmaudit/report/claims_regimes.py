@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals
+from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals, spread
 from lmaudit.report.claims_models import model, stream, weights
 
 
@@ -88,7 +88,8 @@ UNTOUCHED_TOLERANCE = 0.1  # an untouched model's ρ within this of 0 reads its 
 def untouched_floor(rec: dict) -> str:
     """Which set-level audit reads the untouched model's forget set closest to 0 (its truth), and whether any reads
     it within :data:`UNTOUCHED_TOLERANCE`: where none does, the audits cannot tell an unlearning from none."""
-    lows = [(v["mean"], v["std"], key.split(" / ")[0], key.split(" / ")[2]) for key, v in rec["unlearning"].items()
+    lows = [(v["mean"], spread(v["per_seed"])[1] if "per_seed" in v else v["std"], key.split(" / ")[0],
+             key.split(" / ")[2]) for key, v in rec["unlearning"].items()  # the std recomputed with ddof = 1
             if key.split(" / ")[1] == "none" and key.split(" / ")[2].startswith("smi") and not np.isnan(v["mean"])]
     if not lows:
         return ""

@@ -1,73 +1,174 @@
 """The verdicts of CLAIMS.md and the one rule every judge calls to reach them.
 
-Vocabulary (:data:`VERDICTS`, in the order the counts are written):
+The rule (:func:`category`). Every row states the paper's effect E, oriented so that E > 0 is the paper's direction.
+Per seed, the paired 95% interval [lo, hi] of the same difference on our data, oriented the same way, falls in exactly
+one of five categories:
 
-- **reproduced**: the claim holds on every seed, each with its own paired 95% interval on the claim's side;
-- **partly reproduced**: some of it holds (a comparison on some seeds only, or some comparisons of several);
-- **not reproduced**: the data exclude the size the paper reports, without pointing the other way;
-- **against the claim**: the difference points the other way, the interval below 0 on every seed;
-- **inconclusive**: the data cannot decide (an interval holding both 0 and the paper's effect; points);
-- **not testable here**: no experiment here can measure it (each such row says why);
-- **not run**: the experiment that would test it has not been run.
+- **reproduced**: lo > 0 and hi ≥ E (the paper's direction, and its size not excluded);
+- **smaller**: lo > 0 and hi < E (the direction holds, the paper's size is excluded);
+- **inconclusive**: lo ≤ 0 and hi ≥ E (the interval holds both 0 and the paper's effect);
+- **not reproduced**: lo ≤ 0 and 0 ≤ hi < E (the paper's effect excluded, no effect not);
+- **against the claim**: hi < 0 (the other direction).
 
-The rule on one interval (:func:`interval_verdict`). Every difference is oriented so that the claim says
-"d > threshold" (0 unless the claim names a size, e.g. "more than 10 points"); ``effect`` is the size the paper
-reports, in the same units (each row states the one it takes; None where the paper gives none):
+A row whose paper gives no size (E is None) is read on its direction alone: with no size to exclude, it is never
+"smaller" or "not reproduced" (lo > 0 reproduced, hi < 0 against the claim, else inconclusive), and its effect
+column says so. The interval [0, 0] (nothing varied over the resamples and no difference: two signals that agree on
+every one of a few records) measures no noise: that is a limit of our sample, **not testable at this size**.
 
-- lo > threshold: reproduced;
-- hi < 0: against the claim;
-- hi < threshold: not reproduced (above 0 perhaps, but short of the size claimed);
-- hi < effect: not reproduced (the interval holds the threshold but excludes the paper's effect: the paper's
-  figure is ruled out);
-- otherwise (it holds both the threshold and the paper's effect, or the paper gives no effect): inconclusive;
-- [0, 0] (a bootstrap in which nothing varied: two signals that agree on every record) measures no noise and is
-  inconclusive too.
+A row's verdict (:func:`combine`): the category all its seeds share (over every comparison of the row: a claim of
+several comparisons is judged on each comparison's seeds). Seeds that disagree make it **mixed**, shown with the
+per-seed categories ("mixed: 1 reproduced, 2 inconclusive"); an inconclusive seed never counts as support, and no
+majority turns a mixed row into a verdict. Parts of a row that are not judged (points only, not testable at this
+size, not testable here, not run) are counted beside the categories in the same way; a row where every part is one
+of them reads that word.
 
-One comparison over seeds (:func:`comparison`), each seed judged by that rule: every seed reproduced →
-reproduced; every seed against → against the claim; some seeds against and not all → not reproduced (seeds that
-contradict each other, each significantly, do not reproduce a claim); some reproduced, none against → partly
-reproduced; otherwise not reproduced when a seed excludes the paper's effect, else inconclusive. One seed is
-judged by the same rule on its one interval, and the row says "one seed".
+Outside the five categories, none of which is a verdict on the claim:
 
-Points (no interval of the compared quantity is stored; :func:`points_verdict`): the seeds are the only measure
-of noise, so the rule is the sign test across them: the difference above the threshold on every seed is reproduced,
-below 0 on every seed against the claim, each only when that many seeds agreeing by chance is below 5% one-sided,
-which takes :data:`SIGN_TEST_SEEDS` seeds (0.5⁵ = 3.1%); with fewer, seeds that disagree, or a difference above 0
-but not above the threshold on every seed, inconclusive (the verdict cell says "on points"). A point cannot exclude
-the paper's effect, so points never give "not reproduced". Which way the seeds point is read from their signs alone
-(:func:`seed_side`: "above on every seed", "below on every seed", "mixed"), whether or not the sign test passes: it
-is what the measured column says. One seed of points has nothing to measure its noise against
-(:data:`ONE_SEED_POINTS`).
+- **points only**: no interval is stored and none can be computed from what is stored (the row says what the
+  experiment must store);
+- **not testable at this size**: a limit of ours (too few orders, texts or seeds), never "against";
+- **not testable here**: no experiment here can measure it (the row says why);
+- **not run**: the experiment that would test it has not been run (the row says which).
 
-Several comparisons of one claim (:func:`combine`; e.g. "beats every baseline", or a claim with several parts):
-"not testable here" parts are left out (none left: not testable here; a claim whose other parts all hold is then
-only partly reproduced); any comparison against the claim → against the claim (a part that points the other way
-refutes a claim that needs every part); all reproduced → reproduced; some reproduced (the rest inconclusive, not
-reproduced or partly) → partly reproduced; no comparison reproduced on every seed: partly reproduced when some hold
-on some seeds and none excludes the paper's effect, else not reproduced when any does, else inconclusive.
+The unlearning check (:mod:`lmaudit.runs.unlearning_check`) reads one interval against a smallest return that counts;
+that reading is not a verdict of CLAIMS.md and keeps its own functions at the end of this module.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
-REPRODUCED, PARTLY, NOT_REPRODUCED, AGAINST, INCONCLUSIVE, UNTESTABLE, NOT_RUN = (
-    "reproduced", "partly reproduced", "not reproduced", "against the claim", "inconclusive", "not testable here",
-    "not run")
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, AGAINST, INCONCLUSIVE, UNTESTABLE, NOT_RUN)
+REPRODUCED, SMALLER, INCONCLUSIVE, NOT_REPRODUCED, AGAINST = (
+    "reproduced", "smaller", "inconclusive", "not reproduced", "against the claim")
+CATEGORIES = (REPRODUCED, SMALLER, INCONCLUSIVE, NOT_REPRODUCED, AGAINST)  # the five, in the order counts are written
+MIXED = "mixed"
+POINTS_ONLY, AT_THIS_SIZE, UNTESTABLE, NOT_RUN = (
+    "points only", "not testable at this size", "not testable here", "not run")
+UNJUDGED = (POINTS_ONLY, AT_THIS_SIZE, UNTESTABLE, NOT_RUN)  # parts of a row with no category
+VERDICTS = (*CATEGORIES, MIXED, *UNJUDGED)  # every word a row can read, in the order the summary counts them
 
-# how one seed's interval reads, in the measured column
-SEED_WORDS = {REPRODUCED: "ahead", AGAINST: "behind", NOT_REPRODUCED: "short of the paper's effect",
-              INCONCLUSIVE: "tied"}
 
-ONE_SEED_POINTS = (" One seed of points (no interval stored) has nothing to measure its noise against: "
-                   "inconclusive.")
+class Verdict(str):
+    """A row's (or one comparison's) verdict: the word, with the per-seed parts it was read from (``parts``) and,
+    per interval judged against a stated effect, its half-width ÷ that effect (``ratios``)."""
+
+    parts: tuple[str, ...]
+    ratios: tuple[float, ...]
+
+    def __new__(cls, parts: Iterable[str], ratios: Iterable[float] = ()) -> Verdict:
+        parts = tuple(parts)
+        if not parts:
+            word = UNTESTABLE
+        elif len(set(parts)) == 1:
+            word = parts[0]
+        else:
+            word = MIXED
+        out = super().__new__(cls, word)
+        out.parts, out.ratios = parts, tuple(ratios)
+        return out
+
+    @property
+    def counts(self) -> str:
+        """'1 reproduced, 2 inconclusive': how many parts read each word, in the order of :data:`VERDICTS`."""
+        return ", ".join(f"{self.parts.count(v)} {v}" for v in VERDICTS if v in self.parts)
+
+    @property
+    def text(self) -> str:
+        """The word, and for a mixed row its counts: 'mixed: 1 reproduced, 2 inconclusive'."""
+        return f"{self}: {self.counts}" if self == MIXED else str(self)
+
+
+def category(lo: float, hi: float, effect: float | None = None) -> str:
+    """The category of one oriented interval [lo, hi] against the paper's effect ``effect`` (> 0; None: the paper
+    gives no size) by the rule of this module; an undefined bound is not testable here, [0, 0] not testable at this
+    size."""
+    if effect is not None and not effect > 0:
+        raise ValueError(f"the paper's effect is oriented to be above 0, got {effect}")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return UNTESTABLE
+    lo, hi = min(lo, hi), max(lo, hi)
+    if lo == hi == 0:
+        return AT_THIS_SIZE
+    if hi < 0:
+        return AGAINST
+    if lo > 0:
+        return REPRODUCED if effect is None or hi >= effect else SMALLER
+    return INCONCLUSIVE if effect is None or hi >= effect else NOT_REPRODUCED
+
+
+def _bounds(iv) -> tuple[float, float]:
+    lo, hi = iv["ci95"] if isinstance(iv, dict) else iv
+    return float(lo), float(hi)
+
+
+def judge(intervals: Iterable, *, effect: float | None = None, sign: float = 1.0) -> Verdict:
+    """One comparison over its seeds: each seed's interval (``(lo, hi)`` or ``{"ci95": [lo, hi]}``) oriented by
+    ``sign`` (−1: the claim says the stored difference is below 0) and sorted by :func:`category`."""
+    parts, ratios = [], []
+    for iv in intervals:
+        lo, hi = sorted(sign * b for b in _bounds(iv))
+        parts.append(category(lo, hi, effect))
+        if effect is not None and parts[-1] in CATEGORIES:  # an interval that measured something
+            ratios.append((hi - lo) / 2 / effect)
+    return Verdict(parts, ratios)
+
+
+def combine(verdicts: Iterable[str]) -> Verdict:
+    """One row from its comparisons (each a :class:`Verdict` of its seeds, or a single word): the word all their
+    parts share, else mixed."""
+    parts, ratios = [], []
+    for v in verdicts:
+        parts += getattr(v, "parts", (str(v),))
+        ratios += getattr(v, "ratios", ())
+    return Verdict(parts, ratios)
+
+
+def single(word: str) -> Verdict:
+    """A verdict of one part (a row that is points only, not run, not testable …)."""
+    return Verdict((word,))
+
+
+def unless(verdict: Verdict, word: str = INCONCLUSIVE) -> Verdict:
+    """A verdict whose support does not count (a control that fails, values a model guesses unseen): its reproduced
+    and smaller seeds read ``word``, the others stand."""
+    return Verdict([word if p in (REPRODUCED, SMALLER) else p for p in verdict.parts], verdict.ratios)
+
+
+def at_this_size(verdict: Verdict) -> Verdict:
+    """A verdict resting on an estimate our size cannot settle (too few orders, texts or seeds): every judged seed
+    reads not testable at this size."""
+    return Verdict([AT_THIS_SIZE if p in CATEGORIES else p for p in verdict.parts], verdict.ratios)
+
+
+def half_width_ratio(verdict) -> tuple[float, float] | None:
+    """The smallest and largest interval half-width ÷ the paper's effect over a verdict's intervals (None: none
+    judged against a stated effect). Above 0.5 an interval centred on the paper's effect still holds 0."""
+    r = getattr(verdict, "ratios", ())
+    return (min(r), max(r)) if r else None
+
+
+def effect_text(effect: float | None, *, scale: float = 100.0, unit: str = " points", digits: int = 1) -> str:
+    """'+9.7 points' (or 'none given') for a row's stated effect."""
+    return "none given" if effect is None else f"{scale * effect:+.{digits}f}{unit}"
+
+
+def against_paper(effect: float | None, **kw) -> str:
+    """'against the paper's +9.7 points', or 'the paper gives no size (read on the direction alone)'."""
+    return ("the paper gives no size (read on the direction alone)" if effect is None
+            else f"against the paper's {effect_text(effect, **kw)}")
+
+
+# ---------------------------------------------------------------- the unlearning check's reading (not CLAIMS.md)
+
+PARTLY = "partly reproduced"  # the unlearning check's word for a return on some seeds
 
 
 def interval_verdict(lo: float, hi: float, *, effect: float | None = None, threshold: float = 0.0) -> str:
-    """The verdict of one interval [lo, hi] of a difference the claim says is above ``threshold``, against the
-    paper's ``effect`` (module docstring)."""
-    if lo == hi == 0:  # every resample equal at 0: nothing varied, so nothing is measured
+    """The unlearning check's reading of one interval of a return the check counts above ``threshold``: above it
+    'reproduced' (came back), below 0 'against the claim', below the threshold (or ``effect``) 'not reproduced',
+    else 'inconclusive'; [0, 0] measures nothing and is inconclusive."""
+    if lo == hi == 0:
         return INCONCLUSIVE
     if lo > threshold:
         return REPRODUCED
@@ -78,8 +179,15 @@ def interval_verdict(lo: float, hi: float, *, effect: float | None = None, thres
     return INCONCLUSIVE
 
 
+def seed_verdicts(intervals: Iterable, *, effect: float | None = None, threshold: float = 0.0) -> list[str]:
+    """Each seed's reading by :func:`interval_verdict`."""
+    return [interval_verdict(*_bounds(iv), effect=effect, threshold=threshold) for iv in intervals]
+
+
 def across_seeds(verdicts: list[str]) -> str:
-    """One comparison's verdict from its seeds' verdicts (each from :func:`interval_verdict`)."""
+    """The unlearning check's seeds read together: every seed came back → reproduced, every seed less than
+    retrained → against the claim, some of each → not reproduced, some came back → partly reproduced, else not
+    reproduced where a seed rules the return out, else inconclusive."""
     if not verdicts:
         return UNTESTABLE
     if all(v == REPRODUCED for v in verdicts):
@@ -94,95 +202,5 @@ def across_seeds(verdicts: list[str]) -> str:
 
 
 def comparison(intervals: Iterable, *, effect: float | None = None, threshold: float = 0.0) -> str:
-    """One comparison's verdict from its per-seed intervals, each ``(lo, hi)`` or ``{"ci95": [lo, hi]}``."""
+    """The unlearning check's verdict of one row from its per-seed intervals."""
     return across_seeds(seed_verdicts(intervals, effect=effect, threshold=threshold))
-
-
-def seed_verdicts(intervals: Iterable, *, effect: float | None = None, threshold: float = 0.0) -> list[str]:
-    """Each seed's verdict by :func:`interval_verdict`."""
-    out = []
-    for iv in intervals:
-        lo, hi = iv["ci95"] if isinstance(iv, dict) else iv
-        out.append(interval_verdict(lo, hi, effect=effect, threshold=threshold))
-    return out
-
-
-SIGN_TEST_SEEDS = 5  # the fewest seeds all on one side by chance with probability below 5% (one-sided sign test)
-
-
-def points_verdict(diffs: Iterable[float], *, threshold: float = 0.0) -> str:
-    """One comparison read on points (one oriented difference per seed, no interval), on :data:`SIGN_TEST_SEEDS`
-    seeds or more (the one-sided sign test at 5%): above ``threshold`` on every seed → reproduced; below 0 on every
-    seed → against the claim; else (fewer seeds, seeds that disagree, a tie, a difference above 0 but short of the
-    threshold on some seed) inconclusive. As :func:`interval_verdict` says for an interval between 0 and the
-    threshold, short of a claimed size is not evidence against the claim; and a point, unlike an interval, cannot
-    exclude a size, so points never give "not reproduced"."""
-    d = [float(x) for x in diffs]
-    if len(d) < SIGN_TEST_SEEDS:
-        return INCONCLUSIVE
-    if all(x > threshold for x in d):
-        return REPRODUCED
-    if all(x < 0 for x in d):
-        return AGAINST
-    return INCONCLUSIVE
-
-
-def direction(diffs: Iterable[float], *, threshold: float = 0.0) -> int:
-    """Which way the seeds point, from the signs alone, whatever their number: +1 above ``threshold`` on every seed,
-    −1 below it on every seed, 0 otherwise (seeds on both sides, a seed level with it, an undefined seed, none)."""
-    d = [float(x) for x in diffs]
-    if d and all(x > threshold for x in d):
-        return 1
-    if d and all(x < threshold for x in d):
-        return -1
-    return 0
-
-
-def seed_side(diffs: Iterable[float], *, up: str = "above", down: str = "below", threshold: float = 0.0) -> str:
-    """The measured column's words for a comparison on points, from the signs and not from the verdict (three seeds
-    on one side read "below on every seed" though the sign test needs :data:`SIGN_TEST_SEEDS`): '{up} on every
-    seed', '{down} on every seed', '{up}, one seed' (one seed), 'level on every seed', 'undefined on a seed' or
-    'mixed'."""
-    d = [float(x) for x in diffs]
-    way = direction(d, threshold=threshold)
-    if way:
-        word = up if way > 0 else down
-        return f"{word}, one seed" if len(d) == 1 else f"{word} on every seed"
-    if not d:
-        return "no seed"
-    if any(x != x for x in d):
-        return "undefined on a seed"
-    return "level on every seed" if all(x == threshold for x in d) else "mixed"
-
-
-def combine(verdicts: Iterable[str]) -> str:
-    """One claim's verdict from the verdicts of its comparisons (module docstring)."""
-    verdicts = list(verdicts)
-    tested = [v for v in verdicts if v not in (UNTESTABLE, NOT_RUN)]
-    if not tested:
-        return NOT_RUN if verdicts and all(v == NOT_RUN for v in verdicts) else UNTESTABLE
-    if AGAINST in tested:
-        return AGAINST
-    if all(v == REPRODUCED for v in tested):
-        return REPRODUCED if len(tested) == len(verdicts) else PARTLY
-    if REPRODUCED in tested:
-        return PARTLY
-    if NOT_REPRODUCED in tested:
-        return NOT_REPRODUCED
-    return PARTLY if PARTLY in tested else INCONCLUSIVE
-
-
-def capped(verdict: str, cap: str = INCONCLUSIVE) -> str:
-    """A verdict that some condition (an estimate not converged, values a model guesses unseen) keeps from
-    counting as support: reproduced and partly become ``cap``; the others stand."""
-    return cap if verdict in (REPRODUCED, PARTLY) else verdict
-
-
-def effect_text(effect: float | None, *, scale: float = 100.0, unit: str = " points", digits: int = 1) -> str:
-    """'+9.7 points' (or 'none given') for a row's stated effect."""
-    return "none given" if effect is None else f"{scale * effect:+.{digits}f}{unit}"
-
-
-def against_paper(effect: float | None, **kw) -> str:
-    """'against the paper's +9.7 points', or 'the paper gives no effect' (then a tie is inconclusive)."""
-    return "the paper gives no effect" if effect is None else f"against the paper's {effect_text(effect, **kw)}"
