@@ -29,7 +29,7 @@ def test_every_job_and_config_has_an_example_and_every_example_runs(tmp_path, mo
     _files(tmp_path)
     jobs = [name for name in lmaudit.api.__all__  # the functions of the interface's job modules
             if getattr(getattr(lmaudit.api, name), "__module__", "").startswith("lmaudit.api.")]
-    assert len(jobs) == 16 and set(lmaudit.api.JOBS) - {"demo"} <= set(jobs)
+    assert len(jobs) == 17 and set(lmaudit.api.JOBS) - {"demo"} <= set(jobs)
     assert [j for j in jobs if ">>> " not in (getattr(lmaudit.api, j).__doc__ or "")] == []
     globs = {"lmaudit": lmaudit, "MODEL": str(tiny_model_dir),
              "PACKAGES": [str(Path(scipy.__file__).parent / "optimize")]}

@@ -77,3 +77,18 @@ def test_extract_masks_ids_that_are_email_addresses_unless_show_pii(tmp_path, ti
     assert len(masked) == 6 and not any("@mail.org" in i for i in masked)
     assert_ok(lmaudit(*base, "--show-pii", "--out", str(tmp_path / "shown")))
     assert pd.read_csv(tmp_path / "shown" / "records.csv")["id"].tolist() == [r["email"] for r in rows]
+
+
+def test_an_ar_extraction_shows_no_change_against_itself_and_no_trajectories(tmp_path, tiny_model_dir):
+    import lmaudit
+    from lmaudit.api.reports import summary_rows
+    from lmaudit.report.build import build_report
+
+    texts = [f"record number {i} says the value of the key is {i * 7}" for i in range(6)]
+    found = lmaudit.extract(tiny_model_dir, texts, config=lmaudit.ExtractConfig(mask="suffix:4", n=100, p=[0.5]))
+    header, rows = summary_rows(found.payload)
+    assert header[:2] == ["steps", "median log p̂"] and "median Δ log p" not in header and len(rows) == 1
+    found.write(tmp_path / "x")
+    text = build_report(tmp_path / "x").sections[0].text
+    assert "left to right, one order (p̂ is exact: no trajectories are sampled)" in text
+    assert "trajectories (random order)" not in text and "relative to the first row" not in text

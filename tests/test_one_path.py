@@ -52,7 +52,7 @@ def test_the_body_check_finds_an_experiment_calling_a_body(tmp_path):
 
 def test_every_job_is_declared_once_with_its_command_result_and_report():
     assert set(JOBS) == {"mia", "demo", "audit_set", "dataset_inference", "extract", "reconstruct_pii", "epsilon",
-                         "canaries", "finetune", "unlearn", "pretrain", "shadows", "unlearning_check"}
+                         "canaries", "finetune", "unlearn", "pretrain", "shadows", "unlearning_check", "compare"}
     for name, job in JOBS.items():
         assert job.command in COMMANDS, name  # the command line has it
         assert name == "demo" or name in lmaudit.api.__all__, name  # the interface runs it

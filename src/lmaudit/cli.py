@@ -29,7 +29,7 @@ COMMANDS = {
     "unlearning-check": "unlearning", "pii": "pii", "epsilon": "privacy", "canaries": "canaries",
     "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
     "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results",
-    "reproduce": "results", "track": "track",
+    "reproduce": "results", "compare": "compare", "track": "track",
     "gate": "release", "card": "release", "corpus": "corpus",
     "models": "models", "quantize": "models",
 }

@@ -5,7 +5,7 @@ the report modules themselves). Not in ``lmaudit.api``'s ``__all__``: import the
 Also here, as their modules wrote them: ``ci_text`` (an interval as "[lo, hi]"); ``results_table`` and
 ``verdict_text`` (a membership result's table and its verdict in one line); ``audit_rows``, ``asr_rows``,
 ``summary_rows`` and ``check_table`` ((header, rows) of a set-level audit, a PII reconstruction, an extraction and an
-unlearning check); ``inference_summary``
+unlearning check), ``comparison_rows`` (those of two runs compared); ``inference_summary``
 (a dataset inference's verdict); ``redact`` and ``mask_value`` (PII shown as its kind and length).
 """
 
@@ -25,6 +25,7 @@ from lmaudit.report.tables import asr_rows as asr_rows
 from lmaudit.report.tables import audit_rows as audit_rows
 from lmaudit.report.tables import check_table as check_table
 from lmaudit.report.tables import summary_rows as summary_rows
+from lmaudit.runs.compare import comparison_rows as comparison_rows
 from lmaudit.runs.mia_notes import results_table as results_table
 from lmaudit.runs.mia_notes import verdict_text as verdict_text
 

@@ -1,4 +1,4 @@
-"""Jobs on results already written: ε lower bounds of a run, and a results folder read back."""
+"""Jobs on results already written: ε lower bounds of a run, two runs compared, and a results folder read back."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from pathlib import Path
 
 from lmaudit.report.build import read_results, verify_run
 from lmaudit.runs.common import RunResult, job_of_type
+from lmaudit.runs.compare import CompareConfig, ComparisonResult, compare_runs
 from lmaudit.runs.epsilon import EpsilonResult, run_epsilon
 from lmaudit.runs.mia import MIAResult
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
-__all__ = ["epsilon", "load_results"]
+__all__ = ["epsilon", "load_results", "compare", "CompareConfig"]
 
 
 def epsilon(run_dir, *, delta: float = 1e-5, confidence: float = 0.95, attack: str | None = None, seed: int = 0,
@@ -30,6 +31,23 @@ def epsilon(run_dir, *, delta: float = 1e-5, confidence: float = 0.95, attack: s
     (['loss'], True)
     """
     return run_epsilon(run_dir, delta=delta, confidence=confidence, attack=attack, seed=seed, canaries=canaries)
+
+
+def compare(run_a, run_b, *, config: CompareConfig | None = None) -> ComparisonResult:
+    """Two membership-inference runs (folders or results) compared on the texts both scored (matched by content,
+    the same labels): per attack both AUCs, AUC(B) − AUC(A) with its paired bootstrap interval, the TPR at 1% FPR's
+    difference, the rank correlation of the two runs' scores, and each run's verdict beside the other's. For a served
+    model against its weights, a model before and after unlearning, two checkpoints.
+
+    Examples
+    --------
+    >>> cfg = lmaudit.RunConfig(attacks=["loss", "min_k"], n_bootstrap=20)
+    >>> _ = lmaudit.mia(MODEL, "members.jsonl", "nonmembers.jsonl", config=cfg).write("runs/a")
+    >>> same = lmaudit.compare("runs/a", "runs/a", config=lmaudit.CompareConfig(n_bootstrap=100))
+    >>> same["attacks"]["loss"]["delta_auc"], same["attacks"]["loss"]["reading"], same["matched"]["members"]
+    (0.0, 'no difference shown', 12)
+    """
+    return ComparisonResult(compare_runs(run_a, run_b, config))
 
 
 def load_results(folder: str | Path, *, verify: bool = True) -> MIAResult | RunResult:

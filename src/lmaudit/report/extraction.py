@@ -19,9 +19,11 @@ def extraction_report(run: Path, res: dict, *, where: Path | None = None, show_p
     records = pd.read_csv(run / "records.csv")
     labels = [k for k, v in res["summary"].items() if isinstance(v, dict)]
     columns = {lb: records[f"log_p_hat@{lb}"].to_numpy(dtype=float) for lb in labels}
+    orders = ("left to right, one order (p̂ is exact: no trajectories are sampled)" if res["kind"] == "ar"
+              else f"{cfg['trajectories']} trajectories ({cfg['order']} order)")
     text = (f"{res['n_records']} records, mask {cfg['mask']} ({res['n_masked']['median']:g} tokens median), "
-            f"{cfg['trajectories']} trajectories ({cfg['order']} order), T = {cfg['temperature']:g}, "
-            f"n = {cfg['n']:,} queries. Δ log p is relative to the first row.")
+            f"{orders}, T = {cfg['temperature']:g}, n = {cfg['n']:,} queries."
+            + (" Δ log p is relative to the first row." if len(labels) > 1 else ""))
     if "monotone_fraction" in res["summary"]:
         text += f" log p̂ never fell as N grew on {100 * res['summary']['monotone_fraction']:.0f}% of records."
     sections = [Section("(n, p)-discoverable extraction", text, table=summary_rows(res),

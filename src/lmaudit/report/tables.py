@@ -56,9 +56,11 @@ def asr_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def summary_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of an extraction summary: one row per step count (or 'ar')."""
+    """(header, rows) of an extraction summary: one row per step count (or 'ar'); the change of log p̂ against the
+    first row only where there is more than one."""
     cfg = payload["config"]
-    header = ["steps", "median log p̂", "median Δ log p"]
+    several = sum(isinstance(v, dict) for v in payload["summary"].values()) > 1
+    header = ["steps", "median log p̂"] + (["median Δ log p"] if several else [])
     for p in cfg["p"]:
         header += [f"discoverable @p={p:g}", f"median n @p={p:g}"]
     header.append("forwards/record")
@@ -66,7 +68,7 @@ def summary_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
     for label, row in payload["summary"].items():
         if not isinstance(row, dict):
             continue
-        cells = [label, f"{row['median_log_p_hat']:.2f}", f"{row['median_delta_log_p']:+.2f}"]
+        cells = [label, f"{row['median_log_p_hat']:.2f}"] + ([f"{row['median_delta_log_p']:+.2f}"] if several else [])
         for p in cfg["p"]:
             n = row[f"median_n_needed@p={p:g}"]
             cells += [str(row[f"discoverable@p={p:g}"]), "∞" if n == float("inf") else f"{n:.3g}"]
