@@ -120,14 +120,20 @@ def _cells(record: dict) -> dict[str, tuple[float, float | None]]:
     return out
 
 
+def _verdict(v) -> str:
+    """A verdict as CLAIMS.md words it: a mixed row with its per-seed counts ('mixed: 1 reproduced, 2 ...')."""
+    counts = getattr(v, "counts", None)
+    return f"{v}: {counts}" if str(v) == "mixed" and counts else str(v)
+
+
 def compare_records(name: str, committed: dict, rerun: dict, all_committed: dict[str, dict]) -> Comparison:
     """One experiment's re-run (``rerun``) against its committed record, CLAIMS.md's rows judged both ways."""
     comparison = Comparison(name, (committed.get("corpus"), rerun.get("corpus")))
     before, after = judge_all(all_committed), judge_all({**all_committed, name: rerun})
     for claim, (_, f0, r0), (_, f1, r1) in zip(CLAIMS, before, after):
         for group, a, b in ((claim.experiments, f0, f1), (claim.real_experiments, r0, r1)):
-            if name in group and a is not None and b is not None:
-                comparison.verdicts.append((claim.claim, a.verdict, b.verdict))
+            if name in group and a is not None and b is not None:  # a mixed row with its per-seed counts
+                comparison.verdicts.append((claim.claim, _verdict(a.verdict), _verdict(b.verdict)))
     new = _cells(rerun)
     for where, (value, spread) in _cells(committed).items():
         if where in new:
