@@ -11,11 +11,14 @@ import pandas as pd
 import pytest
 
 from helpers import assert_ok, lmaudit, synthetic_run
+from lmaudit import api as lmaudit_api
 from lmaudit.errors import LmauditError
 from lmaudit.folders import write_manifest
 from lmaudit.report import plots
 from lmaudit.report.build import build_report, write_report
 from report_folders import audit_folder, experiment_folder, extraction_folder, mia_folder, pii_folder
+
+lmaudit_api.load_jobs()  # each job declares the report of its results' type, as the interface loads them
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
