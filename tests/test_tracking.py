@@ -181,3 +181,19 @@ def test_parameters_and_tags_have_their_secrets_masked(tmp_path, store, monkeypa
     assert planted not in shown and "hunter2" not in shown
     assert got.data.params["lmaudit.model"] == "http://***@models.internal/v1"
     assert got.data.params["lmaudit.config.note"] == "served with the key ***"
+
+
+def test_track_refuses_hostile_folders_before_logging_anything(run, store, tmp_path, monkeypatch):
+    import shutil
+
+    edited = tmp_path / "edited"
+    shutil.copytree(run, edited)
+    res = json.loads((edited / "results.json").read_text())
+    res["attacks"]["loss"]["auc"] = 0.99  # a figure changed after the run: its manifest says so
+    (edited / "results.json").write_text(json.dumps(res))
+    assert_user_error(cli("track", edited, "--mlflow", store), "results.json")
+    (tmp_path / "empty").mkdir()
+    assert_user_error(cli("track", tmp_path / "empty", "--mlflow", store), "no results.json")
+    assert_user_error(cli("track", tmp_path / "absent\u200b", "--mlflow", store), "absent")
+    client = client_of(store, monkeypatch)
+    assert [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])] == []

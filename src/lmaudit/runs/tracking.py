@@ -32,6 +32,7 @@ from urllib.request import url2pathname
 
 from lmaudit.credentials import mask_secrets
 from lmaudit.errors import LmauditError
+from lmaudit.folders import missing_folder_hint
 from lmaudit.report.build import build_report, read_results, verify_run
 from lmaudit.report.summary import CANNOT_TELL, mia_summary
 from lmaudit.runs.common import job_of_type
@@ -232,6 +233,9 @@ def track(folder: str | Path, tracking_uri: str | None = None, *, experiment: st
     edited or partial folder is refused before anything is logged) and never changed; the caller's MLflow settings
     and environment are left as they were."""
     folder = Path(folder)
+    if not (folder / "results.json").is_file():
+        raise LmauditError(f"{folder}: {'no results.json' if folder.is_dir() else 'no such folder'}",
+                           hint=missing_folder_hint(folder) or "name a folder an lmaudit command wrote")
     verify_run(folder)
     res = read_results(folder / "results.json")
     job = job_of_type(res.get("type") or "mia")
