@@ -11,8 +11,9 @@ on two cores from a fresh cache, the tiny models trained first), re-runs each fr
   committed results with the re-run in its place (:func:`lmaudit.report.claims.judge_all`);
 - **the headline figures**: the cells of the experiment's first table, ``mean ± std`` over seeds, each re-run mean
   against the committed one, beside the committed seed-to-seed spread (its ``std``). A figure lies within the
-  spread when the difference is at most :data:`SPREADS` × that std; a figure of one seed has no spread, and is
-  compared for exact equality only on the machine that made it.
+  spread when the difference is at most :data:`SPREADS` × that std; a figure of one seed has no spread, and agrees
+  when it is the same to one unit of the last digit the table prints (on another machine it may differ by more,
+  which the line says). Columns of costs (seconds, minutes) depend on the machine's load and are not compared.
 
 On the machine that made the committed results a re-run is bit-identical; on another, kernels differ by instruction
 set, which moves figures by float rounding amplified through training: within the seed spread, with the same
@@ -26,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import get_experiment_type
@@ -37,6 +40,7 @@ QUICK = ("set-validity", "unlearning-robustness", "usage-proportion", "dlm-dft",
          "extraction-steps")
 SPREADS = 2.0  # a re-run's mean within 2 seed standard deviations of the committed one: within the seed spread
 _CELL = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*(?:±\s*(\d+(?:\.\d+)?))?\s*%?\s*$")
+_SEEDS = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*\[[^\]]*\]")  # "a [lo, hi]; b [lo, hi]; ...": one value per seed
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Figure:
     committed: float
     spread: float | None  # the committed seed std (None: one seed)
     rerun: float
+    precision: float = 0.0  # one unit of the last digit printed: a one-seed figure agrees to it
 
     @property
     def difference(self) -> float:
@@ -54,8 +59,8 @@ class Figure:
 
     @property
     def within(self) -> bool:
-        if self.spread is None:
-            return self.difference == 0
+        if self.spread is None:  # one seed: the same to the precision the table prints
+            return abs(self.difference) <= self.precision + 1e-9
         return abs(self.difference) <= SPREADS * self.spread + 1e-9
 
 
@@ -78,7 +83,8 @@ class Comparison:
 
     @property
     def agrees(self) -> bool:
-        return self.same_corpus and self.same_verdicts and all(f.within for f in self.figures)
+        """Same corpus, same verdicts, and every headline figure read within the spread (none read: no)."""
+        return self.same_corpus and self.same_verdicts and bool(self.figures) and all(f.within for f in self.figures)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "corpus": {"committed": self.corpus[0], "rerun": self.corpus[1]},
@@ -105,19 +111,43 @@ class Comparison:
         return out
 
 
-def _cells(record: dict) -> dict[str, tuple[float, float | None]]:
-    """{row / column: (value, seed std or None)} of the numeric cells of a record's first table."""
+LABELS = ("seed",)  # columns that name a row (with the first), not figures
+
+
+def is_cost(column: str) -> bool:
+    """Whether a column holds a cost (seconds, minutes): it depends on the machine's load, and is not compared."""
+    words = column.lower().split()
+    return bool(words) and (words[-1] in ("s", "min", "seconds") or "time" in words or "cost" in words)
+
+
+def _cells(record: dict) -> dict[str, tuple[float, float | None, float]]:
+    """{row / column: (value, seed std or None, the printed precision)} of the numeric cells of a record's first
+    table; a row is named by its first cell and any of :data:`LABELS`; cost columns are left out."""
     tables = record.get("tables") or []
     if not tables:
         return {}
     table = tables[0]
+    header = table.get("header", [])
     out = {}
     for row in table.get("rows", []):
-        for column, cell in zip(table.get("header", [])[1:], row[1:]):
-            m = _CELL.match(str(cell))
+        label = " ".join([str(row[0])] + [f"{h} {c}" for h, c in zip(header, row) if h in LABELS])
+        for column, cell in zip(header[1:], row[1:]):
+            if column in LABELS or is_cost(column):
+                continue
+            m, seeds = _CELL.match(str(cell)), _SEEDS.findall(str(cell))
             if m:
-                out[f"{row[0]} / {column}"] = (float(m.group(1)), float(m.group(2)) if m.group(2) else None)
+                out[f"{label} / {column}"] = (float(m.group(1)), float(m.group(2)) if m.group(2) else None,
+                                             _unit(m.group(1)))
+            elif seeds:  # per-seed values with their intervals: their mean and spread
+                values = [float(v) for v in seeds]
+                out[f"{label} / {column}"] = (float(np.mean(values)), float(np.std(values, ddof=1))
+                                             if len(values) > 1 else None, _unit(seeds[0]))
     return out
+
+
+def _unit(printed: str) -> float:
+    """One unit of the last digit of a printed number."""
+    return 10.0 ** -(len(printed.split(".")[1]) if "." in printed else 0)
 
 
 def _verdict(v) -> str:
@@ -135,9 +165,9 @@ def compare_records(name: str, committed: dict, rerun: dict, all_committed: dict
             if name in group and a is not None and b is not None:  # a mixed row with its per-seed counts
                 comparison.verdicts.append((claim.claim, _verdict(a.verdict), _verdict(b.verdict)))
     new = _cells(rerun)
-    for where, (value, spread) in _cells(committed).items():
+    for where, (value, spread, precision) in _cells(committed).items():
         if where in new:
-            comparison.figures.append(Figure(where, value, spread, new[where][0]))
+            comparison.figures.append(Figure(where, value, spread, new[where][0], precision))
     return comparison
 
 
