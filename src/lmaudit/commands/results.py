@@ -98,7 +98,7 @@ def claims_cmd(
 def reproduce_cmd(
     config: Optional[Path] = c.config_option(),
     names: Optional[list[str]] = typer.Argument(None, help="Committed experiments to re-run (default: "
-                                                            f"{', '.join(QUICK)}, about 30 minutes on 2 cores)."),
+                                                            f"{', '.join(QUICK)}, under an hour on 2 cores)."),
     results: Path = typer.Option(Path("results"), help="The committed experiment folders to compare with."),
     scratch: Path = typer.Option(Path("runs/reproduce"), help="Where the re-runs are written (NAME/ each)."),
     demo: bool = typer.Option(True, "--demo/--no-demo", help="Also run 'demo --quick' and compare it with "

@@ -1,6 +1,6 @@
 """Re-run committed experiments into a scratch folder and compare them with what ``results/`` holds.
 
-``lmaudit reproduce`` (``make reproduce``) takes the experiments of :data:`QUICK` (those that fit about half an hour
+``lmaudit reproduce`` (``make reproduce``) takes the experiments of :data:`QUICK` (those that fit under an hour
 on two cores from a fresh cache, the tiny models trained first), re-runs each from the configuration its committed
 ``results.json`` stores (so the comparison is with the settings that made it, whatever the TOML file now says) into
 ``SCRATCH/NAME/``, and compares, per experiment:
@@ -35,7 +35,8 @@ from lmaudit.experiments.registry import get_experiment_type
 from lmaudit.progress import info
 from lmaudit.report.claims import CLAIMS, judge_all, load_results
 
-# the committed experiments a re-run checks: about 30 minutes on two cores from a fresh cache (tiny models trained)
+# the committed experiments a re-run checks: under an hour on two cores from a fresh cache (tiny models trained;
+# 57 min measured with the demo, on cores shared with other work)
 QUICK = ("set-validity", "unlearning-robustness", "usage-proportion", "dlm-dft", "dlm-ablation", "dlm-mask-ratio",
          "extraction-steps")
 SPREADS = 2.0  # a re-run's mean within 2 seed standard deviations of the committed one: within the seed spread
