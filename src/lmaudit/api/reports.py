@@ -15,10 +15,12 @@ from pathlib import Path
 
 from lmaudit import api as _api
 from lmaudit.extraction.reconstruct import mask_value as mask_value
+from lmaudit.report.build import build_report, verify_run
 from lmaudit.report.build import write_report as _write_report
 from lmaudit.report.cells import ci_text as ci_text
 from lmaudit.report.claims import build_claims as _build_claims
 from lmaudit.report.dataset_inference import inference_summary as inference_summary
+from lmaudit.report.document import ReportView
 from lmaudit.report.records import redact as redact
 from lmaudit.report.summary import audit_summary as _audit_summary
 from lmaudit.report.tables import asr_rows as asr_rows
@@ -35,6 +37,14 @@ def write_report(run_dir: str | Path, *, show_pii: bool = False) -> Path:
     are imported first: each declares the report of its results' type."""
     _api.load_jobs()
     return _write_report(run_dir, show_pii=show_pii)
+
+
+def report_view(run_dir: str | Path, *, show_pii: bool = False) -> ReportView:
+    """The report of a results folder (checked first, as ``lmaudit report`` reads one) to look at in a notebook:
+    ``lmaudit.report(FOLDER)`` in a cell shows it; nothing is written."""
+    _api.load_jobs()
+    verify_run(Path(run_dir))
+    return ReportView(build_report(run_dir, show_pii=show_pii))
 
 
 def build_claims(root: str | Path, command: str = "lmaudit claims") -> str:

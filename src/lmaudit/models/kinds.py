@@ -26,6 +26,8 @@ STEP_ROWS = {"1": "one-step", "max": "max-step"}  # the row of each step count o
 # the kinds the unlearning audit runs on: its score features (zlib, reference) and LiRA's shadow statistics are read
 # with the AR probe
 UNLEARNING_AUDITED = ("ar",)
+# the run settings a model of each kind does not read (a report leaves them out of its configuration)
+UNREAD_SETTINGS = {"ar": ("budget",)}
 
 
 def label(kind: str) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 from lmaudit.errors import LmauditError
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
 from lmaudit.metrics import auc
+from lmaudit.models.kinds import UNREAD_SETTINGS
 from lmaudit.report import plots
 from lmaudit.report.cells import (
     BLIND_NOTE,
@@ -172,9 +173,6 @@ def _long_texts(long: dict | None) -> str:
     return f"; {long['members']} member(s) and {long['nonmembers']} non-member(s) over {long['limit']} tokens, {done}"
 
 
-DLM_ONLY_SETTINGS = ("budget",)  # settings an AR run does not read: not shown for one
-
-
 def _served(model: dict) -> str:
     """"; served model NAME, identity …, top-20 log-probabilities (approximate: mu, sigma)" for a served model."""
     served = model.get("served")
@@ -191,7 +189,7 @@ def mia_facts(res: dict) -> dict[str, str]:
     ref = res.get("reference")
     cfg = res.get("config", {})
     kind = res["target"]["kind"]
-    shown = {k: v for k, v in cfg.items() if k != "params" and not (kind == "ar" and k in DLM_ONLY_SETTINGS)}
+    shown = {k: v for k, v in cfg.items() if k != "params" and k not in UNREAD_SETTINGS.get(kind, ())}
     return {
         "target": f"{res['target']['path']} ({kind}{_precision(res['target'])}, "
                   f"fingerprint {res['target']['fingerprint']}{_served(res['target'])})",

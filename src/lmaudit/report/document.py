@@ -82,6 +82,29 @@ def _html_table(header: list[str], rows: list[list[str]], css_class: str = "") -
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def notebook_html(title: str, lines: list[str], table: tuple[list[str], list[list[str]]] | None = None) -> str:
+    """What a notebook shows of a result: its title, its verdict lines and its table (no page around them)."""
+    text = "".join(f"<p>{html.escape(line)}</p>" for line in lines if line)
+    return (f"<div class='lmaudit'><strong>{html.escape(title)}</strong>{text}"
+            + (_html_table(*table) if table else "") + "</div>")
+
+
+class ReportView:
+    """A report to look at in a notebook: ``_repr_html_`` shows the whole page (in a frame of its own, so its styles
+    stay its own); ``html`` is the page, ``report`` what it was built from."""
+
+    def __init__(self, report: "Report") -> None:
+        self.report = report
+        self.html = render_html(report)
+
+    def _repr_html_(self) -> str:
+        return (f"<iframe srcdoc=\"{html.escape(self.html, quote=True)}\" style='width:100%;height:720px;border:0'>"
+                "</iframe>")
+
+    def __repr__(self) -> str:
+        return f"<ReportView {self.report.title}: {self.report.summary.headline if self.report.summary else ''}>"
+
+
 def _html_summary(summary: Summary) -> str:
     level = f" level-{summary.level}" if summary.level else ""
     items = "".join(f"<li>{html.escape(p)}</li>" for p in summary.points)

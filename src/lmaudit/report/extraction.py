@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmaudit.models.kinds import EXACT_EXTRACTION
 from lmaudit.report import extraction_plots as xplots
 from lmaudit.report.document import Figure, Report, Section
 from lmaudit.report.summary import extraction_summary
@@ -19,7 +20,7 @@ def extraction_report(run: Path, res: dict, *, where: Path | None = None, show_p
     records = pd.read_csv(run / "records.csv")
     labels = [k for k, v in res["summary"].items() if isinstance(v, dict)]
     columns = {lb: records[f"log_p_hat@{lb}"].to_numpy(dtype=float) for lb in labels}
-    orders = ("left to right, one order (p̂ is exact: no trajectories are sampled)" if res["kind"] == "ar"
+    orders = ("left to right, one order (p̂ is exact: no trajectories are sampled)" if res["kind"] in EXACT_EXTRACTION
               else f"{cfg['trajectories']} trajectories ({cfg['order']} order)")
     text = (f"{res['n_records']} records, mask {cfg['mask']} ({res['n_masked']['median']:g} tokens median), "
             f"{orders}, T = {cfg['temperature']:g}, n = {cfg['n']:,} queries."

@@ -1,4 +1,5 @@
-"""Plot functions, one per figure kind. Each returns PNG bytes (matplotlib, Agg backend)."""
+"""Plot functions, one per figure kind. Each returns PNG bytes (matplotlib, Agg backend); :func:`roc_figure` returns
+the figure itself, for a notebook."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 matplotlib.use("Agg")  # plots are written to files; never open a window
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lmaudit.metrics import auc, roc_curve
+from lmaudit.metrics import auc, roc_curve, stratified_bootstrap
 
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 
@@ -72,6 +73,43 @@ def roc_curves(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool =
            title="ROC (log-log)" if log else "ROC")
     ax.legend(fontsize=7.5, loc="lower right")
     return _png(fig, margins="single")
+
+
+def roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], *, log: bool = False, n_resamples: int = 200,
+               seed: int = 0, ax=None):
+    """The ROC curve of every attack with its pointwise 95% band: the TPR at each FPR the non-members resolve, over
+    ``n_resamples`` stratified bootstrap resamples (the same for every attack); ``log`` for log-log axes. Draws on
+    ``ax`` (a new figure without one) and returns the figure."""
+    labels = np.asarray(labels)
+    n_neg = int((labels == 0).sum())
+    grid = (np.arange(1, n_neg + 1) / n_neg if n_neg <= 400
+            else np.unique(np.r_[np.geomspace(1 / n_neg, 1, 200), np.linspace(0.01, 1, 100)]))
+    ranked = sorted(scores, key=lambda n: -auc(labels, scores[n]))
+    band = stratified_bootstrap(labels, [scores[n] for n in ranked], n_resamples=n_resamples, seed=seed,
+                                fprs=list(grid)).tpr  # (B, attacks, FPRs)
+    lo, hi = np.percentile(band, 2.5, axis=0), np.percentile(band, 97.5, axis=0)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    else:
+        fig = ax.figure
+    floor = 1.0 / max(n_neg, 1)
+    for i, name in enumerate(ranked):
+        color = _PALETTE[i % len(_PALETTE)]
+        x, y = roc_line(labels, scores[name])
+        if log:
+            x, y = np.where(x > 0, x, floor / 2), np.where(y > 0, y, floor / 2)
+        ax.plot(x, y, lw=1.6, color=color, label=f"{name} (AUC {auc(labels, scores[name]):.3f})")
+        ax.fill_between(grid, np.maximum(lo[i], floor / 2 if log else 0), hi[i], step="post", color=color,
+                        alpha=0.15, lw=0)
+    ax.plot([floor / 2 if log else 0, 1], [floor / 2 if log else 0, 1], color="grey", lw=0.8, ls=":")
+    if log:
+        ax.set(xscale="log", yscale="log", xlim=(floor / 2, 1), ylim=(floor / 2, 1.05))
+    else:
+        ax.set(xlim=(0, 1), ylim=(0, 1.01))
+    ax.set(xlabel="false positive rate", ylabel="true positive rate",
+           title=f"ROC with pointwise 95% bands ({n_resamples} resamples)")
+    ax.legend(fontsize=7.5, loc="lower right")
+    return fig
 
 
 def score_histograms(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:

@@ -11,6 +11,7 @@ import pandas as pd
 from lmaudit.errors import LmauditError
 from lmaudit.folders import output_folder, with_cache
 from lmaudit.report.build import read_results, write_report
+from lmaudit.report.document import notebook_html
 from lmaudit.report.kinds import register_report
 from lmaudit.report.records import redact
 from lmaudit.utils import provenance, write_json_atomic
@@ -98,6 +99,10 @@ def job_of_type(written: str | None) -> Job | None:
     return next((job for job in JOBS.values() if job.type == written), None)
 
 
+def _cell(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 @dataclass(repr=False)
 class RunResult:
     """A finished run: the ``results.json`` payload, what the job returns and :func:`lmaudit.load_results` reads back.
@@ -128,6 +133,16 @@ class RunResult:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.type}: {self.headline()}>".replace(": >", ">")
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the headline and the table ``to_frame()`` gives."""
+        try:
+            frame = self.to_frame()
+        except (KeyError, ValueError, TypeError):  # a payload without per-record rows: the headline alone
+            frame = None
+        table = None if frame is None or frame.empty else (
+            [str(c) for c in frame.columns], [[_cell(v) for v in row] for row in frame.itertuples(index=False)])
+        return notebook_html(f"{type(self).__name__} ({self.type})", [self.headline()], table)
 
     def _write(self, out: Path, report: bool) -> Path:
         return write_results(out, self.payload, kind=self.type, report=report)

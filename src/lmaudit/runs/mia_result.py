@@ -12,6 +12,9 @@ import pandas as pd
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.report.build import mia_report, read_results, read_scores
+from lmaudit.report.cells import metric_rows
+from lmaudit.report.document import notebook_html
+from lmaudit.report.plots import roc_figure
 from lmaudit.report.records import stored_columns
 from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import Job, provenance, register_job, write_results
@@ -128,6 +131,23 @@ class MIAResult:
                  **{key: m.get(key) for key in ("tpr@10%fpr", "tpr@1%fpr", "tpr@0.1%fpr")},
                  "forwards_per_sample": m.get("forwards_per_sample")} for name, m in self.attacks.items()]
         return pd.DataFrame(rows).sort_values("auc", ascending=False, ignore_index=True)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the verdict and the table (the terminal's), best AUC first."""
+        kind = self.target.get("kind", "ar").upper()
+        return notebook_html(f"Membership inference ({kind}): {self.n_members} members vs {self.n_nonmembers} "
+                             "non-members", [verdict_text(self)], metric_rows(self.attacks, self.set_check))
+
+    def plot(self, *, attacks: list[str] | None = None, log: bool = False, n_resamples: int = 200, ax=None):
+        """ROC curves of ``attacks`` (default every one) with pointwise 95% bootstrap bands; ``log`` for the low-FPR
+        regime (log-log axes). Returns the matplotlib figure (drawn on ``ax`` when given)."""
+        chosen = attacks or list(self.scores)
+        unknown = [a for a in chosen if a not in self.scores]
+        if unknown:
+            raise LmauditError(f"no scores of {', '.join(unknown)} in this run",
+                               hint=f"one of {', '.join(self.scores)}")
+        return roc_figure(self.labels, {a: np.asarray(self.scores[a], float) for a in chosen}, log=log,
+                          n_resamples=n_resamples, seed=self.config.seed, ax=ax)
 
     def __repr__(self) -> str:
         kind = self.target.get("kind", "ar").upper()
