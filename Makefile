@@ -34,7 +34,8 @@ demo-real: real-model
 	$(BIN)/lmaudit demo --real
 
 # a real llama.cpp server for served-model audits and the slow served tests: llama-cpp-python's server, which PyPI
-# ships as source only (pip compiles llama.cpp once, about 7 minutes on two cores, and keeps the wheel in its cache)
+# ships as source only (pip compiles llama.cpp once, about 7 minutes on two cores, 10 under load, and keeps
+# the wheel in its cache)
 served-model: real-model
 	$(BIN)/python -c "import llama_cpp.server" 2>/dev/null || $(BIN)/pip install --quiet 'llama-cpp-python[server]==0.3.36'
 
@@ -52,7 +53,8 @@ FLOOR_VENV  := .venv-floor
 FLOOR_STAMP := $(FLOOR_VENV)/.installed
 FLOOR_TESTS := $(addprefix tests/test_,$(addsuffix .py,model_seam model_kinds batching fingerprint probe_ar dlm_probe \
 	prefix_reuse neighbourhood peer_attacks long_texts arch_matrix safe_loading broken_model_folders import_integrity \
-	gguf quantize lora precision chat_template train unlearn dlm_adapt dp_train gradnorm extraction audit callback))
+	gguf quantize lora precision chat_template train train_loop unlearn dlm_adapt dp_train gradnorm extraction audit \
+	callback))
 
 $(FLOOR_STAMP): pyproject.toml constraints-floor.txt
 	$(PYTHON) -m venv $(FLOOR_VENV)

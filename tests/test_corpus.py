@@ -71,3 +71,18 @@ def test_pool_split_is_stable_and_roughly_proportional():
     assert pools == [pool_of(f"document number {i}") for i in range(5000)]
     assert 0.77 < pools.count("pretrain") / 5000 < 0.83
     assert 0.08 < pools.count("member") / 5000 < 0.12
+
+
+def test_corpus_export_writes_each_pool_as_a_data_file_the_commands_read(tmp_path):
+    from helpers import assert_ok, assert_user_error
+    from helpers import lmaudit as cli
+    from lmaudit.data.loaders import load_texts
+
+    assert_ok(cli("corpus", "export", "--out", tmp_path / "c", "--chars", 200))
+    corpus = build_corpus()
+    for name, pool in (("members", "member"), ("nonmembers", "nonmember"), ("pretrain", "pretrain")):
+        texts = load_texts(tmp_path / "c" / f"{name}.jsonl")
+        docs = corpus.pool(pool)
+        assert len(texts) == len(docs) and texts.records[0].id == docs[0].id
+        assert max(len(r.text) for r in texts.records) <= 200 and texts.records[0].fields["package"] == docs[0].package
+    assert_user_error(cli("corpus", "export", "--out", tmp_path / "d", "--chars", 0), "--chars must be at least 1")

@@ -1,5 +1,5 @@
 """The data the command line makes: the embedded corpus, synthetic PII records, canaries, and the privacy levels it
-checks, re-exported as their modules define them (``build_corpus``, ``pydoc_corpus``, ``pii_corpus``,
+checks, re-exported as their modules define them (``build_corpus``, ``pool_textset``, ``pydoc_corpus``, ``pii_corpus``,
 ``write_jsonl``, ``write_canary_folder``, ``check_level``). Not in ``lmaudit.api``'s ``__all__``: import them as
 ``from lmaudit.api.data import ...``."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lmaudit.data import corpus as _corpus
 from lmaudit.data.corpus import build_corpus as build_corpus
+from lmaudit.data.corpus import pool_textset as pool_textset
 from lmaudit.data.corpus import pydoc_corpus as pydoc_corpus
 from lmaudit.data.pii import pii_corpus as pii_corpus
 from lmaudit.data.pii import write_jsonl as write_jsonl

@@ -12,6 +12,7 @@ from lmaudit.api.data import (
     CORPUS_SOURCES,
     build_corpus,
     pii_corpus,
+    pool_textset,
     pydoc_corpus,
     write_canary_folder,
     write_jsonl,
@@ -45,6 +46,29 @@ def corpus_build(
     corpus = (pydoc_corpus() if source == "pydoc"
               else build_corpus(tuple(p for p in packages.split(",") if p), force=force, installed=installed))
     stdout_console.print_json(data=corpus.manifest)
+
+
+@app.command("export")
+def corpus_export(
+    config: Optional[Path] = c.config_option(),
+    out: Path = typer.Option(..., help="Folder for members.jsonl, nonmembers.jsonl and pretrain.jsonl."),
+    chars: Optional[int] = typer.Option(None, "--chars", help="Cut each document to this many characters (at a word "
+                                                              "boundary): passages, as the experiments use them."),
+    installed: bool = typer.Option(False, "--installed", help="Export the corpus read from the installed packages "
+                                                              "instead of the shipped one."),
+) -> None:
+    """Write the embedded corpus' pools as JSONL (id, text, package, source): the member and non-member pools the
+    experiments draw from, and the pretraining pool the tiny models were trained on."""
+    if chars is not None and chars < 1:
+        raise LmauditError(f"--chars must be at least 1, got {chars}")
+    check_out(out, kind="corpus")
+    corpus = build_corpus(installed=installed)
+    files = {"members.jsonl": "member", "nonmembers.jsonl": "nonmember", "pretrain.jsonl": "pretrain"}
+    with output_folder(out, what="corpus") as tmp:
+        for name, pool in files.items():
+            write_jsonl(pool_textset(corpus, pool, max_chars=chars), tmp / name)
+    counts = ", ".join(f"{out / name} ({len(corpus.pool(pool)):,})" for name, pool in files.items())
+    stdout_console.print(f"corpus {corpus.fingerprint[:8]}…: {counts}", soft_wrap=True)
 
 
 @app.command("pii")

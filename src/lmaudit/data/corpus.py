@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.snapshot import embedded_hash, embedded_manifest, embedded_records
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.progress import info, progress
@@ -190,6 +191,14 @@ class Corpus:
                 return list(out)
         raise LmauditError(f"pool '{pool}' has {len(out)} distinct passages, {n} requested",
                            hint="ask for fewer samples")
+
+
+def pool_textset(corpus: Corpus, pool: str, *, max_chars: int | None = None) -> TextSet:
+    """A pool's documents as a text set (ids the documents', their package and source kept as fields), each cut to
+    ``max_chars`` at a word boundary when given (:func:`cut_at_word`); documents in the corpus' order."""
+    records = [Record(id=d.id, target=cut_at_word(d.text, max_chars) if max_chars else d.text,
+                      fields={"package": d.package, "source": d.source}) for d in corpus.pool(pool)]
+    return TextSet(records, source=f"corpus:{pool}")
 
 
 def cut_at_word(text: str, max_chars: int) -> str:
