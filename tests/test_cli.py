@@ -175,3 +175,23 @@ def test_every_command_that_reads_texts_takes_text_field(tmp_path, tiny_model_di
     out = lmaudit(args[0], "--model", tiny_model_dir, *args[1:], "--text-field", "content")
     assert_user_error(out, "d.jsonl", "content")  # the loader was asked for the named column, and says so
     assert not (tmp_path / "out").exists()
+
+
+def test_help_and_version_load_no_model_stack():
+    """Every command's help, the list of commands and --version import neither torch nor the report stack: each
+    command imports what it needs when it runs (one fresh interpreter for all of them)."""
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from lmaudit.cli import COMMANDS, app\n"
+        "runner = CliRunner()\n"
+        "for args in [['--help'], ['--version']] + [[c, '--help'] for c in COMMANDS]:\n"
+        "    r = runner.invoke(app, args)\n"
+        "    assert r.exit_code == 0, (args, r.output)\n"
+        "    heavy = [m for m in ('torch', 'transformers', 'scipy', 'sklearn', 'matplotlib', 'pandas', 'faker')\n"
+        "             if m in sys.modules]\n"
+        "    assert not heavy, (args, heavy)\n"
+        "print(runner.invoke(app, ['--version']).output.strip(), len(COMMANDS))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("lmaudit 0.1.0 ")

@@ -14,6 +14,7 @@ lmaudit.attacks`` stay light.
 
 import importlib as _importlib
 import os as _os
+import pkgutil as _pkgutil
 
 __version__ = "0.1.0"
 
@@ -23,11 +24,15 @@ _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+# lmaudit's own subpackages and modules (listed, not imported): ``from lmaudit import api`` imports that alone
+_SUBPACKAGES = frozenset(m.name for m in _pkgutil.iter_modules(__path__))
+
+
 def __getattr__(name: str):
     """The names of :mod:`lmaudit.api` (its jobs, their settings and results), imported on first use: they need torch,
     ``import lmaudit`` does not. ``__all__`` is read the same way."""
-    if name == "attacks":  # light: no torch
-        return _importlib.import_module("lmaudit.attacks")
+    if name in _SUBPACKAGES:  # ``from lmaudit import api``: the subpackage itself, light (its jobs load on first use)
+        return _importlib.import_module(f"lmaudit.{name}")
     if name.startswith("__") and name != "__all__":
         raise AttributeError(f"module 'lmaudit' has no attribute '{name}'")
     api = _importlib.import_module("lmaudit.api")

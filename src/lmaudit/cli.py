@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from lmaudit import __version__
 from lmaudit.api.tools import COMMAND_LINE, disk_error, git_state, mask_secrets
 from lmaudit.commands.common import PANEL_AUDIT, PANEL_DATA, PANEL_MODELS
 from lmaudit.errors import LmauditError
@@ -58,10 +59,18 @@ app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True,
                   help="Audit what language models remember of their training data.")
 
 
+def _version(shown: bool) -> None:
+    if shown:
+        print(f"lmaudit {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or informational output."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print lmaudit's version and exit."),
 ) -> None:
     set_quiet(quiet)
     _state["debug"] = debug

@@ -247,6 +247,17 @@ def git_state() -> dict:
     return {"commit": commit, "dirty": None if status is None else bool(status.strip())}
 
 
+def deferred(module: str, name: str):
+    """``module.name`` (a function), imported when first called: a facade that the command line imports stays
+    light (``lmaudit --help`` loads no model stack), and the function is the module's own once called."""
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{module}.{name}, imported when first called."
+    return call
+
+
 COMMAND_LINE: list[str] = []  # the lmaudit command this process runs (set by the command line's entry point)
 
 

@@ -17,6 +17,7 @@ function run as tests (``tests/test_doctests.py``), with ``MODEL`` a tiny model 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from types import ModuleType
 
 # the job families: a job is declared in its job module (lmaudit.runs) and run by a function of its family's module,
@@ -31,6 +32,10 @@ OTHERS = {"JOBS": "lmaudit.runs.common", "load_model": "lmaudit.models.loading",
           "quantize": "lmaudit.models.quantize"}  # writes a model folder from a model: no job of its own
 
 
+# the interface's own modules (listed, not imported): reached by name without importing the jobs
+MODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
+
+
 def load_jobs() -> list[ModuleType]:
     """The job families, imported (they need torch): every job is then declared, its report kind with it."""
     return [importlib.import_module(name) for name in FAMILIES]
@@ -42,6 +47,8 @@ def __getattr__(name: str):
         return sorted({n for family in load_jobs() for n in family.__all__} | set(OTHERS))
     if name in OTHERS:
         return getattr(importlib.import_module(OTHERS[name]), name)
+    if name in MODULES:  # ``from lmaudit.api import tools``: the module itself, not a search of the jobs
+        return importlib.import_module(f"lmaudit.api.{name}")
     if not name.startswith("__"):
         for family in load_jobs():
             if name in family.__all__:

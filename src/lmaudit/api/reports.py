@@ -6,7 +6,8 @@ Also here, as their modules wrote them: ``ci_text`` (an interval as "[lo, hi]");
 ``verdict_text`` (a membership result's table and its verdict in one line); ``audit_rows``, ``asr_rows``,
 ``summary_rows`` and ``check_table`` ((header, rows) of a set-level audit, a PII reconstruction, an extraction and an
 unlearning check), ``comparison_rows`` (those of two runs compared); ``inference_summary``
-(a dataset inference's verdict); ``redact`` and ``mask_value`` (PII shown as its kind and length).
+(a dataset inference's verdict); ``redact`` and ``mask_value`` (PII shown as its kind and length). Each is
+imported when first called: the module is light.
 """
 
 from __future__ import annotations
@@ -14,22 +15,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmaudit import api as _api
-from lmaudit.extraction.reconstruct import mask_value as mask_value
-from lmaudit.report.build import build_report, verify_run
-from lmaudit.report.build import write_report as _write_report
-from lmaudit.report.cells import ci_text as ci_text
-from lmaudit.report.claims import build_claims as _build_claims
-from lmaudit.report.dataset_inference import inference_summary as inference_summary
-from lmaudit.report.document import ReportView
-from lmaudit.report.records import redact as redact
-from lmaudit.report.summary import audit_summary as _audit_summary
-from lmaudit.report.tables import asr_rows as asr_rows
-from lmaudit.report.tables import audit_rows as audit_rows
-from lmaudit.report.tables import check_table as check_table
-from lmaudit.report.tables import summary_rows as summary_rows
-from lmaudit.runs.compare import comparison_rows as comparison_rows
-from lmaudit.runs.mia_notes import results_table as results_table
-from lmaudit.runs.mia_notes import verdict_text as verdict_text
+from lmaudit.utils import deferred
+
+# light: each is imported (with the report stack) when first called, so the commands that import them start at once
+mask_value = deferred("lmaudit.extraction.reconstruct", "mask_value")
+ci_text = deferred("lmaudit.report.cells", "ci_text")
+inference_summary = deferred("lmaudit.report.dataset_inference", "inference_summary")
+redact = deferred("lmaudit.report.records", "redact")
+asr_rows = deferred("lmaudit.report.tables", "asr_rows")
+audit_rows = deferred("lmaudit.report.tables", "audit_rows")
+check_table = deferred("lmaudit.report.tables", "check_table")
+summary_rows = deferred("lmaudit.report.tables", "summary_rows")
+comparison_rows = deferred("lmaudit.runs.compare", "comparison_rows")
+results_table = deferred("lmaudit.runs.mia_notes", "results_table")
+verdict_text = deferred("lmaudit.runs.mia_notes", "verdict_text")
+_write_report = deferred("lmaudit.report.build", "write_report")
+_build_report = deferred("lmaudit.report.build", "build_report")
+_verify_run = deferred("lmaudit.report.build", "verify_run")
+_build_claims = deferred("lmaudit.report.claims", "build_claims")
+_audit_summary = deferred("lmaudit.report.summary", "audit_summary")
+_report_view = deferred("lmaudit.report.document", "ReportView")
 
 
 def write_report(run_dir: str | Path, *, show_pii: bool = False) -> Path:
@@ -39,12 +44,13 @@ def write_report(run_dir: str | Path, *, show_pii: bool = False) -> Path:
     return _write_report(run_dir, show_pii=show_pii)
 
 
-def report_view(run_dir: str | Path, *, show_pii: bool = False) -> ReportView:
-    """The report of a results folder (checked first, as ``lmaudit report`` reads one) to look at in a notebook:
-    ``lmaudit.report(FOLDER)`` in a cell shows it; nothing is written."""
+def report_view(run_dir: str | Path, *, show_pii: bool = False):
+    """The report of a results folder (checked first, as ``lmaudit report`` reads one) to look at in a notebook
+    (a :class:`~lmaudit.report.document.ReportView`): ``lmaudit.report(FOLDER)`` in a cell shows it; nothing is
+    written."""
     _api.load_jobs()
-    verify_run(Path(run_dir))
-    return ReportView(build_report(run_dir, show_pii=show_pii))
+    _verify_run(Path(run_dir))
+    return _report_view(_build_report(run_dir, show_pii=show_pii))
 
 
 def build_claims(root: str | Path, command: str = "lmaudit claims") -> str:

@@ -11,7 +11,7 @@ keys, one error naming a bad file), ``git_state`` (the commit of the running cod
 loading a model reads), ``output_folder`` (a folder written whole), ``atomic_path`` (a file written whole),
 ``disk_error`` (a full or read-only disk as one error), ``DTYPE_NAMES`` (the precisions a model loads in),
 ``is_endpoint`` (whether a model source is a served model's URL), ``COMMAND_LINE`` (the command results record),
-``mask_secrets`` (a text with its keys masked);
+``mask_secrets`` (a text with its keys masked), ``deferred`` (a function imported when first called);
 :func:`training_record` reads what made a model folder.
 """
 
@@ -30,6 +30,7 @@ from lmaudit.models.sources import TRAINING_FILE, read_record
 from lmaudit.models.sources import model_folders as model_folders
 from lmaudit.utils import COMMAND_LINE as COMMAND_LINE
 from lmaudit.utils import atomic_path as atomic_path
+from lmaudit.utils import deferred as deferred
 from lmaudit.utils import git_state as git_state
 from lmaudit.utils import read_toml as read_toml
 

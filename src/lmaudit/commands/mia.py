@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from pathlib import Path
 from typing import Optional
 
@@ -20,8 +22,10 @@ from lmaudit.commands.running import (
     shared_options,
 )
 from lmaudit.errors import LmauditError
-from lmaudit.experiments.demo import FULL, QUICK, run_demo, run_real_demo
 from lmaudit.progress import stdout_console
+
+# the demo (it trains models) is imported when it runs: the command line's help stays light
+demo_module = functools.partial(importlib.import_module, "lmaudit.experiments.demo")
 
 app = typer.Typer(add_completion=False)
 
@@ -128,9 +132,10 @@ def demo(
     if real and quick:
         raise LmauditError("--real and --quick are two different demos", hint="give one of them")
     if real:
-        results = [run_real_demo(out, report=not no_report)]
+        results = [demo_module().run_real_demo(out, report=not no_report)]
     else:
-        results = list(run_demo(out, QUICK if quick else FULL, report=not no_report))
+        demos = demo_module()
+        results = list(demos.run_demo(out, demos.QUICK if quick else demos.FULL, report=not no_report))
     result = results[0]
     for r in results:
         c.print_table(results_table(r))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from pathlib import Path
 from typing import Optional
@@ -11,19 +12,27 @@ import typer
 
 from lmaudit import api
 from lmaudit.api.reports import build_claims, write_report
-from lmaudit.api.tools import atomic_path
+from lmaudit.api.tools import atomic_path, deferred
 from lmaudit.commands import common as c
 from lmaudit.commands.running import RunOptions, backend_from, check_out, finish, shared_options
 from lmaudit.errors import LmauditError
-from lmaudit.experiments.demo import QUICK as QUICK_DEMO
-from lmaudit.experiments.demo import run_demo
-from lmaudit.experiments.demo_values import compare_demo
-from lmaudit.experiments.demo_values import record_demo as record_demo_values
-from lmaudit.experiments.outputs import rebuild_outputs
-from lmaudit.experiments.registry import load_experiment
-from lmaudit.experiments.reproduce import QUICK, compare_folders, reproduce, write_comparison
-from lmaudit.experiments.runner import run_experiment
 from lmaudit.progress import stdout_console
+
+# the experiments (they train models) are imported when a command runs: the command line's help stays light
+run_demo = deferred("lmaudit.experiments.demo", "run_demo")
+compare_demo = deferred("lmaudit.experiments.demo_values", "compare_demo")
+record_demo_values = deferred("lmaudit.experiments.demo_values", "record_demo")
+rebuild_outputs = deferred("lmaudit.experiments.outputs", "rebuild_outputs")
+load_experiment = deferred("lmaudit.experiments.registry", "load_experiment")
+compare_folders = deferred("lmaudit.experiments.reproduce", "compare_folders")
+reproduce = deferred("lmaudit.experiments.reproduce", "reproduce")
+write_comparison = deferred("lmaudit.experiments.reproduce", "write_comparison")
+run_experiment = deferred("lmaudit.experiments.runner", "run_experiment")
+
+
+def _quick(module: str):
+    """The quick subset a module states (``QUICK``): the re-runs of reproduce, the quick demo's settings."""
+    return importlib.import_module(module).QUICK
 
 app = typer.Typer(add_completion=False)
 
@@ -97,8 +106,9 @@ def claims_cmd(
 @app.command("reproduce", rich_help_panel=c.PANEL_RESULTS)
 def reproduce_cmd(
     config: Optional[Path] = c.config_option(),
-    names: Optional[list[str]] = typer.Argument(None, help="Committed experiments to re-run (default: "
-                                                            f"{', '.join(QUICK)}, under an hour on 2 cores)."),
+    names: Optional[list[str]] = typer.Argument(None, help="Committed experiments to re-run (default: the quick "
+                                                            "subset docs/how-to/reproduce.md names, under an hour on "
+                                                            "2 cores)."),
     results: Path = typer.Option(Path("results"), help="The committed experiment folders to compare with."),
     scratch: Path = typer.Option(Path("runs/reproduce"), help="Where the re-runs are written (NAME/ each)."),
     demo: bool = typer.Option(True, "--demo/--no-demo", help="Also run 'demo --quick' and compare it with "
@@ -114,7 +124,7 @@ def reproduce_cmd(
         written = record_demo_values(results / "demo-quick.json", scratch=scratch / "demo")
         stdout_console.print(f"demo values: {written}")
         return
-    chosen = tuple(names) if names else QUICK
+    chosen = tuple(names) if names else _quick("lmaudit.experiments.reproduce")
     for folder in [scratch / n for n in chosen] + ([scratch / "demo"] if demo else []):
         check_out(folder, "the re-run's folder", kind="demo" if folder.name == "demo" else "experiment")
     if compare_only:
@@ -125,7 +135,7 @@ def reproduce_cmd(
                                                                command=f"lmaudit reproduce {cfg.name}"))
     if demo:
         if not compare_only:
-            run_demo(scratch / "demo", QUICK_DEMO)
+            run_demo(scratch / "demo", _quick("lmaudit.experiments.demo"))
         found.append(compare_demo(scratch / "demo", results / "demo-quick.json"))
     write_comparison(found, scratch / "reproduce.json")
     for comparison in found:

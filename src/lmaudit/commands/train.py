@@ -9,7 +9,6 @@ from typing import Optional
 import typer
 
 from lmaudit import api
-from lmaudit.api import DPSpec, LoraSpec
 from lmaudit.api.setup import DP_DELTA, DP_MAX_GRAD_NORM
 from lmaudit.commands import common as c
 from lmaudit.commands.running import ModelOptions, shared_options
@@ -92,10 +91,10 @@ class LoraOptions:
     lora_targets: Optional[str] = None
     merge: bool = False
 
-    def spec(self) -> Optional[LoraSpec]:
+    def spec(self):
         """A :class:`LoraSpec` (None: full fine-tuning); it refuses the other options without ``--lora``."""
         targets = None if self.lora_targets is None else tuple(c.split_names(self.lora_targets) or ())
-        return LoraSpec.given(self.lora, self.lora_alpha, targets, self.merge)
+        return api.LoraSpec.given(self.lora, self.lora_alpha, targets, self.merge)
 
 
 @dataclass
@@ -108,9 +107,9 @@ class DPOptions:
     max_grad_norm: Optional[float] = None
     dp_accountant: Optional[str] = None
 
-    def spec(self) -> Optional[DPSpec]:
+    def spec(self):
         """A :class:`DPSpec` (None: no DP); it refuses the others without ``--dp-epsilon`` or ``--noise-multiplier``."""
-        return DPSpec.given(self.dp_epsilon, self.dp_delta, self.noise_multiplier, self.max_grad_norm,
+        return api.DPSpec.given(self.dp_epsilon, self.dp_delta, self.noise_multiplier, self.max_grad_norm,
                             self.dp_accountant)
 
 

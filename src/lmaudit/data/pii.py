@@ -24,8 +24,6 @@ import json
 import re
 from pathlib import Path
 
-from faker import Faker
-
 from lmaudit.data.corpus import Corpus, cut_at_word
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.utils import atomic_path, stable_seed
@@ -37,6 +35,8 @@ _CLOSINGS = ("Call me at {phone} if anything is unclear.", "My direct line is {p
 
 
 def _faker(seed: int):
+    from faker import Faker  # a heavy dependency (its providers): imported when PII is first made
+
     fake = Faker("en_US")
     fake.seed_instance(seed)
     return fake

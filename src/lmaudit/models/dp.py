@@ -48,14 +48,15 @@ import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError, SettingError, spell
+from lmaudit.models.defaults import DP_DELTA, DP_MAX_GRAD_NORM
 from lmaudit.models.train import Example, Objective, TrainConfig, collate, lr_at, make_optimizer, prepare
 from lmaudit.progress import progress
 from lmaudit.settings import check_settings, one_of, positive, setting
 from lmaudit.utils import stable_seed
 
 ACCOUNTANTS = ("rdp", "prv")
-DEFAULT_DELTA = 1e-5
-DEFAULT_MAX_GRAD_NORM = 1.0
+DEFAULT_DELTA = DP_DELTA
+DEFAULT_MAX_GRAD_NORM = DP_MAX_GRAD_NORM
 _HINT = "--dp-epsilon E (or --noise-multiplier σ), --dp-delta D with 0 < D < 1, --max-grad-norm C > 0"
 
 

