@@ -48,3 +48,17 @@ def test_results_draw_themselves_in_a_notebook(tmp_path, tiny_model_dir):
     assert view.report.summary.headline in view.html and view._repr_html_().startswith("<iframe srcdoc=")
     extraction = lmaudit.extract(tiny_model_dir, texts[:4], config=lmaudit.ExtractConfig(mask="suffix:4", n=100))
     assert extraction._repr_html_().count("<tr>") == 5 and "Extraction" in extraction._repr_html_()
+
+
+def test_warnings_point_at_the_callers_line_not_at_lmaudits(tiny_model_dir):
+    import warnings
+
+    from helpers import make_texts
+
+    texts = make_texts(12, seed=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lmaudit.mia(tiny_model_dir, texts[:6], texts[6:], config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=20,
+                                                                                  blind=False))
+    small = [w for w in caught if "fewer than 20 per class" in str(w.message)]
+    assert small and all(w.filename == __file__ for w in small)  # this line, not lmaudit/api/membership.py

@@ -7,9 +7,23 @@ the cause and a hint, and exits non-zero; tracebacks appear only with ``--debug`
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import warnings
 
 from lmaudit.credentials import mask_secrets
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """A warning that points at the caller's own line (the first frame outside lmaudit), never at lmaudit's
+    internals; its text with keys masked."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(mask_secrets(str(message)), category, stacklevel=level)
 
 
 class LmauditError(Exception):

@@ -22,14 +22,12 @@ weighs less (0.07 of a 7B model's per-token arithmetic at 1,720 tokens, 0.44 of 
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from lmaudit.attacks.registry import get_attack, register_attack
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.data.overlap import normal_form
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, warn
 from lmaudit.probes.records import PrefixedStats
 from lmaudit.probes.requests import PrefixRequest
 from lmaudit.probes.segments import segment_mean
@@ -65,9 +63,9 @@ def warn_scored_shots(shots: tuple[str, ...], textset: TextSet) -> int:
         scored.update((normal_form(r.target), normal_form(r.context + r.target)))
     shared = sum(normal_form(shot) in scored for shot in shots)
     if shared:
-        warnings.warn(f"recall: {shared} of the {len(shots)} prefix texts are also scored texts (compared after "
+        warn(f"recall: {shared} of the {len(shots)} prefix texts are also scored texts (compared after "
                       "Unicode and whitespace normalisation): a text read after itself scores as a member whatever "
-                      "it is; give prefix texts that are not scored", stacklevel=2)
+                      "it is; give prefix texts that are not scored")
     return shared
 
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import csv
 import json
 import reprlib
-import warnings
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmaudit.data.tables import DATASETS_MARKERS, check_columns, datasets_table, parquet_table, table_rows
-from lmaudit.errors import DataError, SettingError
+from lmaudit.errors import DataError, SettingError, warn
 from lmaudit.utils import stable_hash
 
 
@@ -238,8 +237,8 @@ def _load_folder(path: Path) -> list[Record]:
             skipped.append(f"{p.name} ({reason})")
     if skipped:
         more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        warnings.warn(f"{path}: skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that are not .txt "
-                      f"files: {', '.join(skipped[:5])}{more}", stacklevel=4)
+        warn(f"{path}: skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that are not .txt "
+                      f"files: {', '.join(skipped[:5])}{more}")
     if not files:
         raise DataError(f"{path}: folder has no .txt files")
     return [Record(id=f.stem, target=_check_text(_decode(f.read_bytes(), f), where=str(f), name="text")) for f in files]

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-import warnings
 
 import numpy as np
 from confusable_homoglyphs.confusables import confusables_data
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, warn
 
 MAX_SHARE = 0.05  # of the smaller set: beyond this a run is refused unless the overlap is allowed
 _SHOWN = 3  # shared texts named in a message
@@ -155,7 +154,7 @@ note for every pair of different forms (:func:`form_note`), for ``results.json``
         note = form_note(name_a, name_b, a, b)
         if note:
             report["notes"].append(note)
-            warnings.warn(note, stacklevel=2)
+            warn(note)
         if [_key(r, False) for r in a.records] == [_key(r, False) for r in b.records]:  # one file given twice
             raise DataError(f"{name_a} ({a.source}) and {name_b} ({b.source}) hold the same {len(a)} texts, "
                             "character for character", hint=f"give {name_a} and {name_b} two different sets of texts")
@@ -168,11 +167,11 @@ note for every pair of different forms (:func:`form_note`), for ``results.json``
             raise DataError(text, hint=f"more than {100 * MAX_SHARE:.0f}% shared: a shared text is both a member "
                                        f"and a non-member, so the figures would not measure memory; remove them, "
                                        f"or pass {flag} to score them in both sets anyway")
-        warnings.warn(f"{text}; they are kept and scored in both sets, which caps the achievable AUC", stacklevel=2)
+        warn(f"{text}; they are kept and scored in both sets, which caps the achievable AUC")
     for name, counts in report["duplicates"].items():
         if counts["normalised"]:
-            warnings.warn(f"{name} ({sets[name].source}) repeats {counts['normalised']} text(s) "
-                          f"({counts['exact']} exactly); each copy is scored", stacklevel=2)
+            warn(f"{name} ({sets[name].source}) repeats {counts['normalised']} text(s) "
+                          f"({counts['exact']} exactly); each copy is scored")
     return report
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from lmaudit.api.membership import RunConfig
-from lmaudit.errors import SettingError
+from lmaudit.errors import SettingError, warn
 from lmaudit.integrations.live import Evaluation, LiveAudit
 from lmaudit.runs.mia_notes import MIN_PER_CLASS
 
@@ -145,13 +145,13 @@ class LeakageCallback(TrainerCallback):
         self.audit = LiveAudit(members, nonmembers, attacks=attacks, canaries=canaries, decoys=decoys, config=config,
                                out_dir=out_dir, stop_above_auc=stop_above_auc, train_texts=train_texts, prefix=prefix)
         for note in self.audit.notes:
-            warnings.warn(f"LeakageCallback: {note}; a member the model never trains on cannot leak, and a "
-                          "non-member it trains on is no held-out text", UserWarning, stacklevel=2)
+            warn(f"LeakageCallback: {note}; a member the model never trains on cannot leak, and a "
+                          "non-member it trains on is no held-out text", UserWarning)
         for inside, outside, one, other in PAIRS:  # said once here, not by every attack of every audit
             sizes = [len(self.audit.sets[s]) for s in (inside, outside) if s in self.audit.sets]
             if len(sizes) == 2 and min(sizes) < MIN_PER_CLASS:
-                warnings.warn(f"LeakageCallback: only {sizes[0]} {one} and {sizes[1]} {other} {TOO_FEW}: the AUC "
-                              "intervals and the TPRs of every audit are unreliable", UserWarning, stacklevel=2)
+                warn(f"LeakageCallback: only {sizes[0]} {one} and {sizes[1]} {other} {TOO_FEW}: the AUC "
+                              "intervals and the TPRs of every audit are unreliable", UserWarning)
         self.tokenizer = tokenizer
         self.at_start = at_start
         self.raise_errors = raise_errors

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, warn
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
 from lmaudit.metrics import auc
 from lmaudit.models.kinds import UNREAD_SETTINGS
@@ -346,11 +345,11 @@ def verify_run(run_dir: str | Path, *, verify: bool = True) -> None:
     its ``results.json`` states is that of its scores (:func:`check_recorded_aucs`). ``verify=False``: a warning
     that nothing is checked."""
     if not verify:
-        warnings.warn(f"{run_dir}: read without checking its files against {MANIFEST} (verify=False): a figure "
-                      "edited by hand comes back as if measured", stacklevel=3)
+        warn(f"{run_dir}: read without checking its files against {MANIFEST} (verify=False): a figure "
+                      "edited by hand comes back as if measured")
     elif Path(run_dir).is_dir() and verify_folder(run_dir) is None:
-        warnings.warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run; its AUCs are "
-                      "checked against its scores", stacklevel=3)
+        warn(f"{run_dir} has no {MANIFEST}: cannot check that its files come from one run; its AUCs are "
+                      "checked against its scores")
         check_recorded_aucs(Path(run_dir))
 
 

@@ -4,7 +4,6 @@ scores of the suspect set on the target and on shadow models of known membership
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from lmaudit.audit.sets import standardise
 from lmaudit.audit.smi import KERNELS, smi, smi_m
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import check_sets
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, warn
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import ShadowSet, text_key
 from lmaudit.probes.features import hidden_features
@@ -106,8 +105,8 @@ def estimate_rho(M, N, U, cfg: AuditConfig) -> dict[str, dict]:
     for name, est in out.items():
         est["trained_fraction"] = 1.0 - est["rho"]
         if est["anomaly"]:
-            warnings.warn(f"{name}: unclipped ρ = {est['rho_unclipped']:.2f} lies far outside [0, 1]: the suspect set "
-                          "resembles neither reference set (a forged or mismatched audit?)", stacklevel=2)
+            warn(f"{name}: unclipped ρ = {est['rho_unclipped']:.2f} lies far outside [0, 1]: the suspect set "
+                          "resembles neither reference set (a forged or mismatched audit?)")
     return out
 
 
@@ -194,8 +193,8 @@ def run_duci(loaded, suspect: TextSet, cfg: AuditConfig, *, shadows: ShadowSet, 
     out = {**est.to_dict(), "attack": attack, "trained_fraction": est.proportion, "rho": 1.0 - est.proportion,
            "rho_unclipped": 1.0 - est.proportion_unclipped}
     if est.anomaly:
-        warnings.warn(f"duci: unclipped proportion {est.proportion_unclipped:.2f} lies far outside [0, 1]: the target "
-                      "errs unlike the shadows (trained otherwise, or another attack regime?)", stacklevel=2)
+        warn(f"duci: unclipped proportion {est.proportion_unclipped:.2f} lies far outside [0, 1]: the target "
+                      "errs unlike the shadows (trained otherwise, or another attack regime?)")
     config = {k: v for k, v in asdict(cfg).items() if k not in SMI_ONLY}
     return {"type": "set-audit", "config": config, "model": loaded.path, "kind": loaded.kind,
             "dtype": loaded.dtype, "device": loaded.device, "fingerprint": loaded.fingerprint,

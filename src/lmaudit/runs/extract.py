@@ -8,7 +8,6 @@ settings it does not read (``ignored_settings``) and how a span is sampled (``fi
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, warn
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec
 from lmaudit.models.fingerprint import tokenizer_fingerprint
@@ -102,8 +101,8 @@ def prepare_targets(adapter, tokenizer, textset: TextSet, spec: MaskSpec, *, max
                                                                      f"{spec.text}: ")
         targets.append(Target(stable_hash(rec.id, rec.text), ids, masked))
     if n_truncated:
-        warnings.warn(f"{n_truncated} record(s) of {textset.describe()} were longer than {max_length} tokens and were "
-                      "truncated; masks must fall inside the kept tokens", stacklevel=2)
+        warn(f"{n_truncated} record(s) of {textset.describe()} were longer than {max_length} tokens and were "
+                      "truncated; masks must fall inside the kept tokens")
     return targets
 
 
@@ -311,7 +310,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     spec = MaskSpec.parse(cfg.mask)
     cfg.steps = parse_steps(cfg.steps)
     if "order" in loaded.adapter.ignored_settings and cfg.order != "random":
-        warnings.warn(f"{loaded.adapter.ignored_settings['order']}; --order is ignored", stacklevel=2)
+        warn(f"{loaded.adapter.ignored_settings['order']}; --order is ignored")
     key = None
     if use_cache and loaded.fingerprint:
         # n and p are read from the shards afterwards; max_tokens (rows per forward) stays in: a trajectory's float32

@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmaudit.errors import LmauditError, SettingError
+from lmaudit.errors import LmauditError, SettingError, warn
 from lmaudit.folders import MANIFEST, missing_folder_hint, verify_folder
 from lmaudit.metrics import TPR_POINTS, summarize_attacks
 from lmaudit.report.build import check_recorded_aucs, read_results
@@ -178,8 +177,7 @@ def verify_files(folder: Path, kind: str, trust_edited: bool) -> None:
                            "measured", hint="re-run the command that wrote it, or pass {trust_edited} to read it "
                                             "anyway (its figures are still checked against its scores)",
                            options=TRUST)
-    warnings.warn(f"{folder}: {why}; read as trusted: its figures are checked against its scores only",
-                  stacklevel=5)  # the caller of lmaudit.gate or lmaudit.card
+    warn(f"{folder}: {why}; read as trusted: its figures are checked against its scores only")
     check_recorded_aucs(folder)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 
 from lmaudit.attacks.recall import warn_scored_shots
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.errors import DataError, LmauditError
+from lmaudit.errors import DataError, LmauditError, warn
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.shadows import ShadowSet
@@ -181,11 +180,11 @@ def prefixed_group(ctx: Probing, request: PrefixRequest, group, textset: TextSet
     warn_scored_shots(request.shots, textset)
     prefixed, kept, cut = fit_shots(ctx.target.tokenizer, request.shots, textset, limit)
     if cut is not None:
-        warnings.warn(f"recall: no whole prefix shot fits in the context of {limit} tokens beside the longest text; "
-                      f"the prefix is the last {cut} tokens of the last shot", stacklevel=2)
+        warn(f"recall: no whole prefix shot fits in the context of {limit} tokens beside the longest text; "
+                      f"the prefix is the last {cut} tokens of the last shot")
     elif kept < len(request.shots):
-        warnings.warn(f"recall: {kept} of {len(request.shots)} prefix shots fit in the context of {limit} tokens "
-                      "beside the longest text; the earlier ones were dropped", stacklevel=2)
+        warn(f"recall: {kept} of {len(request.shots)} prefix shots fit in the context of {limit} tokens "
+                      "beside the longest text; the earlier ones were dropped")
     plain_shards, plain_whole, _, _ = ar_group(ctx, AR_PROBE, group, textset)
     pre_shards, pre_whole, _, _ = ar_group(ctx, AR_PROBE, group, prefixed, reuse_prefix=True)
 

@@ -4,12 +4,12 @@ figures unreliable, and the terminal table."""
 from __future__ import annotations
 
 import sys
-import warnings
 
 import numpy as np
 from rich.table import Table
 
 from lmaudit.data.loaders import TextSet
+from lmaudit.errors import warn
 from lmaudit.metrics import tie_note
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import tokenize_records
@@ -49,8 +49,8 @@ def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> d
                 else "truncated to their first tokens (--long-texts window scores them whole)")
         if config.long_texts not in offered:
             what = "truncated to their first tokens (windows apply to AR models only)"
-        warnings.warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed "
-                      f"{limit} tokens and are {what}", stacklevel=2)
+        warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed "
+                      f"{limit} tokens and are {what}")
     return {"limit": limit, "mode": mode, **counts}
 
 
@@ -76,7 +76,7 @@ def degenerate_notes(name: str, score: np.ndarray, n_members: int, n_nonmembers:
     elif (tied := tie_note(score)) is not None:
         notes.append(tied)
     for note in notes:
-        warnings.warn(f"{name}: {note}", stacklevel=3)
+        warn(f"{name}: {note}")
     return notes
 
 

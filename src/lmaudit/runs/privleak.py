@@ -21,13 +21,12 @@ round: negate these figures before comparing them with MUSE's.
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
 
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, warn
 from lmaudit.metrics import auc, stratified_bootstrap
 from lmaudit.report.build import verify_run
 from lmaudit.runs.mia_result import MIAResult, text_digests
@@ -157,5 +156,5 @@ def privleak_against(result, retrained, where: str = "the retrained run") -> dic
                          n_resamples=result.config.n_bootstrap, seed=result.config.seed) for n in shared}
     for name, m in found.items():
         if m.get("undefined"):
-            warnings.warn(f"PrivLeak of {name}: {m['undefined']}", stacklevel=2)
+            warn(f"PrivLeak of {name}: {m['undefined']}")
     return {"retrained": str(where), "attacks": found}

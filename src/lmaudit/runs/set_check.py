@@ -13,14 +13,13 @@ reads its suspect and validation sets with it.
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 from scipy.stats import mannwhitneyu
 
 from lmaudit.audit.blind import BASELINES, fold_count, scores_and_p
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, warn
 from lmaudit.metrics import summarize_attacks
 
 
@@ -31,7 +30,7 @@ def blind_baseline_scores(members: TextSet, nonmembers: TextSet, labels: np.ndar
     try:
         fold_count(labels)
     except DataError as exc:
-        warnings.warn(f"blind baselines left out: {exc}", stacklevel=2)
+        warn(f"blind baselines left out: {exc}")
         return {}, {}, str(exc)
     t0 = time.perf_counter()
     texts = members.texts + nonmembers.texts  # as given (prompt and response together for pairs)
