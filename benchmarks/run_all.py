@@ -49,6 +49,8 @@ SUITE = [
     ("bench_gradnorm.py", [], ["--texts", "2", "--repeats", "1", "--float64", "1"]),
     ("bench_neighbourhood.py", [], ["--texts", "2", "--n", "2", "--repeats", "1"]),
     ("bench_recall.py", [], ["--texts", "4", "--shots", "1,2", "--repeats", "1"]),
+    ("bench_gpu.py", [], ["--model", "tiny", "--texts", "16", "--repeats", "1"]),
+    ("bench_train_steps.py", [], ["--steps", "4", "--repeats", "1"]),
 ]
 # needs a MIMIR checkout (--mimir PATH): run only when one is given
 MIMIR = ("bench_mimir_attacks.py", ["--texts", "12", "--neighbours", "10", "--shots", "1,8"],

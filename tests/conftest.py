@@ -16,6 +16,8 @@ from helpers import TEST_PRESET_ARGS, make_texts  # noqa: E402
 from lmaudit.utils import _FAULT_COUNT  # noqa: E402
 
 torch.set_num_threads(1)
+# float32 matrix products in float32 on a GPU too (no TF32): the tests' tolerances are float32's
+torch.set_float32_matmul_precision("highest")
 
 
 @pytest.fixture(autouse=True)

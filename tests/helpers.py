@@ -7,6 +7,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import torch
 from typer.testing import CliRunner
 
 from lmaudit.folders import write_manifest
@@ -18,6 +19,9 @@ WORDS = (
     "number size length first last next order sort random seed state device memory cache file path read "
     "write open close line column row table frame series group merge join split apply map filter reduce"
 ).split()
+
+# the device a model loaded with device "auto" (the default) is on, as its handle and results.json record it
+AUTO_DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
 
 # the tiny architecture of the test models (~35k parameters: built in a blink, a forward in about a millisecond)
 TEST_PRESET_ARGS = dict(hidden=32, layers=2, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32,

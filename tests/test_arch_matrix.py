@@ -71,8 +71,8 @@ def plain_ar_stats(model, tokenizer, text: str) -> np.ndarray:
     """(T-1, 5) float64 of a plain forward: logp, top1_logp, mu, sigma of tokens 1..T-1, and the
     logp the same logits would give if read without the shift (row t for token t)."""
     ids = torch.tensor([tokenizer(text)["input_ids"]])  # (1, T)
-    with torch.no_grad():
-        logits = model(ids).logits[0].double()  # (T, V)
+    with torch.no_grad():  # run where the model is; the statistics are read back on the CPU
+        logits = model(ids.to(model.device)).logits[0].double().cpu()  # (T, V)
     targets = ids[0, 1:]
     lp = torch.log_softmax(logits[:-1], dim=-1)  # row t predicts token t + 1
     p = lp.exp()
@@ -168,8 +168,8 @@ def hand_masked_stats(model, ids: torch.Tensor, masked: np.ndarray, mask_id: int
     ``ids`` (T,) with those positions replaced by ``mask_id``; Dream-style logits are read one row earlier."""
     noisy = ids.clone()
     noisy[masked] = mask_id
-    with torch.no_grad():
-        logits = model(input_ids=noisy[None]).logits[0].double()  # (T, V), no attention mask: nothing is padded
+    with torch.no_grad():  # (T, V), no attention mask: nothing is padded; run where the model is, read on the CPU
+        logits = model(input_ids=noisy[None].to(model.device)).logits[0].double().cpu()
     rows = masked - 1 if shift else masked
     lp = torch.log_softmax(logits[rows], dim=-1)
     p = lp.exp()

@@ -40,9 +40,9 @@ def test_hidden_features_are_mean_pooled(tiny_model_dir):
     feats = hidden_features(loaded, TextSet.from_texts(texts), batch_size=2)
     assert feats.shape == (3, loaded.model.config.hidden_size)
     for row, text in enumerate(texts):
-        ids = loaded.tokenizer(text, return_tensors="pt")["input_ids"]
+        ids = loaded.tokenizer(text, return_tensors="pt")["input_ids"].to(loaded.model.device)
         with torch.inference_mode():
-            h = loaded.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0].double()  # (T, d)
+            h = loaded.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0].double().cpu()  # (T, d)
         np.testing.assert_allclose(feats[row], h.mean(0).numpy(), atol=1e-5)
         assert not np.allclose(feats[row], h[-1].numpy(), atol=1e-3)  # pooled, not the last token
 

@@ -55,7 +55,7 @@ def test_a_llama_with_its_own_tokenizer_adapts_into_a_dlm(tmp_path):
     assert handle.kind == "dlm" and handle.adapter.bidirectional and handle.adapter.shift_logits
     assert len(handle.tokenizer) == n + 1 and handle.adapter.mask_token_id == n  # the mask token, added last
     assert handle.model.get_input_embeddings().weight.shape[0] == n + 1
-    ids = torch.tensor([handle.tokenizer("a short text of words to read")["input_ids"]])
+    ids = torch.tensor([handle.tokenizer("a short text of words to read")["input_ids"]], device=handle.adapter.device)
     later = ids.clone()
     later[0, -1] = (int(later[0, -1]) + 1) % n
     with torch.no_grad():  # full attention: a later token changes what an earlier position predicts

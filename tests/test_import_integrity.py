@@ -276,7 +276,9 @@ def test_quiet_hides_the_gguf_conversion_bar(tiny_model_dir, tmp_path, capfd):
 
     file = write_gguf(tiny_model_dir, tmp_path / "t.gguf")
     import_gguf(file, tmp_path / "loud")
-    assert "de-quantizing GGUF tensors" in capfd.readouterr().err  # the bar is there without --quiet
+    # without --quiet lmaudit says what it imports (and transformers 5.17 draws its conversion bar; 5.23 and later
+    # no longer do)
+    assert "importing t.gguf" in capfd.readouterr().err
     set_quiet(True)
     try:
         import_gguf(file, tmp_path / "quiet")

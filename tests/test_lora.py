@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from helpers import TEST_PRESET_ARGS, assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
+from helpers import AUTO_DEVICE, TEST_PRESET_ARGS, assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, ModelLoadError
 from lmaudit.experiments.config import BaseConfig
@@ -46,9 +46,9 @@ def trained(tmp_path_factory, tiny_model_dir, tiny_dlm_dir):
 
 
 def logits(handle, text=SENTENCE):
-    ids = torch.tensor([handle.tokenizer(text)["input_ids"]])
+    ids = torch.tensor([handle.tokenizer(text)["input_ids"]], device=handle.adapter.device)
     with torch.no_grad():
-        return handle.adapter(ids)  # (1, T, V)
+        return handle.adapter(ids)  # (1, T, V), on the model's device
 
 
 def record(folder):
@@ -126,7 +126,7 @@ def test_mia_on_an_adapter_records_adapter_and_base_and_never_reuses_the_bases_p
     assert res["target"]["adapter"]["r"] == 4 \
         and sorted(res["target"]["adapter"]["target_modules"]) == ["q_proj", "v_proj"]
     assert res["reference"] == {"path": str(tiny_model_dir), "fingerprint": base_fp, "kind": "ar", "dtype": "float32",
-                                "device": "cpu"}
+                                "device": AUTO_DEVICE}
     on_base = pd.read_parquet(tmp_path / "base" / "scores.parquet")["loss"]
     on_adapter = pd.read_parquet(tmp_path / "a" / "scores.parquet")["loss"]
     # same texts, one cache: the adapter's probe is its own (members' loss lower than under the base)

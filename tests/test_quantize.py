@@ -22,14 +22,14 @@ LEVELS = {"q8_0": 127, "q4_0": 8}  # a block's largest magnitude is LEVELS × it
 
 
 def weights(folder) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in load_model(folder).model.named_parameters()}
+    return {n: p.detach().cpu().clone() for n, p in load_model(folder).model.named_parameters()}
 
 
 def logits(folder) -> torch.Tensor:
     handle = load_model(folder)
-    ids = torch.tensor([handle.tokenizer(TEXT)["input_ids"]])
+    ids = torch.tensor([handle.tokenizer(TEXT)["input_ids"]], device=handle.model.device)
     with torch.no_grad():
-        return handle.model(ids).logits
+        return handle.model(ids).logits.cpu()
 
 
 def rel(new: torch.Tensor, old: torch.Tensor) -> float:
@@ -143,7 +143,7 @@ def test_an_adapter_is_merged_into_its_base_before_quantising(tmp_path, tiny_mod
     with torch.no_grad():
         for name, p in peft_model.named_parameters():
             if "lora_B" in name:
-                p.normal_(0, 0.2, generator=torch.Generator().manual_seed(3))
+                p.copy_(0.2 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))  # any device
     weights_, extra = finish_training(model, peft_model, LoraSpec(4), tiny_model_dir, loaded.fingerprint)
     save_model(weights_, loaded.tokenizer, tmp_path / "adapter", {"stage": "test", "kind": "ar", **extra})
     out = lmaudit.quantize(tmp_path / "adapter", tmp_path / "q", scheme="q8_0")

@@ -69,7 +69,8 @@ def test_served_log_probabilities_are_the_local_weights_to_quantised_arithmetic(
         got = prompt_logprobs(endpoint, text, bos_text=local.tokenizer.convert_ids_to_tokens(bos), top_k=1,
                               n_tokens=len(ids))
         with torch.no_grad():
-            rows = torch.log_softmax(local.model(torch.tensor([[bos, *ids]])).logits[0].float(), -1)
+            logits = local.model(torch.tensor([[bos, *ids]], device=local.model.device)).logits[0]
+            rows = torch.log_softmax(logits.float().cpu(), -1)
         mine = np.array([float(rows[i][ids[i]]) for i in range(1, len(ids))])
         gaps.append(np.abs(np.array(got.logprobs) - mine))
     gaps = np.concatenate(gaps)
@@ -95,7 +96,8 @@ def test_membership_inference_runs_on_the_real_server_and_agrees_with_the_local_
     for text, score in zip(members + nonmembers, remote.scores["loss"]):
         ids = local.tokenizer(text, add_special_tokens=False)["input_ids"]
         with torch.no_grad():
-            rows = torch.log_softmax(local.model(torch.tensor([[bos, *ids]])).logits[0].float(), -1)
+            logits = local.model(torch.tensor([[bos, *ids]], device=local.model.device)).logits[0]
+            rows = torch.log_softmax(logits.float().cpu(), -1)
         assert abs(score - np.mean([float(rows[i][ids[i]]) for i in range(1, len(ids))])) < 0.25
 
 

@@ -75,8 +75,8 @@ def test_gradient_ascent_without_retain_term_ignores_retain_set(models, tmp_path
     assert "retain_loss_end" not in rec and rec["loss_end"] == pytest.approx(-rec["forget_loss_end"])
 
 
-def batch(tokenizer, n=4):
-    return collate(dft_examples(tokenizer, FORGET, block=32)[:n], tokenizer.pad_token_id)
+def batch(tokenizer, n=4, device="cpu"):
+    return tuple(t.to(device) for t in collate(dft_examples(tokenizer, FORGET, block=32)[:n], tokenizer.pad_token_id))
 
 
 @pytest.mark.parametrize("kind", ["ar", "dlm"])
@@ -84,7 +84,7 @@ def test_npo_term_is_two_over_beta_log_two_at_the_reference(kind, tiny_model_dir
     loaded = load_model({"ar": tiny_model_dir, "dlm": tiny_dlm_dir}[kind])  # an identity: no training needed
     model, tok = loaded.model, loaded.tokenizer
     reference = copy.deepcopy(model).requires_grad_(False)
-    ids, attn, mask = batch(tok)
+    ids, attn, mask = batch(tok, device=loaded.device)
     for beta in (0.1, 0.5):
         loss = npo_objective(reference, kind, tok, beta=beta)(model, ids, attn, mask, torch.Generator().manual_seed(0))
         assert loss.item() == pytest.approx(2 / beta * math.log(2), rel=1e-6)
@@ -102,7 +102,7 @@ def test_npo_term_is_two_over_beta_log_two_at_the_reference(kind, tiny_model_dir
 def test_sequence_logprob_sums_the_training_objective(kind, tiny_model_dir, tiny_dlm_dir):
     loaded = load_model({"ar": tiny_model_dir, "dlm": tiny_dlm_dir}[kind])
     model, tok = loaded.model, loaded.tokenizer
-    ids, attn, mask = batch(tok)
+    ids, attn, mask = batch(tok, device=loaded.device)
     objective = objective_for(kind, tok)
     with torch.no_grad():
         mean = objective(model, ids, attn, mask, torch.Generator().manual_seed(3))

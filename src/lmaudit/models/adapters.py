@@ -44,10 +44,10 @@ import numpy as np
 import torch
 
 from lmaudit.errors import DataError, LmauditError, spell
-from lmaudit.models.batching import default_batch_tokens
+from lmaudit.models.batching import default_batch_tokens, full_attention_mask, pad_sequences, to_device
 from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.kv_cache import cache_selectable, expand_cache, select_cache
+from lmaudit.models.kv_cache import cache_kwargs, cache_of, cache_selectable, expand_cache, select_cache
 
 DEFAULT_CONTEXT = 2048
 KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the kinds, as Python and the CLI set them
@@ -87,34 +87,6 @@ def context_length(model, tokenizer=None) -> int:
     if isinstance(limit, int) and 0 < limit < 10**7:
         return limit
     return DEFAULT_CONTEXT
-
-
-def pad_sequences(seqs, pad_id: int, masks=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Right-pad 1-D id arrays into ``(ids, attention, mask)`` ``(B, T)`` arrays.
-
-    ``masks`` (one bool array per sequence, same lengths) becomes the third array;
-    without it, the third array is the attention mask as bool.
-    """
-    T = max((len(s) for s in seqs), default=0)
-    B = len(seqs)
-    ids = np.full((B, T), pad_id, dtype=np.int64)
-    attn = np.zeros((B, T), dtype=np.int64)
-    mask = np.zeros((B, T), dtype=bool)
-    for row, s in enumerate(seqs):
-        n = len(s)
-        ids[row, :n] = s
-        attn[row, :n] = 1
-        mask[row, :n] = True if masks is None else masks[row]
-    return ids, attn, mask
-
-
-def full_attention_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype) -> torch.Tensor:
-    """Additive (B, 1, T, T) mask letting every query see every non-padding key."""
-    B, T = input_ids.shape
-    keep = (torch.ones(B, T, dtype=torch.bool, device=input_ids.device) if attention_mask is None
-            else attention_mask.bool())
-    mask = torch.zeros(B, 1, T, T, dtype=dtype, device=input_ids.device)
-    return mask.masked_fill(~keep[:, None, None, :], torch.finfo(dtype).min)
 
 
 class _Adapter:
@@ -173,11 +145,6 @@ class _Adapter:
         return pick(self(input_ids, attention_mask, **extra)), None  # (n, V)
 
 
-def _cached(past) -> dict:
-    """A forward's cache arguments: none kept without a prefix cache, else continue after it."""
-    return {"use_cache": False} if past is None else {"cache": past, "use_cache": True}
-
-
 @dataclass(eq=False)
 class ARAdapter(_Adapter):
     """A causal LM: row t of the logits predicts token t + 1."""
@@ -199,12 +166,12 @@ class ARAdapter(_Adapter):
                past=None) -> torch.Tensor:
         """Last hidden states of the base model, (B, T) → (B, T, d); row t predicts token t + 1. With ``past``
         (:meth:`prefix_cache`), the rows continue after the cached prefix (``attention_mask`` covers both)."""
-        return base(input_ids=input_ids, attention_mask=attention_mask, **_cached(past)).last_hidden_state
+        return base(input_ids=input_ids, attention_mask=attention_mask, **cache_kwargs(base, past)).last_hidden_state
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                  past=None) -> torch.Tensor:
         """Logits (B, T) → (B, T, V); row t predicts token t + 1 (after the cached ``past``, as :meth:`hidden`)."""
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, **_cached(past)).logits
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **cache_kwargs(self.model, past)).logits
 
     def prefix_cache(self, prefix: torch.Tensor, attention_mask: torch.Tensor | None = None, pick=None, *,
                      fuse: bool = True):
@@ -214,8 +181,9 @@ class ARAdapter(_Adapter):
         fused = self.fused_head() if fuse and pick is not None else None
         out = (fused[0] if fused else self.model)(input_ids=prefix, attention_mask=attention_mask, use_cache=True)
         if pick is None:
-            return out.cache
-        return (out.cache, pick(out.last_hidden_state), fused[1]) if fused else (out.cache, pick(out.logits), None)
+            return cache_of(out)
+        rows = pick(out.last_hidden_state) if fused else pick(out.logits)
+        return cache_of(out), rows, fused[1] if fused else None
 
     # a prefix cache cut to some rows and positions, or repeated for a batch (lmaudit.models.kv_cache)
     cache_selectable = staticmethod(cache_selectable)
@@ -352,8 +320,8 @@ class DLMAdapter(_Adapter):
             t = eps + (1 - eps) * torch.rand(B, 1, generator=generator)  # (B, 1)
         else:
             t = torch.full((B, 1), float(mask_ratio))
-        t = t.to(input_ids.device)
-        masked = (torch.rand(B, T, generator=generator).to(input_ids.device) < t) & loss_mask  # (B, T)
+        t, draw = to_device((t, torch.rand(B, T, generator=generator)), input_ids.device)  # without waiting for it
+        masked = (draw < t) & loss_mask  # (B, T)
         return t, masked
 
 

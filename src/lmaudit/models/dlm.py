@@ -12,11 +12,11 @@ trainable tokens. With ``mask_ratio`` set, t is that fixed value instead.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.presets import build_ar_model, get_preset
+from lmaudit.models.train import masked_cross_entropy
 
 
 def mark_as_dlm(model, tokenizer, *, shift_logits: bool, bidirectional: bool) -> None:
@@ -108,8 +108,9 @@ def diffusion_objective(adapter_factory, *, eps: float = 1e-3, mask_ratio: float
         B, T = input_ids.shape
         t, masked = adapter.draw_noise(input_ids, loss_mask, generator, eps=eps, mask_ratio=mask_ratio)
         logits = adapter(adapter.insert_masks(input_ids, masked), attention_mask)  # (B, T, V)
-        nll = F.cross_entropy(logits[masked].float(), input_ids[masked], reduction="none")  # (n,)
-        weights = (1.0 / t.expand(B, T))[masked]
-        return (nll * weights).sum() / loss_mask.sum().clamp(min=1)
+        # (n,) at the masked tokens, on a CPU; elsewhere (B, T), 0 where not masked (masked_cross_entropy)
+        nll = masked_cross_entropy(logits, input_ids, masked, reduction="none")
+        weights = 1.0 / t.expand(B, T)
+        return (nll * (weights[masked] if nll.dim() == 1 else weights)).sum() / loss_mask.sum().clamp(min=1)
 
     return objective

@@ -10,12 +10,11 @@ of the sampled token) or random ones (``random``); the rest are masked again.
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError
+from lmaudit.models.kv_cache import cache_kwargs, cache_of
 
 REMASKING = ("low_confidence", "random")
 
@@ -103,13 +102,11 @@ def ar_sample(model, prefix: np.ndarray, n_tokens: int, *, samples: int, tempera
 
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    # the key-value cache argument is ``cache`` in recent transformers, ``past_key_values`` before
-    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     x = torch.from_numpy(np.tile(np.asarray(prefix, dtype=np.int64), (samples, 1))).to(device)
     out = model(input_ids=x, use_cache=True)
     new = []
     for _ in range(n_tokens):
         tok = _sample(out.logits[:, -1].float(), temperature, generator)  # (S,)
         new.append(tok)
-        out = model(input_ids=tok[:, None], use_cache=True, **{cache_arg: getattr(out, cache_arg)})
+        out = model(input_ids=tok[:, None], **cache_kwargs(model, cache_of(out)))
     return torch.stack(new, dim=1).cpu().numpy()

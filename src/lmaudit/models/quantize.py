@@ -215,7 +215,7 @@ def write_quantized(model, tmp: Path, *, scheme: str = "q4_0", **load_options) -
     with torch.no_grad():
         for name, p in params.items():
             if name in quantized:
-                errors[name] = relative_error(values[name], p.detach().numpy())
+                errors[name] = relative_error(values[name], p.detach().cpu().numpy())
             p.copy_(torch.from_numpy(values[name]))  # a tied parameter is one tensor: its other name follows
     save_weights(net, tmp)
     handle.tokenizer.save_pretrained(tmp)

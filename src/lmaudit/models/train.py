@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, spell
 from lmaudit.folders import TRAINING_STATE
-from lmaudit.models.adapters import pad_sequences
+from lmaudit.models.batching import pad_sequences, to_device
 from lmaudit.progress import info, progress
 from lmaudit.settings import check_settings, fraction, integer, non_negative, one_of, positive, seed_value, setting
 from lmaudit.utils import atomic_path, stable_hash
@@ -71,12 +71,28 @@ class FinetuneConfig:
         check_settings(self)
 
 
+def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, *,
+                         gather: bool | None = None, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy in float32 of the rows of ``logits`` (..., V) where ``mask`` (...) is True, at ``targets`` (...).
+
+    ``gather`` (default: on the CPU) takes those rows first and returns their mean, or with ``reduction="none"``
+    their (n,) values, as lmaudit has always trained on the CPU, bit for bit. Elsewhere a gather of a count the
+    device computes would wait for it: every row is scored, those outside ``mask`` ignored; the same mean to float
+    rounding, or with ``reduction="none"`` the values in the mask's shape, 0 outside it.
+    """
+    if gather is None:
+        gather = logits.device.type == "cpu"
+    if gather:
+        return F.cross_entropy(logits[mask].float(), targets[mask], reduction=reduction)
+    ignored = targets.masked_fill(~mask, -100)  # cross_entropy's ignore_index
+    loss = F.cross_entropy(logits.flatten(0, -2).float(), ignored.flatten(), reduction=reduction)
+    return loss if reduction == "mean" else loss.view(mask.shape)
+
+
 def ar_objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
     """Mean next-token cross-entropy over positions with ``loss_mask`` (position t predicted from < t)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits  # (B, T, V)
-    target_mask = loss_mask[:, 1:]
-    rows = logits[:, :-1][target_mask].float()  # (n, V)
-    return F.cross_entropy(rows, input_ids[:, 1:][target_mask])
+    return masked_cross_entropy(logits[:, :-1], input_ids[:, 1:], loss_mask[:, 1:])
 
 
 def dft_examples(tokenizer, textset: TextSet, *, block: int = 64) -> list[Example]:
@@ -154,6 +170,23 @@ def lr_at(config: TrainConfig, total: int, step: int) -> float:
 
 CHECKPOINT_EVERY_S = 600.0  # a training inside a cached build saves its state this often (lmaudit.folders)
 STATE_FILE = "train_state.pt"
+# the losses of this many steps are read back from the device at once (and checked, and shown): the loop never
+# waits for the device between two read-backs
+READ_EVERY = 25
+
+
+def _read_losses(pending: list[torch.Tensor], losses: list[float], step: int) -> None:
+    """Move the losses of the steps before ``step`` still on the device into ``losses`` (one wait for the device);
+    a non-finite one stops the training, naming its step."""
+    if not pending:
+        return
+    values = torch.stack(pending).tolist()
+    first = step - len(values)
+    pending.clear()
+    for k, value in enumerate(values):
+        if not math.isfinite(value):
+            raise LmauditError(f"training diverged (loss {value}) at step {first + k}", hint="lower the learning rate")
+    losses.extend(values)
 
 
 def _signature(model: torch.nn.Module, examples: list[Example], config: TrainConfig, total: int, objective,
@@ -212,7 +245,8 @@ def train(
     Returns the loss of every step. Deterministic for a given seed on one device. Inside a cached build
     (:func:`~lmaudit.folders.cached_build`) it saves its state every :data:`CHECKPOINT_EVERY_S` seconds and, started
     again after being stopped, resumes from the last state saved: the same model, step for step, as a run never
-    stopped.
+    stopped. The losses are read back every :data:`READ_EVERY` steps (a non-finite one stops the training then,
+    naming its step), so that on a GPU the steps queue without waiting for each other.
     """
     if not examples:
         raise LmauditError("no training examples", hint="the training data is empty after tokenisation")
@@ -225,6 +259,7 @@ def train(
     device = next(model.parameters()).device
     model.train()
     losses: list[float] = []
+    pending: list[torch.Tensor] = []  # losses of the steps since the last read-back, on the device
     order = np.empty(0, dtype=np.int64)
     folder, start = TRAINING_STATE.get(), 0
     signature = None if folder is None else _signature(model, examples, config, total, objective, pad_id)
@@ -251,25 +286,25 @@ def train(
             if len(order) < config.batch_size:
                 order = np.concatenate([order, rng.permutation(len(examples))])
             idx, order = order[: config.batch_size], order[config.batch_size :]
-            ids, attn, mask = (t.to(device) for t in collate([examples[i] for i in idx], pad_id))
+            ids, attn, mask = to_device(collate([examples[i] for i in idx], pad_id), device)
             for group in opt.param_groups:
                 group["lr"] = lr_at(config, total, step)
             loss = objective(model, ids, attn, mask, gen)
-            if not torch.isfinite(loss):
-                raise LmauditError(f"training diverged (loss {loss.item()}) at step {step}",
-                                   hint="lower the learning rate")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             opt.step()
-            losses.append(loss.item())
+            pending.append(loss.detach())
             bar.advance(1)
-            if step % 10 == 0:
+            if len(pending) == READ_EVERY:
+                _read_losses(pending, losses, step + 1)
                 bar.update(extra=f"loss {np.mean(losses[-10:]):.3f}")
             if folder is not None and step + 1 < total and time.monotonic() - saved >= CHECKPOINT_EVERY_S:
+                _read_losses(pending, losses, step + 1)
                 _save_state(folder, signature, step + 1, model, opt, rng, gen, order, losses, objective)
                 saved = time.monotonic()
+        _read_losses(pending, losses, total)
     if folder is not None:  # done: another training of the same build never reads this one's state
         (folder / STATE_FILE).unlink(missing_ok=True)
     model.eval()

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.adapters import DLMAdapter, adapter_for, context_length
+from lmaudit.models.batching import to_device
 from lmaudit.models.build import finetune, loss_summary, objective_for, save_model
 from lmaudit.models.loading import check_model_dir, load_model
 from lmaudit.models.lora import LoraSpec, finish_training, folder_fingerprint, start_training
@@ -86,28 +87,36 @@ def npo_objective(reference: torch.nn.Module, kind: str, tokenizer=None, *, beta
     return objective
 
 
+def _floats(values: list) -> list[float]:
+    """Logged losses as floats, those still on the device read back at once (one wait for it, not one a step)."""
+    on_device = [v for v in values if isinstance(v, torch.Tensor)]
+    read = iter(torch.stack(on_device).tolist() if on_device else [])
+    return [next(read) if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _paired_objective(forget_term: Objective, sign: float, retain_loss: Objective, retain: list[Example], *,
-                      weight: float, batch_size: int, pad_id: int, seed: int, log: dict[str, list[float]]) -> Objective:
-    """sign · forget_term(forget batch) + weight · retain_loss(next retain batch); logs both parts."""
+                      weight: float, batch_size: int, pad_id: int, seed: int, log: dict[str, list]) -> Objective:
+    """sign · forget_term(forget batch) + weight · retain_loss(next retain batch); logs both parts (kept on the
+    device: :func:`_floats` reads them)."""
     rng = np.random.default_rng(seed + 1)
     state = {"order": np.empty(0, dtype=np.int64)}
 
     def objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
         forget = forget_term(model, input_ids, attention_mask, loss_mask, generator)
-        log["forget"].append(forget.item())  # L_forget for gradient ascent, the NPO term for NPO
+        log["forget"].append(forget.detach())  # L_forget for gradient ascent, the NPO term for NPO
         if weight == 0:
             return sign * forget
         while len(state["order"]) < batch_size:  # cycle the retain set, reshuffled each pass
             state["order"] = np.concatenate([state["order"], rng.permutation(len(retain))])
         idx, state["order"] = state["order"][:batch_size], state["order"][batch_size:]
-        batch = (t.to(input_ids.device) for t in collate([retain[i] for i in idx], pad_id))
+        batch = to_device(collate([retain[i] for i in idx], pad_id), input_ids.device)
         kept = retain_loss(model, *batch, generator)
-        log["retain"].append(kept.item())
+        log["retain"].append(kept.detach())
         return sign * forget + weight * kept
 
     def save_state() -> dict:  # what a resumed training needs of this objective (lmaudit.models.train)
         return {"numpy": rng.bit_generator.state, "order": state["order"].tolist(),
-                "log": {name: list(values) for name, values in log.items()}}
+                "log": {name: _floats(values) for name, values in log.items()}}
 
     def load_state(saved: dict) -> None:
         rng.bit_generator.state = saved["numpy"]
@@ -138,17 +147,17 @@ def mean_loss(loaded, textset: TextSet, *, mode: str = "dft", block: int = 64, b
     objective = objective_for(loaded.kind, tok)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
-    total = weight = 0.0
+    total, weight = torch.zeros((), dtype=torch.float64, device=device), 0.0  # summed on the device: one read back
     was_training = model.training
     model.eval()
     with torch.no_grad():
         for i in range(0, len(examples), batch_size):
-            ids, attn, mask = (t.to(device) for t in collate(examples[i : i + batch_size], loaded.adapter.pad_id))
-            n = float(mask.sum())
-            total += objective(model, ids, attn, mask, gen).item() * n
+            batch = collate(examples[i : i + batch_size], loaded.adapter.pad_id)
+            n = float(batch[2].sum())  # trained tokens, counted before the batch leaves the CPU
+            total += objective(model, *to_device(batch, device), gen).double() * n
             weight += n
     model.train(was_training)
-    return total / max(weight, 1.0)
+    return total.item() / max(weight, 1.0)
 
 
 def _method(value, name: str, flag: str | None) -> None:
@@ -271,7 +280,7 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
         forget_term, sign = npo_objective(reference, loaded.kind, tok, beta=npo_beta), 1.0
     else:
         forget_term, sign = base_loss, -1.0
-    log: dict[str, list[float]] = {"forget": [], "retain": []}
+    log: dict[str, list] = {"forget": [], "retain": []}
     objective = _paired_objective(forget_term, sign, base_loss, retain_examples, weight=retain_weight,
                                   batch_size=batch_size, pad_id=pad_id, seed=seed, log=log)
     warmup = max(1, min(20, len(forget_examples) // batch_size))
@@ -279,7 +288,7 @@ def unlearn(model_dir: str | Path, forget: TextSet, retain: TextSet, out: str | 
     losses = train(model, forget_examples, cfg, objective=objective, pad_id=pad_id,
                    description=f"unlearn {loaded.kind} ({method}{', LoRA' if lora else ''})")
     parts = {f"{name}_{key}": value for name, values in log.items() if values
-             for key, value in loss_summary(values).items() if key != "steps"}
+             for key, value in loss_summary(_floats(values)).items() if key != "steps"}
     weights, lora_record = finish_training(model, peft_model, lora, model_dir, loaded.fingerprint)
     save_model(weights, tok, out, {**record, "kind": loaded.kind, "started_from": str(model_dir),
                                    "n_examples": len(forget_examples), "train_config": cfg.__dict__,
