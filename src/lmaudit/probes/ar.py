@@ -26,7 +26,7 @@ from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.shards import Sharded, run_sharded
-from lmaudit.probes.stats import rows_stats
+from lmaudit.probes.stats import device_rows, rows_stats
 from lmaudit.probes.tokenize import model_batches, tokenize_records, windows
 from lmaudit.progress import progress
 
@@ -108,33 +108,40 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
     lengths = np.array([len(x) for x in ids])
     per_sample: list[np.ndarray | None] = [None] * len(ids)
     batches = model_batches(lengths, adapter, config.batch_size, config.max_batch_tokens)
+    pending: list[tuple[np.ndarray, np.ndarray, torch.Tensor]] = []  # (records, rows per record, stats on device)
     with progress(description, total=len(ids)) as bar:
 
         def compute(index: np.ndarray) -> None:
             input_ids, attn, mask = adapter.pad([ids[i] for i in index], [scored[i] for i in index])
             ids_t = torch.from_numpy(input_ids).to(device)
             attn_t = torch.from_numpy(attn).to(device)
-            sel = torch.from_numpy(mask[:, 1:]).to(device)  # (B, T-1): position t+1 predicted from row t
-            targets = ids_t[:, 1:][sel]  # (n,)
+            # the scored positions as flat indices into the batch's (B·T) rows, computed here: selecting them on the
+            # device needs no count back from it (a boolean mask would wait for one); token t+1 is predicted by row t
+            b, t = np.nonzero(mask[:, 1:])
+            rows_at = torch.from_numpy(b * mask.shape[1] + t).to(device)  # (n,)
+            targets = ids_t.reshape(-1).index_select(0, rows_at + 1)  # (n,)
             extra = {}
             if cache is not None:  # the batch continues after the shared tokens: they are attended, not fed
                 attn_t = torch.cat([torch.ones((len(index), cut), dtype=attn_t.dtype, device=device), attn_t], 1)
                 extra["past"] = adapter.expand_cache(cache, len(index))
-            rows, head = adapter.output_rows(ids_t, attn_t, lambda out, sel=sel: out[:, :-1][sel],
-                                             fuse=config.fused_head, **extra)
-            stats = rows_stats(rows, head, targets, row_chunk=config.row_chunk)  # (n, 4)
-            if not torch.isfinite(stats).all():
-                raise LmauditError(
-                    f"the model produced NaN or inf logits on {textset.source}",
-                    hint="check the model weights and dtype (try float32)",
-                )
-            stats = stats.cpu().numpy()
-            bounds = np.concatenate([[0], np.cumsum(mask[:, 1:].sum(axis=1))])
-            for row, i in enumerate(index):
-                per_sample[i] = stats[bounds[row] : bounds[row + 1]]
+            rows, head = adapter.output_rows(
+                ids_t, attn_t, lambda out, at=rows_at: out.reshape(-1, out.shape[-1]).index_select(0, at),
+                fuse=config.fused_head, **extra)
+            pending.append((index, mask[:, 1:].sum(axis=1), rows_stats(rows, head, targets, row_chunk=row_chunk)))
             bar.advance(len(index))
 
+        row_chunk = device_rows(config.row_chunk, device)
         run_batches(batches, compute, lengths=lengths)
+    # one read-back for the whole shard (each batch's would make the device wait on the host)
+    stats = torch.cat([t for _, _, t in pending]).cpu().numpy() if pending else np.zeros((0, 4), np.float32)
+    if not np.isfinite(stats).all():
+        raise LmauditError(f"the model produced NaN or inf logits on {textset.source}",
+                           hint="check the model weights and dtype (try float32)")
+    start = 0
+    for index, counts, _ in pending:
+        for i, n in zip(index, counts):
+            per_sample[i] = stats[start : start + n]
+            start += n
     flat = np.concatenate(per_sample)  # (N, 4), windows of a sample are consecutive: stitched in order
     counts = np.bincount(owner, weights=[len(p) for p in per_sample], minlength=len(textset))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

@@ -40,13 +40,16 @@ from lmaudit.progress import info, progress
 from lmaudit.utils import atomic_path, fault_point, stable_hash, write_json_atomic
 
 DEFAULT_SHARD_SIZE = 256
+DEVICE_SHARD_SIZE = 4096  # on an accelerator: fewer, longer runs of batches (a shard's stats come back at once)
 
 
-def shard_size_default() -> int:
-    """Records per shard: ``$LMAUDIT_SHARD_SIZE`` or 256."""
+def shard_size_default(device: str | None = None) -> int:
+    """Records per shard: ``$LMAUDIT_SHARD_SIZE``, else 256 on a CPU and :data:`DEVICE_SHARD_SIZE` on an accelerator
+    (``device``: the model's; a shard is one run of batches, whose statistics come back to the host once)."""
     raw = os.environ.get("LMAUDIT_SHARD_SIZE", "")
+    fallback = DEFAULT_SHARD_SIZE if device in (None, "cpu", "remote") else DEVICE_SHARD_SIZE
     try:
-        size = int(raw) if raw else DEFAULT_SHARD_SIZE
+        size = int(raw) if raw else fallback
     except ValueError:
         size = 0
     if size < 1:
@@ -168,7 +171,7 @@ def run_sharded(
     first record's index in the set).
     """
 
-    size = shard_size or shard_size_default()
+    size = shard_size or shard_size_default(handle.device)
     bounds = shard_bounds(len(textset), size)
     shards = [TextSet(textset.records[a:b], source=textset.source, meta={**textset.meta, "shard_start": a})
               for a, b in bounds]

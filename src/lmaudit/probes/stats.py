@@ -31,13 +31,21 @@ def _chunk_stats(x: torch.Tensor, targets: torch.Tensor, out: torch.Tensor) -> N
 
 
 CACHE_ELEMENTS = 1 << 19  # float32 values of one reduction chunk on a CPU (2 MiB)
-GPU_ROWS = 48  # rows of one reduction chunk elsewhere: fewer, larger kernels
+DEVICE_ELEMENTS = 1 << 25  # float32 values of one reduction chunk on an accelerator (128 MiB): few, large kernels
+DEVICE_HEAD_ROWS = 4096  # rows of hidden states through a fused output layer at once on an accelerator
 
 
 def reduction_rows(vocab: int, device: torch.device) -> int:
-    """Rows of logits reduced at once: on a CPU as many as :data:`CACHE_ELEMENTS` values hold (at least one),
-    elsewhere :data:`GPU_ROWS`."""
-    return max(1, CACHE_ELEMENTS // max(1, vocab)) if device.type == "cpu" else GPU_ROWS
+    """Rows of logits reduced at once: on a CPU as many as :data:`CACHE_ELEMENTS` values hold, elsewhere as many as
+    :data:`DEVICE_ELEMENTS` hold (at least one; every row is reduced alone, so the statistics do not depend on it)."""
+    budget = CACHE_ELEMENTS if device.type == "cpu" else DEVICE_ELEMENTS
+    return max(1, budget // max(1, vocab))
+
+
+def device_rows(row_chunk: int, device: torch.device) -> int:
+    """Rows a fused output layer multiplies at once: ``row_chunk`` on a CPU (the product stays in cache), at least
+    :data:`DEVICE_HEAD_ROWS` on an accelerator (each chunk is one launch of a few kernels)."""
+    return row_chunk if device.type == "cpu" else max(row_chunk, DEVICE_HEAD_ROWS)
 
 
 def token_stats(logits: torch.Tensor, targets: torch.Tensor, *, row_chunk: int | None = None) -> torch.Tensor:
