@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 import lmaudit
@@ -106,6 +107,29 @@ def test_probe_records_rescore_with_other_parameters_exactly_as_a_run_would(tmp_
         lmaudit.score(records, ["loss"], params={"min_k": {"k": 0.5}})
     with pytest.raises(LmauditError, match="needs a reference model"):
         lmaudit.score(records, ["reference"])
+
+
+def test_the_scores_of_unlabelled_texts_are_those_a_run_gives_them(tiny_model_dir):
+    """lmaudit.score_texts scores one set as lmaudit.mia scores it; lmaudit.audit_features estimates ρ from features
+    as lmaudit.audit_set does from the scores it measured."""
+    mem, non = make_texts(8, seed=11), make_texts(8, seed=12)
+    cfg = RunConfig(attacks=["loss", "min_k", "reference"], n_bootstrap=20)
+    run = lmaudit.mia(tiny_model_dir, mem, non, reference=tiny_model_dir, config=cfg)
+    scores = lmaudit.score_texts(tiny_model_dir, TextSet.from_texts(mem + non), reference=tiny_model_dir, config=cfg)
+    assert sorted(scores) == ["loss", "min_k", "reference"]
+    for name, values in scores.items():
+        assert values == pytest.approx(run.scores[name], abs=1e-9)
+    audit = lmaudit.audit_set(tiny_model_dir, mem[:6], non[:6], mem[6:] + non[6:],
+                              config=lmaudit.AuditConfig(method="smi", features="scores", attacks=["loss", "min_k"],
+                                                         bootstrap=20))
+    feats = {name: np.column_stack([v for _, v in sorted(lmaudit.score_texts(
+        tiny_model_dir, texts, config=RunConfig(attacks=["loss", "min_k"])).items())]) for name, texts in
+        (("m", mem[:6]), ("n", non[:6]), ("u", mem[6:] + non[6:]))}
+    est = lmaudit.audit_features(feats["m"], feats["n"], feats["u"],
+                                 config=lmaudit.AuditConfig(method="smi", bootstrap=20))
+    assert est["smi"]["rho"] == pytest.approx(audit["methods"]["smi"]["rho"], abs=1e-12)
+    with pytest.raises(LmauditError, match="method duci reads shadow models"):
+        lmaudit.audit_features(feats["m"], feats["n"], feats["u"], config=lmaudit.AuditConfig(method="duci"))
 
 
 def test_a_masked_attack_whose_plan_the_records_lack_is_refused_naming_it(tmp_path, tiny_dlm_dir, monkeypatch):

@@ -87,11 +87,17 @@ def test_imports_stay_at_module_level():
     assert inner == []
 
 
-def test_report_reads_results_only():
+def test_report_and_claims_read_results_only():
     graph = import_graph()
-    report = {m for m in graph if m.startswith("lmaudit.report")}
-    reached = set().union(*(graph[m] for m in report))
-    assert not {m for m in reached if m.startswith(("lmaudit.commands", "lmaudit.experiments", "lmaudit.runs"))}
+    for package in ("lmaudit.report", "lmaudit.claims"):  # rendering and judging: results in, no job run
+        reached = set().union(*(graph[m] for m in graph if m.startswith(package)))
+        assert not {m for m in reached if m.startswith(("lmaudit.commands", "lmaudit.experiments", "lmaudit.runs"))}
+
+
+def test_judging_and_rendering_import_neither_the_other():
+    graph = import_graph()
+    for a, b in (("lmaudit.report", "lmaudit.claims"), ("lmaudit.claims", "lmaudit.report")):
+        assert not {f"{m} → {d}" for m in graph if m.startswith(a) for d in graph[m] if d.startswith(b)}
 
 
 def test_attacks_do_not_import_torch():
@@ -102,7 +108,8 @@ def test_attacks_do_not_import_torch():
 
 # the layers, bottom first (DESIGN.md): a module imports only its own layer or those below it
 LAYERS = (("credentials",), ("errors",), ("utils", "settings"), ("progress", "metrics", "shifts", "folders"), ("data",),
-          ("models",), ("probes",), ("attacks", "audit", "extraction", "privacy"), ("report",), ("runs",), ("api",),
+          ("models",), ("probes",), ("attacks", "audit", "extraction", "privacy"), ("report", "claims"), ("runs",),
+          ("api",),
           ("integrations", "experiments"), ("commands",), ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 

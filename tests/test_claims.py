@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_ok, assert_user_error, lmaudit
-from lmaudit.report.claims import CLAIMS, build_claims, judge_all
-from lmaudit.report.claims_gapk import finetuned_gap
-from lmaudit.report.claims_pii import pii_combined
-from lmaudit.report.claims_qskew import misaligned, q_skew_beats_baselines
-from lmaudit.report.claims_smi import smi_closest, smi_coverage
-from lmaudit.report.verdicts import (
+from lmaudit.claims.gapk import finetuned_gap
+from lmaudit.claims.pii import pii_combined
+from lmaudit.claims.qskew import misaligned, q_skew_beats_baselines
+from lmaudit.claims.smi import smi_closest, smi_coverage
+from lmaudit.claims.table import CLAIMS, build_claims, judge_all
+from lmaudit.claims.verdicts import (
     AGAINST,
     AT_THIS_SIZE,
     INCONCLUSIVE,
@@ -168,7 +168,7 @@ def test_a_claim_is_judged_in_both_regimes_side_by_side(tmp_path):
 
 
 def test_the_real_gap_k_verdict_comes_from_continued_pretraining_when_it_was_run():
-    from lmaudit.report.claims import REAL_PT
+    from lmaudit.claims.table import REAL_PT
 
     gap = next(c for c in CLAIMS if c.claim.startswith("Gap-K% beats Min-K%++"))
     tuned = mia_record({"min_k_pp": [TIED] * 3})

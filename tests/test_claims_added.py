@@ -1,4 +1,4 @@
-"""The rows of the headline claims beyond the main rows (lmaudit.report.claims_added, claims_extra): each judge given
+"""The rows of the headline claims beyond the main rows (lmaudit.claims.added, lmaudit.claims.extra): each judge given
 stored values that make each verdict it can give, its figures following the values planted (a judge that can only say
 "not testable" or "not run" says so, with the figures it reads), and the identity one row cites as its evidence."""
 
@@ -8,16 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from lmaudit.extraction.discoverable import discoverable, queries_needed
-from lmaudit.models.adapters import ARAdapter
-from lmaudit.probes import trajectories as traj
-from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
-from lmaudit.report import claims
-from lmaudit.report import claims_added as a
-from lmaudit.report import claims_added_ext as x
-from lmaudit.report import claims_extra as e
-from lmaudit.report.claims_base import Claim
-from lmaudit.report.verdicts import (
+from lmaudit.claims import added as a
+from lmaudit.claims import added_ext as x
+from lmaudit.claims import extra as e
+from lmaudit.claims import table as claims
+from lmaudit.claims.base import Claim
+from lmaudit.claims.verdicts import (
     AGAINST,
     AT_THIS_SIZE,
     INCONCLUSIVE,
@@ -29,6 +25,10 @@ from lmaudit.report.verdicts import (
     SMALLER,
     UNTESTABLE,
 )
+from lmaudit.extraction.discoverable import discoverable, queries_needed
+from lmaudit.models.adapters import ARAdapter
+from lmaudit.probes import trajectories as traj
+from lmaudit.probes.trajectories import Target, ar_suffix_logp, dlm_trajectories
 
 SETS = {"n_members": 200, "n_nonmembers": 200}
 

@@ -5,14 +5,14 @@ the defects once found in them, each with the values quoted then planted into a 
 import numpy as np
 import pytest
 
-from lmaudit.report import claims_gapk as g
-from lmaudit.report import claims_headline as h
-from lmaudit.report import claims_more as m
-from lmaudit.report import claims_others as o
-from lmaudit.report import claims_qskew as q
-from lmaudit.report import claims_qskew_theory as qt
-from lmaudit.report import claims_smi as smi
-from lmaudit.report.verdicts import (
+from lmaudit.claims import gapk as g
+from lmaudit.claims import headline as h
+from lmaudit.claims import more as m
+from lmaudit.claims import others as o
+from lmaudit.claims import qskew as q
+from lmaudit.claims import qskew_theory as qt
+from lmaudit.claims import smi as smi
+from lmaudit.claims.verdicts import (
     AGAINST,
     AT_THIS_SIZE,
     INCONCLUSIVE,
@@ -282,7 +282,7 @@ def test_the_unlearning_std_is_ddof_1_in_the_stored_record_and_its_table():
     assert ua._seed_std([0.0, 0.0, 1.0]) == pytest.approx(0.57735, abs=1e-5)  # ddof = 0 would read 0.4714
     old = {"per_seed": [0.0, 0.0, 1.0], "mean": 1 / 3, "std": 0.4714, "n_undefined": 0}  # written with ddof = 0
     assert ua._std(old) == pytest.approx(0.57735, abs=1e-5)
-    from lmaudit.report.claims_regimes import untouched_floor
+    from lmaudit.claims.regimes import untouched_floor
 
     text = untouched_floor({"unlearning": {"0.5 / none / smi": old}})  # the report recomputes it from the seeds
     assert "0.33 ± 0.58" in text
@@ -300,7 +300,7 @@ def test_the_papers_effect_decides_between_the_five_categories():
 
 
 def test_a_record_that_does_not_say_its_seeds_is_not_taken_as_several():
-    from lmaudit.report.claims_base import one_seed, seed_count
+    from lmaudit.claims.base import one_seed, seed_count
 
     assert one_seed({}) and seed_count({}) == 1  # was counted as several seeds
     assert seed_count({"rows": {"a": {"per_seed": [{}, {}, {}]}}}) == 3  # read from what it stores
@@ -308,7 +308,7 @@ def test_a_record_that_does_not_say_its_seeds_is_not_taken_as_several():
 
 
 def test_the_step_knob_judges_each_seed_and_never_pools_them():
-    from lmaudit.report import claims_added_ext as x
+    from lmaudit.claims import added_ext as x
 
     rng = np.random.default_rng(4)
     cols = [{s: list(m + rng.normal(0, 0.1, 30)) for s, m in (("1", -9.0), ("max", -8.0 + 2 * i))} for i in range(2)]

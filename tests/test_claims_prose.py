@@ -7,16 +7,16 @@ import json
 
 import pytest
 
+from lmaudit.claims import added as a
+from lmaudit.claims import gapk as g
+from lmaudit.claims import headline as h
+from lmaudit.claims import models as md
+from lmaudit.claims import pii as pii
+from lmaudit.claims import qskew as q
+from lmaudit.claims import regimes as rg
+from lmaudit.claims import smi as smi
+from lmaudit.claims.table import build_claims
 from lmaudit.models.presets import PRESETS, build_ar_model
-from lmaudit.report import claims_added as a
-from lmaudit.report import claims_gapk as g
-from lmaudit.report import claims_headline as h
-from lmaudit.report import claims_models as md
-from lmaudit.report import claims_pii as pii
-from lmaudit.report import claims_qskew as q
-from lmaudit.report import claims_regimes as rg
-from lmaudit.report import claims_smi as smi
-from lmaudit.report.claims import build_claims
 
 COUNTS = {"n_members": 200, "n_nonmembers": 200}  # a membership record's sets, read by the unpaired intervals
 
@@ -272,7 +272,7 @@ def test_the_set_validity_regime_does_not_claim_what_a_pretrained_model_never_sa
 @pytest.mark.parametrize("low, said", [(0.29, "No feature set reads the untouched model's forget set near 0"),
                                        (0.05, "reads near 0 on smi-m-scores (0.05")])
 def test_the_unlearning_regime_says_whether_any_audit_reads_the_untouched_forget_set_near_zero(low, said):
-    from lmaudit.report.claims_regimes import untouched_floor
+    from lmaudit.claims.regimes import untouched_floor
 
     cell = lambda m: {"mean": m, "std": 0.1, "n_undefined": 0}  # noqa: E731
     rec = {"unlearning": {"0.5 / none / smi": cell(0.52), "0.5 / none / smi-m-scores": cell(low),

@@ -7,9 +7,9 @@ from functools import partial
 
 import pytest
 
-from lmaudit.report.claims import CLAIMS
-from lmaudit.report.claims_render import judge_one
-from lmaudit.report.verdicts import AGAINST, NOT_REPRODUCED
+from lmaudit.claims.render import judge_one
+from lmaudit.claims.table import CLAIMS
+from lmaudit.claims.verdicts import AGAINST, NOT_REPRODUCED
 from test_claims_planted import PLANTS
 
 

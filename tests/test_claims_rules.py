@@ -8,15 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmaudit.metrics import pool_paired
-from lmaudit.report import claims_gapk as g
-from lmaudit.report import claims_headline as h
-from lmaudit.report import claims_more as m
-from lmaudit.report import claims_others as o
-from lmaudit.report import claims_pii as pii
-from lmaudit.report import claims_qskew as q
-from lmaudit.report.claims import build_claims
-from lmaudit.report.verdicts import (
+from lmaudit.claims import gapk as g
+from lmaudit.claims import headline as h
+from lmaudit.claims import more as m
+from lmaudit.claims import others as o
+from lmaudit.claims import pii as pii
+from lmaudit.claims import qskew as q
+from lmaudit.claims.table import build_claims
+from lmaudit.claims.verdicts import (
     AGAINST,
     AT_THIS_SIZE,
     INCONCLUSIVE,
@@ -27,6 +26,7 @@ from lmaudit.report.verdicts import (
     SMALLER,
     UNTESTABLE,
 )
+from lmaudit.metrics import pool_paired
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,9 +5,12 @@ read as a DLM before adaptation. The experiments pass a kind on as data; these t
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
+import lmaudit.api
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.experiments import config as experiment_config
@@ -65,18 +68,19 @@ def test_an_ar_folder_read_as_a_dlm_keeps_its_weights_and_runs_with_full_attenti
 
 
 def _calls(monkeypatch, cfg, kind, seed=3):
-    """The cached_pretrain and local_model calls Workspace.base makes for ``kind``, and the path it returns."""
+    """The interface's pretrain and the local_model calls Workspace.base makes for ``kind``, and the path it
+    returns."""
     calls = []
 
-    def pretrain(corpus, tokenizer, **kw):
-        calls.append(("pretrain", corpus, tokenizer, kw))
-        return f"{kw['kind']}@{kw['seed']}"
+    def pretrain(*, packages, tokenizer, **kw):
+        calls.append(("pretrain", packages, tokenizer, kw))
+        return SimpleNamespace(path=f"{kw['kind']}@{kw['seed']}")
 
     def local(path):
         calls.append(("local", path))
         return f"local:{path}"
 
-    monkeypatch.setattr("lmaudit.experiments.workspace.cached_pretrain", pretrain)
+    monkeypatch.setattr(lmaudit.api, "pretrain", pretrain)  # into the model cache, through the interface
     monkeypatch.setattr("lmaudit.experiments.workspace.local_model", local)
     ws = Workspace(cfg)
     ws.__dict__.update(corpus="C", tokenizer="T")  # no corpus or tokenizer is built

@@ -2,6 +2,8 @@
 is the same whichever way the job was started."""
 
 import ast
+import importlib
+import inspect
 import json
 from pathlib import Path
 
@@ -11,58 +13,112 @@ import lmaudit
 import lmaudit.api
 from helpers import make_texts, write_jsonl
 from lmaudit.cli import COMMANDS
+from lmaudit.data.given import given_texts
 from lmaudit.folders import folder_kind
 from lmaudit.probes.backends import LocalBackend, current_backend
 from lmaudit.report.kinds import REPORTS
 from lmaudit.runs.common import JOBS, Job, RunResult, job_of_type, register_job
 from lmaudit.runs.extract import ExtractConfig, run_extraction
-from lmaudit.runs.inputs import given_texts
+from test_architecture import LAYERS, RANK
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-# the bodies of the jobs: what only lmaudit.api (and the job modules themselves) may call
-BODIES = {"run_mia", "run_audit", "run_dataset_inference", "run_extraction", "run_reconstruction", "run_epsilon",
-          "run_exposure", "probe_records", "score_records"}
+# the layers above the interface (experiments, integrations, the command line): they reach jobs through it alone
+ABOVE = tuple(name for names in LAYERS[RANK["api"] + 1:] for name in names)
 
 
-def body_imports(root: Path) -> list[str]:
-    """'file: name' of every import of a job body outside lmaudit/api/ and lmaudit/runs/."""
-    found = []
-    for path in sorted((root / "lmaudit").rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(("lmaudit/api/", "lmaudit/runs/")):
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lmaudit."):
-                found += [f"{rel}: {a.name}" for a in node.names if a.name in BODIES]
+def bodies(*, forms: bool = True) -> set[tuple[str, str]]:
+    """(module, name) of every job's body, as the registry declares them (the interface's job families loaded), and
+    with ``forms`` the functions of its module that call it (its cached form: ``cached_pretrain`` runs ``pretrain``)."""
+    lmaudit.api.load_jobs()
+    found = {(job.body.__module__, job.body.__name__) for job in JOBS.values()}
+    if forms:
+        for module, name in list(found):
+            tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+            found |= {(module, fn.name) for fn in tree.body if isinstance(fn, ast.FunctionDef) and any(
+                isinstance(n, ast.Call) and getattr(n.func, "id", None) == name for n in ast.walk(fn))}
     return found
 
 
-def test_nothing_outside_the_interface_runs_a_job_body():
-    assert body_imports(SRC) == []
+def _is_function(module: str, name: str) -> bool:
+    try:
+        return inspect.isfunction(getattr(importlib.import_module(module), name, None))
+    except ImportError:
+        return False
+
+
+def body_calls(root: Path, declared: set[tuple[str, str]]) -> list[str]:
+    """'file: module.name' of every job body (``declared``) and every function of a job module (``lmaudit.runs``)
+    imported or called through its module by a module above the interface."""
+    def flagged(module: str, name: str) -> bool:
+        return (module, name) in declared or (module.startswith("lmaudit.runs.") and _is_function(module, name))
+
+    found = []
+    for path in sorted((root / "lmaudit").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[1].removesuffix(".py") not in ABOVE:
+            continue
+        tree = ast.parse(path.read_text())
+        aliases = {}  # a name bound to a module: ``from lmaudit.models import build``, ``import lmaudit.runs.mia as m``
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lmaudit"):
+                for a in node.names:
+                    if flagged(node.module, a.name):
+                        found.append(f"{rel}: {node.module}.{a.name}")
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname: a.name for a in node.names if a.asname})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                if flagged(aliases[node.value.id], node.attr):
+                    found.append(f"{rel}: {aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_every_job_names_its_body_and_the_interface_runs_it():
+    assert len(bodies(forms=False)) == len(JOBS)  # one body a job
+    for job in JOBS.values():  # the interface function calls its body
+        tree = ast.parse(inspect.getsource(getattr(lmaudit.api, job.name)))
+        called = {getattr(n.func, "attr", getattr(n.func, "id", None)) for n in ast.walk(tree)
+                  if isinstance(n, ast.Call)}
+        assert job.body.__name__ in called, job.name
+
+
+def test_nothing_above_the_interface_runs_a_job_body():
+    assert body_calls(SRC, bodies()) == []
 
 
 def test_the_body_check_finds_an_experiment_calling_a_body(tmp_path):
     pkg = tmp_path / "lmaudit" / "experiments"
     pkg.mkdir(parents=True)
-    (pkg / "x.py").write_text("from lmaudit.runs.mia import RunConfig, run_mia\nfrom lmaudit import api\n")
+    (pkg / "x.py").write_text("from lmaudit.runs.mia import RunConfig, run_mia, score_set\nfrom lmaudit import api\n"
+                              "from lmaudit.models import build\nimport lmaudit.runs.audit_set as audits\n"
+                              "build.finetune(a, b, c)\nbuild.corpus_tokenizer(c)\naudits.estimate_rho(m, n, u, c)\n")
     (tmp_path / "lmaudit" / "api").mkdir()
     (tmp_path / "lmaudit" / "api" / "m.py").write_text("from lmaudit.runs.mia import run_mia\n")
-    assert body_imports(tmp_path) == ["lmaudit/experiments/x.py: run_mia"]
+    (tmp_path / "lmaudit" / "runs").mkdir()  # below the interface: a job composes what it needs
+    (tmp_path / "lmaudit" / "runs" / "j.py").write_text("from lmaudit.models.build import finetune\n")
+    assert body_calls(tmp_path, bodies()) == ["lmaudit/experiments/x.py: lmaudit.models.build.finetune",
+                                              "lmaudit/experiments/x.py: lmaudit.runs.audit_set.estimate_rho",
+                                              "lmaudit/experiments/x.py: lmaudit.runs.mia.run_mia",
+                                              "lmaudit/experiments/x.py: lmaudit.runs.mia.score_set"]
 
 
 def test_every_job_is_declared_once_with_its_command_result_and_report():
-    assert set(JOBS) == {"mia", "demo", "audit_set", "dataset_inference", "extract", "reconstruct_pii", "epsilon",
-                         "canaries", "finetune", "unlearn", "pretrain", "shadows", "unlearning_check", "compare"}
+    lmaudit.api.load_jobs()
     for name, job in JOBS.items():
         assert job.command in COMMANDS, name  # the command line has it
-        assert name == "demo" or name in lmaudit.api.__all__, name  # the interface runs it
+        assert name in lmaudit.api.__all__, name  # the interface runs it
         if job.report is not None:
-            assert REPORTS[job.type] is job.report  # its report is found by the type of its results
+            assert all(REPORTS[t] is job.report for t in job.types)  # its report is found by the type of its results
     assert job_of_type("pii-reconstruction") is JOBS["reconstruct_pii"] and job_of_type("nothing") is None
-    again = Job("extract", "extraction", "extract", RunResult)  # another declaration under a taken name
+    assert job_of_type("demo") is JOBS["mia"]  # the demo writes a membership run under its own type
+    again = Job("extract", "extraction", "extract", RunResult, run_extraction)  # a second declaration of a name
     with pytest.raises(lmaudit.errors.LmauditError, match="job 'extract' is declared twice"):
         register_job(again)
     assert JOBS["extract"] is not again
+    with pytest.raises(lmaudit.errors.LmauditError, match="job 'nobody' names no body"):
+        register_job(Job("nobody", "nothing", "nobody", RunResult, None))
+    assert "nobody" not in JOBS
 
 
 def test_a_result_written_and_read_back_is_of_its_jobs_type_and_says_the_same(tmp_path, tiny_model_dir):

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.claims.table import build_claims
 from lmaudit.data import corpus as corpus_mod
 from lmaudit.data import snapshot
 from lmaudit.data.corpus import DEFAULT_PACKAGES, build_corpus
 from lmaudit.errors import DataError
 from lmaudit.experiments.demo_values import compare_demo
 from lmaudit.experiments.reproduce import QUICK, SPREADS, compare_folders, stored_config
-from lmaudit.report.claims import build_claims
 from lmaudit.utils import stable_hash
 
 REPO = Path(__file__).resolve().parents[1]

@@ -80,7 +80,7 @@ def test_a_run_read_back_from_mlflow_holds_what_was_audited_its_figures_settings
 
 
 def test_metric_names_are_those_the_training_callback_logs():
-    from lmaudit.runs.tracking import metric_name
+    from lmaudit.utils import metric_name
 
     names = [metric_name("lmaudit", "min_k", f) for f in ("auc", "tpr@1%fpr", "tpr@0.1%fpr", "tpr@10%fpr_ci95_low")]
     assert names == ["lmaudit/min_k/auc", "lmaudit/min_k/tpr_at_1pct_fpr", "lmaudit/min_k/tpr_at_0.1pct_fpr",

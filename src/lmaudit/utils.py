@@ -320,3 +320,12 @@ def import_submodules(package: str) -> None:
     _IMPORTED_PACKAGES.add(package)
     for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
         importlib.import_module(f"{package}.{info.name}")
+
+
+def metric_name(*parts: str) -> str:
+    """A metric name MLflow (and ``transformers``' MLflow reporter) keeps as it is, from its parts: ``%`` reads
+    ``pct`` and ``@`` reads ``_at_`` (``tpr@1%fpr`` → ``tpr_at_1pct_fpr``), other characters outside letters, digits
+    and ``_ - . /`` become ``_``."""
+    text = "/".join(str(p) for p in parts if p not in (None, ""))
+    text = re.sub(r"%(?=[A-Za-z])", "pct_", text).replace("%", "pct").replace("@", "_at_")
+    return re.sub(r"[^A-Za-z0-9_\-./]", "_", text)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lmaudit.data.given import texts_of
 from lmaudit.extraction.reconstruct import redacted_records
 from lmaudit.models.loading import load_models
 from lmaudit.privacy.secrets import read_exposure_canaries
 from lmaudit.runs.canaries import ExposureConfig, ExposureResult, check_candidates, run_exposure
 from lmaudit.runs.extract import ExtractConfig, ExtractionResult, run_extraction
-from lmaudit.runs.inputs import check_backend, running, texts_of
+from lmaudit.runs.inputs import check_backend, running
 from lmaudit.runs.pii import ReconstructConfig, ReconstructionResult, run_reconstruction
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from lmaudit.data.given import given_texts, texts_of
 from lmaudit.data.loaders import load_member_sets
 from lmaudit.errors import LmauditError, SettingError, spell
 from lmaudit.models.loading import load_model, load_models
 from lmaudit.models.shadows import ShadowSet
-from lmaudit.runs.audit_set import AuditConfig, AuditResult, run_audit, run_duci, suspect_membership
+from lmaudit.runs.audit_set import AuditConfig, AuditResult, estimate_rho, run_set_audit, suspect_membership
 from lmaudit.runs.dataset_inference import InferenceConfig, InferenceResult, run_dataset_inference
-from lmaudit.runs.inputs import check_backend, given_texts, running, texts_of
-from lmaudit.runs.mia import MIAResult, RunConfig, run_mia
+from lmaudit.runs.inputs import check_backend, running
+from lmaudit.runs.mia import MIAResult, RunConfig, run_mia, score_set
 from lmaudit.runs.privleak import check_before_run, privleak_against, read_retrained
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
-__all__ = ["mia", "probe", "score", "audit_set", "dataset_inference", "RunConfig", "AuditConfig", "InferenceConfig"]
+__all__ = ["mia", "probe", "score", "score_texts", "audit_set", "audit_features", "dataset_inference", "RunConfig",
+           "AuditConfig", "InferenceConfig"]
 
 
 def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | None = None, text_field: str = "text",
@@ -101,6 +103,48 @@ def score(records: ProbeRecords, attacks: list[str] | None = None, *,
     return score_records(records, attacks, params=params)
 
 
+def score_texts(model, texts, *, reference=None, shadows=None, config: RunConfig | None = None, backend=None,
+                **load_options) -> dict[str, np.ndarray]:
+    """{attack: scores, higher = more member-like} of one unlabelled text set: the scores :func:`mia` gives those
+    texts (the same probes and probe cache), without labels or metrics. Arguments as in :func:`mia`; ``shadows`` a
+    folder or a :class:`~lmaudit.models.shadows.ShadowSet`.
+
+    Examples
+    --------
+    >>> scores = lmaudit.score_texts(MODEL, "suspect.jsonl", config=lmaudit.RunConfig(attacks=["loss", "zlib"]))
+    >>> sorted(scores), scores["loss"].shape
+    (['loss', 'zlib'], (8,))
+    """
+    textset = texts_of(texts)
+    shadow_set = shadows if shadows is None or isinstance(shadows, ShadowSet) else ShadowSet.load(shadows)
+    check_backend(backend)
+    target, ref = load_models(model, reference, **load_options)
+    with running(backend, target, ref):
+        return score_set(target, textset, reference=ref, config=config, shadows=shadow_set)
+
+
+def audit_features(members, nonmembers, suspect, *, config: AuditConfig | None = None) -> dict[str, dict]:
+    """ρ of a suspect set from features already measured (no model): ``members``, ``nonmembers`` and ``suspect``
+    are (n, k) arrays of one row per text (attack scores, hidden states), standardised together as
+    :func:`audit_set` does; {method: its estimate, with ``trained_fraction`` = 1 − ρ} for ``config.method``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> m, n = rng.normal(1.0, 1.0, (60, 2)), rng.normal(0.0, 1.0, (60, 2))
+    >>> est = lmaudit.audit_features(m, n, np.vstack([m[:30], n[:30]]),
+    ...                              config=lmaudit.AuditConfig(method="smi", bootstrap=20))
+    >>> sorted(est), bool(0.0 <= est["smi"]["rho"] <= 1.0)
+    (['smi'], True)
+    """
+    config = config or AuditConfig()
+    if config.method == "duci":
+        raise SettingError("method", "{name} duci reads shadow models' scores, not features",
+                           hint="use smi, smi-m or both")
+    return estimate_rho(np.asarray(members), np.asarray(nonmembers), np.asarray(suspect), config)
+
+
 def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, label_field: str | None = None,
               text_field: str = "text", split: str | None = None, reference=None, shadows=None,
               config: AuditConfig | None = None, backend=None, **load_options) -> AuditResult:
@@ -131,11 +175,11 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
                            options={"method": spell("method", "duci"), "shadows": ("shadows=", "--shadows")})
     mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
                                 label_field=label_field, text_field=text_field, split=split)
-    sets = [mem, non, texts_of(suspect, text_field, split, name="suspect")]
+    sus = texts_of(suspect, text_field, split, name="suspect")
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with running(backend, target, ref):
-        return AuditResult(run_audit(target, *sets, config, reference=ref))
+        return AuditResult(run_set_audit(target, sus, config, members=mem, nonmembers=non, reference=ref))
 
 
 _SHADOW_LOADING = ("dtype", "device", "trust_remote_code", "allow_pickle", "mask_token_id", "shift_logits")
@@ -167,8 +211,8 @@ def _duci(model, members, nonmembers, suspect, *, data, text_field, split, refer
     target, ref = load_models(model, reference, **load_options)
     local = {k: v for k, v in load_options.items() if k in _SHADOW_LOADING}
     with running(backend, target, ref):
-        return AuditResult(run_duci(target, sus, config, shadows=shadow_set, where=where, reference=ref,
-                                    load=lambda path: load_model(path, **{**local, "kind": target.kind})))
+        return AuditResult(run_set_audit(target, sus, config, shadows=shadow_set, where=where, reference=ref,
+                                         load=lambda path: load_model(path, **{**local, "kind": target.kind})))
 
 
 def dataset_inference(model, suspect, validation, *, members=None, reference=None, text_field: str = "text",

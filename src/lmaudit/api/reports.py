@@ -32,7 +32,7 @@ verdict_text = deferred("lmaudit.runs.mia_notes", "verdict_text")
 _write_report = deferred("lmaudit.report.build", "write_report")
 _build_report = deferred("lmaudit.report.build", "build_report")
 _verify_run = deferred("lmaudit.report.build", "verify_run")
-_build_claims = deferred("lmaudit.report.claims", "build_claims")
+_build_claims = deferred("lmaudit.claims.table", "build_claims")
 _audit_summary = deferred("lmaudit.report.summary", "audit_summary")
 _report_view = deferred("lmaudit.report.document", "ReportView")
 

@@ -3,9 +3,10 @@ quantisation (:mod:`lmaudit.runs.unlearning_check`)."""
 
 from __future__ import annotations
 
+from lmaudit.data.given import texts_of
 from lmaudit.errors import LmauditError
 from lmaudit.models.gguf import local_model
-from lmaudit.runs.inputs import lora_of, source_of, texts_of
+from lmaudit.runs.inputs import lora_of, source_of
 from lmaudit.runs.unlearning_check import CheckConfig, CheckResult, check_roles, run_unlearning_check
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take

@@ -18,11 +18,9 @@ from pathlib import Path
 from lmaudit import api
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet, load_texts
-from lmaudit.folders import cached_build
-from lmaudit.models.build import EMBEDDED_DLM, cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.build import EMBEDDED_DLM, corpus_tokenizer
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model
-from lmaudit.models.lora import LoraSpec
 from lmaudit.progress import info
 from lmaudit.runs.mia import MIAResult, RunConfig
 
@@ -71,12 +69,10 @@ def _write_jsonl(path: Path, texts: list[str], prefix: str) -> None:
 
 
 def _finetuned(base: Path, members: TextSet, cfg: DemoConfig) -> Path:
-    return cached_build(
-        "models",
-        ("finetune", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.finetune_lr, cfg.seed),
-        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr,
-                             seed=cfg.seed),
-    )
+    """``base`` fine-tuned on the members, through the interface into the model cache (the demo's own key)."""
+    key = ("finetune", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.finetune_lr, cfg.seed)
+    return api.finetune(base, members, mode="dft", epochs=cfg.finetune_epochs, lr=cfg.finetune_lr, seed=cfg.seed,
+                        cache_key=key).path
 
 
 def _member_sets(corpus, out: Path, n_members: int, n_nonmembers: int, chars: int, seed: int):
@@ -113,10 +109,9 @@ def run_real_demo(out_dir: str | Path, cfg: RealDemoConfig = REAL, *, report: bo
     info(f"pretrained model: {cfg.model} ({base})")
     passages, members, nonmembers = _member_sets(corpus, out, cfg.n_members, cfg.n_nonmembers, cfg.passage_chars,
                                                  cfg.seed)
-    target = cached_build(
-        "models", ("finetune-real", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.lora, cfg.seed),
-        lambda tmp: finetune(base, members, tmp, mode="dft", epochs=cfg.finetune_epochs, seed=cfg.seed,
-                             lora=LoraSpec(cfg.lora)))
+    key = ("finetune-real", str(base), members.fingerprint(), cfg.finetune_epochs, cfg.lora, cfg.seed)
+    target = api.finetune(base, members, mode="dft", epochs=cfg.finetune_epochs, seed=cfg.seed, lora=cfg.lora,
+                          cache_key=key).path
     info(f"fine-tuned target (LoRA rank {cfg.lora}): {target}")
     result = api.mia(target, members, nonmembers, reference=base,
                      config=RunConfig(seed=cfg.seed, batch_size=cfg.batch_size))
@@ -140,7 +135,8 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
          f"({', '.join(f'{k} {v}' for k, v in corpus.manifest['pools'].items())})")
     tokenizer = corpus_tokenizer(corpus)
 
-    base = cached_pretrain(corpus, tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed)
+    base = api.pretrain(kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens, seed=cfg.seed, packages=corpus,
+                        tokenizer=tokenizer).path
     info(f"base model: {base}")
 
     passages, members, nonmembers = _member_sets(corpus, out, cfg.n_members, cfg.n_nonmembers, cfg.passage_chars,
@@ -150,8 +146,8 @@ def run_demo(out_dir: str | Path, cfg: DemoConfig = FULL, *, report: bool = Fals
     info(f"fine-tuned target: {target}")
     result = api.mia(target, members, nonmembers, reference=base, config=RunConfig(seed=cfg.seed))
 
-    dlm_base = cached_pretrain(corpus, tokenizer, kind="dlm", preset=cfg.preset, tokens=cfg.dlm_adapt_tokens,
-                               seed=cfg.seed, init_from=base)
+    dlm_base = api.pretrain(kind="dlm", preset=cfg.preset, tokens=cfg.dlm_adapt_tokens, seed=cfg.seed, init_from=base,
+                            packages=corpus, tokenizer=tokenizer).path
     dlm_target = _finetuned(dlm_base, members, cfg)
     info(f"diffusion LM: base {dlm_base}, fine-tuned {dlm_target}")
     n = cfg.dlm_samples

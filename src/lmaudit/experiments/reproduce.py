@@ -8,7 +8,7 @@ on two cores from a fresh cache, the tiny models trained first), re-runs each fr
 - **the corpus**: the re-run's corpus hash against the committed one (a different corpus is a different
   experiment, and its figures are not expected to agree);
 - **the verdicts**: every row of CLAIMS.md that reads the experiment, judged on the committed results and on the
-  committed results with the re-run in its place (:func:`lmaudit.report.claims.judge_all`);
+  committed results with the re-run in its place (:func:`lmaudit.claims.table.judge_all`);
 - **the headline figures**: the cells of the experiment's first table, ``mean ± std`` over seeds, each re-run mean
   against the committed one, beside the committed seed-to-seed spread (its ``std``). A figure lies within the
   spread when the difference is at most :data:`SPREADS` × that std; a figure of one seed has no spread, and agrees
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit.claims.table import CLAIMS, judge_all, load_results
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import get_experiment_type
 from lmaudit.progress import info
-from lmaudit.report.claims import CLAIMS, judge_all, load_results
 
 # the committed experiments a re-run checks: under an hour on two cores from a fresh cache (tiny models trained;
 # 57 min measured with the demo, on cores shared with other work)

@@ -10,23 +10,22 @@ import numpy as np
 
 from lmaudit import api
 from lmaudit.data.corpus import SOURCES, build_corpus, pydoc_corpus
+from lmaudit.data.given import labelled_set
 from lmaudit.data.instruct import instruction_set, perturb_words
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.data.pii import pii_corpus
 from lmaudit.data.snapshot import embedded_hash
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
-from lmaudit.folders import cached_build
 from lmaudit.metrics import seed_std
-from lmaudit.models.build import cached_pretrain, corpus_tokenizer, finetune
+from lmaudit.models.build import corpus_tokenizer
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model
 from lmaudit.models.kinds import adapted_from
 from lmaudit.models.loading import load_model
-from lmaudit.models.lora import LoraSpec
 from lmaudit.progress import info
 from lmaudit.runs.extract import ExtractConfig
-from lmaudit.runs.mia import RunConfig, labelled_set
+from lmaudit.runs.mia import RunConfig
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
 
@@ -99,14 +98,18 @@ class Workspace:
             if source is None:  # the pretrained model itself
                 return local_model(c.base)
             # a diffusion LM adapted from the pretrained model (Dream-style), with its own tokenizer
-            return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.adapt_tokens,
-                                   seed=0, init_from=self.base(seed, source), lr=c.adapt_lr or None,
-                                   block=c.adapt_block or None, batch_size=c.adapt_batch_size or None)
+            return self.pretrained(kind=kind, tokens=c.adapt_tokens, seed=0, init_from=self.base(seed, source),
+                                   lr=c.adapt_lr or None, block=c.adapt_block or None,
+                                   batch_size=c.adapt_batch_size or None)
         if source is None:  # pretrained from scratch on the corpus
-            return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.pretrain_tokens,
-                                   seed=seed)
-        return cached_pretrain(self.corpus, self.tokenizer, kind=kind, preset=c.preset, tokens=c.adapt_tokens,
-                               seed=seed, init_from=self.base(seed, source))
+            return self.pretrained(kind=kind, tokens=c.pretrain_tokens, seed=seed)
+        return self.pretrained(kind=kind, tokens=c.adapt_tokens, seed=seed, init_from=self.base(seed, source))
+
+    def pretrained(self, *, kind: str, tokens: int, seed: int, **settings) -> Path:
+        """A model of ``kind`` pretrained on this workspace's corpus and tokenizer (``preset``), through the interface
+        into the model cache (:func:`lmaudit.api.pretrain`; ``settings``: its other keywords)."""
+        return api.pretrain(kind=kind, preset=self.cfg.preset, tokens=tokens, seed=seed, packages=self.corpus,
+                            tokenizer=self.tokenizer, **settings).path
 
     def data(self, seed: int) -> tuple[TextSet, TextSet]:
         """(members, non-members) of one seed: corpus passages (``dft``) or instruction pairs (``ift``).
@@ -145,19 +148,15 @@ class Workspace:
 
     def finetuned(self, base: Path, data: TextSet, seed: int, *, epochs: int | None = None,
                   mask_ratio: float | None = None) -> Path:
-        """``base`` fine-tuned on ``data`` with the experiment's settings (cached by all of them).
+        """``base`` fine-tuned on ``data`` with the experiment's settings, through the interface into the model cache
+        (:func:`lmaudit.api.finetune`, keyed by all of them).
 
         With ``lora`` set, a LoRA adapter of that rank (a folder that loads like a model, on ``base``).
         """
         c = self.cfg
         epochs = epochs or c.epochs
-        key = ("finetune", str(base), data.fingerprint(), c.mode, epochs, c.lr, c.block, c.batch_size, seed, mask_ratio)
-        if c.lora:  # full fine-tunings keep the keys (and cached models) they had before LoRA existed
-            key += ("lora", c.lora)
-        lora = LoraSpec(c.lora) if c.lora else None
-        return cached_build("models", key, lambda tmp: finetune(
-            base, data, tmp, mode=c.mode, epochs=epochs, lr=c.lr, block=c.block, batch_size=c.batch_size, seed=seed,
-            mask_ratio=mask_ratio, lora=lora))
+        return api.finetune(base, data, mode=c.mode, epochs=epochs, lr=c.lr, block=c.block, batch_size=c.batch_size,
+                            seed=seed, mask_ratio=mask_ratio, lora=c.lora or None).path
 
     def fine_tuned_run(self, seed: int):
         """(members, non-members, base, target fine-tuned on the members) for one seed."""

@@ -27,14 +27,13 @@ from matplotlib.figure import Figure
 
 from lmaudit.api.membership import RunConfig, mia
 from lmaudit.attacks import list_attacks
+from lmaudit.data.given import texts_of
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.adapters import handle_for
 from lmaudit.privacy.canaries import DECOYS, TRAIN
 from lmaudit.progress import is_quiet, set_quiet
-from lmaudit.runs.inputs import texts_of
-from lmaudit.runs.tracking import metric_name
-from lmaudit.utils import write_json_atomic
+from lmaudit.utils import metric_name, write_json_atomic
 
 DEFAULT_ATTACKS = ("loss", "zlib", "min_k")
 HISTORY = "history.json"  # in out_dir: every evaluation's step and metrics, rewritten after each one
@@ -173,7 +172,7 @@ class LiveAudit:
     (``step-NNNNNN-canaries``), and ``history.json`` lists them all. ``stop_above_auc``: :meth:`stop_reason` says
     why training should stop once any AUC logged exceeds it. ``train_texts``: the training texts, to warn of
     members missing from them (and non-members found in them). Metric names, as MLflow gets them from the command line
-    too (:func:`~lmaudit.runs.tracking.metric_name`): ``PREFIX/ATTACK/auc``, ``PREFIX/ATTACK/tpr_at_1pct_fpr``, and
+    too (:func:`~lmaudit.utils.metric_name`): ``PREFIX/ATTACK/auc``, ``PREFIX/ATTACK/tpr_at_1pct_fpr``, and
     ``PREFIX/canaries/ATTACK/...``.
     """
 

@@ -14,7 +14,7 @@ Every ``every_steps`` optimizer steps (or at the end of each epoch with ``on="ep
 when no audit fell on it, it runs a :class:`~lmaudit.integrations.live.LiveAudit` on the model being trained, in the
 training process, inside :func:`~lmaudit.integrations.live.untouched`: the training loss curve is the same, bit for
 bit, with the callback as without it. The metrics are named as ``lmaudit track`` names them
-(:func:`lmaudit.runs.tracking.metric_name`): ``lmaudit/ATTACK/auc``, ``lmaudit/ATTACK/tpr_at_1pct_fpr``,
+(:func:`lmaudit.utils.metric_name`): ``lmaudit/ATTACK/auc``, ``lmaudit/ATTACK/tpr_at_1pct_fpr``,
 ``lmaudit/canaries/ATTACK/auc``. They are logged with ``trainer.log`` once :meth:`LeakageCallback.attach` has given
 the callback its trainer, so they reach ``state.log_history`` and whatever ``report_to`` names (a
 ``TrainerCallback`` is never handed the trainer, and a value added to ``logs`` in ``on_log`` would reach neither the

@@ -196,11 +196,10 @@ def masked_model(path: str = ""):
     return handle
 
 
-def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str = "tiny", tokens: int,
-                    seed: int = 0, init_from: Path | None = None, include: TextSet | None = None,
-                    repeats: int = 1, block: int | None = None, batch_size: int | None = None,
-                    lr: float | None = None) -> Path:
-    """:func:`pretrain` through the model cache: the same arguments reuse the same folder."""
+def pretrain_key(corpus: Corpus, tokenizer, *, kind: str, preset: str, tokens: int, seed: int,
+                 init_from: str | Path | None = None, include: TextSet | None = None, repeats: int = 1,
+                 block: int | None = None, batch_size: int | None = None, lr: float | None = None) -> tuple:
+    """The model cache's key of a :func:`pretrain`: everything that determines its weights."""
     key = ("pretrain", kind, preset, corpus.fingerprint, len(tokenizer), tokens, seed)
     if init_from is not None:
         key += ("init_from", str(init_from))
@@ -208,6 +207,16 @@ def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str 
         key += ("include", include.fingerprint(), repeats)
     if (block, batch_size, lr) != (None, None, None):  # the preset's when not given: earlier keys unchanged
         key += ("training", block, batch_size, lr)
+    return key
+
+
+def cached_pretrain(corpus: Corpus, tokenizer, *, kind: str = "ar", preset: str = "tiny", tokens: int,
+                    seed: int = 0, init_from: Path | None = None, include: TextSet | None = None,
+                    repeats: int = 1, block: int | None = None, batch_size: int | None = None,
+                    lr: float | None = None) -> Path:
+    """:func:`pretrain` through the model cache: the same arguments reuse the same folder."""
+    key = pretrain_key(corpus, tokenizer, kind=kind, preset=preset, tokens=tokens, seed=seed, init_from=init_from,
+                       include=include, repeats=repeats, block=block, batch_size=batch_size, lr=lr)
     return cached_build("models", key, lambda tmp: pretrain(corpus, tokenizer, tmp, kind=kind, preset=preset,
                                                              tokens=tokens, seed=seed, init_from=init_from,
                                                              include=include, repeats=repeats, block=block,

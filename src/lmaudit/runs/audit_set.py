@@ -206,6 +206,16 @@ def run_duci(loaded, suspect: TextSet, cfg: AuditConfig, *, shadows: ShadowSet, 
             "timings_ms": {"features": 1e3 * (t1 - t0), "shadow_scores": 1e3 * (t2 - t1)}}
 
 
+def run_set_audit(loaded, suspect: TextSet, cfg: AuditConfig, *, members: TextSet | None = None,
+                  nonmembers: TextSet | None = None, reference=None, shadows: ShadowSet | None = None,
+                  where: str | Path = "shadows", load: Callable | None = None) -> dict:
+    """The set-level audit of ``suspect`` by ``cfg.method``: ρ against ``members`` and ``nonmembers``
+    (:func:`run_audit`), or DUCI's proportion calibrated on ``shadows`` (:func:`run_duci`); the results payload."""
+    if cfg.method == "duci":
+        return run_duci(loaded, suspect, cfg, shadows=shadows, where=where, reference=reference, load=load)
+    return run_audit(loaded, members, nonmembers, suspect, cfg, reference=reference)
+
+
 class AuditResult(RunResult):
     """A set-level audit: ``to_frame()`` has one row per method (ρ, its 90% interval, the unclipped ρ); a DUCI audit
     one row of the used proportion (its 95% interval, the unclipped value, ρ = 1 − proportion)."""
@@ -224,4 +234,5 @@ class AuditResult(RunResult):
         return audit_summary(self.payload).headline
 
 
-JOB = register_job(Job("audit_set", "set-audit", "audit-set", AuditResult, AuditConfig, set_audit_report))
+JOB = register_job(Job("audit_set", "set-audit", "audit-set", AuditResult, run_set_audit, AuditConfig,
+                       set_audit_report))

@@ -225,4 +225,4 @@ class ExposureResult(RunResult):
         return result
 
 
-JOB = register_job(Job("canaries", TYPE, "canaries", ExposureResult, ExposureConfig, exposure_report))
+JOB = register_job(Job("canaries", TYPE, "canaries", ExposureResult, run_exposure, ExposureConfig, exposure_report))

@@ -69,34 +69,46 @@ def write_results(out: str | Path, payload: dict, *, kind: str, tables: dict[str
 @dataclass(frozen=True)
 class Job:
     """A job of :mod:`lmaudit.api`, declared once beside its body: ``name`` (the interface function), ``type`` (what
-    ``results.json``'s ``type`` and the folder's manifest say it wrote), ``command``, its ``settings`` type, its
-    ``result`` type (which writes, reads back, tabulates and describes itself) and ``report`` (the builder of its
-    report, or None). The folder kinds, :func:`lmaudit.load_results` and the report lookup derive from it."""
+    ``results.json``'s ``type`` and the folder's manifest say it wrote), ``command``, its ``result`` type (which
+    writes, reads back, tabulates and describes itself), its ``body`` (the function the interface function runs, and
+    nothing above the interface calls), its ``settings`` type and ``report`` (the builder of its report, or None).
+    ``also`` names other types its results are written under (the demo writes a membership run as ``demo``). The
+    folder kinds, :func:`lmaudit.load_results` and the report lookup derive from it."""
 
     name: str
     type: str
     command: str
     result: type
+    body: Callable
     settings: type | None = None
     report: Callable | None = None
+    also: tuple[str, ...] = ()
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Every type its results are written under, its own first."""
+        return (self.type, *self.also)
 
 
 JOBS: dict[str, Job] = {}  # name -> job
 
 
 def register_job(job: Job) -> Job:
-    """Declare ``job`` (once): its report builder is then found by the type of its results."""
+    """Declare ``job`` (once): its report builder is then found by the types of its results."""
     if JOBS.get(job.name, job) != job:
         raise LmauditError(f"job '{job.name}' is declared twice")
+    if not callable(job.body):
+        raise LmauditError(f"job '{job.name}' names no body: declare the function its interface function runs")
     JOBS[job.name] = job
     if job.report is not None:
-        register_report(job.type)(job.report)
+        for written in job.types:
+            register_report(written)(job.report)
     return job
 
 
 def job_of_type(written: str | None) -> Job | None:
-    """The job that writes results of type ``written`` (the first declared when several write one), or None."""
-    return next((job for job in JOBS.values() if job.type == written), None)
+    """The job whose results are of type ``written`` (the first declared when several write one), or None."""
+    return next((job for job in JOBS.values() if written in job.types), None)
 
 
 def _cell(value) -> str:

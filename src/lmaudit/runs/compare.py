@@ -173,4 +173,5 @@ def comparison_report(run: Path, res: dict, *, where: Path | None = None, show_p
                    Section("Per attack, on the shared texts", text, table=comparison_rows(res))])
 
 
-JOB = register_job(Job("compare", "comparison", "compare", ComparisonResult, CompareConfig, comparison_report))
+JOB = register_job(Job("compare", "comparison", "compare", ComparisonResult, compare_runs, CompareConfig,
+                       comparison_report))

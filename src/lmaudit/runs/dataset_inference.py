@@ -191,4 +191,4 @@ class InferenceResult(RunResult):
 
 
 JOB = register_job(Job("dataset_inference", "dataset-inference", "dataset-inference", InferenceResult,
-                       InferenceConfig, inference_report))
+                       run_dataset_inference, InferenceConfig, inference_report))

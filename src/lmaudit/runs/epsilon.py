@@ -41,4 +41,4 @@ def run_epsilon(run_dir: str | Path, *, delta: float, confidence: float, attack:
                                          seed=seed if canaries is None else None, canaries=canaries))
 
 
-JOB = register_job(Job("epsilon", "epsilon-lower-bound", "epsilon", EpsilonResult))
+JOB = register_job(Job("epsilon", "epsilon-lower-bound", "epsilon", EpsilonResult, run_epsilon))

@@ -367,4 +367,5 @@ class ExtractionResult(RunResult):
         return write_extraction(self.payload, out, report=report)
 
 
-JOB = register_job(Job("extract", "extraction", "extract", ExtractionResult, ExtractConfig, extraction_report))
+JOB = register_job(Job("extract", "extraction", "extract", ExtractionResult, run_extraction, ExtractConfig,
+                       extraction_report))

@@ -1,4 +1,5 @@
-"""What the jobs of :mod:`lmaudit.api` take: models and text sets from what a caller gives, and the backend."""
+"""What the jobs of :mod:`lmaudit.api` take: models from what a caller gives, and the backend (text sets:
+:mod:`lmaudit.data.given`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import LoraSpec
@@ -39,27 +39,6 @@ def check_backend(backend) -> None:
     """A backend named by a string must be one lmaudit makes: said before any model loads."""
     if isinstance(backend, str) and backend not in BACKENDS:
         raise SettingError("backend", f"unknown {{name}} '{backend}'", hint=f"use one of {', '.join(BACKENDS)}")
-
-
-def given_texts(data, name: str):
-    """``data`` as a path or a text set (a list of strings: records ``NAME:0``, ``NAME:1``, ...), else a
-    :class:`~lmaudit.errors.SettingError` naming ``name`` (a Python argument)."""
-    if data is None or isinstance(data, (TextSet, str, Path)):
-        return data
-    hint = "give a path (str or pathlib.Path), a TextSet or a list of strings"
-    if not isinstance(data, (list, tuple)):
-        raise SettingError(name, f"{{name}} must be a data file, a TextSet or a list of texts, got "
-                                 f"{type(data).__name__}", hint=hint)
-    wrong = next((i for i, t in enumerate(data) if not isinstance(t, str)), None)
-    if wrong is not None:
-        raise SettingError(name, f"{{name}}[{wrong}] is a {type(data[wrong]).__name__}, not a text", hint=hint)
-    return TextSet.from_texts(list(data), prefix=f"{name}:", source=f"{name} (a list of {len(data)} texts)")
-
-
-def texts_of(data, text_field: str = "text", split: str | None = None, name: str = "texts") -> TextSet:
-    """A text set from a data file, a :class:`TextSet` or a list of strings (:func:`given_texts`)."""
-    data = given_texts(data, name)
-    return data if isinstance(data, TextSet) else load_texts(data, text_field=text_field, split=split)
 
 
 def lora_of(lora: LoraSpec | int | None) -> LoraSpec | None:

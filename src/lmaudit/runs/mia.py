@@ -18,7 +18,8 @@ import numpy as np
 from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.attacks.recall import hold_out_prefix
 from lmaudit.attacks.registry import ACCESS
-from lmaudit.data.loaders import Record, TextSet
+from lmaudit.data.given import labelled_set
+from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import check_sets, ngram_overlap
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize_attacks
@@ -27,7 +28,9 @@ from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import adapter_record
 from lmaudit.probes.records import MaskedStats
 from lmaudit.progress import info
+from lmaudit.report.build import mia_report
 from lmaudit.runs import peer_groups  # noqa: F401  (registers the gradient and neighbour probes)
+from lmaudit.runs.common import Job, register_job
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts
 from lmaudit.runs.mia_result import MIAResult, RunConfig, text_digests
@@ -168,13 +171,6 @@ def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, pr
     return out
 
 
-def labelled_set(members: TextSet, nonmembers: TextSet) -> TextSet:
-    """Members then non-members as the one set a membership run probes (ids prefixed ``m:`` / ``n:``)."""
-    return TextSet([Record(f"m:{r.id}", r.target, r.context) for r in members.records]
-                   + [Record(f"n:{r.id}", r.target, r.context) for r in nonmembers.records],
-                   source=f"{members.source} + {nonmembers.source}")
-
-
 def run_mia(
     target: ModelHandle,
     members: TextSet,
@@ -283,3 +279,7 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     scores, _, _, _ = _score(ctx, specs, params, textset, 0)
     return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}
+
+
+JOB = register_job(Job("mia", "mia", "mia", MIAResult, run_mia, RunConfig, mia_report, also=("demo",)))  # the demo's
+# AR part is a membership run, written as ``demo`` (lmaudit.experiments.demo)

@@ -11,13 +11,13 @@ import pandas as pd
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.report.build import mia_report, read_results, read_scores
+from lmaudit.report.build import read_results, read_scores
 from lmaudit.report.cells import metric_rows
 from lmaudit.report.document import notebook_html
 from lmaudit.report.plots import roc_figure
 from lmaudit.report.records import stored_columns
 from lmaudit.report.summary import strongest_attack
-from lmaudit.runs.common import Job, provenance, register_job, write_results
+from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_notes import verdict_text
 from lmaudit.runs.set_check import PRIOR
 from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting
@@ -205,6 +205,3 @@ def text_digests(*sets: TextSet) -> list[str]:
     scored the same texts when their digests (with the labels) match."""
     return [stable_hash("text", r.context, r.target) for ts in sets for r in ts.records]
 
-
-JOB = register_job(Job("mia", "mia", "mia", MIAResult, RunConfig, mia_report))
-DEMO = register_job(Job("demo", "demo", "demo", MIAResult, None, mia_report))  # the demo's AR part is a membership run

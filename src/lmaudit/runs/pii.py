@@ -383,5 +383,5 @@ class ReconstructionResult(RunResult):
         return write_reconstruction(self.payload, out, show_pii=bool(self.payload.get("show_pii")), report=report)
 
 
-JOB = register_job(Job("reconstruct_pii", "pii-reconstruction", "pii", ReconstructionResult, ReconstructConfig,
-                       pii_report))
+JOB = register_job(Job("reconstruct_pii", "pii-reconstruction", "pii", ReconstructionResult,
+                       run_reconstruction, ReconstructConfig, pii_report))

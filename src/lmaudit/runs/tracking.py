@@ -10,10 +10,11 @@ plain path). :func:`check_tracking_uri` says what is wrong with a URI before any
 install 'lmaudit[mlflow]'``, its ``mlflow-skinny`` client).
 
 Names (the same for the training callback, :mod:`lmaudit.integrations.transformers`): metrics
-``lmaudit/ATTACK/auc``, ``lmaudit/ATTACK/auc_ci95_low``, ``lmaudit/ATTACK/tpr_at_1pct_fpr`` (:func:`metric_name`:
-``%`` spelled ``pct``, ``@`` spelled ``_at_``), one per attack (or row of the result's table) and figure; parameters
-``lmaudit.model``, ``lmaudit.model_fingerprint``, ``lmaudit.n_members``, ``lmaudit.exposure``, ``lmaudit.verdict``,
-``lmaudit.config.KEY``; every parameter and tag passes through :func:`~lmaudit.credentials.mask_secrets`.
+``lmaudit/ATTACK/auc``, ``lmaudit/ATTACK/auc_ci95_low``, ``lmaudit/ATTACK/tpr_at_1pct_fpr``
+(:func:`~lmaudit.utils.metric_name`: ``%`` spelled ``pct``, ``@`` spelled ``_at_``), one per attack (or row of the
+result's table) and figure; parameters ``lmaudit.model``, ``lmaudit.model_fingerprint``, ``lmaudit.n_members``,
+``lmaudit.exposure``, ``lmaudit.verdict``, ``lmaudit.config.KEY``; every parameter and tag passes through
+:func:`~lmaudit.credentials.mask_secrets`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from lmaudit.report.summary import CANNOT_TELL, mia_summary
 from lmaudit.runs.common import job_of_type
 from lmaudit.runs.mia_notes import verdict_text
 from lmaudit.runs.mia_result import MIAResult
+from lmaudit.utils import metric_name
 
 PREFIX = "lmaudit"  # the first part of every metric, parameter and tag lmaudit logs
 MAX_PARAM = 6000  # characters MLflow (≥ 2) keeps of a parameter's value
@@ -46,15 +48,6 @@ DATABASES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy st
 DATABASE_MODULES = ("sqlalchemy", "alembic")  # what they need, and mlflow-skinny leaves out
 FILE_STORE_SWITCH = "MLFLOW_ALLOW_FILE_STORE"  # recent MLflow writes a local folder only with this set to true
 MAX_MESSAGE = 400  # characters of MLflow's own error kept in ours (whole sentences)
-
-
-def metric_name(*parts: str) -> str:
-    """A metric name MLflow (and ``transformers``' MLflow reporter) keeps as it is, from its parts: ``%`` reads
-    ``pct`` and ``@`` reads ``_at_`` (``tpr@1%fpr`` → ``tpr_at_1pct_fpr``), other characters outside letters, digits
-    and ``_ - . /`` become ``_``."""
-    text = "/".join(str(p) for p in parts if p not in (None, ""))
-    text = re.sub(r"%(?=[A-Za-z])", "pct_", text).replace("%", "pct").replace("@", "_at_")
-    return re.sub(r"[^A-Za-z0-9_\-./]", "_", text)
 
 
 def _flat(prefix: str, value, out: dict) -> None:

@@ -19,12 +19,13 @@ import pandas as pd
 
 from lmaudit.errors import LmauditError
 from lmaudit.folders import check_replaceable, with_cache
+from lmaudit.models.build import finetune, pretrain
 from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import MANIFEST as SHADOWS_FILE
-from lmaudit.models.shadows import ShadowsConfig, ShadowSet
+from lmaudit.models.shadows import ShadowsConfig, ShadowSet, train_shadows
 from lmaudit.models.sources import TRAINING_FILE, model_folders
 from lmaudit.models.train import FinetuneConfig
-from lmaudit.models.unlearn import UnlearnConfig
+from lmaudit.models.unlearn import UnlearnConfig, unlearn
 from lmaudit.runs.common import Job, register_job
 
 
@@ -100,8 +101,8 @@ class TrainedShadows(TrainedModel):
         return f"{self.training.get('k', '?')} shadow models"
 
 
-for _job in (Job("finetune", "model", "finetune", TrainedModel, FinetuneConfig),
-             Job("unlearn", "model", "unlearn", TrainedModel, UnlearnConfig),
-             Job("pretrain", "model", "pretrain", TrainedModel),
-             Job("shadows", "shadows", "shadows", TrainedShadows, ShadowsConfig)):
+for _job in (Job("finetune", "model", "finetune", TrainedModel, finetune, FinetuneConfig),
+             Job("unlearn", "model", "unlearn", TrainedModel, unlearn, UnlearnConfig),
+             Job("pretrain", "model", "pretrain", TrainedModel, pretrain),
+             Job("shadows", "shadows", "shadows", TrainedShadows, train_shadows, ShadowsConfig)):
     register_job(_job)

@@ -29,7 +29,7 @@ A, which depend only on |A|, the bootstrap count and the seed):
 - ``unlearned``: X(unlearned after the check) − X(unlearned);
 - ``retrained``: X(retrained after the check) − X(retrained) (what the check teaches a model that never saw F:
   relearning on R also raises A's scores through what R and A share);
-- ``beyond``: their difference. It is read by the one rule of :func:`~lmaudit.report.verdicts.interval_verdict`,
+- ``beyond``: their difference. It is read by the one rule of :func:`~lmaudit.claims.verdicts.interval_verdict`,
   ``min_return`` (0.02: two AUC points, or 2% of the audited texts) the smallest return that counts: the interval
   above it → "came back" (the unlearned model regains more of A than the check alone gives); below 0 → "less than
   retrained"; below ``min_return`` → "no return of 0.02 or more"; otherwise "no evidence of a return" (the interval
@@ -54,6 +54,7 @@ import pandas as pd
 from lmaudit.attacks import get_attack
 from lmaudit.audit.sets import standardise
 from lmaudit.audit.smi import smi_m
+from lmaudit.claims.verdicts import AGAINST, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, interval_verdict
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import shared
 from lmaudit.errors import DataError, LmauditError
@@ -68,7 +69,6 @@ from lmaudit.models.sources import detect_kind, resolve_source
 from lmaudit.progress import info
 from lmaudit.report.document import Report, Section, Summary
 from lmaudit.report.tables import check_rows, check_table
-from lmaudit.report.verdicts import AGAINST, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, interval_verdict
 from lmaudit.runs.common import Job, RunResult, register_job
 from lmaudit.runs.mia import RunConfig, score_set
 from lmaudit.settings import (
@@ -332,5 +332,5 @@ class CheckResult(RunResult):
                 "texts; each interval holds 0 or lies below it)")
 
 
-JOB = register_job(Job("unlearning_check", "unlearning-check", "unlearning-check", CheckResult, CheckConfig,
-                             check_report))
+JOB = register_job(Job("unlearning_check", "unlearning-check", "unlearning-check", CheckResult,
+                             run_unlearning_check, CheckConfig, check_report))

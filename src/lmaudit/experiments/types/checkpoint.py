@@ -28,10 +28,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.folders import cached_build
-from lmaudit.models.build import finetune
 from lmaudit.models.loading import load_model
-from lmaudit.models.lora import LoraSpec
 from lmaudit.models.sources import DTYPE_NAMES
 from lmaudit.runs.mia import RunConfig
 from lmaudit.settings import boolean, each, integer, one_of, setting, text
@@ -85,10 +82,9 @@ def run(ws: Workspace, cfg: CheckpointConfig) -> dict:
             key = ("checkpoint-finetune", str(target.resolve()), members.fingerprint(), cfg.mode, cfg.epochs, cfg.lr,
                    cfg.block, cfg.batch_size, cfg.lora, seed)
             reference = target
-            target = cached_build("models", key, lambda tmp, base=target, seed=seed: finetune(
-                base, members, tmp, mode=cfg.mode, epochs=cfg.epochs, lr=cfg.lr, block=cfg.block,
-                batch_size=cfg.batch_size, seed=seed, lora=LoraSpec(cfg.lora) if cfg.lora else None,
-                load_options={k: v for k, v in load.items() if v not in ("auto", False)}))
+            target = api.finetune(target, members, mode=cfg.mode, epochs=cfg.epochs, lr=cfg.lr, block=cfg.block,
+                                  batch_size=cfg.batch_size, seed=seed, lora=cfg.lora or None, cache_key=key,
+                                  **{k: v for k, v in load.items() if v not in ("auto", False)}).path
         run_cfg = RunConfig(attacks=cfg.attacks, seed=seed, budget=cfg.budget, n_bootstrap=200,
                             max_length=cfg.max_tokens or None, long_texts=cfg.long_texts,
                             max_batch_tokens=cfg.max_batch_tokens or None)

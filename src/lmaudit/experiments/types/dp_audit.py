@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit import api
 from lmaudit.data.loaders import TextSet
 from lmaudit.experiments.config import KINDS, BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.folders import cached_build
-from lmaudit.models.build import finetune
 from lmaudit.models.dp import DPSpec
 from lmaudit.models.unlearn import mean_loss
 from lmaudit.privacy.bounds import epsilon_lower_bound
@@ -65,9 +64,8 @@ def _model(ws: Workspace, cfg: DPAuditConfig, kind: str, train: TextSet, eps: fl
     dp = DPSpec(epsilon=eps, delta=delta, max_grad_norm=cfg.max_grad_norm) if eps > 0 else None
     key = ("dp-audit", str(base), train.fingerprint(), cfg.mode, cfg.epochs, cfg.lr, cfg.block, cfg.batch_size, seed,
            eps, delta, cfg.max_grad_norm)
-    return base, cached_build("models", key, lambda tmp: finetune(
-        base, train, tmp, mode=cfg.mode, epochs=cfg.epochs, lr=cfg.lr, block=cfg.block, batch_size=cfg.batch_size,
-        seed=seed, dp=dp))
+    return base, api.finetune(base, train, mode=cfg.mode, epochs=cfg.epochs, lr=cfg.lr, block=cfg.block,
+                              batch_size=cfg.batch_size, seed=seed, dp=dp, cache_key=key).path
 
 
 def run(ws: Workspace, cfg: DPAuditConfig) -> dict:

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit import api
 from lmaudit.attacks.dlm_common import token_means
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, metrics
-from lmaudit.probes.masked import probe_masked
-from lmaudit.probes.masks import MaskPlan
 from lmaudit.report import plots
+from lmaudit.runs.mia import RunConfig
 from lmaudit.settings import each, fraction, integer, setting
 
 
@@ -38,8 +38,10 @@ def run(ws: Workspace, cfg: MaskRatioConfig) -> dict:
         for ratio in cfg.mask_ratios:
             target = ws.finetuned(base, members, seed, mask_ratio=ratio)
             tar, ref = ws.load(target), ws.load(base)
-            stats = probe_masked(tar.adapter, tar.tokenizer, members, MaskPlan("cyclic", budget=cfg.budget),
-                                 reference=ref.adapter, seed=seed)
+            # Q-Skew's probe: cyclic masks (its default ρ) on the target and the base, through the interface
+            records = api.probe(tar, members, reference=ref, config=RunConfig(attacks=["q_skew"], seed=seed,
+                                                                              budget=cfg.budget, use_cache=False))
+            (stats,) = records.stats.values()
             gains, _ = token_means(stats, stats.logp.astype(np.float64) - stats.ref_logp)
             entry = out.setdefault(str(ratio), {"gains": [], "auc": []})
             entry["gains"].extend(gains.tolist())

@@ -36,7 +36,6 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import paired_auc_diff
-from lmaudit.models.build import cached_pretrain
 from lmaudit.settings import boolean, each, fraction, integer, one_of, positive, setting, text
 from lmaudit.shifts import share_shift
 from lmaudit.utils import stable_seed
@@ -103,8 +102,7 @@ def _model(ws: Workspace, cfg: PretrainingConfig, members: TextSet, repeats: int
         if cfg.mode != "dft":
             raise LmauditError("continued pretraining reads passages: pretraining-detection takes mode \"dft\"")
         return ws.finetuned(ws.base(), stream(ws, members, repeats, seed), seed, epochs=1)
-    return cached_pretrain(ws.corpus, ws.tokenizer, kind="ar", preset=cfg.preset, tokens=cfg.pretrain_tokens,
-                           seed=seed, include=members, repeats=repeats)
+    return ws.pretrained(kind="ar", tokens=cfg.pretrain_tokens, seed=seed, include=members, repeats=repeats)
 
 
 def run(ws: Workspace, cfg: PretrainingConfig) -> dict:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit import api
 from lmaudit.attacks import get_attack
 from lmaudit.data.corpus import SOURCES
 from lmaudit.data.loaders import TextSet
@@ -44,13 +45,12 @@ from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import auc as auc_of
 from lmaudit.metrics import paired_auc_diff, pool_paired
 from lmaudit.models.presets import PRESETS
-from lmaudit.probes.masked import probe_masked
 from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import segment_mean, segment_std
 from lmaudit.progress import info
 from lmaudit.report import plots
+from lmaudit.runs.mia import RunConfig
 from lmaudit.settings import integer, one_of, setting, table
-from lmaudit.utils import cache_dir
 
 # row label -> (attack, parameters): every row of a cell
 ROWS = {
@@ -146,12 +146,12 @@ def q_skew_records(ws: Workspace, target, reference, members: TextSet, nonmember
                    budget: int) -> MaskedStats:
     """The records of Q-Skew's probe (its default plan) of members then non-members, as :meth:`Workspace.mia` probed
     them: the same models, texts, plan and seed, so they come from the probe cache."""
-    spec = get_attack("q_skew", "dlm")
     tar, ref = ws.load(target), ws.load(reference)
     both = TextSet(members.records + nonmembers.records, source=f"{members.source} + {nonmembers.source}")
-    return probe_masked(tar.adapter, tar.tokenizer, both, spec.probe(spec.params, budget), reference=ref.adapter,
-                        seed=seed, batch_size=ws.cfg.probe_batch_size, fingerprints=(tar.fingerprint, ref.fingerprint),
-                        cache_dir=cache_dir())
+    records = api.probe(tar, both, reference=ref, config=RunConfig(attacks=["q_skew"], seed=seed, budget=budget,
+                                                                   batch_size=ws.cfg.probe_batch_size))
+    (stats,) = records.stats.values()  # the one masked probe Q-Skew reads
+    return stats
 
 
 def _passes() -> list[dict[str, tuple[str, dict]]]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit import api
 from lmaudit.audit.coverage import coverage, stored_intervals
 from lmaudit.audit.per_sample import threshold_forgetting
 from lmaudit.data.loaders import TextSet
@@ -46,17 +47,15 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.folders import cached_build
 from lmaudit.metrics import seed_std
 from lmaudit.models.kinds import unlearning_audited
-from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
-from lmaudit.models.unlearn import METHODS, UnlearnConfig, unlearn
+from lmaudit.models.unlearn import METHODS, UnlearnConfig
 from lmaudit.probes.features import hidden_features
 from lmaudit.progress import info
 from lmaudit.report import plots
-from lmaudit.runs.audit_set import AuditConfig, estimate_rho
-from lmaudit.runs.mia import RunConfig, score_set
+from lmaudit.runs.audit_set import AuditConfig
+from lmaudit.runs.mia import RunConfig
 from lmaudit.settings import each, fraction, integer, keys_of, one_of, setting, table
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
@@ -90,11 +89,10 @@ def _unlearned(ws: Workspace, cfg: UnlearningConfig, method: str, target, base, 
     opts = {"lr": 1e-4, "epochs": 3.0, "retain_weight": 1.0, "npo_beta": 0.1, **cfg.unlearn}
     key = ("unlearn", str(target), method, forget.fingerprint(), retain.fingerprint(), opts, cfg.block, cfg.batch_size,
            seed)
-    lora = LoraSpec(cfg.lora) if cfg.lora else None
-    if lora:  # full-weight unlearnings keep the keys (and cached models) they had before LoRA unlearning
+    if cfg.lora:  # full-weight unlearnings keep the keys (and cached models) they had before LoRA unlearning
         key += ("lora", cfg.lora)
-    return cached_build("models", key, lambda tmp: unlearn(target, forget, retain, tmp, method=method, block=cfg.block,
-                                                            batch_size=cfg.batch_size, seed=seed, lora=lora, **opts))
+    return api.unlearn(target, forget, retain, method=method, block=cfg.block, batch_size=cfg.batch_size, seed=seed,
+                       lora=cfg.lora or None, cache_key=key, **opts).path
 
 
 def _shadow_set(ws: Workspace, cfg: UnlearningConfig, base, pool: TextSet, seed: int) -> ShadowSet | None:
@@ -205,8 +203,8 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
     n_m, n_n = len(ref_m), len(ref_n)
     t0 = time.perf_counter()
     lira = ["lira"] if shadows is not None else []
-    scores = score_set(model, both, reference=base, config=RunConfig(attacks=[*SCORE_FEATURES, *lira],
-                                                                     batch_size=cfg.probe_batch_size), shadows=shadows)
+    scores = api.score_texts(model, both, reference=base, shadows=shadows,
+                             config=RunConfig(attacks=[*SCORE_FEATURES, *lira], batch_size=cfg.probe_batch_size))
     cost["lira_probes"].append(time.perf_counter() - t0)
     vec = np.column_stack([scores[a] for a in SCORE_FEATURES])
     score_feats = [vec[:n_m], vec[n_m : n_m + n_n], vec[n_m + n_n :]]
@@ -214,7 +212,7 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
         base_method = conf.method
         t0 = time.perf_counter()
         try:
-            est = estimate_rho(*fs, conf)[base_method]
+            est = api.audit_features(*fs, config=conf)[base_method]
             out[method], cis[method] = est["rho"], est["ci90"]
             raw[method] = (est["rho_unclipped"], est["ci90_unclipped"])
         except LmauditError as exc:  # reference sets not separable: ρ is not identifiable, recorded as NaN

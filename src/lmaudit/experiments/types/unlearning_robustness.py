@@ -4,7 +4,7 @@ quantisation?
 Per seed: the base fine-tuned on a training set D (the target); a ``forget_fraction`` of D is the forget set F, the
 rest the retain set; ``retrain`` (the base fine-tuned on the retain set: the gold standard) and each unlearning
 method of ``unlearn_methods`` (``none`` is the target itself, a control that never forgot) are checked by
-:func:`~lmaudit.runs.unlearning_check.run_unlearning_check` against the retrained model: relearning on
+:func:`lmaudit.api.unlearning_check` against the retrained model: relearning on
 ``relearn_fraction`` of F for ``relearn_steps`` steps, and GGUF ``quantize`` schemes; the audited rest of F read
 against retain (members) and held-out (non-member) reference texts, per attack (AUC) and by SMI-M (1 − ρ on the
 attack scores); the ``reference`` attack, when named, compares with the base both models were tuned from.
@@ -14,7 +14,7 @@ retrained model's, with its paired 95% interval — and ``unlearned`` / ``retrai
 ``before`` (per "method / statistic": unlearned − retrained as they are, per seed), ``values`` (per "method /
 variant / statistic" for the unlearned model and "retrain / variant / statistic" for the gold standard, per seed),
 ``verdicts`` (per "method / check / statistic": the seeds' intervals of ``beyond`` read by
-:func:`~lmaudit.report.verdicts.comparison`: "reproduced" means it came back on every seed), ``n_audited``,
+:func:`~lmaudit.claims.verdicts.comparison`: "reproduced" means it came back on every seed), ``n_audited``,
 ``n_relearn`` and ``cost_s``.
 """
 
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmaudit import api
+from lmaudit.claims.verdicts import AGAINST, NOT_REPRODUCED, REPRODUCED, comparison, seed_verdicts
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
@@ -35,8 +37,7 @@ from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.unlearn import METHODS, UnlearnConfig
 from lmaudit.report import plots
-from lmaudit.report.verdicts import AGAINST, NOT_REPRODUCED, REPRODUCED, comparison, seed_verdicts
-from lmaudit.runs.unlearning_check import SCHEMES, SMI_M, CheckConfig, run_unlearning_check
+from lmaudit.runs.unlearning_check import SCHEMES, SMI_M, CheckConfig
 from lmaudit.settings import each, fraction, integer, keys_of, non_negative, one_of, setting, text
 
 # the seeds' verdicts read together (comparison(): every seed came back → reproduced, ...)
@@ -101,9 +102,9 @@ def run(ws: Workspace, cfg: RobustnessConfig) -> dict:
         for i, method in enumerate(cfg.unlearn_methods):
             model = _unlearned(ws, cfg, method, target, base, forget, retain, seed)
             t0 = time.perf_counter()
-            payload = run_unlearning_check(str(model), str(retrained), forget, ref_m, ref_n,
+            payload = api.unlearning_check(model, retrained, forget, ref_m, ref_n,
                                            config=CheckConfig(**{**check.__dict__, "seed": seed}), lora=lora,
-                                           reference=str(base) if "reference" in cfg.attacks else None)
+                                           reference=base if "reference" in cfg.attacks else None).payload
             cost.setdefault(method, []).append(time.perf_counter() - t0)
             sizes = {"n_audited": payload["n_audited"], "n_relearn": payload["n_relearn"]}
             _collect(out, method, payload, gold=i == 0)

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import RANK_MODES, paired_rate_diff, top1_hits, wilson_interval
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     UNCONVERGED_SHARE,
     UNTESTABLE,
     Finding,
@@ -16,8 +15,9 @@ from lmaudit.report.claims_base import (
     newcombe,
     pct,
 )
-from lmaudit.report.claims_models import weights
-from lmaudit.report.verdicts import AGAINST, against_paper, at_this_size, combine, effect_text, single, unless
+from lmaudit.claims.models import weights
+from lmaudit.claims.verdicts import AGAINST, against_paper, at_this_size, combine, effect_text, single, unless
+from lmaudit.extraction.reconstruct import RANK_MODES, paired_rate_diff, top1_hits, wilson_interval
 
 
 def lineage(rec: dict, texts: str = "messages") -> str:

@@ -1,5 +1,5 @@
 """CLAIMS.md from the judged claims: reading the results (with their array files), judging each claim in both regimes,
-the verdict cells and counts, and the Markdown. The claims themselves: :mod:`lmaudit.report.claims`."""
+the verdict cells and counts, and the Markdown. The claims themselves: :mod:`lmaudit.claims.table`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit.claims import models as md
+from lmaudit.claims.base import Finding
+from lmaudit.claims.verdicts import NOT_RUN, UNJUDGED, VERDICTS, half_width_ratio, single
 from lmaudit.data.snapshot import embedded_hash
 from lmaudit.errors import LmauditError
-from lmaudit.report import claims_models as md
-from lmaudit.report.claims_base import Finding
-from lmaudit.report.verdicts import NOT_RUN, UNJUDGED, VERDICTS, half_width_ratio, single
 
 REAL = "SmolLM2-135M"
 
@@ -91,7 +91,7 @@ def counts(findings: list[Finding | None]) -> str:
     return ", ".join(f"{v} {n}" for v in VERDICTS if (n := verdicts.count(v)))
 
 
-RULE = ("Every verdict follows one rule (`lmaudit/report/verdicts.py`). Each row states the paper's effect E, "
+RULE = ("Every verdict follows one rule (`lmaudit/claims/verdicts.py`). Each row states the paper's effect E, "
         "oriented so that E > 0 is the paper's direction, and per seed the paired 95% interval [lo, hi] of the same "
         "difference on our data falls in one of five categories: **reproduced** (lo > 0 and hi ≥ E: the paper's "
         "direction, its size not excluded); **smaller** (lo > 0 and hi < E: the direction holds, the paper's size is "

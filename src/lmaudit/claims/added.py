@@ -1,10 +1,10 @@
 """Thirteen headline claims beyond the main rows, as the tuple :data:`ADDED` that
-:mod:`lmaudit.report.claims` appends to its claims, with the judges of the Q-Skew and Gap-K% ones (those of SMI and
-DLM extraction: :mod:`lmaudit.report.claims_added_ext`): Q-Skew's growth of memorisation with epochs, Dream against
+:mod:`lmaudit.claims.table` appends to its claims, with the judges of the Q-Skew and Gap-K% ones (those of SMI and
+DLM extraction: :mod:`lmaudit.claims.added_ext`): Q-Skew's growth of memorisation with epochs, Dream against
 LLaDA, MIMIR-style sets, its PII examples; SMI-M against SMI, the false negatives of MIA audits at 0% FPR, the
 collapse of shadow-model MIAs; Gap-K% on recent instruct models and its τ = 3 count; the generalised extraction
 definition, a larger DLM against a smaller AR model, DLM size and the step count as a privacy knob. Every verdict by
-the rule of :mod:`lmaudit.report.verdicts`; a claim nothing here can measure says why, and what would."""
+the rule of :mod:`lmaudit.claims.verdicts`; a claim nothing here can measure says why, and what would."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from functools import partial
 
 import numpy as np
 
-from lmaudit.report import claims_added_ext as x
-from lmaudit.report import claims_gapk as g
-from lmaudit.report import claims_regimes as rg
-from lmaudit.report.claims_base import (
+from lmaudit.claims import added_ext as x
+from lmaudit.claims import gapk as g
+from lmaudit.claims import regimes as rg
+from lmaudit.claims.base import (
     NOT_RUN,
     UNTESTABLE,
     Claim,
@@ -24,9 +24,9 @@ from lmaudit.report.claims_base import (
     one_seed,
     pct,
 )
-from lmaudit.report.claims_intervals import UNPAIRED, auc_diffs, counts, row_diffs
-from lmaudit.report.claims_models import model, stream
-from lmaudit.report.verdicts import against_paper, combine, single, unless
+from lmaudit.claims.intervals import UNPAIRED, auc_diffs, counts, row_diffs
+from lmaudit.claims.models import model, stream
+from lmaudit.claims.verdicts import against_paper, combine, single, unless
 
 # ---------------------------------------------------------------- Q-Skew
 
@@ -212,7 +212,7 @@ def large_gaps(recs: dict[str, dict], *, name: str = "ar-pretraining-detection",
 
 # ---------------------------------------------------------------- the rows
 
-# as lmaudit.report.claims names them (a test keeps the two equal; this module cannot import that one, which imports it)
+# as lmaudit.claims.table names them (a test keeps the two equal; this module cannot import that one, which imports it)
 QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
                      "DLM extraction")
 REAL_MIA = ("real-dft-lora", "real-dft-full", "real-ift-lora")

@@ -1,15 +1,15 @@
 """The Q-Skew paper's two statements about memorisation itself: Theorem 3.2's asymmetry (members' Δ right-skewed,
 non-members' near symmetric) and Assumption 3.1 (the per-token gain falls as the training mask ratio rises). Each is
 read per regime or step with an interval over texts where the experiment stores the per-text values, and says which
-values it needs where it does not. Every verdict by the rule of :mod:`lmaudit.report.verdicts`."""
+values it needs where it does not. Every verdict by the rule of :mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.report.claims_base import AT_THIS_SIZE, POINTS_ONLY, Finding, judged_seeds, seed_count
-from lmaudit.report.claims_intervals import bootstrap_mean
-from lmaudit.report.verdicts import combine, single
+from lmaudit.claims.base import AT_THIS_SIZE, POINTS_ONLY, Finding, judged_seeds, seed_count
+from lmaudit.claims.intervals import bootstrap_mean
+from lmaudit.claims.verdicts import combine, single
 
 SKEW_BAND = 0.1  # |g₁| below this is 'near symmetric'; g₁ at or above it is right-skewed (one band for both)
 SKEW_NEEDS = ("each text's skewness of Δ, members and non-members, per regime (`delta.members.per_text_skew`, "

@@ -3,17 +3,17 @@
 One :class:`Claim` per row: the paper, what it claims, the paper's own figure (from the paper; the only constants
 here), the effect the verdict is judged against, and a ``judge`` that reads the experiments' ``results.json`` and
 returns what we measured (with its interval, stored or computed from what is stored), the verdict and the regime that
-explains a difference. Every verdict follows the one rule of :mod:`lmaudit.report.verdicts`; a claim whose experiment
+explains a difference. Every verdict follows the one rule of :mod:`lmaudit.claims.verdicts`; a claim whose experiment
 stores nothing an interval can be built from reads "points only" and says what it needs, and a claim that a small
 CPU model cannot test says why. :func:`build_claims` writes nothing; ``lmaudit claims`` writes the file.
 
-This module holds the list of claims; :mod:`lmaudit.report.claims_render` the Markdown; :mod:`lmaudit.report.
-claims_base` the findings and formatting; :mod:`lmaudit.report.claims_intervals` the intervals computed from stored
-values; the judges: :mod:`lmaudit.report.claims_qskew` and :mod:`lmaudit.report.claims_qskew_theory` (Q-Skew),
-:mod:`lmaudit.report.claims_pii` (PII extraction and reconstruction), :mod:`lmaudit.report.claims_gapk` (Gap-K%),
-:mod:`lmaudit.report.claims_smi` and :mod:`lmaudit.report.claims_more` (SMI), :mod:`lmaudit.report.claims_others`
-(DLM extraction), :mod:`lmaudit.report.claims_added` and :mod:`lmaudit.report.claims_extra` (further rows);
-:mod:`lmaudit.report.claims_models` what the two regimes' models are, read from the results.
+This module holds the list of claims; :mod:`lmaudit.claims.render` the Markdown; :mod:`lmaudit.claims.base`
+the findings and formatting; :mod:`lmaudit.claims.intervals` the intervals computed from stored
+values; the judges: :mod:`lmaudit.claims.qskew` and :mod:`lmaudit.claims.qskew_theory` (Q-Skew),
+:mod:`lmaudit.claims.pii` (PII extraction and reconstruction), :mod:`lmaudit.claims.gapk` (Gap-K%),
+:mod:`lmaudit.claims.smi` and :mod:`lmaudit.claims.more` (SMI), :mod:`lmaudit.claims.others`
+(DLM extraction), :mod:`lmaudit.claims.added` and :mod:`lmaudit.claims.extra` (further rows);
+:mod:`lmaudit.claims.models` what the two regimes' models are, read from the results.
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from lmaudit.report import claims_gapk as g
-from lmaudit.report import claims_headline as h
-from lmaudit.report import claims_more as m
-from lmaudit.report import claims_others as o
-from lmaudit.report import claims_pii as pii
-from lmaudit.report import claims_qskew as q
-from lmaudit.report import claims_qskew_theory as qt
-from lmaudit.report import claims_regimes as rg
-from lmaudit.report import claims_smi as smi
-from lmaudit.report.claims_added import ADDED
-from lmaudit.report.claims_base import Claim, Finding
-from lmaudit.report.claims_extra import EXTRA, forged
-from lmaudit.report.claims_render import judge_claims, load_results, markdown
+from lmaudit.claims import gapk as g
+from lmaudit.claims import headline as h
+from lmaudit.claims import more as m
+from lmaudit.claims import others as o
+from lmaudit.claims import pii as pii
+from lmaudit.claims import qskew as q
+from lmaudit.claims import qskew_theory as qt
+from lmaudit.claims import regimes as rg
+from lmaudit.claims import smi as smi
+from lmaudit.claims.added import ADDED
+from lmaudit.claims.base import Claim, Finding
+from lmaudit.claims.extra import EXTRA, forged
+from lmaudit.claims.render import judge_claims, load_results, markdown
 
 # ---------------------------------------------------------------- the claims
 
@@ -253,7 +253,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Enron (trained) vs TREC 2007 (unseen): the trained distribution shifts up", ("pii-extraction",), o.shift,
           effect="none given (a shift up): read on the direction, in likelihood and in discoverable share",
           real_experiments=(REAL_DLM_PII,), real_judge=partial(o.shift, name=REAL_DLM_PII, regime=REAL_PII_REGIME)),
-) + ADDED + EXTRA  # further headline claims: lmaudit.report.claims_added and lmaudit.report.claims_extra
+) + ADDED + EXTRA  # further headline claims: lmaudit.claims.added and lmaudit.claims.extra
 
 
 def judge_all(recs: dict[str, dict]) -> list[tuple[Claim, Finding, Finding | None]]:

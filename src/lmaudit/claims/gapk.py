@@ -3,14 +3,13 @@ scratch on the tiny model, continued pretraining of a model pretrained by others
 here to the paper's pretraining-data detection; and after fine-tuning), its smoothing, its k, paraphrase, Gap-K%
 against Min-K%, at low FPR, and its component ablation. Paired intervals where the
 experiment stores them (Gap-K% − Min-K%++), else unpaired ones from the AUCs; every verdict by the rule of
-:mod:`lmaudit.report.verdicts`."""
+:mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.data.instruct import PERTURB_RATE
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     POINTS_ONLY,
     UNTESTABLE,
     Finding,
@@ -22,9 +21,10 @@ from lmaudit.report.claims_base import (
     regime_text,
     row_stat,
 )
-from lmaudit.report.claims_intervals import UNPAIRED, auc_diffs, counts, row_diffs
-from lmaudit.report.claims_models import model, stream, weights
-from lmaudit.report.verdicts import against_paper, combine, effect_text, single
+from lmaudit.claims.intervals import UNPAIRED, auc_diffs, counts, row_diffs
+from lmaudit.claims.models import model, stream, weights
+from lmaudit.claims.verdicts import against_paper, combine, effect_text, single
+from lmaudit.data.instruct import PERTURB_RATE
 
 PRETRAINING = "ar-pretraining-detection"
 GAP_EFFECT = 0.021  # the paper's smallest WikiMIA gain of Gap-K% over Min-K%++ (length 32)

@@ -1,12 +1,12 @@
 """Headline claims of the papers that the main rows do not cover: Q-Skew's low-FPR lead, its average gain, IFT
 being harder than DFT, Min-K / Min-K++ and SecMI on DLMs. Every verdict comes from the rule of
-:mod:`lmaudit.report.verdicts`."""
+:mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     AT_THIS_SIZE,
     POINTS_ONLY,
     Finding,
@@ -15,8 +15,8 @@ from lmaudit.report.claims_base import (
     pct,
     per_seed,
 )
-from lmaudit.report.claims_intervals import UNPAIRED, row_diffs
-from lmaudit.report.verdicts import combine, effect_text, single
+from lmaudit.claims.intervals import UNPAIRED, row_diffs
+from lmaudit.claims.verdicts import combine, effect_text, single
 
 MIA = ("dlm-dft", "dlm-ift")  # the DLM membership tables the headline rows read
 TPR_NEEDS = ("the paired difference of TPRs at 1% FPR per seed with its interval (`paired.vs.ROW[i]['tpr@1%fpr']`, "

@@ -1,6 +1,6 @@
 """The Q-Skew paper's membership claims on DLMs: Q-Skew against the baselines, the authors' calibration, its
-components, ρ, a misaligned reference and the epochs (Theorem 3.2 and Assumption 3.1: claims_qskew_theory; its PII
-reconstruction: claims_pii). Every verdict by the rule of :mod:`lmaudit.report.verdicts`."""
+components, ρ, a misaligned reference and the epochs (Theorem 3.2 and Assumption 3.1: qskew_theory; its PII
+reconstruction: pii). Every verdict by the rule of :mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     AGAINST,
     REPRODUCED,
     Finding,
@@ -19,9 +19,9 @@ from lmaudit.report.claims_base import (
     pct,
     row_stat,
 )
-from lmaudit.report.claims_intervals import UNPAIRED, auc_diffs, counts, row_diffs
-from lmaudit.report.claims_models import weights
-from lmaudit.report.verdicts import against_paper, combine, effect_text, judge
+from lmaudit.claims.intervals import UNPAIRED, auc_diffs, counts, row_diffs
+from lmaudit.claims.models import weights
+from lmaudit.claims.verdicts import against_paper, combine, effect_text, judge
 
 # ---------------------------------------------------------------- the Q-Skew regime study, shared by several claims
 

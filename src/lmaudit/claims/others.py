@@ -1,14 +1,13 @@
 """The DLM-extraction paper's claims on the step count, the relaxed fit, the query budget and the memorisation shift
-(the SMI paper's main rows: claims_smi). Each reads the per-record values its experiment stores, seed by seed, and
-says what it needs where the record keeps the first seed's only. Every verdict by the rule of
-:mod:`lmaudit.report.verdicts`."""
+(the SMI paper's main rows: :mod:`lmaudit.claims.smi`). Each reads the per-record values its experiment stores, seed
+by seed, and says what it needs where the record keeps the first seed's only. Every verdict by the rule of
+:mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     AT_THIS_SIZE,
     POINTS_ONLY,
     UNCONVERGED_SHARE,
@@ -21,7 +20,8 @@ from lmaudit.report.claims_base import (
     regime_text,
     seed_count,
 )
-from lmaudit.report.verdicts import at_this_size, category, combine, effect_text, judge, single
+from lmaudit.claims.verdicts import at_this_size, category, combine, effect_text, judge, single
+from lmaudit.extraction.reconstruct import wilson_interval
 from lmaudit.shifts import median_shift
 
 FALL_TOLERANCE = 1e-3  # nats: a fall of log p̂ smaller than this on a refinement is float32 rounding, not a fall

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.report.claims_base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals, spread
-from lmaudit.report.claims_models import model, stream, weights
+from lmaudit.claims.base import auc_text, count_text, pct, row_stat, seed_counts, seed_intervals, spread
+from lmaudit.claims.models import model, stream, weights
 
 
 def _num(x: float) -> str:

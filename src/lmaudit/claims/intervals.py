@@ -1,7 +1,7 @@
 """Intervals a judge computes from what a record stores where the experiment stored none of the compared quantity:
 AUC differences from per-seed AUCs and the member / non-member counts (Hanley and McNeil's standard error), and 95%
 intervals from the 90% bootstrap intervals the unlearning audits store. Each says how it is built; the rule that reads
-them is :mod:`lmaudit.report.verdicts`."""
+them is :mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 

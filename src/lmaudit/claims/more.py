@@ -1,14 +1,13 @@
 """Claims of the SMI and DLM-extraction papers beyond their main rows: SMI's illusory forgetting, its ranking of
 approximate unlearning methods, its bandwidth and sample-size sensitivity, and the convergence of the extraction
-estimate p̂ in the number of trajectories. Every verdict by the rule of :mod:`lmaudit.report.verdicts`; each SMI
-error carries the interval of :data:`lmaudit.report.claims_smi.ERRORS`."""
+estimate p̂ in the number of trajectories. Every verdict by the rule of :mod:`lmaudit.claims.verdicts`; each SMI
+error carries the interval of :data:`lmaudit.claims.smi.ERRORS`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     AT_THIS_SIZE,
     REPRODUCED,
     UNCONVERGED_SHARE,
@@ -19,9 +18,10 @@ from lmaudit.report.claims_base import (
     seed_count,
     spread,
 )
-from lmaudit.report.claims_intervals import rho_interval
-from lmaudit.report.claims_smi import ERRORS, gap, judged, truth_error
-from lmaudit.report.verdicts import category, combine, single
+from lmaudit.claims.intervals import rho_interval
+from lmaudit.claims.smi import ERRORS, gap, judged, truth_error
+from lmaudit.claims.verdicts import category, combine, single
+from lmaudit.extraction.reconstruct import wilson_interval
 
 THRESHOLD_FORGOTTEN = 0.9  # a per-sample audit reads the forget set as forgotten at this ρ
 ANOMALY_TOL = 0.1  # the audits' anomaly band [−0.1, 1.1] (lmaudit.audit.smi's default anomaly_tol)

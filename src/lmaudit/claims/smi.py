@@ -1,6 +1,6 @@
 """The SMI paper's main claims: SMI-M against the gold standard, its 90% intervals, its cost; and the error intervals
 the SMI judges share (each audit's |ρ − truth| from the 90% bootstrap interval it stores, widened to 95%). Every verdict
-by the rule of :mod:`lmaudit.report.verdicts`."""
+by the rule of :mod:`lmaudit.claims.verdicts`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import math
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.report import claims_models as md
-from lmaudit.report.claims_base import (
+from lmaudit.claims import models as md
+from lmaudit.claims.base import (
     AT_THIS_SIZE,
     NOT_RUN,
     POINTS_ONLY,
@@ -22,8 +21,9 @@ from lmaudit.report.claims_base import (
     seed_count,
     spread,
 )
-from lmaudit.report.claims_intervals import rho_interval
-from lmaudit.report.verdicts import category, combine, single
+from lmaudit.claims.intervals import rho_interval
+from lmaudit.claims.verdicts import category, combine, single
+from lmaudit.extraction.reconstruct import wilson_interval
 
 TRUTH = {"none": 0.0, "retrain": 1.0}  # the two models whose forgotten share ρ is known
 RHO = {"scale": 1, "unit": " of ρ", "digits": 3}  # how an effect on ρ (a fraction) is written

@@ -1,8 +1,8 @@
-"""Eight claims of the papers beyond the other rows, as the tuple :data:`EXTRA` that :mod:`lmaudit.report.claims`
+"""Eight claims of the papers beyond the other rows, as the tuple :data:`EXTRA` that :mod:`lmaudit.claims.table`
 appends, with their judges: the context-mask skew as the weakest reconstruction signal and the IFT side of the
 misaligned reference (Q-Skew); Gap-K% best or tied among every attack and ahead of the neighbourhood attack under
 paraphrase; SMI-M across settings and SMI's Rényi bound; the sample count a Gaussian fit needs and p̂ at the paper's
-number of orders (DLM extraction). Every verdict by the rule of :mod:`lmaudit.report.verdicts`; a claim that needs what
+number of orders (DLM extraction). Every verdict by the rule of :mod:`lmaudit.claims.verdicts`; a claim that needs what
 no experiment stores says what it needs."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from functools import partial
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.report import claims_pii as pii
-from lmaudit.report import claims_qskew as q
-from lmaudit.report.claims_base import (
+from lmaudit.claims import pii as pii
+from lmaudit.claims import qskew as q
+from lmaudit.claims.base import (
     AT_THIS_SIZE,
     NOT_RUN,
     UNTESTABLE,
@@ -25,12 +24,13 @@ from lmaudit.report.claims_base import (
     pct,
     seed_count,
 )
-from lmaudit.report.claims_intervals import UNPAIRED, rho_interval, row_diffs
-from lmaudit.report.claims_more import PAPER_ORDERS
-from lmaudit.report.claims_smi import RHO, gap, judged
-from lmaudit.report.verdicts import against_paper, category, combine, single
+from lmaudit.claims.intervals import UNPAIRED, rho_interval, row_diffs
+from lmaudit.claims.more import PAPER_ORDERS
+from lmaudit.claims.smi import RHO, gap, judged
+from lmaudit.claims.verdicts import against_paper, category, combine, single
+from lmaudit.extraction.reconstruct import wilson_interval
 
-# as lmaudit.report.claims names them (a test keeps the two equal)
+# as lmaudit.claims.table names them (a test keeps the two equal)
 QS, SMI, GAP, EXT = ("Q-Skew (DLM MIA)", "SMI (unlearning audit)", "Gap-K% (pretraining detection)",
                      "DLM extraction")
 PT = "ar-pretraining-detection"

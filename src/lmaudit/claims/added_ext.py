@@ -1,15 +1,14 @@
 """Judges of the SMI and DLM-extraction claims beyond the main rows (part 2): SMI-M against SMI, the false negatives
 of MIA audits at 0% FPR, the collapse of shadow-model MIAs; the generalised extraction definition, a larger DLM
 against a smaller AR model, DLM size and the step count as a privacy knob. Every verdict by the rule of
-:mod:`lmaudit.report.verdicts`; a claim nothing here measures says why. Their rows: :mod:`lmaudit.report.claims_added`.
+:mod:`lmaudit.claims.verdicts`; a claim nothing here measures says why. Their rows: :mod:`lmaudit.claims.added`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.report.claims_base import (
+from lmaudit.claims.base import (
     NOT_RUN,
     UNCONVERGED_SHARE,
     UNTESTABLE,
@@ -22,11 +21,12 @@ from lmaudit.report.claims_base import (
     seed_count,
     spread,
 )
-from lmaudit.report.claims_intervals import rho_interval
-from lmaudit.report.claims_models import model, weights
-from lmaudit.report.claims_others import first_only, seed_columns
-from lmaudit.report.claims_smi import ERRORS, RHO, gap, judged, truth_error
-from lmaudit.report.verdicts import against_paper, at_this_size, category, combine, effect_text, judge, single
+from lmaudit.claims.intervals import rho_interval
+from lmaudit.claims.models import model, weights
+from lmaudit.claims.others import first_only, seed_columns
+from lmaudit.claims.smi import ERRORS, RHO, gap, judged, truth_error
+from lmaudit.claims.verdicts import against_paper, at_this_size, category, combine, effect_text, judge, single
+from lmaudit.extraction.reconstruct import wilson_interval
 
 # ---------------------------------------------------------------- SMI
 

@@ -1,5 +1,5 @@
 """Findings, and the formatting and intervals every judge shares (the verdicts and their rule:
-:mod:`lmaudit.report.verdicts`)."""
+:mod:`lmaudit.claims.verdicts`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.metrics import seed_std
-from lmaudit.report.verdicts import (  # noqa: F401  (re-exported: the judges import the vocabulary from here)
+from lmaudit.claims.verdicts import (  # noqa: F401  (re-exported: the judges import the vocabulary from here)
     AGAINST,
     AT_THIS_SIZE,
     INCONCLUSIVE,
@@ -24,12 +22,14 @@ from lmaudit.report.verdicts import (  # noqa: F401  (re-exported: the judges im
     Verdict,
     judge,
 )
+from lmaudit.extraction.reconstruct import wilson_interval
+from lmaudit.metrics import seed_std
 
 
 @dataclass
 class Finding:
     ours: str  # what we measured, with intervals where stored or computed
-    verdict: str  # one of lmaudit.report.verdicts.VERDICTS (a Verdict carries its per-seed parts)
+    verdict: str  # one of lmaudit.claims.verdicts.VERDICTS (a Verdict carries its per-seed parts)
     regime: str  # what in our regime explains a difference (or confirms the setting)
     points: bool = False  # some part rests on points (no interval): said in its cell
     one_seed: bool = False  # the verdict rests on one seed: said in its cell
