@@ -302,3 +302,20 @@ def test_the_table_marks_top_k_approximations_and_the_report_names_the_served_mo
     assert f"served model 'tiny', identity {identity}, top-5 log-probabilities (approximate from them: mu, sigma)" \
         in facts["target"]
     assert "budget" not in facts["configuration"]  # a DLM setting: not shown for an AR run
+
+
+def test_a_served_probe_reports_its_progress_as_it_goes_not_only_at_the_end(server, tiny_model_dir, monkeypatch,
+                                                                           capsys):
+    import lmaudit
+    from lmaudit.probes.shards import SERVED_SHARD_SIZE
+
+    monkeypatch.delenv("LMAUDIT_PROGRESS", raising=False)
+    monkeypatch.delenv("LMAUDIT_SHARD_SIZE", raising=False)
+    texts = make_texts(2 * SERVED_SHARD_SIZE + 16, seed=11)  # 80 texts: shards of 32, 32 and 16
+    half = len(texts) // 2
+    lmaudit.mia(server.url, texts[:half], texts[half:], tokenizer=tiny_model_dir,
+                config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=0, blind=False, use_cache=False))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("probe target:")]
+    # a line as each shard's answers are in (40%, 80%), then the last one: a served set is no longer one shard
+    assert [line.split(": ", 1)[1].split(",")[0] for line in lines] == ["32/80 (40%)", "64/80 (80%)", "80/80 (100%)"]
+    assert "done in" in lines[-1] and all("ETA" in line for line in lines[:-1])

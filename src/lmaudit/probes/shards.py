@@ -41,13 +41,18 @@ from lmaudit.utils import atomic_path, fault_point, stable_hash, write_json_atom
 
 DEFAULT_SHARD_SIZE = 256
 DEVICE_SHARD_SIZE = 4096  # on an accelerator: fewer, longer runs of batches (a shard's stats come back at once)
+# a served model: one request a text, a few texts a minute, and its endpoint caches every answer, so a shard is only
+# the step in which progress is reported (a 120-text set reports at 27%, 53%, 80% and the end, not only at the end)
+SERVED_SHARD_SIZE = 32
 
 
 def shard_size_default(device: str | None = None) -> int:
-    """Records per shard: ``$LMAUDIT_SHARD_SIZE``, else 256 on a CPU and :data:`DEVICE_SHARD_SIZE` on an accelerator
-    (``device``: the model's; a shard is one run of batches, whose statistics come back to the host once)."""
+    """Records per shard: ``$LMAUDIT_SHARD_SIZE``, else 256 on a CPU, :data:`DEVICE_SHARD_SIZE` on an accelerator
+    and :data:`SERVED_SHARD_SIZE` for a served model (``device``: the model's, ``"remote"`` when served; a shard is
+    one run of batches, whose statistics come back to the host once)."""
     raw = os.environ.get("LMAUDIT_SHARD_SIZE", "")
-    fallback = DEFAULT_SHARD_SIZE if device in (None, "cpu", "remote") else DEVICE_SHARD_SIZE
+    fallback = {None: DEFAULT_SHARD_SIZE, "cpu": DEFAULT_SHARD_SIZE, "remote": SERVED_SHARD_SIZE}.get(
+        device, DEVICE_SHARD_SIZE)
     try:
         size = int(raw) if raw else fallback
     except ValueError:
