@@ -26,7 +26,7 @@ from lmaudit.claims.verdicts import (
     SMALLER,
     UNTESTABLE,
 )
-from lmaudit.metrics import pool_paired
+from lmaudit.seeds import pool_paired
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,9 @@ import pandas as pd
 import pytest
 
 from helpers import assert_ok, assert_user_error, lmaudit, make_texts, synthetic_run, write_jsonl
+from lmaudit.cache import cached_build
 from lmaudit.errors import LmauditError
-from lmaudit.folders import MANIFEST, cached_build, check_replaceable, verify_folder, write_manifest
+from lmaudit.folders import MANIFEST, check_replaceable, verify_folder, write_manifest
 from lmaudit.models.fingerprint import model_dir_fingerprint
 from lmaudit.report.build import write_report
 from lmaudit.runs.common import write_results

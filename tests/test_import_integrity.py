@@ -309,7 +309,8 @@ def test_an_absurd_context_length_is_refused(tiny_model_dir, tmp_path):
 _KILLED_WRITERS = """
 import os, signal, sys
 from pathlib import Path
-from lmaudit.folders import cached_build, output_folder
+from lmaudit.cache import cached_build
+from lmaudit.folders import output_folder
 from lmaudit.utils import atomic_path
 
 def die(*_):
@@ -344,7 +345,8 @@ def _killed(where: Path, what: str) -> None:
 
 
 def test_a_killed_writers_temporaries_go_with_the_next_write_beside_them(tmp_path):
-    from lmaudit.folders import cached_build, output_folder
+    from lmaudit.cache import cached_build
+    from lmaudit.folders import output_folder
     from lmaudit.utils import atomic_path
 
     _killed(tmp_path, "file")

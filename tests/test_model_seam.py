@@ -14,7 +14,7 @@ from lmaudit.probes.masked import masked_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.runs.extract import TABLES, ExtractConfig, run_extraction
 from lmaudit.runs.mia_groups import check_dlm_reference
-from lmaudit.runs.pii import CANDIDATE_LOGP, SKEW_SCORING
+from lmaudit.runs.pii_candidates import CANDIDATE_LOGP, SKEW_SCORING
 
 TEXTS = TextSet.from_texts(make_texts(5, seed=11))
 

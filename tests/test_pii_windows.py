@@ -10,7 +10,7 @@ from lmaudit.models.loading import load_model
 from lmaudit.probes.backends import LocalBackend, use_backend
 from lmaudit.probes.masked import masked_window_stats
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.runs.pii import WindowTask, _window, skew_scores, window_logp
+from lmaudit.runs.pii_candidates import WindowTask, _window, skew_scores, window_logp
 
 REC = PIIRecord("r1", "Please write to the maintainer at ", " before the next release of the package.", None)
 VALUES = ["ann.lee@example.org", "bo@mail.net", "c.d.e@x.io"]

@@ -159,7 +159,7 @@ def test_pii_cli_never_shows_values_without_the_flag(tmp_path, tiny_dlm_dir):
 
 def test_window_keeps_context_around_long_candidates(tokenizer):
     from lmaudit.extraction.reconstruct import PIIRecord
-    from lmaudit.runs.pii import _window
+    from lmaudit.runs.pii_candidates import _window
 
     rec = PIIRecord("r", "the model data train token layer ", " value array matrix function", "x")
     ids, is_field = _window(tokenizer, rec, "tensor", 20)

@@ -87,7 +87,7 @@ def test_a_training_stopped_part_way_resumes_where_it_stopped(tokenizer, monkeyp
     build stopped at step 5 and started again runs only the steps after its last save, and ends with the losses and
     weights of a run never stopped; the state is gone once the folder is in place, and a damaged one is not read."""
     import lmaudit.models.train as tr
-    from lmaudit.folders import TRAINING_STATE, cached_build
+    from lmaudit.cache import TRAINING_STATE, cached_build
 
     preset = Preset("t", hidden=32, layers=1, heads=2, intermediate=64, context=128, pretrain_tokens=0, block=32,
                     batch=8, lr=3e-3)

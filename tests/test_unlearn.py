@@ -186,7 +186,7 @@ def test_an_unlearning_stopped_part_way_resumes_its_retain_batches_too(models, t
     them with the training, and ends with the weights and loss record of a run never stopped."""
     import lmaudit.models.train as tr
     import lmaudit.models.unlearn as ul
-    from lmaudit.folders import cached_build
+    from lmaudit.cache import cached_build
 
     _, trained = models["ar"]
     args = dict(method="gradient_ascent", retain_weight=1.0, **{**FAST, "epochs": 8})

@@ -30,14 +30,13 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from fnmatch import fnmatch
 from pathlib import Path
 
 from lmaudit.errors import LmauditError
-from lmaudit.utils import UMASK, cache_dir, fault_point, remove_stale_temps, stable_hash, temp_prefix, write_json_atomic
+from lmaudit.utils import UMASK, fault_point, remove_stale_temps, temp_prefix, write_json_atomic
 
 MANIFEST = "lmaudit_manifest.json"
 DERIVED = ("report.html", "report.md", "report_files", "epsilon.json")  # derived from the data files at will
@@ -353,45 +352,3 @@ def verify_folder(folder: str | Path, *, hashes: bool = True, suffixes: tuple[st
             raise LmauditError(f"{path}: changed since the run wrote it (its content does not match {MANIFEST})",
                                hint=hint)
     return manifest
-
-
-# Where a build's training keeps its state while the build runs (:func:`lmaudit.models.train.train` saves it there
-# every few minutes and resumes from it): a build stopped part way, killed or interrupted, resumes where it stopped.
-TRAINING_STATE: ContextVar[Path | None] = ContextVar("lmaudit_training_state", default=None)
-
-
-def cached_build(kind: str, key: object, build: Callable[[Path], None]) -> Path:
-    """Return the cache folder for ``key``, running ``build(tmp_folder)`` first if absent.
-
-    While it builds, a training inside saves its state in ``checkpoints/KIND/HASH`` of the cache
-    (:data:`TRAINING_STATE`), removed once the folder is in place: a build stopped part way resumes
-    from its last saved step.
-
-    Two processes building one key both build; the first rename wins and the other
-    keeps that folder (the same deterministic build), so no process ever deletes a
-    folder another may be reading. The temporary folders of killed builds beside it are
-    removed first (:func:`~lmaudit.utils.remove_stale_temps`); a running build's never are.
-    """
-    folder = cache_dir() / kind / stable_hash(key)
-    state = cache_dir() / "checkpoints" / kind / folder.name
-    if folder.exists():  # only ever created by the atomic rename below
-        if state.exists():  # left by a second build of the same key, killed after the first one finished
-            shutil.rmtree(state, ignore_errors=True)
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(folder.parent, name=folder.name, legacy=(r"\.[0-9a-f]{32}\.[a-z0-9_]{8}",))
-    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(folder.name), suffix=".build", dir=folder.parent))
-    token = TRAINING_STATE.set(state)
-    try:
-        build(tmp)
-        try:
-            os.rename(tmp, folder)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not folder.exists():
-                raise
-    finally:
-        TRAINING_STATE.reset(token)
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    shutil.rmtree(state, ignore_errors=True)  # the folder is in place: its training's state is done with
-    return folder

@@ -1,7 +1,7 @@
 """Training jobs: pretraining, fine-tuning, unlearning and shadow models; each writes a folder and returns it read.
 
 The model-making jobs (:func:`finetune`, :func:`unlearn`, :func:`pretrain`) write to ``out``, or, with ``out`` None,
-into the model cache (:func:`~lmaudit.folders.cached_build`): keyed by every setting that determines the weights (or
+into the model cache (:func:`~lmaudit.cache.cached_build`): keyed by every setting that determines the weights (or
 by ``cache_key``), built once and then read back, as experiments build their models.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from lmaudit.cache import cached_build
 from lmaudit.data.corpus import DEFAULT_PACKAGES, Corpus, build_corpus
 from lmaudit.data.given import texts_of
-from lmaudit.folders import cached_build
 from lmaudit.models import build
 from lmaudit.models import unlearn as unlearning
 from lmaudit.models.dp import DPSpec

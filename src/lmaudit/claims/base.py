@@ -23,7 +23,7 @@ from lmaudit.claims.verdicts import (  # noqa: F401  (re-exported: the judges im
     judge,
 )
 from lmaudit.extraction.reconstruct import wilson_interval
-from lmaudit.metrics import seed_std
+from lmaudit.seeds import seed_std
 
 
 @dataclass

@@ -17,7 +17,6 @@ from lmaudit.data.pii import pii_corpus
 from lmaudit.data.snapshot import embedded_hash
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
-from lmaudit.metrics import seed_std
 from lmaudit.models.build import corpus_tokenizer
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model
@@ -26,6 +25,7 @@ from lmaudit.models.loading import load_model
 from lmaudit.progress import info
 from lmaudit.runs.extract import ExtractConfig
 from lmaudit.runs.mia import RunConfig
+from lmaudit.seeds import seed_std
 
 METRICS = ("auc", "tpr@10%fpr", "tpr@1%fpr")
 

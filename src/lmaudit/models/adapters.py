@@ -18,7 +18,7 @@ on the model kind. Both adapters answer:
 - for DLMs, :meth:`DLMAdapter.insert_masks` and :meth:`DLMAdapter.draw_noise`;
 - ``scoring`` — how a token gets its probability: ``"left-to-right"`` (from the tokens before it) or
   ``"masked"`` (hidden among visible tokens). This capability, not the kind, keys a job's tables
-  (``runs/extract.TABLES``, ``runs/pii.CANDIDATE_LOGP``): a new kind that scores alike adds no entry;
+  (``runs/extract.TABLES``, ``runs/pii_candidates.CANDIDATE_LOGP``): a new kind that scores alike adds no entry;
 - ``ignored_settings`` — the decoding settings the model does not read, each with the reason a job says.
 
 Code above ``models/`` holds a :class:`~lmaudit.models.handle.ModelHandle` whole and never builds an

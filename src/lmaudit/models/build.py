@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoTokenizer
 
+from lmaudit.cache import cached_build
 from lmaudit.data.corpus import Corpus, build_corpus
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError, LmauditError, SettingError, spell
-from lmaudit.folders import cached_build, output_folder
+from lmaudit.folders import output_folder
 from lmaudit.models.adapters import KIND_SPELLINGS, adapter_for, context_length, resolve_pad_id
 from lmaudit.models.chat import formatted
 from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar

@@ -39,8 +39,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import modeling_gguf_pytorch_utils as conversion
 from transformers.utils import logging as hf_logging
 
+from lmaudit.cache import cached_build
 from lmaudit.errors import ModelLoadError
-from lmaudit.folders import cached_build, output_folder, resolve_out, sha256_file
+from lmaudit.folders import output_folder, resolve_out, sha256_file
 from lmaudit.models.defaults import INSTALL_HINT, NAMED
 from lmaudit.models.fingerprint import file_digest
 from lmaudit.models.sources import MAX_CONTEXT, SOURCE_FILE, TRAINING_FILE, source_record

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lmaudit.cache import TRAINING_STATE
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, spell
-from lmaudit.folders import TRAINING_STATE
 from lmaudit.models.batching import pad_sequences, to_device
 from lmaudit.progress import info, progress
 from lmaudit.settings import check_settings, fraction, integer, non_negative, one_of, positive, seed_value, setting
@@ -243,7 +243,7 @@ def train(
     """Train ``model`` in place with AdamW, linear warm-up and cosine decay.
 
     Returns the loss of every step. Deterministic for a given seed on one device. Inside a cached build
-    (:func:`~lmaudit.folders.cached_build`) it saves its state every :data:`CHECKPOINT_EVERY_S` seconds and, started
+    (:func:`~lmaudit.cache.cached_build`) it saves its state every :data:`CHECKPOINT_EVERY_S` seconds and, started
     again after being stopped, resumes from the last state saved: the same model, step for step, as a run never
     stopped. The losses are read back every :data:`READ_EVERY` steps (a non-finite one stops the training then,
     naming its step), so that on a GPU the steps queue without waiting for each other.

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lmaudit.cache import cached_build
 from lmaudit.data.corpus import DEFAULT_PACKAGES, build_corpus
 from lmaudit.data.loaders import load_texts
 from lmaudit.errors import DataError
-from lmaudit.folders import cached_build, sha256_file
+from lmaudit.folders import sha256_file
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 
 EMBEDDED = ""  # the corpus name of the embedded docstring corpus' pretraining pool

@@ -54,11 +54,11 @@ import pandas as pd
 from lmaudit.attacks import get_attack
 from lmaudit.audit.sets import standardise
 from lmaudit.audit.smi import smi_m
+from lmaudit.cache import cached_build
 from lmaudit.claims.verdicts import AGAINST, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, interval_verdict
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import shared
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.folders import cached_build
 from lmaudit.metrics import auc, stratified_bootstrap
 from lmaudit.models.build import finetune
 from lmaudit.models.loading import load_model

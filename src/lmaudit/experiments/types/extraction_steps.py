@@ -17,8 +17,8 @@ import numpy as np
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, extract_config, step_labels
-from lmaudit.metrics import seed_std
 from lmaudit.report import extraction_plots as xplots
+from lmaudit.seeds import seed_std
 from lmaudit.settings import setting, table
 
 

@@ -31,8 +31,8 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.extraction.reconstruct import paired_signals, redact, wilson_interval
-from lmaudit.metrics import seed_std
 from lmaudit.runs.pii import ReconstructConfig
+from lmaudit.seeds import seed_std
 from lmaudit.settings import boolean, each, integer, setting, table, text
 
 

@@ -23,7 +23,7 @@ Payload: ``cells``: ``{label: {settings, per_seed, auc, paired, delta}}``; per s
 {members|nonmembers: {mean, std, skew}, separation: {d_mean, d_skew, auc_mean, auc_skew}},
 time_s: {finetune, mia}}`` (:func:`separation`); over seeds
 ``auc: {row: [mean, std]}``, ``paired: {vs: [mean diff, lo, hi]}`` (one seed: its own
-interval; several: :func:`~lmaudit.metrics.pool_paired`, a normal-approximation interval
+interval; several: :func:`~lmaudit.seeds.pool_paired`, a normal-approximation interval
 of the mean difference) and ``delta`` means.
 """
 
@@ -43,13 +43,14 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
 from lmaudit.metrics import auc as auc_of
-from lmaudit.metrics import paired_auc_diff, pool_paired
+from lmaudit.metrics import paired_auc_diff
 from lmaudit.models.presets import PRESETS
 from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import segment_mean, segment_std
 from lmaudit.progress import info
 from lmaudit.report import plots
 from lmaudit.runs.mia import RunConfig
+from lmaudit.seeds import pool_paired
 from lmaudit.settings import integer, one_of, setting, table
 
 # row label -> (attack, parameters): every row of a cell

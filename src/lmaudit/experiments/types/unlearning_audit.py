@@ -47,7 +47,6 @@ from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.metrics import seed_std
 from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
 from lmaudit.models.unlearn import METHODS, UnlearnConfig
@@ -56,6 +55,7 @@ from lmaudit.progress import info
 from lmaudit.report import plots
 from lmaudit.runs.audit_set import AuditConfig
 from lmaudit.runs.mia import RunConfig
+from lmaudit.seeds import seed_std
 from lmaudit.settings import each, fraction, integer, keys_of, one_of, setting, table
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")

@@ -32,12 +32,12 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.unlearning_audit import _sub, _unlearned
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.metrics import seed_std
 from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.unlearn import METHODS, UnlearnConfig
 from lmaudit.report import plots
 from lmaudit.runs.unlearning_check import SCHEMES, SMI_M, CheckConfig
+from lmaudit.seeds import seed_std
 from lmaudit.settings import each, fraction, integer, keys_of, non_negative, one_of, setting, text
 
 # the seeds' verdicts read together (comparison(): every seed came back → reproduced, ...)
