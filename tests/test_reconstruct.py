@@ -214,7 +214,7 @@ def test_include_truth_adds_the_true_value_once_and_ranks_over_it(tmp_path, tiny
 
 def test_a_list_of_mask_lengths_spreads_the_candidates(monkeypatch, tiny_dlm_dir):
     import lmaudit.models.adapters as adapters
-    import lmaudit.runs.pii as pii
+    import lmaudit.runs.pii_candidates as pii
     from lmaudit.extraction.reconstruct import PIIRecord
     from lmaudit.models.loading import load_model
 

@@ -11,6 +11,7 @@ import dataclasses
 
 import pytest
 
+import lmaudit as lmaudit_package
 from helpers import assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit import api
 from lmaudit.errors import SettingError
@@ -191,37 +192,73 @@ def test_attack_parameters_with_choices(tmp_path, data, tiny_model_dir):
 
 # ---------------------------------------------------------------- no other style of check remains
 
-def _config_classes() -> list[type]:
-    from lmaudit.extraction.masks import MaskSpec
-    from lmaudit.models.dp import DPSpec
-    from lmaudit.models.lora import LoraSpec
-    from lmaudit.models.shadows import ShadowsConfig
-    from lmaudit.models.train import FinetuneConfig, TrainConfig
-    from lmaudit.models.unlearn import UnlearnConfig
-    from lmaudit.probes.masks import MaskPlan
+# dataclasses named like settings that are not settings: what a registry records, a derived plan, parsed options
+NOT_SETTINGS = {"lmaudit.attacks.registry.AttackSpec", "lmaudit.models.dp.DPPlan",
+                "lmaudit.commands.running.ModelOptions"}
+# the values a config needs where a field has no default (the rest take their defaults)
+REQUIRED = {"MaskPlan": {"kind": "cyclic"}, "MaskSpec": {"kind": "suffix", "count": 4}, "LoraSpec": {"rank": 4},
+            "UnlearnConfig": {"method": "npo"}, "DPSpec": {"epsilon": 8.0}}
+ALONE = {("DPSpec", "noise_multiplier")}  # given instead of a required value (epsilon or noise_multiplier, not both)
 
-    return [TrainConfig, FinetuneConfig, UnlearnConfig, LoraSpec, DPSpec, ShadowsConfig, MaskPlan, MaskSpec,
-            *(t.config for t in list_experiment_types())]
+
+def _config_classes() -> list[type]:
+    """Every settings dataclass of lmaudit: each with a field declared by ``setting(check=...)``, or named like one
+    (…Config, …Settings, …Spec, …Plan), found by importing every module."""
+    import importlib
+    import pkgutil
+
+    found = {}
+    for info in pkgutil.walk_packages(lmaudit_package.__path__, "lmaudit."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional dependency not installed (ray)
+            continue
+        for name, obj in vars(module).items():
+            if not (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__):
+                continue
+            path = f"{obj.__module__}.{name}"
+            checked = any(f.metadata.get("check") for f in dataclasses.fields(obj))
+            if path not in NOT_SETTINGS and (checked or name.endswith(("Config", "Settings", "Spec", "Plan"))):
+                found[path] = obj
+    return [found[k] for k in sorted(found)]
+
+
+def _make(config: type, **values):
+    required = REQUIRED.get(config.__name__) or {f.name: "x" for f in dataclasses.fields(config)
+                                                 if f.default is dataclasses.MISSING
+                                                 and f.default_factory is dataclasses.MISSING}
+    if any((config.__name__, name) in ALONE for name in values):
+        required = {}
+    return config(**{**required, **values})
+
+
+def test_the_settings_found_include_the_probe_and_demo_settings():
+    names = {c.__name__ for c in _config_classes()}
+    assert {"ARProbeConfig", "NeighbourSettings", "DemoConfig", "RealDemoConfig", "RunConfig", "ExtractConfig",
+            "TrainConfig", "MIAConfig"} <= names
 
 
 @pytest.mark.parametrize("config", _config_classes(), ids=lambda c: c.__name__)
 def test_every_setting_of_a_config_is_declared_with_its_check(config):
     unchecked = [f.name for f in dataclasses.fields(config) if not callable(f.metadata.get("check"))]
     assert not unchecked, f"{config.__name__}: declare {unchecked} with setting(check=...)"
-    # the defaults pass their own checks (a config made with them constructs)
-    required = {f.name: "x" for f in dataclasses.fields(config)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    if config.__name__ == "MaskPlan":
-        required = {"kind": "cyclic"}
-    elif config.__name__ == "MaskSpec":
-        required = {"kind": "suffix", "count": 4}
-    elif config.__name__ == "LoraSpec":
-        required = {"rank": 4}
-    elif config.__name__ == "UnlearnConfig":
-        required = {"method": "npo"}
-    elif config.__name__ == "DPSpec":
-        required = {"epsilon": 8.0}
-    config(**required)
+    _make(config)  # the defaults pass their own checks (a config made with them constructs)
+
+
+@pytest.mark.parametrize("config", _config_classes(), ids=lambda c: c.__name__)
+def test_every_value_a_declared_check_refuses_is_refused_naming_its_field(config):
+    """As scikit-learn's invalid-parameter checks: each check says which values it refuses (made from its own
+    constraint), and each is given to its field alone; the config refuses it with a SettingError naming the field."""
+    tried = 0
+    for f in dataclasses.fields(config):
+        invalid = getattr(f.metadata["check"], "invalid", None)
+        assert invalid, f"{config.__name__}.{f.name}: its check declares no refused values (settings.refusing)"
+        for bad in invalid:
+            with pytest.raises(SettingError) as raised:
+                _make(config, **{f.name: bad})
+            assert raised.value.field.split(".")[0].split("[")[0] == f.name, (config.__name__, f.name, bad)
+            tried += 1
+    assert tried >= 2 * len(dataclasses.fields(config))
 
 
 def test_experiment_files_have_no_checks_guessed_from_key_names():

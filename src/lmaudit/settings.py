@@ -28,6 +28,13 @@ def check_settings(obj) -> None:
             check(getattr(obj, f.name), f.name, f.metadata.get("flag"))
 
 
+def refusing(check, *invalid):
+    """``check`` with ``check.invalid``: values it must refuse, made from its own constraint (a test gives each to
+    every declared field and expects the field named in the error, as scikit-learn's invalid-parameter checks do)."""
+    check.invalid = tuple(invalid)
+    return check
+
+
 def _shown(value: Any) -> str:
     return repr(value).replace("{", "{{").replace("}", "}}")
 
@@ -38,7 +45,8 @@ def integer(low: int, high: int | None = None, *, optional: bool = False, hint=N
     def check(value, name: str, flag: str | None) -> None:
         if not (optional and value is None):
             check_int(name, value, low=low, high=high, hint=hint, flag=flag or "--" + name.replace("_", "-"))
-    return check
+    return refusing(check, low - 1, *(() if high is None else (high + 1,)), low + 0.5, "1",
+                     *(() if optional else (None,)))
 
 
 def one_of(values, *, noun: str | None = None, listed: bool = False, exact: bool = False):
@@ -54,7 +62,7 @@ def one_of(values, *, noun: str | None = None, listed: bool = False, exact: bool
         allowed = (f"one of {', '.join(names)}" if listed else
                    " or ".join(names) if len(names) <= 2 else f"{', '.join(names[:-1])} or {names[-1]}")
         raise SettingError(name, f"{{name}} must be {allowed}, got {_shown(value)}", flag=flag)
-    return check
+    return refusing(check, "no such value", object())
 
 
 def positive(*, below: float | None = None, optional: bool = False, hint: str | None = None):
@@ -68,7 +76,8 @@ def positive(*, below: float | None = None, optional: bool = False, hint: str | 
         shown = _shown(float(value) if number else value)
         what = f"in (0, {below:g})" if below is not None else "a positive number"
         raise SettingError(name, f"{{name}} must be {what}, got {shown}", flag=flag, hint=hint)
-    return check
+    return refusing(check, 0, -1.0, math.nan, math.inf, True, "1", *(() if below is None else (below,)),
+                     *(() if optional else (None,)))
 
 
 def fraction(*, also: tuple = (), above_zero: bool = False, optional: bool = False):
@@ -83,15 +92,16 @@ def fraction(*, also: tuple = (), above_zero: bool = False, optional: bool = Fal
         extra = f" (or {', '.join(repr(a) for a in also)})" if also else ""
         where = "(0, 1]" if above_zero else "[0, 1]"
         raise SettingError(name, f"{{name}} must be in {where}{extra}, got {_shown(value)}", flag=flag)
-    return check
+    return refusing(check, -0.1, 1.5, math.nan, True, "half", *((0,) if above_zero else ()),
+                     *(() if optional else (None,)))
 
 
-def boolean():
-    """True or False."""
+def boolean(*, optional: bool = False):
+    """True or False (or None when ``optional``: decided later, e.g. from the model)."""
     def check(value, name: str, flag: str | None) -> None:
-        if not isinstance(value, bool):
+        if not (isinstance(value, bool) or (optional and value is None)):
             raise SettingError(name, f"{{name}} must be true or false, got {_shown(value)}", flag=flag)
-    return check
+    return refusing(check, 1, "yes", *(() if optional else (None,)))
 
 
 # seeds reach numpy, torch and offsets added to them (seed + 10_000, seed * 1_000_003 + i): 32 bits leave room for
@@ -111,7 +121,7 @@ def number(*, integral: bool = False):
         if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
             what = "an integer" if integral else "a number"
             raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
-    return check
+    return refusing(check, True, "1", None, *((0.5,) if integral else ()))
 
 
 def non_negative(*, hint: str | None = None):
@@ -120,7 +130,7 @@ def non_negative(*, hint: str | None = None):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and math.isfinite(value) and value >= 0):
             raise SettingError(name, f"{{name}} must be a number ≥ 0, got {_shown(value)}", flag=flag, hint=hint)
-    return check
+    return refusing(check, -1, math.nan, math.inf, True, "0", None)
 
 
 def text(*, optional: bool = False):
@@ -129,7 +139,7 @@ def text(*, optional: bool = False):
     def check(value, name: str, flag: str | None) -> None:
         if not (isinstance(value, str) or (optional and value is None)):
             raise SettingError(name, f"{{name}} must be a string, got {_shown(value)}", flag=flag)
-    return check
+    return refusing(check, 3, b"bytes", *(() if optional else (None,)))
 
 
 def each(item, *, optional: bool = False, nonempty: bool = False):
@@ -143,7 +153,8 @@ def each(item, *, optional: bool = False, nonempty: bool = False):
             raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
         for i, v in enumerate(value):
             item(v, f"{name}[{i}]", f"{flag or '--' + name.replace('_', '-')}[{i}]")
-    return check
+    return refusing(check, "not a list", *(() if optional else (None,)), *(([],) if nonempty else ()),
+                     *([bad] for bad in getattr(item, "invalid", ())[:2]))
 
 
 def table(*, optional: bool = False):
@@ -151,7 +162,7 @@ def table(*, optional: bool = False):
     def check(value, name: str, flag: str | None) -> None:
         if not (isinstance(value, dict) or (optional and value is None)):
             raise SettingError(name, f"{{name}} must be a table, got {_shown(value)}", flag=flag)
-    return check
+    return refusing(check, 3, "a=1", *(() if optional else (None,)))
 
 
 def keys_of(config: type, keys: tuple[str, ...] | None = None):
@@ -167,7 +178,7 @@ def keys_of(config: type, keys: tuple[str, ...] | None = None):
             inner = declared[key].metadata.get("check")
             if inner is not None:
                 inner(v, f"{name}.{key}", f"{flag or name}.{key}")
-    return check
+    return refusing(check, 3, {"no such key": 1})
 
 
 def read_number(value: str, *, integral: bool = False):

@@ -17,4 +17,4 @@ NAMED_MODELS = NAMED  # {name: (package, file, what)}: the pretrained models fou
 gguf_file = deferred("lmaudit.models.gguf", "gguf_file")  # the GGUF file a source names (None for a model folder)
 import_gguf = deferred("lmaudit.models.gguf", "import_gguf")  # dequantize a GGUF file into a model folder
 source_record = deferred("lmaudit.models.sources", "source_record")  # what a folder imported from a GGUF records
-parse_steps = deferred("lmaudit.runs.extract", "parse_steps")  # extraction step counts from "1,2,4,max"
+parse_steps = deferred("lmaudit.extraction.masks", "parse_steps")  # extraction step counts from "1,2,4,max"

@@ -30,7 +30,7 @@ import numpy as np
 
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.probes.requests import ar_probe
-from lmaudit.settings import boolean, number, one_of, table
+from lmaudit.settings import boolean, number, one_of, refusing, table
 from lmaudit.utils import import_submodules
 
 KINDS = ("ar", "dlm")
@@ -260,6 +260,10 @@ def attack_variants(value, name: str, flag: str | None) -> None:
         if isinstance(variant.get("attack"), str):
             params = {k: v for k, v in variant.items() if k != "attack"}
             _check_params(variant["attack"], params, f"{name}.{label}", f"{flag or name}.{label}")
+
+
+refusing(attack_params, 3, {"loss": 3}, {"recall": {"shots": 0}}, {"loss": {"variant": "bogus"}})
+refusing(attack_variants, 3, {"v": 3}, {"v": {"attack": "loss", "variant": "bogus"}})
 
 
 def _discover() -> None:

@@ -19,7 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import LmauditError, SettingError, check_int
-from lmaudit.settings import SEED_MAX, check_settings, each, integer, non_negative, one_of, positive, setting, text
+from lmaudit.settings import (
+    SEED_MAX,
+    check_settings,
+    each,
+    integer,
+    non_negative,
+    one_of,
+    positive,
+    refusing,
+    setting,
+    text,
+)
 
 KINDS = ("ar", "dlm")  # the models an experiment trains
 MODES = ("dft", "ift")  # fine-tuning on corpus passages, or on instruction pairs
@@ -38,6 +49,9 @@ def seed_list(value, name: str, flag: str | None) -> None:
     if twice is not None:
         raise SettingError(name, f"{{name}} must be distinct, got {shown} (seed {twice} twice)", flag=flag,
                            hint="each seed is one more run: list each once")
+
+
+refusing(seed_list, [], [-1], [0, 0], [1.5])
 
 
 @dataclass

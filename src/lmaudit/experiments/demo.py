@@ -21,22 +21,29 @@ from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.models.build import EMBEDDED_DLM, corpus_tokenizer
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model
+from lmaudit.models.presets import PRESETS
 from lmaudit.progress import info
 from lmaudit.runs.mia import MIAResult, RunConfig
+from lmaudit.settings import check_settings, integer, one_of, positive, seed_value, setting, text
 
 
 @dataclass(frozen=True)
 class DemoConfig:
-    preset: str = "tiny"
-    pretrain_tokens: int = 2_000_000
-    n_members: int = 1000
-    n_nonmembers: int = 1000
-    passage_chars: int = 300
-    finetune_epochs: float = 4
-    finetune_lr: float = 1e-3
-    seed: int = 0
-    dlm_adapt_tokens: int = 500_000  # diffusion training of the AR base
-    dlm_samples: int = 300  # members and as many non-members scored by the DLM attacks
+    """The demo on the embedded default: a tiny model pretrained on the corpus, fine-tuned on members, audited."""
+
+    preset: str = setting("tiny", check=one_of(tuple(PRESETS), noun="preset"))
+    pretrain_tokens: int = setting(2_000_000, check=integer(1))
+    n_members: int = setting(1000, check=integer(2))
+    n_nonmembers: int = setting(1000, check=integer(2))
+    passage_chars: int = setting(300, check=integer(1))
+    finetune_epochs: float = setting(4, check=positive())
+    finetune_lr: float = setting(1e-3, check=positive())
+    seed: int = setting(0, check=seed_value())
+    dlm_adapt_tokens: int = setting(500_000, check=integer(1))  # diffusion training of the AR base
+    dlm_samples: int = setting(300, check=integer(2))  # members and as many non-members scored by the DLM attacks
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 FULL = DemoConfig()
@@ -48,14 +55,18 @@ QUICK = DemoConfig(pretrain_tokens=EMBEDDED_DLM["ar_tokens"], n_members=300, n_n
 class RealDemoConfig:
     """``demo --real``: a LoRA fine-tune of a real pretrained model on corpus members, every AR attack after it."""
 
-    model: str = "smollm2-135m"
-    n_members: int = 200
-    n_nonmembers: int = 200
-    passage_chars: int = 500
-    finetune_epochs: float = 3
-    lora: int = 16
-    seed: int = 0
-    batch_size: int = 4  # probes: 4 texts × ~130 positions × a 49k vocabulary is ~100 MB of logits a batch
+    model: str = setting("smollm2-135m", check=text())
+    n_members: int = setting(200, check=integer(2))
+    n_nonmembers: int = setting(200, check=integer(2))
+    passage_chars: int = setting(500, check=integer(1))
+    finetune_epochs: float = setting(3, check=positive())
+    lora: int = setting(16, check=integer(1))
+    seed: int = setting(0, check=seed_value())
+    # probes: 4 texts × ~130 positions × a 49k vocabulary is ~100 MB of logits a batch
+    batch_size: int = setting(4, check=integer(1))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 REAL = RealDemoConfig()

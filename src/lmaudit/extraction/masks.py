@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmaudit.errors import DataError, LmauditError
-from lmaudit.settings import check_settings, each, integer, one_of, setting, text
+from lmaudit.errors import DataError, LmauditError, SettingError
+from lmaudit.settings import check_settings, each, integer, one_of, refusing, setting, text
 from lmaudit.settings import fraction as in_unit
 from lmaudit.utils import stable_seed
 
@@ -146,3 +146,30 @@ def is_suffix(positions: np.ndarray, n_tokens: int) -> bool:
 
 def is_contiguous(positions: np.ndarray) -> bool:
     return len(positions) > 0 and bool(np.all(np.diff(positions) == 1))
+
+
+_STEPS = {"steps": ('steps=["1", "2", "4", "8", "max"]', "--steps 1,2,4,8,max")}
+
+
+def parse_steps(values) -> list[str]:
+    out = []
+    for v in (values.split(",") if isinstance(values, str) else values):
+        v = str(v).strip()
+        if v != "max" and not (v.isdigit() and int(v) >= 1):
+            raise LmauditError(f"step count '{v}' is not a positive integer or 'max'", hint="e.g. {steps}",
+                               options=_STEPS)
+        out.append(v)
+    if not out:
+        raise LmauditError("no step counts given", hint="e.g. {steps}", options=_STEPS)
+    return list(dict.fromkeys(out))
+
+
+def step_counts(value, name: str, flag: str | None) -> None:
+    """The check of ``steps``: step counts as :func:`parse_steps` reads them (a list, or a comma-separated text)."""
+    try:
+        parse_steps(value if isinstance(value, (str, list, tuple)) else [value])
+    except LmauditError as exc:
+        raise SettingError(name, f"{{name}}: {exc.template}", flag=flag, hint=exc.hint_template) from None
+
+
+refusing(step_counts, [], ["0"], ["two"], "1,x")

@@ -43,7 +43,7 @@ from lmaudit.errors import LmauditError, SettingError, spell
 from lmaudit.models.fingerprint import chain_fingerprints
 from lmaudit.models.loading import merge_adapters
 from lmaudit.models.sources import resolve_source
-from lmaudit.settings import boolean, check_settings, integer, positive, setting
+from lmaudit.settings import boolean, check_settings, integer, positive, refusing, setting
 
 
 def _one_line(exc: BaseException) -> str:
@@ -66,6 +66,9 @@ def _module_names(value, name: str, flag: str | None) -> None:
     if value is not None and (not value or not all(isinstance(t, str) and t for t in value)):
         shown = repr(value).replace("{", "{{").replace("}", "}}")
         raise SettingError(name, f"{{name}} must name modules, got {shown}", flag=flag, hint="e.g. q_proj,v_proj")
+
+
+refusing(_module_names, [], [""], [3])
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from lmaudit.models.build import finetune, loss_summary, objective_for, save_mod
 from lmaudit.models.loading import check_model_dir, load_model
 from lmaudit.models.lora import LoraSpec, finish_training, folder_fingerprint, start_training
 from lmaudit.models.train import MODES, Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
-from lmaudit.settings import check_settings, integer, non_negative, one_of, positive, seed_value, setting
+from lmaudit.settings import check_settings, integer, non_negative, one_of, positive, refusing, seed_value, setting
 
 METHODS = ("retrain", "gradient_ascent", "npo", "finetune")
 Noise = tuple[torch.Tensor, torch.Tensor]  # (t (B, 1), masked (B, T) bool) of one diffusion draw
@@ -168,6 +168,9 @@ def _method(value, name: str, flag: str | None) -> None:
     hint = (f"did you mean '{close[0]}'? " if close else "") + "valid methods: " + ", ".join(METHODS)
     shown = repr(value).replace("{", "{{").replace("}", "}}")
     raise SettingError(name, f"unknown unlearning method {shown}", flag=flag, hint=hint)
+
+
+refusing(_method, "forget", 3, None)
 
 
 @dataclass

@@ -29,22 +29,33 @@ from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.stats import device_rows, rows_stats
 from lmaudit.probes.tokenize import model_batches, tokenize_records, windows
 from lmaudit.progress import progress
+from lmaudit.settings import boolean, check_settings, integer, one_of, setting
 
 PROBE_VERSION = 2  # 2: cached per shard of records
 
 
 @dataclass(frozen=True)
 class ARProbeConfig:
-    max_length: int | None = None  # None: the model's context length
-    batch_size: int | None = None  # texts per forward (None: as many as the model's token budget holds)
-    max_batch_tokens: int | None = None  # cap a batch's padded tokens (samples × longest); None: the model's budget
-    long_texts: str = "truncate"  # or "window": overlapping windows of max_length, every token scored
-    stride: int | None = None  # window stride (default: half the window)
-    row_chunk: int = 256  # rows per output-layer chunk when the head is fused
-    fused_head: bool = True  # apply a plain output layer in row chunks instead of materialising all logits
+    """How the AR probe runs (every setting is part of a probe's cache key: a text's float32 statistics change in the
+    last bits with the texts padded beside it)."""
+
+    max_length: int | None = setting(None, check=integer(2, optional=True))  # None: the model's context length
+    # texts per forward (None: as many as the model's token budget holds)
+    batch_size: int | None = setting(None, check=integer(1, optional=True))
+    # cap a batch's padded tokens (samples × longest); None: the model's budget
+    max_batch_tokens: int | None = setting(None, check=integer(1, optional=True))
+    # or "window": overlapping windows of max_length, every token scored
+    long_texts: str = setting("truncate", check=one_of(("truncate", "window")))
+    stride: int | None = setting(None, check=integer(1, optional=True))  # window stride (default: half the window)
+    row_chunk: int = setting(256, check=integer(1))  # rows per output-layer chunk when the head is fused
+    # apply a plain output layer in row chunks instead of materialising all logits
+    fused_head: bool = setting(True, check=boolean())
     # the texts of a shard share a leading run of tokens (ReCaLL's prefix): its keys and values are computed once
     # and every batch continues from them (off: every text runs whole)
-    reuse_prefix: bool = False
+    reuse_prefix: bool = setting(False, check=boolean())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 MIN_SHARED = 16  # fewest shared leading tokens worth computing once

@@ -37,6 +37,8 @@ from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import progress
+from lmaudit.settings import check_settings, integer, setting
+from lmaudit.settings import fraction as share
 
 NEIGHBOUR_VERSION = 1
 ORIGINAL = "neighbour_of"  # a neighbour record's field: the target of the text it was made from
@@ -45,9 +47,14 @@ DRAWS_PER_NEIGHBOUR = 8  # position sets drawn per neighbour kept, when a neighb
 
 @dataclass(frozen=True)
 class NeighbourSettings:
-    n: int = 25  # neighbours per text
-    fraction: float = 0.0  # share of a text's tokens a neighbour replaces (at least one)
-    top: int = 5  # candidates per position
+    """The neighbours of a text: how many, what share of its tokens each replaces, from how many candidates."""
+
+    n: int = setting(25, check=integer(1))  # neighbours per text
+    fraction: float = setting(0.0, check=share())  # share of a text's tokens a neighbour replaces (at least one)
+    top: int = setting(5, check=integer(1))  # candidates per position
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 def swap_candidates(adapter, ids: np.ndarray, positions: np.ndarray, top: int, batch_tokens: int,

@@ -27,7 +27,7 @@ from lmaudit.report.summary import audit_summary
 from lmaudit.runs.common import Job, RunResult, register_job
 from lmaudit.runs.mia import score_set
 from lmaudit.runs.mia_result import MAX_BUDGET, RunConfig, budget_memory_hint
-from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting, text
+from lmaudit.settings import boolean, check_settings, each, integer, one_of, positive, seed_value, setting, text
 
 METHODS = ("smi", "smi-m", "both", "duci")  # both: smi and smi-m
 SMI_ONLY = ("features", "kernel", "bandwidth_factor", "attacks", "allow_overlap")  # settings DUCI does not read
@@ -51,13 +51,15 @@ class AuditConfig:
     method: str = setting("both", check=one_of(METHODS, noun="method"))
     features: str = setting("hidden", check=one_of(FEATURES, noun="features"))
     kernel: str = setting("rbf", check=one_of(KERNELS, noun="kernel"))
-    bandwidth_factor: float = 1.0
+    bandwidth_factor: float = setting(1.0, check=positive())
     bootstrap: int = setting(200, check=integer(0))
     seed: int = setting(0, check=seed_value())
-    attacks: list[str] | None = None  # features=scores: the attacks whose scores form the feature vector
+    # features=scores: the attacks whose scores form the feature vector
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
     # features=scores on a DLM: masked forwards per sample
     budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
-    allow_overlap: bool = False  # run although two of the sets share more than a small share of texts
+    # run although two of the sets share more than a small share of texts
+    allow_overlap: bool = setting(False, check=boolean())
     # method=duci: the attack whose decisions are counted (None: reference with a reference model, else loss)
     attack: str | None = setting(None, check=text(optional=True))
     use_cache: bool = setting(True, check=boolean())  # read and write the probe cache (False: time every pass)

@@ -11,7 +11,7 @@ and the verdict is "cannot tell" whatever the p-value (``verdict`` in ``results.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ from lmaudit.runs.common import Job, RunResult, register_job, write_results
 from lmaudit.runs.mia import score_set
 from lmaudit.runs.mia_result import MAX_BUDGET, RunConfig, budget_memory_hint
 from lmaudit.runs.set_check import PRIOR, two_set_check
-from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting
+from lmaudit.settings import boolean, check_settings, each, integer, one_of, seed_value, setting, table, text
 
 SETS = ("suspect", "validation", "members")
 
@@ -47,8 +47,9 @@ class InferenceConfig:
     lmaudit.errors.SettingError: splits must be an integer between 1 and 10,000, got 0 (hint: each split fits ...)
     """
 
-    attacks: list[str] | None = None  # None: every attack of the model's kind that can run
-    params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
+    # None: every attack of the model's kind that can run
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
+    params: dict[str, dict] = setting(default_factory=dict, check=table())  # per-attack parameter overrides
     # seeded halvings of both sets: the test is repeated on each
     splits: int = setting(20, check=integer(1, 10_000, hint=(
         "each split fits two logistic regressions and keeps two p-values in results.json; the median p-value "
@@ -58,8 +59,9 @@ class InferenceConfig:
     # DLM: masked forwards per model and sample, for every attack
     budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
     bootstrap: int = setting(200, check=integer(0))  # the set checks' AUC intervals; SMI's, with known members
-    use_cache: bool = True
-    allow_overlap: bool = False  # run although two of the sets share more than a small share of texts
+    use_cache: bool = setting(True, check=boolean())
+    # run although two of the sets share more than a small share of texts
+    allow_overlap: bool = setting(False, check=boolean())
     blind: bool = setting(True, check=boolean())  # model-free baselines: do the sets differ without the model?
     # with a reference: its own reference-free scores (it never saw either set: its AUC should be near 0.5)
     reference_prior: bool = setting(True, check=boolean())

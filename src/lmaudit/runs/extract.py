@@ -8,7 +8,7 @@ settings it does not read (``ignored_settings``) and how a span is sampled (``fi
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ import pandas as pd
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, warn
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
-from lmaudit.extraction.masks import MaskSpec
+from lmaudit.extraction.masks import MaskSpec, parse_steps, step_counts
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
@@ -26,7 +26,17 @@ from lmaudit.progress import progress
 from lmaudit.report.extraction import extraction_report
 from lmaudit.report.summary import extraction_summary
 from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_results
-from lmaudit.settings import check_settings, each, fraction, integer, positive, seed_value, setting
+from lmaudit.settings import (
+    check_settings,
+    each,
+    fraction,
+    integer,
+    one_of,
+    positive,
+    seed_value,
+    setting,
+    text,
+)
 from lmaudit.utils import cache_dir, stable_hash
 
 
@@ -44,14 +54,15 @@ class ExtractConfig:
     lmaudit.errors.SettingError: trajectories must be an integer ≥ 1, got 0
     """
 
-    mask: str = "suffix:32"
-    steps: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "max"])
-    order: str = "random"
+    mask: str = setting("suffix:32", check=text())  # read by MaskSpec.parse when the run starts
+    steps: list[str] = setting(default_factory=lambda: ["1", "2", "4", "8", "max"], check=step_counts)
+    order: str = setting("random", check=one_of(("random", "low_confidence")))
     trajectories: int = setting(512, check=integer(1))
     temperature: float = setting(1.0, check=positive())
     n: int = setting(10_000, check=integer(1))
     p: list[float] = setting(default_factory=lambda: [0.5, 0.99], check=each(fraction(above_zero=True), nonempty=True))
-    context: str = "both"  # DLM: "left" hides the tokens after the mask, as an AR model never sees them
+    # DLM: "left" hides the tokens after the mask, as an AR model never sees them
+    context: str = setting("both", check=one_of(("both", "left")))
     relaxed: int | None = setting(None, check=integer(0, optional=True))  # largest Hamming tolerance ε (relaxed)
     samples: int = setting(128, check=integer(1))  # generations per record for relaxed extraction
     seed: int = setting(0, check=seed_value())
@@ -61,22 +72,6 @@ class ExtractConfig:
     def __post_init__(self) -> None:
         """Every count is checked here (its constraint is declared beside it), before any model is loaded."""
         check_settings(self)
-
-
-_STEPS = {"steps": ('steps=["1", "2", "4", "8", "max"]', "--steps 1,2,4,8,max")}
-
-
-def parse_steps(values) -> list[str]:
-    out = []
-    for v in (values.split(",") if isinstance(values, str) else values):
-        v = str(v).strip()
-        if v != "max" and not (v.isdigit() and int(v) >= 1):
-            raise LmauditError(f"step count '{v}' is not a positive integer or 'max'", hint="e.g. {steps}",
-                               options=_STEPS)
-        out.append(v)
-    if not out:
-        raise LmauditError("no step counts given", hint="e.g. {steps}", options=_STEPS)
-    return list(dict.fromkeys(out))
 
 
 def prepare_targets(adapter, tokenizer, textset: TextSet, spec: MaskSpec, *, max_length: int,

@@ -24,7 +24,7 @@ from lmaudit.metrics import TPR_POINTS, summarize_attacks
 from lmaudit.report.build import check_recorded_aucs, read_results
 from lmaudit.runs.common import RunResult
 from lmaudit.runs.mia_result import MIAResult
-from lmaudit.settings import boolean, check_settings, fraction, setting, table
+from lmaudit.settings import boolean, check_settings, fraction, refusing, setting, table
 from lmaudit.utils import read_toml
 
 MIA_TYPES = ("mia", "demo")  # results read as a membership-inference run
@@ -58,19 +58,22 @@ def _fpr_table():
         for fpr, tpr in value.items():
             tpr_key(fpr, name, flag)
             fraction()(tpr, f"{name}.{fpr}", f"{flag or '--max-tpr-at'} {fpr}=")
-    return check
+    return refusing(check, 3, {"no such rate": 0.5}, {"1%": 1.5})
 
 
 def _optional(check):
     def optional(value, name: str, flag: str | None) -> None:
         if value is not None:
             check(value, name, flag)
-    return optional
+    return refusing(optional, *(v for v in getattr(check, "invalid", ()) if v is not None))
 
 
 def _bits(value, name: str, flag: str | None) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise SettingError(name, f"{{name}} must be a number of bits ≥ 0, got {value!r}", flag=flag)
+
+
+refusing(_bits, -1, True, "3", math.nan)
 
 
 @dataclass

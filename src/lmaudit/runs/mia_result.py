@@ -20,7 +20,7 @@ from lmaudit.report.summary import strongest_attack
 from lmaudit.runs.common import provenance, write_results
 from lmaudit.runs.mia_notes import verdict_text
 from lmaudit.runs.set_check import PRIOR
-from lmaudit.settings import boolean, check_settings, integer, one_of, seed_value, setting
+from lmaudit.settings import boolean, check_settings, each, integer, one_of, seed_value, setting, table, text
 from lmaudit.utils import stable_hash
 
 MAX_BUDGET = 1024  # masked forwards per model and sample: 64× the default; more only multiplies cost
@@ -47,22 +47,25 @@ class RunConfig:
     lmaudit.errors.SettingError: n_bootstrap must be an integer ≥ 0, got -1
     """
 
-    attacks: list[str] | None = None  # None: every attack of the model's kind that can run
-    params: dict[str, dict] = field(default_factory=dict)  # per-attack parameter overrides
+    # None: every attack of the model's kind that can run
+    attacks: list[str] | None = setting(None, check=each(text(), optional=True))
+    params: dict[str, dict] = setting(default_factory=dict, check=table())  # per-attack parameter overrides
     seed: int = setting(0, check=seed_value())
     batch_size: int | None = setting(None, check=integer(1, optional=True))  # None: the model's token budget
     max_batch_tokens: int | None = setting(None, check=integer(1, optional=True))  # also cap a batch's padded tokens
     max_length: int | None = setting(None, check=integer(2, optional=True), flag="--max-tokens")  # below the context
     long_texts: str = setting("truncate", check=one_of(("truncate", "window")))  # window (AR): every token scored
     n_bootstrap: int = setting(1000, check=integer(0), flag="--bootstrap")
-    use_cache: bool = True
+    use_cache: bool = setting(True, check=boolean())
     # DLM: masked forwards per model per sample for every attack
     budget: int = setting(16, check=integer(1, MAX_BUDGET, hint=budget_memory_hint))
     blind: bool = setting(True, check=boolean())  # model-free baselines: do the sets differ without the model?
     # with a reference: its own reference-free scores (it never saw the members: its AUC should be near 0.5)
     reference_prior: bool = setting(True, check=boolean())
-    allow_overlap: bool = False  # score members and non-members that share more than a small share of texts
-    chat_template: bool | None = None  # pairs in the target tokenizer's chat template (None: when it has one)
+    # score members and non-members that share more than a small share of texts
+    allow_overlap: bool = setting(False, check=boolean())
+    # pairs in the target tokenizer's chat template (None: when it has one)
+    chat_template: bool | None = setting(None, check=boolean(optional=True))
 
     def __post_init__(self) -> None:
         """Every setting is checked here (its constraint is declared beside it), before any model is loaded."""

@@ -39,6 +39,7 @@ import pandas as pd
 from lmaudit.errors import DataError
 from lmaudit.extraction.reconstruct import (
     PAPER_ALPHA,
+    PATTERNS,
     PIIRecord,
     alpha_sweep,
     asr,
@@ -50,8 +51,8 @@ from lmaudit.progress import progress
 from lmaudit.report.build import pii_report
 from lmaudit.report.summary import pii_summary
 from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_results
-from lmaudit.runs.pii_candidates import SKEW_SCORING, ce_scores, generate_candidates, mask_lengths, skew_scores
-from lmaudit.settings import boolean, check_settings, fraction, integer, one_of, seed_value, setting
+from lmaudit.runs.pii_candidates import SKEW_SCORING, ce_scores, generate_candidates, mask_length_setting, skew_scores
+from lmaudit.settings import boolean, check_settings, fraction, integer, one_of, positive, seed_value, setting
 
 
 @dataclass
@@ -69,11 +70,12 @@ class ReconstructConfig:
     lmaudit.errors.SettingError: alpha must be in [0, 1] (or 'auto'), got 5
     """
 
-    field: str = "email"
+    field: str = setting("email", check=one_of(tuple(PATTERNS), noun="field"))
     candidates: int = setting(64, check=integer(1))
-    mask_length: int | list[int] = 20  # a list spreads the candidates over several lengths
+    # a list spreads the candidates over several lengths
+    mask_length: int | list[int] = setting(20, check=mask_length_setting)
     steps: int | None = setting(None, check=integer(1, optional=True))  # DLM denoising steps (default: mask_length)
-    temperature: float = 1.0
+    temperature: float = setting(1.0, check=positive())
     alpha: float | str = setting("auto", check=fraction(also=("auto",)))  # "auto": fitted on calibration records
     skew_signal: str = setting("pii", check=one_of(("pii", "context"), noun="skew signal"))  # what combined uses
     window: int = setting(20, check=integer(2))
@@ -83,7 +85,6 @@ class ReconstructConfig:
 
     def __post_init__(self) -> None:
         """Every setting is checked here (its constraint is declared beside it), before any model is loaded."""
-        mask_lengths(self.mask_length)
         check_settings(self)
 
 

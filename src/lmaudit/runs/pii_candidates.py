@@ -25,6 +25,7 @@ from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
+from lmaudit.settings import refusing
 from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
 
@@ -34,6 +35,14 @@ def mask_lengths(mask_length: int | list[int]) -> list[int]:
     if not isinstance(lengths, (list, tuple)) or not lengths:
         raise SettingError("mask_length", f"{{name}} must be an integer or a list of integers, got {mask_length!r}")
     return [check_int("mask_length", m, low=1, flag="--mask-length") for m in lengths]
+
+
+def mask_length_setting(value, name: str, flag: str | None) -> None:
+    """The declared check of ``mask_length`` (:func:`mask_lengths`)."""
+    mask_lengths(value)
+
+
+refusing(mask_length_setting, 0, [0], [], "20", None, 2.5, [4, "8"])
 
 
 def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask_length: int | list[int] = 20,

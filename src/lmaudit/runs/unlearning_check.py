@@ -72,6 +72,7 @@ from lmaudit.report.tables import check_rows, check_table
 from lmaudit.runs.common import Job, RunResult, register_job
 from lmaudit.runs.mia import RunConfig, score_set
 from lmaudit.settings import (
+    boolean,
     check_settings,
     each,
     fraction,
@@ -108,7 +109,7 @@ class CheckConfig:
 
     relearn_fraction: float = setting(0.25, check=fraction(above_zero=True))  # of F, when no relearning texts given
     steps: int = setting(20, check=integer(1))  # relearning optimiser steps (no relearning: relearn=False)
-    relearn: bool = True
+    relearn: bool = setting(True, check=boolean())
     lr: float | None = setting(None, check=positive(optional=True))  # None: the fine-tuning default of the model
     batch_size: int | None = setting(None, check=integer(1, optional=True))
     quantize: list[str] = setting(default_factory=lambda: list(SCHEMES), check=each(one_of(SCHEMES,
