@@ -146,8 +146,8 @@ def _score(ctx: Probing, specs, params, textset: TextSet, n_members: int):
         own.update(group_own)
         forwards.update(fwd())
         for spec in group:
-            if spec.example is not None and probe is not None and (not spec.needs_reference or ctx.reference) \
-                    and 0 < n_members < len(textset):
+            shown = spec.example is not None and probe is not None and (not spec.needs_reference or ctx.reference)
+            if shown and 0 < n_members < len(textset):
                 examples[spec.name] = _typical_examples(spec, textset, scores[spec.name], n_members, probe)
     return scores, forwards, examples, own
 
