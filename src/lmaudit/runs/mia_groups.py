@@ -35,6 +35,7 @@ from lmaudit.probes.samples import sample_shards
 from lmaudit.probes.shadows import shadow_stats as compute_shadow_stats
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import info
+from lmaudit.runs.mia_result import RunConfig
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Probing:
     target: ModelHandle
     reference: ModelHandle | None
     shadows: ShadowSet | None
-    config: object  # the run's RunConfig (batch size, token limit, long texts, seed)
+    config: RunConfig  # batch size, token limit, long texts, seed
     cache: Path | None
     timings: dict[str, float]
     prior: bool = False  # also probe the reference for every group: its own scores under reference-free attacks
