@@ -35,7 +35,7 @@ from lmaudit.probes.batching import run_batches
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayRecord, MaskedStats
 from lmaudit.probes.shards import run_sharded
-from lmaudit.probes.stats import rows_stats
+from lmaudit.probes.stats import DEVICE_HEAD_ROWS, rows_stats
 from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_seed
@@ -110,6 +110,8 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
     # the adapter's rows predict the token at their position; the raw network row t is the
     # adapter's row t + 1 when it realigns shifted logits, else row t
     shift = 1 if adapter.shift_logits else 0
+    row_chunk = {} if device.type == "cpu" else {"row_chunk": DEVICE_HEAD_ROWS}  # a fused head: fewer launches
+    pending: list[tuple[np.ndarray, np.ndarray, torch.Tensor]] = []  # (jobs, rows per job, stats on the device)
     with progress(description, total=len(jobs.sample)) as bar:
 
         def compute(index: np.ndarray) -> None:
@@ -117,21 +119,22 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
             ids_t = torch.from_numpy(batch_ids).to(device)
             sel_t = torch.from_numpy(sel).to(device)
             attn_t = torch.from_numpy(attn).to(device)
-            if unmasked:
-                read = sel_t[:, 1:]  # (B, T-1): token t+1, scored from the raw row t
-                rows, head = adapter.output_rows(ids_t, attn_t,
-                                                 lambda out, read=read: out[:, shift:shift + read.shape[1]][read])
-                targets = ids_t[:, 1:][read]  # (n,)
+            # the read rows as (sample, position) pairs computed here, in row-major order: picking them on the device
+            # by index needs no count back from it (a boolean mask would wait for one every batch)
+            b, t = np.nonzero(sel[:, 1:] if unmasked else sel)
+            b_t, t_t = torch.from_numpy(b).to(device), torch.from_numpy(t).to(device)
+            width = batch_ids.shape[1]
+            if unmasked:  # token t+1, scored from the raw row t (+ the adapter's shift)
+                rows, head = adapter.output_rows(ids_t, attn_t, lambda out: out.reshape(-1, out.shape[-1]).index_select(
+                    0, b_t * out.shape[1] + t_t + shift))
+                targets = ids_t.reshape(-1).index_select(0, b_t * width + t_t + 1)  # (n,)
             else:
                 noisy = adapter.insert_masks(ids_t, sel_t)
-                rows, head = adapter.output_rows(noisy, attn_t, lambda out, sel_t=sel_t: out[sel_t])  # masked rows only
-                targets = ids_t[sel_t]  # (n,)
-            stats = rows_stats(rows, head, targets).cpu().numpy()  # (n, 4), row-major order
-            if not np.isfinite(stats).all():
-                raise LmauditError("the model produced NaN or inf logits", hint="check the weights and dtype")
-            bounds = np.concatenate([[0], np.cumsum(sel.sum(axis=1))])
-            for row, j in enumerate(index):
-                out[starts[j] : starts[j + 1]] = stats[bounds[row] : bounds[row + 1]]
+                rows, head = adapter.output_rows(noisy, attn_t, lambda out: out.reshape(-1, out.shape[-1]).index_select(
+                    0, b_t * out.shape[1] + t_t))  # the masked rows only
+                targets = ids_t.reshape(-1).index_select(0, b_t * width + t_t)  # (n,)
+            pending.append((index, (sel[:, 1:] if unmasked else sel).sum(axis=1),
+                            rows_stats(rows, head, targets, **(row_chunk if head is not None else {}))))
             bar.advance(len(index))
 
         if (counts == 0).any():  # nothing to read: no forward (a Bernoulli draw that masked no position)
@@ -139,6 +142,15 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
         todo = np.flatnonzero(counts > 0)
         batches = [todo[b] for b in model_batches(lengths[todo], adapter, batch_size, max_batch_tokens)]
         run_batches(batches, compute, lengths=lengths)
+    # one read-back for every batch (each batch's own would make the device wait on the host)
+    stats = torch.cat([t for _, _, t in pending]).cpu().numpy() if pending else np.zeros((0, 4), np.float32)
+    if not np.isfinite(stats).all():
+        raise LmauditError("the model produced NaN or inf logits", hint="check the weights and dtype")
+    start = 0
+    for index, per_job, _ in pending:  # rows are row-major: each job's rows in a run, the batch's jobs in order
+        for j, n in zip(index, per_job):
+            out[starts[j] : starts[j + 1]] = stats[start : start + n]
+            start += n
     return out
 
 
