@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# The CPU build of PyTorch (plain `torch` would pull a multi-GB CUDA build).
 	$(BIN)/pip install --quiet torch==2.13.0
 	# constraints.txt: the versions behind the committed figures (the corpus itself is shipped data)
-	$(BIN)/pip install --quiet -e '.[dev,ray]' -c constraints.txt
+	$(BIN)/pip install --quiet -e '.[dev,ray,rag]' -c constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -109,7 +109,8 @@ def test_attacks_do_not_import_torch():
 # the layers, bottom first (DESIGN.md): a module imports only its own layer or those below it
 LAYERS = (("credentials",), ("errors",), ("utils", "settings"),
           ("progress", "metrics", "seeds", "shifts", "folders", "cache"), ("data",),
-          ("models",), ("probes",), ("attacks", "audit", "extraction", "privacy"), ("report", "claims"), ("runs",),
+          ("models",), ("probes",), ("attacks", "audit", "extraction", "privacy"), ("rag",), ("report", "claims"),
+          ("runs",),
           ("api",),
           ("integrations", "experiments"), ("commands",), ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -32,7 +32,7 @@ COMMANDS = {
     "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results",
     "reproduce": "results", "compare": "compare", "track": "track",
     "gate": "release", "card": "release", "corpus": "corpus",
-    "models": "models", "quantize": "models",
+    "models": "models", "quantize": "models", "rag-mia": "rag",
 }
 GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS, "canaries": PANEL_AUDIT}  # commands with subcommands
 _state = {"debug": False}

@@ -23,7 +23,7 @@ from types import ModuleType
 # the job families: a job is declared in its job module (lmaudit.runs) and run by a function of its family's module,
 # whose ``__all__`` names its jobs and their settings; adding one touches no list in this file
 FAMILIES = ("lmaudit.api.membership", "lmaudit.api.extraction", "lmaudit.api.training", "lmaudit.api.unlearning",
-            "lmaudit.api.results")
+            "lmaudit.api.results", "lmaudit.api.rag")
 OTHERS = {"JOBS": "lmaudit.runs.common", "load_model": "lmaudit.models.loading",
           "make_backend": "lmaudit.probes.backends", "on_backend": "lmaudit.runs.inputs",
           "gate": "lmaudit.runs.gate", "card": "lmaudit.runs.card",

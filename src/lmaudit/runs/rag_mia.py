@@ -1,0 +1,164 @@
+"""Membership inference against a retrieval-augmented system through its answers: is a document in its store?
+
+The job questions a :class:`~lmaudit.rag.system.RagSystem` (a local pipeline or a served endpoint) about every
+member (a document in its store) and non-member with each attack of :mod:`lmaudit.rag.attacks`, and reports per
+attack the AUC and the TPR at 10% and 1% FPR with their 95% stratified bootstrap intervals
+(:func:`~lmaudit.metrics.summarize_attacks`) and the queries it asked per document.
+
+**The no-retrieval control.** Given a control system (the same generator with an empty store), every attack is also
+run against it with the same questions; its scores are the attack's prior, as a reference model's are for weights:
+``vs_prior`` is the paired difference AUC(system) − AUC(control) with its interval, ``beyond`` True when the
+interval excludes 0. What the store adds beyond the generator's own knowledge is that difference.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lmaudit.data.loaders import TextSet
+from lmaudit.data.overlap import check_sets
+from lmaudit.errors import LmauditError, SettingError
+from lmaudit.metrics import summarize_attacks
+from lmaudit.models.handle import ModelHandle
+from lmaudit.progress import progress
+from lmaudit.rag.attacks import ATTACKS, QUERIES, SELECTIONS, mask_documents, mba, s2mia
+from lmaudit.rag.system import DEFAULT_TEMPLATE, check_template, questioning
+from lmaudit.runs.common import Job, RunResult, register_job, write_results
+from lmaudit.settings import boolean, check_settings, each, fraction, integer, one_of, seed_value, setting, text
+
+TYPE = "rag-mia"
+CONTROL = " (no retrieval)"  # the control's scores are named after the attack with this suffix
+
+
+@dataclass
+class RagConfig:
+    """Settings of a RAG membership audit (recorded in ``results.json``): the ``attacks`` (``s2mia``, ``mba``); for a
+    local pipeline the retrieval depth ``top_k``, the prompt ``template`` (with ``{context}`` and ``{question}``),
+    ``max_new_tokens`` of greedy generation (a served system's ``max_tokens``) and ``chat_template`` (None: the
+    generator's when it has one); S²MIA's ``query_fraction`` (the share of a document's words it asks with); MBA's
+    ``n_masks`` and ``mask_selection`` (``proxy``: the words a proxy model finds hardest; ``spread``: the longest
+    word of each of ``n_masks`` runs); ``control`` (a local pipeline's generator also questioned with an empty
+    store); ``n_bootstrap`` resamples of the intervals and their ``seed``.
+
+    Examples
+    --------
+    >>> lmaudit.RagConfig(top_k=5).top_k
+    5
+    >>> lmaudit.RagConfig(attacks=["s2mia", "guess"])
+    Traceback (most recent call last):
+    ...
+    lmaudit.errors.SettingError: unknown RAG attack 'guess' (hint: use one of s2mia, mba)
+    """
+
+    attacks: list = setting(default_factory=lambda: list(ATTACKS),
+                            check=each(one_of(ATTACKS, noun="RAG attack"), nonempty=True))
+    top_k: int = setting(3, check=integer(1, 100))
+    template: str = setting(DEFAULT_TEMPLATE, check=text())
+    max_new_tokens: int = setting(64, check=integer(1, 4096))
+    chat_template: bool | None = setting(None, check=boolean(optional=True))
+    query_fraction: float = setting(0.5, check=fraction(above_zero=True))
+    n_masks: int = setting(5, check=integer(1, 100))
+    mask_selection: str = setting("proxy", check=one_of(SELECTIONS))
+    control: bool = setting(True, check=boolean())
+    n_bootstrap: int = setting(1000, check=integer(0, 100_000), flag="--bootstrap")
+    seed: int = setting(0, check=seed_value())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        try:
+            check_template(self.template)
+        except LmauditError as exc:
+            raise SettingError("template", "{name}: " + exc.message.replace("{", "{{").replace("}", "}}"),
+                               hint=exc.hint) from None
+        if len(set(self.attacks)) != len(self.attacks):
+            raise SettingError("attacks", "{name} names an attack twice, got " + repr(self.attacks).replace(
+                "{", "{{").replace("}", "}}"))
+
+
+def _scores(attack: str, system, documents: list[str], masked, cfg: RagConfig, bar) -> np.ndarray:
+    """Every document's score under ``attack`` on ``system`` (the answers themselves are not kept)."""
+    out = np.empty(len(documents))
+    for i, document in enumerate(documents):
+        found = s2mia(system, document, split=cfg.query_fraction) if attack == "s2mia" else mba(system, masked[i])
+        out[i] = found.score
+        bar.advance()
+    return out
+
+
+def run_rag_mia(system, members: TextSet, nonmembers: TextSet, *, config: RagConfig | None = None, control=None,
+                proxy: ModelHandle | None = None, overlap: dict | None = None) -> RagResult:
+    """Question ``system`` (and ``control``, the same generator without retrieval, when given) about every member
+    and non-member with each of ``config.attacks``; ``proxy`` chooses MBA's masks (``mask_selection="proxy"``)."""
+    cfg = config or RagConfig()
+    start = time.perf_counter()
+    if overlap is None:
+        overlap = check_sets({"members": members, "nonmembers": nonmembers}, [("members", "nonmembers")])
+    records = members.records + nonmembers.records
+    documents = [r.target for r in records]
+    labels = np.array([1] * len(members) + [0] * len(nonmembers), dtype=np.int64)
+    masked = None
+    if "mba" in cfg.attacks:
+        masked = mask_documents(documents, n_masks=cfg.n_masks, selection=cfg.mask_selection, proxy=proxy,
+                                names=[f"{'member' if y else 'non-member'} '{r.id}'" for r, y in zip(records, labels)])
+    systems = [(system, "")] + ([(control, CONTROL)] if control is not None else [])
+    scores = {}
+    with questioning(system, control), progress("RAG questions", total=len(documents) * len(cfg.attacks)
+                                                * len(systems)) as bar:
+        for attack in cfg.attacks:
+            for which, suffix in systems:
+                scores[attack + suffix] = _scores(attack, which, documents, masked, cfg, bar)
+    priors = {a: a + CONTROL for a in cfg.attacks} if control is not None else {}
+    metrics = summarize_attacks(labels, scores, n_resamples=cfg.n_bootstrap, seed=cfg.seed, priors=priors)
+    attacks = {a: {**metrics[a], "queries_per_document": QUERIES[a]} for a in cfg.attacks}
+    controls = {a: {k: v for k, v in metrics[a + CONTROL].items() if k != "vs_best"} for a in priors}
+    table = {"id": [r.id for r in records], "label": labels.tolist(),
+             **{name: [float(v) for v in s] for name, s in scores.items()}}
+    if masked is not None:
+        table["mba_masks"] = [len(m.spans) for m in masked]
+    queries = sum(QUERIES[a] for a in cfg.attacks) * len(documents)
+    return RagResult({
+        "type": TYPE, "system": system.describe(), "control": None if control is None else control.describe(),
+        "proxy": None if proxy is None or "mba" not in cfg.attacks or cfg.mask_selection != "proxy"
+        else {"path": proxy.path, "fingerprint": proxy.fingerprint},
+        "config": asdict(cfg), "n_members": len(members), "n_nonmembers": len(nonmembers), "overlap": overlap,
+        "attacks": attacks, "control_attacks": controls,
+        "queries": {"per_document": {a: QUERIES[a] for a in cfg.attacks}, "system": queries,
+                    "control": queries if control is not None else 0},
+        "runtime_s": time.perf_counter() - start, "records": table})
+
+
+class RagResult(RunResult):
+    """A RAG membership audit: ``to_frame()`` one row per document (its label and every attack's score, the
+    control's too); ``payload["attacks"]`` the metrics per attack."""
+
+    def attack_frame(self) -> pd.DataFrame:
+        """One row per attack: AUC and its interval, TPR at 1% FPR, queries per document, the control's AUC."""
+        rows = []
+        for name, m in self.payload["attacks"].items():
+            prior = m.get("vs_prior") or {}
+            rows.append({"attack": name, "auc": m["auc"], "auc_low": (m["auc_ci95"] or [None, None])[0],
+                         "auc_high": (m["auc_ci95"] or [None, None])[1], "tpr@1%fpr": m["tpr@1%fpr"],
+                         "tpr@10%fpr": m["tpr@10%fpr"], "queries_per_document": m["queries_per_document"],
+                         "control_auc": self.payload["control_attacks"].get(name, {}).get("auc"),
+                         "beyond_control": prior.get("beyond")})
+        return pd.DataFrame(rows)
+
+    def headline(self) -> str:
+        best = max(self.payload["attacks"].items(), key=lambda kv: kv[1]["auc"])
+        where = self.payload["system"].get("url") or "the local pipeline"
+        return (f"best attack on {where}: {best[0]} AUC {best[1]['auc']:.3f} over {self.payload['n_members']} "
+                f"members and {self.payload['n_nonmembers']} non-members")
+
+    def _write(self, out: Path, report: bool) -> Path:
+        if report:
+            raise LmauditError("a RAG membership audit has no report page yet", hint="write it without report=True")
+        body = {k: v for k, v in self.payload.items() if k != "records"}
+        return write_results(out, body, kind=TYPE, tables={"records.csv": pd.DataFrame(self.payload["records"])})
+
+
+JOB = register_job(Job("rag_mia", TYPE, "rag-mia", RagResult, run_rag_mia, RagConfig))
