@@ -319,3 +319,16 @@ def test_a_served_probe_reports_its_progress_as_it_goes_not_only_at_the_end(serv
     # a line as each shard's answers are in (40%, 80%), then the last one: a served set is no longer one shard
     assert [line.split(": ", 1)[1].split(",")[0] for line in lines] == ["32/80 (40%)", "64/80 (80%)", "80/80 (100%)"]
     assert "done in" in lines[-1] and all("ETA" in line for line in lines[:-1])
+
+
+def test_a_served_shard_reports_its_own_texts_as_they_come(server, tiny_model_dir, monkeypatch, capsys):
+    import lmaudit
+    import lmaudit.progress as progress_module
+
+    monkeypatch.delenv("LMAUDIT_PROGRESS", raising=False)
+    monkeypatch.setattr(progress_module, "LINE_EVERY_S", 0.0)  # every answer is "30 s later"
+    texts = make_texts(12, seed=13)
+    lmaudit.mia(server.url, texts[:6], texts[6:], tokenizer=tiny_model_dir,
+                config=lmaudit.RunConfig(attacks=["loss"], n_bootstrap=0, blind=False, use_cache=False))
+    inner = [line for line in capsys.readouterr().err.splitlines() if line.startswith("probe target (this shard):")]
+    assert inner and inner[0].startswith("probe target (this shard): 1/12 (8%)")  # the shard's texts, one by one

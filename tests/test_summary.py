@@ -286,3 +286,22 @@ def test_progress_without_a_terminal_prints_the_outermost_lines_and_inner_work_e
     with progress("off", 2) as bar:
         bar.advance(2)
     assert capsys.readouterr().err == ""
+
+
+def test_progress_on_a_terminal_shows_inner_work_as_a_row_of_the_outer_display(monkeypatch):
+    import rich.console
+
+    import lmaudit.progress as progress_module
+
+    monkeypatch.delenv("LMAUDIT_PROGRESS", raising=False)
+    monkeypatch.setattr(progress_module, "_stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(progress_module, "console", rich.console.Console(file=io.StringIO(), force_terminal=True))
+    with progress("outer", 2) as bar:
+        live = progress_module._state["live"]
+        with progress("inner", 5) as inner:  # one live display: a second one fails on rich 13
+            assert progress_module._state["live"] is live
+            assert [t.description for t in live.tasks] == ["outer", "inner"]
+            inner.advance(5)
+        assert [t.description for t in live.tasks] == ["outer"]  # the row goes with its work
+        bar.advance(2)
+    assert progress_module._state["live"] is None

@@ -31,7 +31,8 @@ from rich.text import Text
 
 from lmaudit.credentials import mask_secrets
 
-_state = {"quiet": os.environ.get("LMAUDIT_QUIET", "") not in ("", "0"), "line_bars": 0}
+# line_bars: plain-line operations open now; live: the rich display of the outermost bar on a terminal
+_state = {"quiet": os.environ.get("LMAUDIT_QUIET", "") not in ("", "0"), "line_bars": 0, "live": None}
 
 console = Console(stderr=True, highlight=False)
 stdout_console = Console(highlight=False)
@@ -226,6 +227,18 @@ def progress(description: str | None, total: float | None) -> Iterator[_Bar | Li
         TextColumn("eta"),
         TimeRemainingColumn(),
     ]
+    if _state.get("live") is not None:  # inside another bar: a row of its display while it runs (one live display)
+        prog = _state["live"]
+        task = prog.add_task(description, total=total, extra="")
+        try:
+            yield _Bar(prog, task)
+        finally:
+            prog.remove_task(task)
+        return
     with Progress(*columns, console=console, refresh_per_second=4) as prog:
         task = prog.add_task(description, total=total, extra="")
-        yield _Bar(prog, task)
+        _state["live"] = prog
+        try:
+            yield _Bar(prog, task)
+        finally:
+            _state["live"] = None

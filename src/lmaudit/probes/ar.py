@@ -173,9 +173,10 @@ class ARProbeTask:
     """The AR probe of one shard (picklable: it runs in this process or on a Ray worker)."""
 
     config: ARProbeConfig
+    description: str | None = None  # the shard's own progress, inside the whole set's (None: the set's alone)
 
     def __call__(self, handle: ModelHandle, shard: TextSet) -> ARStats:
-        return _run_ar_probe(handle.adapter, shard, self.config, None)
+        return _run_ar_probe(handle.adapter, shard, self.config, self.description)
 
 
 def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), *, cache_dir=None,
@@ -193,7 +194,10 @@ def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARP
         # padded beside it, so a shard cached at one batch size is not the value another batch size computes
         settings = {k: v for k, v in asdict(config).items() if k != "reuse_prefix" or v}  # older keys stay valid
         key = ("ar", PROBE_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), settings)
-    return run_sharded(textset, task=ARProbeTask(config), handle=handle, key=key, load=ARStats.load,
+    # a served model answers a few texts a minute: its shard's texts are reported as they come (every 30 s without a
+    # terminal), where a local shard takes seconds and the set's progress says enough
+    inner = f"{description} (this shard)" if getattr(handle.adapter, "remote", False) else None
+    return run_sharded(textset, task=ARProbeTask(config, inner), handle=handle, key=key, load=ARStats.load,
                        cache_dir=cache_dir, description=description, shard_size=shard_size)
 
 
