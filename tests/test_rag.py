@@ -160,6 +160,28 @@ def test_a_pipeline_whose_generator_copies_its_context_finds_every_member_and_it
     assert result["system"]["top_k"] == 3 and result["system"]["store_size"] == 24
     assert result["control"]["store_size"] == 0 and system.queries == 64
     assert repr(result).startswith("<RagResult rag-mia: best attack on the local pipeline: s2mia AUC 1.000")
+    # the documents alone do not tell the sets apart, and the store adds what the control lacks: members detected
+    assert result["set_check"]["differ"] is False and result["set_check"]["reference"]["differ"] is False
+    assert result["attacks"]["s2mia"]["vs_blind"]["beyond"] is True
+    assert result["verdict"].startswith("members detected")
+    assert {"blind_ngrams", "blind_features"} <= set(scores.columns)  # the baselines' out-of-fold scores, kept
+
+
+def test_sets_that_differ_without_the_system_read_cannot_tell_whatever_the_attacks_say():
+    members = [t + " zzyzx quorble" for t in make_texts(40, seed=71)]  # a marker the documents alone give away
+    nonmembers = make_texts(40, seed=72)
+    cfg = lmaudit.RagConfig(mask_selection="spread", n_bootstrap=200)
+    result = lmaudit.rag_mia(LocalRag(members, copying_reader, top_k=3), members, nonmembers, config=cfg)
+    assert result["attacks"]["s2mia"]["auc"] == 1.0  # the system does give its members away ...
+    assert result["set_check"]["differ"] is True and result["set_check"]["auc"] > 0.95  # ... but so do the texts
+    assert result["verdict"].startswith("cannot tell")
+    # a system that says nothing: no evidence either way, never a detection
+    silent = lmaudit.rag_mia(LocalRag(members, lambda prompt: "I do not know.", top_k=3), members, nonmembers,
+                             config=cfg)
+    assert silent["attacks"]["s2mia"]["auc"] == 0.5 and silent["verdict"].startswith("cannot tell")
+    clean = lmaudit.rag_mia(LocalRag(MEMBERS, lambda prompt: "I do not know.", top_k=3), MEMBERS, NONMEMBERS,
+                            config=cfg)
+    assert clean["verdict"].startswith("no evidence")
 
 
 def test_the_settings_and_the_labels_are_checked_before_any_model_loads(tmp_path):

@@ -42,6 +42,8 @@ def rag_mia_cmd(
     n_masks: int = typer.Option(5, "--n-masks", help="Words MBA masks per document."),
     no_control: bool = typer.Option(False, "--no-control",
                                     help="Do not also question the local generator without retrieval."),
+    no_blind: bool = typer.Option(False, "--no-blind",
+                                  help="Leave out the blind baselines (classifiers of the documents alone)."),
     served_model: Optional[str] = typer.Option(None, "--served-model", help="The model's name where the endpoint "
                                                                             "serves several."),
     text_field: str = c.text_field_option(),
@@ -60,13 +62,15 @@ def rag_mia_cmd(
     check_out(out, kind="rag-mia", inputs={"--members": members, "--nonmembers": nonmembers, "--store": store})
     cfg = api.RagConfig(attacks=c.split_names(attacks) or ["s2mia", "mba"], top_k=top_k,
                         max_new_tokens=max_new_tokens, n_masks=n_masks, mask_selection=mask_selection,
-                        control=not no_control, n_bootstrap=bootstrap, seed=seed)
+                        control=not no_control, blind=not no_blind, n_bootstrap=bootstrap, seed=seed)
     found = api.rag_mia(target or generator, members, nonmembers, store=store, config=cfg, proxy=proxy,
                         text_field=text_field, served_model=served_model)
     frame = found.attack_frame()
-    header = ["attack", "AUC", "95% CI", "TPR@1%FPR", "TPR@10%FPR", "queries/doc", "AUC without retrieval"]
+    header = ["attack", "AUC", "95% CI", "TPR@1%FPR", "TPR@10%FPR", "queries/doc", "AUC without retrieval",
+              "Δ vs blind"]
     rows = [[r.attack, _cell(r.auc), f"[{_cell(r.auc_low)}, {_cell(r.auc_high)}]", _cell(r["tpr@1%fpr"]),
-             _cell(r["tpr@10%fpr"]), _cell(r.queries_per_document), _cell(r.control_auc)]
+             _cell(r["tpr@10%fpr"]), _cell(r.queries_per_document), _cell(r.control_auc),
+             _cell(r.vs_blind) + (" beyond" if r.beyond_blind else "")]
             for _, r in frame.iterrows()]
     c.print_table(c.rich_table(found.headline(), header, rows))
     written = found.write(out)

@@ -9,6 +9,12 @@ attack the AUC and the TPR at 10% and 1% FPR with their 95% stratified bootstrap
 run against it with the same questions; its scores are the attack's prior, as a reference model's are for weights:
 ``vs_prior`` is the paired difference AUC(system) − AUC(control) with its interval, ``beyond`` True when the
 interval excludes 0. What the store adds beyond the generator's own knowledge is that difference.
+
+**The set checks** (:func:`~lmaudit.runs.set_check.two_set_check`, as ``mia`` runs them): the blind baselines read
+the documents alone (out of fold), and each attack gets ``vs_blind``, its AUC minus the best baseline's with a paired
+interval; the control's own scores are checked as a reference model's are (a control that tells the sets apart sees
+a difference the store does not explain). ``verdict`` reads "cannot tell" whenever either check finds the sets
+differ without the system.
 """
 
 from __future__ import annotations
@@ -23,12 +29,12 @@ import pandas as pd
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError, SettingError
-from lmaudit.metrics import summarize_attacks
 from lmaudit.models.handle import ModelHandle
 from lmaudit.progress import progress
 from lmaudit.rag.attacks import ATTACKS, QUERIES, SELECTIONS, mask_documents, mba, s2mia
 from lmaudit.rag.system import DEFAULT_TEMPLATE, check_template, questioning
 from lmaudit.runs.common import Job, RunResult, register_job, write_results
+from lmaudit.runs.set_check import PRIOR, two_set_check
 from lmaudit.settings import boolean, check_settings, each, fraction, integer, one_of, seed_value, setting, text
 
 TYPE = "rag-mia"
@@ -65,6 +71,7 @@ class RagConfig:
     n_masks: int = setting(5, check=integer(1, 100))
     mask_selection: str = setting("proxy", check=one_of(SELECTIONS))
     control: bool = setting(True, check=boolean())
+    blind: bool = setting(True, check=boolean())  # the blind baselines: do the documents differ without the system?
     n_bootstrap: int = setting(1000, check=integer(0, 100_000), flag="--bootstrap")
     seed: int = setting(0, check=seed_value())
 
@@ -112,12 +119,16 @@ def run_rag_mia(system, members: TextSet, nonmembers: TextSet, *, config: RagCon
         for attack in cfg.attacks:
             for which, suffix in systems:
                 scores[attack + suffix] = _scores(attack, which, documents, masked, cfg, bar)
-    priors = {a: a + CONTROL for a in cfg.attacks} if control is not None else {}
-    metrics = summarize_attacks(labels, scores, n_resamples=cfg.n_bootstrap, seed=cfg.seed, priors=priors)
+    prior = {a: scores[a + CONTROL] for a in cfg.attacks} if control is not None else None
+    check, metrics, blind = two_set_check(members, nonmembers, {a: scores[a] for a in cfg.attacks}, prior=prior,
+                                          blind=cfg.blind, n_resamples=cfg.n_bootstrap, seed=cfg.seed)
     attacks = {a: {**metrics[a], "queries_per_document": QUERIES[a]} for a in cfg.attacks}
-    controls = {a: {k: v for k, v in metrics[a + CONTROL].items() if k != "vs_best"} for a in priors}
+    for entry in attacks.values():  # the control's scores are named as the records name them
+        if entry.get("vs_prior"):
+            entry["vs_prior"]["prior"] = entry["vs_prior"]["prior"].replace(PRIOR, "") + CONTROL
+    controls = {a: {k: v for k, v in metrics[PRIOR + a].items() if k != "vs_best"} for a in (prior or {})}
     table = {"id": [r.id for r in records], "label": labels.tolist(),
-             **{name: [float(v) for v in s] for name, s in scores.items()}}
+             **{name: [float(v) for v in s] for name, s in {**scores, **blind}.items()}}
     if masked is not None:
         table["mba_masks"] = [len(m.spans) for m in masked]
     queries = sum(QUERIES[a] for a in cfg.attacks) * len(documents)
@@ -126,10 +137,26 @@ def run_rag_mia(system, members: TextSet, nonmembers: TextSet, *, config: RagCon
         "proxy": None if proxy is None or "mba" not in cfg.attacks or cfg.mask_selection != "proxy"
         else {"path": proxy.path, "fingerprint": proxy.fingerprint},
         "config": asdict(cfg), "n_members": len(members), "n_nonmembers": len(nonmembers), "overlap": overlap,
-        "attacks": attacks, "control_attacks": controls,
+        "attacks": attacks, "control_attacks": controls, "set_check": check,
+        "verdict": rag_verdict(attacks, check),
         "queries": {"per_document": {a: QUERIES[a] for a in cfg.attacks}, "system": queries,
                     "control": queries if control is not None else 0},
         "runtime_s": time.perf_counter() - start, "records": table})
+
+
+def rag_verdict(attacks: dict, check: dict) -> str:
+    """What the run says of the store, read from the intervals: "cannot tell" when the documents differ without the
+    system (a blind baseline, or the no-retrieval control, tells them apart); else "members detected" when an attack's
+    AUC interval lies above 0.5, above the best blind baseline's and above the control's (each that was run);
+    else "no evidence"."""
+    if check.get("differ") or (check.get("reference") or {}).get("differ"):
+        return "cannot tell: the documents differ without the system (see set_check)"
+    for name, m in attacks.items():
+        above = [m.get("auc_ci95") and m["auc_ci95"][0] > 0.5] + [
+            m[k]["beyond"] for k in ("vs_blind", "vs_prior") if m.get(k)]
+        if all(above):
+            return f"members detected: {name}'s AUC is above chance, the blind baselines and the control"
+    return "no evidence: no attack's interval lies above chance, the blind baselines and the control together"
 
 
 class RagResult(RunResult):
@@ -145,14 +172,16 @@ class RagResult(RunResult):
                          "auc_high": (m["auc_ci95"] or [None, None])[1], "tpr@1%fpr": m["tpr@1%fpr"],
                          "tpr@10%fpr": m["tpr@10%fpr"], "queries_per_document": m["queries_per_document"],
                          "control_auc": self.payload["control_attacks"].get(name, {}).get("auc"),
-                         "beyond_control": prior.get("beyond")})
+                         "beyond_control": prior.get("beyond"),
+                         "vs_blind": (m.get("vs_blind") or {}).get("diff"),
+                         "beyond_blind": (m.get("vs_blind") or {}).get("beyond")})
         return pd.DataFrame(rows)
 
     def headline(self) -> str:
         best = max(self.payload["attacks"].items(), key=lambda kv: kv[1]["auc"])
         where = self.payload["system"].get("url") or "the local pipeline"
         return (f"best attack on {where}: {best[0]} AUC {best[1]['auc']:.3f} over {self.payload['n_members']} "
-                f"members and {self.payload['n_nonmembers']} non-members")
+                f"members and {self.payload['n_nonmembers']} non-members; {self.payload['verdict']}")
 
     def _write(self, out: Path, report: bool) -> Path:
         if report:
