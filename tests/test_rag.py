@@ -220,6 +220,9 @@ def test_the_local_pipeline_with_a_real_generator_runs_from_the_command_line_and
     assert saved["proxy"]["path"] == str(tiny_model_dir) and saved["config"]["n_masks"] == 5
     assert saved["system"]["queries"] == saved["control"]["queries"] == 24  # 12 documents × 2 attacks
     assert set(saved["attacks"]) == {"s2mia", "mba"} and "lmaudit_version" in saved
+    page = (out / "report.html").read_text()  # the report: verdict, per-attack table, ROC curves
+    assert saved["verdict"].split(":")[0] in page and "Δ vs control" in page and "data:image/png;base64" in page
+    assert "report:" in result.output
     back = lmaudit.load_results(out)
     rows = back.to_frame()
     assert type(back).__name__ == "RagResult" and rows["label"].tolist() == [1] * 6 + [0] * 6

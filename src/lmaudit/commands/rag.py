@@ -73,5 +73,6 @@ def rag_mia_cmd(
              _cell(r.vs_blind) + (" beyond" if r.beyond_blind else "")]
             for _, r in frame.iterrows()]
     c.print_table(c.rich_table(found.headline(), header, rows))
-    written = found.write(out)
+    written = found.write(out, report=True)
     stdout_console.print(f"results: {written}")
+    stdout_console.print(f"report: {Path(written).parent / 'report.html'}")

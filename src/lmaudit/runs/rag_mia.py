@@ -33,6 +33,9 @@ from lmaudit.models.handle import ModelHandle
 from lmaudit.progress import progress
 from lmaudit.rag.attacks import ATTACKS, QUERIES, SELECTIONS, mask_documents, mba, s2mia
 from lmaudit.rag.system import DEFAULT_TEMPLATE, check_template, questioning
+from lmaudit.report.document import Figure, Report, Section
+from lmaudit.report.plots import roc_curves
+from lmaudit.report.tables import facts_common
 from lmaudit.runs.common import Job, RunResult, register_job, write_results
 from lmaudit.runs.set_check import PRIOR, two_set_check
 from lmaudit.settings import boolean, check_settings, each, fraction, integer, one_of, seed_value, setting, text
@@ -184,10 +187,59 @@ class RagResult(RunResult):
                 f"members and {self.payload['n_nonmembers']} non-members; {self.payload['verdict']}")
 
     def _write(self, out: Path, report: bool) -> Path:
-        if report:
-            raise LmauditError("a RAG membership audit has no report page yet", hint="write it without report=True")
         body = {k: v for k, v in self.payload.items() if k != "records"}
-        return write_results(out, body, kind=TYPE, tables={"records.csv": pd.DataFrame(self.payload["records"])})
+        return write_results(out, body, kind=TYPE, tables={"records.csv": pd.DataFrame(self.payload["records"])},
+                             report=report)
 
 
-JOB = register_job(Job("rag_mia", TYPE, "rag-mia", RagResult, run_rag_mia, RagConfig))
+def _num(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"  # a TPR the non-members cannot resolve is None
+
+
+def _pct(interval) -> str:
+    return "n/a" if not interval else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _diff(entry: dict | None) -> str:
+    if not entry:
+        return "-"
+    return f"{entry['diff']:+.3f} {_pct(entry.get('ci95'))}" + (" beyond" if entry.get("beyond") else "")
+
+
+def rag_report(run: Path, res: dict, *, where: Path | None = None, show_pii: bool = False) -> Report:
+    """The report of a RAG membership audit: the verdict, per attack its figures beside the control's and the blind
+    baselines', the set checks, and the ROC curves of the attacks and the control (from ``records.csv``)."""
+    system = res["system"]
+    header = ["attack", "AUC", "95% CI", "TPR@10%FPR", "TPR@1%FPR", "queries/doc", "without retrieval",
+              "Δ vs control", "Δ vs blind"]
+    rows = [[name, f"{m['auc']:.3f}", _pct(m.get("auc_ci95")), _num(m.get("tpr@10%fpr")), _num(m.get("tpr@1%fpr")),
+             str(m["queries_per_document"]),
+             f"{res['control_attacks'][name]['auc']:.3f}" if name in res["control_attacks"] else "-",
+             _diff(m.get("vs_prior")), _diff(m.get("vs_blind"))] for name, m in res["attacks"].items()]
+    check = res.get("set_check") or {}
+    blind = [[name, f"{b['auc']:.3f}", _pct(b.get("auc_ci95")), f"{b['held_out_p']:.3g}"]
+             for name, b in (check.get("baselines") or {}).items()]
+    sections = [Section("Verdict", res.get("verdict", "no verdict recorded") + ". Each interval is a 95% stratified bootstrap interval "
+                        f"({res['config']['n_bootstrap']:,} resamples); 'beyond' marks a difference whose interval "
+                        "lies above 0.", table=(header, rows))]
+    if blind:
+        sections.append(Section("Do the documents alone tell the sets apart?",
+                                "The blind baselines classify the documents alone (out of fold); the sets differ "
+                                "without the system when a held-out test finds one above chance "
+                                f"(Bonferroni-adjusted p = {check['p_adjusted']:.3g} against {check['alpha']}).",
+                                table=(["baseline", "AUC", "95% CI", "held-out p"], blind)))
+    records = run / "records.csv"
+    if records.exists():
+        frame = pd.read_csv(records)
+        curves = {c: frame[c].to_numpy() for c in frame.columns if c in res["attacks"] or c.endswith(CONTROL)}
+        sections.append(Section("ROC curves", "Each attack on the system and on the generator without retrieval.",
+                                figures=[Figure("roc", "ROC of every attack, with and without retrieval",
+                                                roc_curves(frame["label"].to_numpy(), curves))]))
+    facts = {"system": str(system.get("url") or "local pipeline"), "retrieval depth": str(system.get("top_k")),
+             "store size": str(system.get("store_size")), "members": str(res["n_members"]),
+             "non-members": str(res["n_nonmembers"]), "questions asked": str(res["queries"]["system"]),
+             **facts_common(res)}
+    return Report("lmaudit RAG membership audit", f"Folder: {where or run}", facts, sections)
+
+
+JOB = register_job(Job("rag_mia", TYPE, "rag-mia", RagResult, run_rag_mia, RagConfig, rag_report))
