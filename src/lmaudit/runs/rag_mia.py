@@ -219,7 +219,8 @@ def rag_report(run: Path, res: dict, *, where: Path | None = None, show_pii: boo
     check = res.get("set_check") or {}
     blind = [[name, f"{b['auc']:.3f}", _pct(b.get("auc_ci95")), f"{b['held_out_p']:.3g}"]
              for name, b in (check.get("baselines") or {}).items()]
-    sections = [Section("Verdict", res.get("verdict", "no verdict recorded") + ". Each interval is a 95% stratified bootstrap interval "
+    verdict = res.get("verdict", "no verdict recorded")
+    sections = [Section("Verdict", verdict + ". Each interval is a 95% stratified bootstrap interval "
                         f"({res['config']['n_bootstrap']:,} resamples); 'beyond' marks a difference whose interval "
                         "lies above 0.", table=(header, rows))]
     if blind:
