@@ -327,3 +327,21 @@ def test_a_dead_endpoint_fails_the_command_with_an_error_and_writes_nothing(tmp_
     assert result.exit_code != 0
     assert_user_error(result, "no answer after 5 attempts")
     assert not (out / "results.json").exists()
+
+
+def test_an_echoed_format_line_fills_nothing_and_a_served_control_is_asked_as_the_system(service, monkeypatch):
+    assert fills("as:\n[MASK_1]: ...\n[MASK_1]: Paris\n[MASK_2]: Seine") == {1: "paris", 2: "seine"}
+    import lmaudit.api.rag as rag_api
+
+    made = []
+    monkeypatch.setattr(rag_api, "ServedRag", lambda url, **kw: made.append((url, kw)) or ServedRag(url, **kw))
+    cfg = lmaudit.RagConfig(mask_selection="spread", max_new_tokens=17, seed=5, n_bootstrap=0)
+    system, control = service(), FakeService(lambda question: "I do not know.")  # the control: no retrieval
+    try:
+        result = lmaudit.rag_mia(system.url, MEMBERS[:4], NONMEMBERS[:4], control=control.url, config=cfg,
+                                 served_model="rag-model")
+    finally:
+        control.close()
+    assert [kw["max_tokens"] for _, kw in made] == [17, 17] and all(kw["seed"] == 5 for _, kw in made)
+    assert all(kw["model"] == "rag-model" for _, kw in made) and result["control"]["generation"]["max_tokens"] == 17
+    assert result["verdict"].startswith("no verdict")  # no interval computed: no verdict, not "no evidence"

@@ -32,11 +32,14 @@ def _in_store(store: TextSet, members: TextSet, nonmembers: TextSet) -> None:
                         hint="the non-members of a local pipeline are documents its store does not hold")
 
 
-def _control(control):
+def _control(control, cfg: RagConfig, *, verify: bool, served_model: str | None):
+    """The control as given: a system, or the URL of one, asked with the run's own generation settings (a longer
+    answer scores differently, so the two must be asked alike)."""
     if control is None or isinstance(control, RagSystem):
         return control
     if is_endpoint(control):
-        return ServedRag(str(control))
+        return ServedRag(str(control), model=served_model, max_tokens=cfg.max_new_tokens, seed=cfg.seed,
+                         verify=verify)
     raise SettingError("control", "{name} must be a RAG system or the URL of one, got " + type(control).__name__)
 
 
@@ -76,7 +79,7 @@ def rag_mia(target, members=None, nonmembers=None, *, store=None, config: RagCon
     if needs_proxy and proxy is None:
         raise SettingError("proxy", "MBA chooses its masks with a proxy model: give {name}",
                            hint="a local model (any lmaudit loads), or mask_selection='spread' for no model")
-    control = _control(control)
+    control = _control(control, cfg, verify=verify, served_model=served_model)
     if isinstance(target, RagSystem) and not isinstance(target, ModelHandle):
         system = target
         if control is None and cfg.control and isinstance(system, LocalRag):

@@ -173,3 +173,16 @@ def step_counts(value, name: str, flag: str | None) -> None:
 
 
 refusing(step_counts, [], ["0"], ["two"], "1,x")
+
+
+def mask_text(value, name: str, flag: str | None) -> None:
+    """The check of an extraction's ``mask``: a mask as :meth:`MaskSpec.parse` reads it (refused before any model
+    loads, not when the run starts)."""
+    text()(value, name, flag)
+    try:
+        MaskSpec.parse(value)
+    except LmauditError as exc:
+        raise SettingError(name, f"{{name}}: {exc.template}", flag=flag, hint=exc.hint_template) from None
+
+
+refusing(mask_text, 3, None, "middle:4", "suffix:0", "suffix:x")

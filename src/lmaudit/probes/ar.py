@@ -196,7 +196,7 @@ def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARP
         key = ("ar", PROBE_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), settings)
     # a served model answers a few texts a minute: its shard's texts are reported as they come (every 30 s without a
     # terminal), where a local shard takes seconds and the set's progress says enough
-    inner = f"{description} (this shard)" if getattr(handle.adapter, "remote", False) else None
+    inner = f"{description} (this shard)" if description and getattr(handle.adapter, "remote", False) else None
     return run_sharded(textset, task=ARProbeTask(config, inner), handle=handle, key=key, load=ARStats.load,
                        cache_dir=cache_dir, description=description, shard_size=shard_size)
 

@@ -234,7 +234,7 @@ def mba_question(masked: MaskedDocument) -> str:
     """The question MBA asks: to fill every mask of the masked text, one line per mask."""
     n = len(masked.spans)
     return (f"The text below has {n} masked word{'s' if n > 1 else ''}, marked [MASK_1] to [MASK_{n}]. "
-            "Using the context, give the word hidden by each mask, one per line, as:\n[MASK_1]: word\n\n"
+            "Using the context, give the word hidden by each mask, one per line, as:\n[MASK_1]: ...\n\n"
             f"Text: {masked.text}")
 
 
@@ -247,17 +247,21 @@ def _plain(word: str) -> str:
 
 def fills(answer: str) -> dict[int, str]:
     """{mask number: the first word given for it} from an answer with lines ``[MASK_i]: word`` (the first line that
-    names a mask wins).
+    names a mask with a word wins: the question's own format line, ``[MASK_1]: ...``, echoed back, fills nothing).
 
     >>> fills("[MASK_1]: Paris.\\n[mask_2] = the river\\nsomething else")
     {1: 'paris', 2: 'the'}
+    >>> fills("as:\\n[MASK_1]: ...\\n[MASK_1]: Paris")
+    {1: 'paris'}
     """
     out: dict[int, str] = {}
     for line in answer.splitlines():
         m = _FILL.search(line)
         if m:
             first = m.group(2).split()
-            out.setdefault(int(m.group(1)), _plain(first[0]) if first else "")
+            word = _plain(first[0]) if first else ""
+            if word:
+                out.setdefault(int(m.group(1)), word)
     return out
 
 

@@ -38,7 +38,12 @@ class Bm25Store:
 
     def __init__(self, documents: list[str]) -> None:
         if bm25s is None:
-            raise LmauditError("a local RAG store needs the bm25s package", hint="pip install 'lmaudit[rag]'")
+            import importlib.util
+
+            installed = importlib.util.find_spec("bm25s") is not None  # there, but without bm25s.tokenization
+            raise LmauditError("a local RAG store needs " + ("a newer bm25s (one with bm25s.tokenization)" if installed
+                                                             else "the bm25s package"),
+                               hint="pip install -U 'lmaudit[rag]'")
         self.documents = [str(d) for d in documents]
         empty = [i for i, d in enumerate(self.documents) if not d.strip()]
         if empty:

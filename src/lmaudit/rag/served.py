@@ -81,8 +81,9 @@ class ServedRag:
         self.endpoint.commit()
 
     def abandon(self) -> None:
-        """The run failed: delete the answers it asked (a later run asks again)."""
-        self.endpoint.discard()
+        """The run stopped before its end (an error, an interrupt): its answers stay pending, as a served model's do,
+        and the next run reads them and keeps them only if its own start and end checks pass (a system found to
+        have changed has its answers deleted in :meth:`finish`)."""
 
     def describe(self) -> dict:
         return {"system": "served", "url": self.url, "model": self.endpoint.model, "top_k": None, "template": None,

@@ -61,8 +61,8 @@ def render(template: str, question: str, documents: list[str]) -> str:
 @contextmanager
 def questioning(*systems) -> Iterator[None]:
     """A run that questions ``systems`` (None entries passed over): each one's ``begin()`` first, its ``finish()``
-    when the run completes and ``abandon()`` when it fails, for the systems that have them (a served system checks
-    there that it stayed one system, and keeps its answers only for a run that passed)."""
+    when the run completes and ``abandon()`` when it stops before (for the systems that have them: a served system
+    checks at the end that it stayed one system, and keeps its answers for good only for a run that passed)."""
     present = [s for s in systems if s is not None]
     for system in present:
         getattr(system, "begin", lambda: None)()

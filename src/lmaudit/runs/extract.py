@@ -17,7 +17,7 @@ import pandas as pd
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError, warn
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
-from lmaudit.extraction.masks import MaskSpec, parse_steps, step_counts
+from lmaudit.extraction.masks import MaskSpec, mask_text, parse_steps, step_counts
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
@@ -35,7 +35,6 @@ from lmaudit.settings import (
     positive,
     seed_value,
     setting,
-    text,
 )
 from lmaudit.utils import cache_dir, stable_hash
 
@@ -54,7 +53,7 @@ class ExtractConfig:
     lmaudit.errors.SettingError: trajectories must be an integer ≥ 1, got 0
     """
 
-    mask: str = setting("suffix:32", check=text())  # read by MaskSpec.parse when the run starts
+    mask: str = setting("suffix:32", check=mask_text)  # as MaskSpec.parse reads it
     steps: list[str] = setting(default_factory=lambda: ["1", "2", "4", "8", "max"], check=step_counts)
     order: str = setting("random", check=one_of(("random", "low_confidence")))
     trajectories: int = setting(512, check=integer(1))

@@ -52,7 +52,7 @@ from lmaudit.report.build import pii_report
 from lmaudit.report.summary import pii_summary
 from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_results
 from lmaudit.runs.pii_candidates import SKEW_SCORING, ce_scores, generate_candidates, mask_length_setting, skew_scores
-from lmaudit.settings import boolean, check_settings, fraction, integer, one_of, positive, seed_value, setting
+from lmaudit.settings import boolean, check_settings, fraction, integer, non_negative, one_of, seed_value, setting
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ReconstructConfig:
     # a list spreads the candidates over several lengths
     mask_length: int | list[int] = setting(20, check=mask_length_setting)
     steps: int | None = setting(None, check=integer(1, optional=True))  # DLM denoising steps (default: mask_length)
-    temperature: float = setting(1.0, check=positive())
+    temperature: float = setting(1.0, check=non_negative())  # 0: greedy
     alpha: float | str = setting("auto", check=fraction(also=("auto",)))  # "auto": fitted on calibration records
     skew_signal: str = setting("pii", check=one_of(("pii", "context"), noun="skew signal"))  # what combined uses
     window: int = setting(20, check=integer(2))

@@ -154,6 +154,8 @@ def rag_verdict(attacks: dict, check: dict) -> str:
     else "no evidence"."""
     if check.get("differ") or (check.get("reference") or {}).get("differ"):
         return "cannot tell: the documents differ without the system (see set_check)"
+    if any(not m.get("auc_ci95") for m in attacks.values()):
+        return "no verdict: no interval was computed (n_bootstrap = 0)"
     for name, m in attacks.items():
         above = [m.get("auc_ci95") and m["auc_ci95"][0] > 0.5] + [
             m[k]["beyond"] for k in ("vs_blind", "vs_prior") if m.get(k)]
