@@ -298,6 +298,9 @@ def test_a_served_system_is_audited_through_its_answers_and_its_settings_are_rec
     assert system["url"] == up.url and system["model"] == "rag-model" and system["store_size"] is None
     assert system["generation"] == {"temperature": 0.0, "max_tokens": 32, "seed": 0}
     assert system["identity_check"]["same_answer_at_end"] is True and result["control"] is None
+    # no control was asked: a detection says what it could not rule out
+    assert result["verdict"].startswith("members detected") and "a control without retrieval not run" in result[
+        "verdict"]
     assert up.probes == 2  # at the start and at the end, never from the cache
 
 

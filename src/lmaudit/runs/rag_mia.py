@@ -157,11 +157,15 @@ def rag_verdict(attacks: dict, check: dict) -> str:
     if any(not m.get("auc_ci95") for m in attacks.values()):
         return "no verdict: no interval was computed (n_bootstrap = 0)"
     for name, m in attacks.items():
-        above = [m.get("auc_ci95") and m["auc_ci95"][0] > 0.5] + [
-            m[k]["beyond"] for k in ("vs_blind", "vs_prior") if m.get(k)]
-        if all(above):
-            return f"members detected: {name}'s AUC is above chance, the blind baselines and the control"
-    return "no evidence: no attack's interval lies above chance, the blind baselines and the control together"
+        compared = {"chance": m["auc_ci95"][0] > 0.5, **{what: m[k]["beyond"] for k, what in
+                    (("vs_blind", "the blind baselines"), ("vs_prior", "the control without retrieval")) if m.get(k)}}
+        if all(compared.values()):
+            unchecked = [what for k, what in (("vs_blind", "the blind baselines"),
+                                              ("vs_prior", "a control without retrieval")) if not m.get(k)]
+            return (f"members detected: {name}'s AUC lies above {', '.join(compared)}"
+                    + (f" ({' and '.join(unchecked)} not run: what the sets differ by alone is not ruled out)"
+                       if unchecked else ""))
+    return "no evidence: no attack's AUC interval lies above chance and every check that was run"
 
 
 class RagResult(RunResult):
