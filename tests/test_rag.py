@@ -214,7 +214,8 @@ def test_the_local_pipeline_with_a_real_generator_runs_from_the_command_line_and
     saved = json.loads((out / "results.json").read_text())
     assert saved["type"] == "rag-mia" and saved["system"]["top_k"] == 2
     assert saved["system"]["template"] == lmaudit.RagConfig().template
-    assert saved["system"]["generation"] == {"decoding": "greedy", "max_new_tokens": 6, "chat_template": False}
+    assert saved["system"]["generation"] == {"decoding": "greedy", "max_new_tokens": 6, "chat_template": False,
+                                            "batch_size": 8}
     assert saved["system"]["generator"]["path"] == str(tiny_model_dir) and saved["system"]["generator"]["fingerprint"]
     assert saved["system"]["store_size"] == 10 and saved["control"]["store_size"] == 0
     assert saved["proxy"]["path"] == str(tiny_model_dir) and saved["config"]["n_masks"] == 5

@@ -10,7 +10,7 @@ from lmaudit.errors import DataError, SettingError
 from lmaudit.models.endpoint import is_endpoint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.loading import load_model
-from lmaudit.rag.local import Bm25Store, LocalRag
+from lmaudit.rag.local import Bm25Store, LocalRag, TextGenerator
 from lmaudit.rag.served import ServedRag
 from lmaudit.rag.system import RagSystem
 from lmaudit.runs.rag_mia import RagConfig, RagResult, run_rag_mia
@@ -44,7 +44,7 @@ def _control(control, cfg: RagConfig, *, verify: bool, served_model: str | None)
 
 
 def rag_mia(target, members=None, nonmembers=None, *, store=None, config: RagConfig | None = None, proxy=None,
-            control=None, data=None, label_field: str | None = None, text_field: str = "text",
+            helper=None, control=None, data=None, label_field: str | None = None, text_field: str = "text",
             split: str | None = None, served_model: str | None = None, verify: bool = True,
             **load_options) -> RagResult:
     """Membership inference against a retrieval-augmented system through its answers: per attack of
@@ -57,10 +57,11 @@ def rag_mia(target, members=None, nonmembers=None, *, store=None, config: RagCon
     documents of a local BM25 pipeline, members among them and non-members not) is added; or any object with
     ``answer(question)`` and ``describe()`` (:class:`~lmaudit.rag.system.RagSystem`). ``members`` and ``nonmembers``
     as in :func:`lmaudit.mia` (or one labelled ``data`` file). ``proxy``: the local model that chooses MBA's masks
-    (``config.mask_selection="proxy"``). ``control``: the generator without retrieval (a system or its URL); a local
-    pipeline makes its own (the same generator, an empty store) unless ``config.control`` is False. The data (a
-    local pipeline's members in its store, its non-members not) and the settings are checked before any model
-    loads.
+    (``config.mask_selection="proxy"``). ``helper``: the local model that writes the interrogation attack's
+    questions and their true answers (``config.question_source="helper"``; None: the proxy). ``control``: the
+    generator without retrieval (a system or its URL); a local pipeline makes its own (the same generator, an empty
+    store) unless ``config.control`` is False. The data (a local pipeline's members in its store, its non-members
+    not) and the settings are checked before any model loads.
 
     Examples
     --------
@@ -79,6 +80,11 @@ def rag_mia(target, members=None, nonmembers=None, *, store=None, config: RagCon
     if needs_proxy and proxy is None:
         raise SettingError("proxy", "MBA chooses its masks with a proxy model: give {name}",
                            hint="a local model (any lmaudit loads), or mask_selection='spread' for no model")
+    needs_helper = "interrogation" in cfg.attacks and cfg.question_source == "helper"
+    if needs_helper and helper is None and proxy is None:
+        raise SettingError("helper", "the interrogation attack's questions are written by a helper model: give "
+                                     "{name} (or a proxy)",
+                           hint="a local model able to write questions, or question_source='statements' for none")
     control = _control(control, cfg, verify=verify, served_model=served_model)
     if isinstance(target, RagSystem) and not isinstance(target, ModelHandle):
         system = target
@@ -99,12 +105,23 @@ def rag_mia(target, members=None, nonmembers=None, *, store=None, config: RagCon
         built = Bm25Store([r.target for r in documents.records])  # bm25s is needed: said before the model loads
         generator = target if isinstance(target, ModelHandle) else load_model(target, **load_options)
         system = LocalRag(built, generator, top_k=cfg.top_k, template=cfg.template,
-                          max_new_tokens=cfg.max_new_tokens, chat_template=cfg.chat_template)
+                          max_new_tokens=cfg.max_new_tokens, chat_template=cfg.chat_template,
+                          batch_size=cfg.batch_size)
         if control is None and cfg.control:
             control = system.empty_copy()
-    helper = None
-    if needs_proxy:
-        same = isinstance(system, LocalRag) and not isinstance(proxy, ModelHandle) and str(proxy) == str(target)
-        helper = (system.generator if same else proxy if isinstance(proxy, ModelHandle)
-                  else load_model(proxy))
-    return run_rag_mia(system, mem, non, config=cfg, control=control, proxy=helper, overlap=overlap)
+    models = [system.generator.handle] if isinstance(system, LocalRag) and system.model is not None else []
+
+    def local(name):  # a model named as the generator is the generator (loaded once)
+        if isinstance(name, ModelHandle):
+            return name
+        same = [m for m in models if str(name) in (str(target), m.path)]
+        models.extend([] if same else [load_model(name)])
+        return same[0] if same else models[-1]
+
+    mask_model = local(proxy) if needs_proxy else None
+    writer = None
+    if needs_helper:
+        model = local(helper if helper is not None else proxy)
+        writer = TextGenerator(model, max_new_tokens=32 * cfg.n_questions + 16, batch_size=cfg.batch_size)
+    return run_rag_mia(system, mem, non, config=cfg, control=control, proxy=mask_model, helper=writer,
+                       overlap=overlap)

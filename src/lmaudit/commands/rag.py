@@ -33,13 +33,21 @@ def rag_mia_cmd(
                                                     "non-members not), retrieved by BM25."),
     members: Optional[Path] = typer.Option(None, help="Documents known to be in the store."),
     nonmembers: Optional[Path] = typer.Option(None, help="Documents known not to be in the store."),
-    attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks: s2mia, mba (default: both)."),
+    attacks: Optional[str] = typer.Option(None, help="Comma-separated attacks: s2mia, mba, interrogation "
+                                                     "(default: s2mia,mba)."),
     top_k: int = typer.Option(3, "--top-k", help="Documents the local pipeline retrieves per question."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Tokens generated per answer (greedy)."),
     proxy: Optional[str] = typer.Option(None, help="Local model whose least probable words MBA masks."),
     mask_selection: str = typer.Option("proxy", "--mask-selection",
                                        help="How MBA chooses its masks: proxy (with --proxy) or spread (no model)."),
     n_masks: int = typer.Option(5, "--n-masks", help="Words MBA masks per document."),
+    helper: Optional[str] = typer.Option(None, help="Local model that writes the interrogation attack's questions "
+                                                    "and their answers (default: the proxy)."),
+    question_source: str = typer.Option("helper", "--question-source",
+                                        help="Where the interrogation's questions come from: helper (a model "
+                                             "writes them, as published) or statements (from the document)."),
+    n_questions: int = typer.Option(10, "--n-questions", help="Questions the interrogation asks per document."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Prompts a local model answers at once."),
     no_control: bool = typer.Option(False, "--no-control",
                                     help="Do not also question the local generator without retrieval."),
     no_blind: bool = typer.Option(False, "--no-blind",
@@ -62,9 +70,10 @@ def rag_mia_cmd(
     check_out(out, kind="rag-mia", inputs={"--members": members, "--nonmembers": nonmembers, "--store": store})
     cfg = api.RagConfig(attacks=c.split_names(attacks) or ["s2mia", "mba"], top_k=top_k,
                         max_new_tokens=max_new_tokens, n_masks=n_masks, mask_selection=mask_selection,
+                        n_questions=n_questions, question_source=question_source, batch_size=batch_size,
                         control=not no_control, blind=not no_blind, n_bootstrap=bootstrap, seed=seed)
     found = api.rag_mia(target or generator, members, nonmembers, store=store, config=cfg, proxy=proxy,
-                        text_field=text_field, served_model=served_model)
+                        helper=helper, text_field=text_field, served_model=served_model)
     frame = found.attack_frame()
     header = ["attack", "AUC", "95% CI", "TPR@1%FPR", "TPR@10%FPR", "queries/doc", "AUC without retrieval",
               "Δ vs blind"]

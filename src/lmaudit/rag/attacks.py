@@ -22,7 +22,9 @@ runs in order and the longest word of each run is masked (a long word is rarely 
 A document with fewer candidate words than M gets as many masks as it has candidates; one with none is an error
 naming it.
 
-Each attack asks one query per document (:data:`QUERIES`).
+Each of the two asks one query per document (:data:`QUERIES`); the interrogation attack
+(:mod:`lmaudit.rag.interrogation`) asks several. An attack's :class:`Plan` holds its questions per document and
+how it scores their answers, so every attack is asked and scored the same way.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,14 +42,25 @@ from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.ar import ar_stats
 
-ATTACKS = ("s2mia", "mba")
-QUERIES = {"s2mia": 1, "mba": 1}  # queries each attack asks the system per document
+ATTACKS = ("s2mia", "mba", "interrogation")
+DEFAULT_ATTACKS = ("s2mia", "mba")  # the interrogation attack needs a helper able to write questions, or its variant
+QUERIES = {"s2mia": 1, "mba": 1}  # queries S²MIA and MBA ask the system per document
 SELECTIONS = ("proxy", "spread")
 STOP_WORDS = frozenset("the and for are but not you all any can had her was one our out has him his how its may "
                        "new now see who did get let say she too use that with have this will your from they been "
                        "were what when which their there than then them these those into also such".split())
 _WORD = re.compile(r"\w+")
 _CANDIDATE = re.compile(r"\w*[^\W\d_]\w*")  # a word holding a letter
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An attack's ``questions`` (per document, in order) and ``score(i, answers)``: document i's score from the
+    system's answers to its questions; ``detail``: columns per document for the records table."""
+
+    questions: list[list[str]]
+    score: Callable[[int, list[str]], float]
+    detail: dict[str, list] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,12 @@ def s2mia(system, document: str, *, split: float = 0.5) -> RagScore:
     query_part, remainder = split_document(document, split)
     answer = system.answer(s2mia_question(query_part))
     return RagScore(bleu(answer, remainder), QUERIES["s2mia"], answer)
+
+
+def s2mia_plan(documents: list[str], *, split: float = 0.5) -> Plan:
+    """S²MIA's one question per document and its score (BLEU against the document's remainder)."""
+    parts = [split_document(d, split) for d in documents]
+    return Plan([[s2mia_question(q)] for q, _ in parts], lambda i, answers: bleu(answers[0], parts[i][1]))
 
 
 # ------------------------------------------------------------------------------------------------ MBA
@@ -275,3 +295,9 @@ def mba(system, masked: MaskedDocument) -> RagScore:
     """MBA's score of a masked document on ``system``: the share of masks its answer fills correctly."""
     answer = system.answer(mba_question(masked))
     return RagScore(fill_accuracy(masked, answer), QUERIES["mba"], answer)
+
+
+def mba_plan(masked: list[MaskedDocument]) -> Plan:
+    """MBA's one question per masked document and its score (the share of masks filled back)."""
+    return Plan([[mba_question(m)] for m in masked], lambda i, answers: fill_accuracy(masked[i], answers[0]),
+                {"mba_masks": [len(m.spans) for m in masked]})

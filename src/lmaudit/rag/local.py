@@ -6,10 +6,13 @@ top-k documents for each question, a prompt that holds them as context, and a lo
   document that shares no word with the question (score 0) is not retrieved, so a question may get fewer.
 - **Prompt**: the template (:data:`~lmaudit.rag.system.DEFAULT_TEMPLATE` unless given) with the retrieved documents
   as ``{context}``; with the generator's chat template, when its tokenizer has one, as the user's turn.
-- **Generator**: any model :func:`lmaudit.models.loading.load_model` loads (its adapter's ``fill`` continues the
-  prompt, at temperature 0: greedy), ``max_new_tokens`` new tokens cut at the first special token (the end of the
-  turn); or a function of the prompt's text (a stand-in in tests). A prompt longer than the model's context keeps
-  its last tokens (the question) and is counted in :meth:`LocalRag.describe`.
+- **Generator** (:class:`TextGenerator`): any model :func:`lmaudit.models.loading.load_model` loads, decoding
+  greedily at most ``max_new_tokens`` new tokens, cut at the first special token (the end of the turn). A causal LM
+  answers ``batch_size`` prompts at once (left-padded, each stopping at its own end of turn: the library's
+  ``generate``); another model continues each prompt with its adapter's ``fill``. A prompt longer than the model's
+  context keeps its last tokens (the question) and is counted in :meth:`LocalRag.describe`. Answers are kept in
+  memory by prompt, so pipelines sharing a generator (a store and its empty control) never generate one prompt
+  twice. A function of the prompt's text stands in for a model in tests.
 - **Control**: an empty store gives the same prompt with an empty context: the generator alone, which is what the
   no-retrieval control asks.
 """
@@ -73,35 +76,114 @@ class Bm25Store:
         return [int(i) for i in order[:k] if scores[i] > 0]
 
 
-class LocalRag:
-    """A local RAG pipeline: ``store`` (a :class:`Bm25Store` or a list of documents), ``generator`` (a loaded model's
-    handle, or a function of the prompt text that returns the answer), ``top_k``, ``template``, ``max_new_tokens``
-    and ``chat_template`` (None: the generator's when its tokenizer has one)."""
+class TextGenerator:
+    """Greedy answers of a loaded model (``handle``) to prompts, as the module says: ``max_new_tokens`` each,
+    ``chat_template`` (None: the tokenizer's when it has one), ``batch_size`` prompts a forward."""
 
-    def __init__(self, store, generator: ModelHandle | Callable[[str], str], *, top_k: int = 3,
-                 template: str = DEFAULT_TEMPLATE, max_new_tokens: int = 64, chat_template: bool | None = None) -> None:
-        self.store = store if isinstance(store, Bm25Store) else Bm25Store(list(store))
-        if not isinstance(generator, ModelHandle) and not callable(generator):
-            raise LmauditError(f"the generator must be a loaded model or a function of the prompt, got "
-                               f"{type(generator).__name__}")
-        for name, value in (("top_k", top_k), ("max_new_tokens", max_new_tokens)):
+    def __init__(self, handle: ModelHandle, *, max_new_tokens: int = 64, chat_template: bool | None = None,
+                 batch_size: int = 8) -> None:
+        for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise LmauditError(f"{{{name}}} must be an integer ≥ 1, got {value!r}", options=(name,))
-        self.generator, self.top_k, self.max_new_tokens = generator, top_k, max_new_tokens
-        self.template = check_template(template)
-        model = isinstance(generator, ModelHandle)
-        if model and chat_template and not has_chat_template(generator.tokenizer):
+        if chat_template and not has_chat_template(handle.tokenizer):
             raise LmauditError("{chat_template}: the generator's tokenizer has no chat template",
                                options={"chat_template": ("chat_template=True", "--chat-template")})
-        self.chat = bool(model and (has_chat_template(generator.tokenizer) if chat_template is None
-                                    else chat_template))
+        room = handle.adapter.context_length - max_new_tokens
+        if room < 1:
+            raise LmauditError(f"{{max_new_tokens}} {max_new_tokens} leaves no room for a prompt in the "
+                               f"generator's context of {handle.adapter.context_length} tokens",
+                               options=("max_new_tokens",))
+        self.handle, self.max_new_tokens, self.batch_size, self.room = handle, max_new_tokens, batch_size, room
+        self.chat = has_chat_template(handle.tokenizer) if chat_template is None else bool(chat_template)
+        self.memo: dict[str, str] = {}  # prompt text → answer
+        self.truncated = 0  # prompts cut to the context
+
+    def _ids(self, text: str) -> list[int]:
+        tok = self.handle.tokenizer
+        if self.chat:
+            rendered = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                               add_generation_prompt=True)
+            ids = tok(rendered, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tok(text, add_special_tokens=True)["input_ids"]
+        if len(ids) > self.room:
+            ids, self.truncated = ids[-self.room:], self.truncated + 1
+        return list(ids)
+
+    def _decode(self, new) -> str:
+        tok = self.handle.tokenizer
+        special = set(tok.all_special_ids)
+        new = [int(t) for t in new]
+        stop = next((i for i, t in enumerate(new) if t in special), len(new))
+        return tok.decode(new[:stop], skip_special_tokens=True).strip()
+
+    def _batch(self, texts: list[str]) -> list[str]:
+        adapter = self.handle.adapter
+        rows = [self._ids(t) for t in texts]
+        pad = adapter.pad_id
+        if not (adapter.causal and hasattr(adapter.model, "generate")):  # a DLM fills its masked answer
+            out = []
+            for ids in rows:
+                full = np.asarray(ids + [pad] * self.max_new_tokens, dtype=np.int64)
+                out.append(self._decode(adapter.fill(full, np.arange(len(ids), len(full)), samples=1,
+                                                     temperature=0.0)[0]))
+            return out
+        import torch
+        from transformers import GenerationConfig
+
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
+        device = next(adapter.model.parameters()).device
+        config = GenerationConfig(max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=pad,
+                                  eos_token_id=sorted(self.handle.tokenizer.all_special_ids))
+        with torch.no_grad():
+            made = adapter.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                          generation_config=config)
+        return [self._decode(row) for row in made[:, width:].cpu().tolist()]
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        """The answer to every prompt of ``texts`` (from memory where it was asked before)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start:start + self.batch_size]
+            self.memo.update(zip(chunk, self._batch(chunk)))
+        return [self.memo[t] for t in texts]
+
+    def describe(self) -> dict:
+        return {"path": self.handle.path, "fingerprint": self.handle.fingerprint, "kind": self.handle.kind}
+
+
+class LocalRag:
+    """A local RAG pipeline: ``store`` (a :class:`Bm25Store` or a list of documents), ``generator`` (a loaded model's
+    handle, a :class:`TextGenerator` to share, or a function of the prompt text that returns the answer),
+    ``top_k``, ``template``, and for a model ``max_new_tokens``, ``chat_template`` (None: the generator's when its
+    tokenizer has one) and ``batch_size``."""
+
+    def __init__(self, store, generator: ModelHandle | TextGenerator | Callable[[str], str], *, top_k: int = 3,
+                 template: str = DEFAULT_TEMPLATE, max_new_tokens: int = 64, chat_template: bool | None = None,
+                 batch_size: int = 8) -> None:
+        self.store = store if isinstance(store, Bm25Store) else Bm25Store(list(store))
+        if isinstance(generator, ModelHandle):
+            generator = TextGenerator(generator, max_new_tokens=max_new_tokens, chat_template=chat_template,
+                                      batch_size=batch_size)
+        elif not isinstance(generator, TextGenerator) and not callable(generator):
+            raise LmauditError(f"the generator must be a loaded model or a function of the prompt, got "
+                               f"{type(generator).__name__}")
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise LmauditError(f"{{top_k}} must be an integer ≥ 1, got {top_k!r}", options=("top_k",))
+        self.generator, self.top_k = generator, top_k
+        self.template = check_template(template)
         self.queries = 0
-        self.truncated = 0  # prompts cut to the generator's context
+
+    @property
+    def model(self) -> TextGenerator | None:
+        """The generator when it is a model (None for a function of the prompt)."""
+        return self.generator if isinstance(self.generator, TextGenerator) else None
 
     def empty_copy(self) -> LocalRag:
-        """The same pipeline with an empty store: the no-retrieval control."""
-        return LocalRag([], self.generator, top_k=self.top_k, template=self.template,
-                        max_new_tokens=self.max_new_tokens, chat_template=self.chat)
+        """The same pipeline, its generator shared, with an empty store: the no-retrieval control."""
+        return LocalRag([], self.generator, top_k=self.top_k, template=self.template)
 
     def retrieve(self, question: str) -> list[int]:
         """The store's documents the question retrieves (indices, best first)."""
@@ -112,45 +194,27 @@ class LocalRag:
         return render(self.template, question, [self.store.documents[i] for i in self.retrieve(question)])
 
     def answer(self, question: str) -> str:
-        text = self.prompt(question)
-        self.queries += 1
-        if not isinstance(self.generator, ModelHandle):
-            out = self.generator(text)
-            if not isinstance(out, str):
-                raise LmauditError(f"the generator function returned a {type(out).__name__}, not a text")
-            return out
-        return self._generate(text)
+        return self.answer_many([question])[0]
 
-    def _generate(self, text: str) -> str:
-        handle = self.generator
-        tok = handle.tokenizer
-        if self.chat:
-            rendered = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                               add_generation_prompt=True)
-            ids = tok(rendered, add_special_tokens=False)["input_ids"]
-        else:
-            ids = tok(text, add_special_tokens=True)["input_ids"]
-        room = handle.adapter.context_length - self.max_new_tokens
-        if room < 1:
-            raise LmauditError(f"{{max_new_tokens}} {self.max_new_tokens} leaves no room for a prompt in the "
-                               f"generator's context of {handle.adapter.context_length} tokens",
-                               options=("max_new_tokens",))
-        if len(ids) > room:
-            ids, self.truncated = ids[-room:], self.truncated + 1
-        pad = handle.adapter.pad_id
-        full = np.asarray(list(ids) + [pad] * self.max_new_tokens, dtype=np.int64)
-        new = handle.adapter.fill(full, np.arange(len(ids), len(full)), samples=1, temperature=0.0)[0]
-        special = set(tok.all_special_ids)
-        stop = next((i for i, t in enumerate(new.tolist()) if t in special), len(new))
-        return tok.decode(new[:stop].tolist(), skip_special_tokens=True).strip()
+    def answer_many(self, questions: list[str]) -> list[str]:
+        """The answers to ``questions``, in order (a model answers them in batches)."""
+        prompts = [self.prompt(q) for q in questions]
+        self.queries += len(prompts)
+        if self.model is not None:
+            return self.model(prompts)
+        out = [self.generator(p) for p in prompts]
+        bad = next((o for o in out if not isinstance(o, str)), None)
+        if bad is not None:
+            raise LmauditError(f"the generator function returned a {type(bad).__name__}, not a text")
+        return out
 
     def describe(self) -> dict:
-        model = isinstance(self.generator, ModelHandle)
-        generator = ({"path": self.generator.path, "fingerprint": self.generator.fingerprint,
-                      "kind": self.generator.kind} if model
+        model = self.model
+        generator = (model.describe() if model is not None
                      else {"function": getattr(self.generator, "__qualname__", type(self.generator).__name__)})
+        generation = {"decoding": "greedy", "max_new_tokens": model.max_new_tokens, "chat_template": model.chat,
+                      "batch_size": model.batch_size} if model is not None else {"decoding": "the function's"}
         return {"system": "local", "retriever": "bm25 (bm25s)", "top_k": self.top_k, "template": self.template,
-                "generation": {"decoding": "greedy", "max_new_tokens": self.max_new_tokens,
-                               "chat_template": self.chat},
-                "store_size": len(self.store), "store_fingerprint": self.store.fingerprint, "generator": generator,
-                "queries": self.queries, "prompts_truncated": self.truncated}
+                "generation": generation, "store_size": len(self.store), "store_fingerprint": self.store.fingerprint,
+                "generator": generator, "queries": self.queries,
+                "prompts_truncated": model.truncated if model is not None else 0}

@@ -31,8 +31,9 @@ from lmaudit.data.overlap import check_sets
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.progress import progress
-from lmaudit.rag.attacks import ATTACKS, QUERIES, SELECTIONS, mask_documents, mba, s2mia
-from lmaudit.rag.system import DEFAULT_TEMPLATE, check_template, questioning
+from lmaudit.rag import interrogation
+from lmaudit.rag.attacks import ATTACKS, DEFAULT_ATTACKS, SELECTIONS, Plan, mask_documents, mba_plan, s2mia_plan
+from lmaudit.rag.system import DEFAULT_TEMPLATE, ask, check_template, questioning
 from lmaudit.report.document import Figure, Report, Section
 from lmaudit.report.plots import roc_curves
 from lmaudit.report.tables import facts_common
@@ -46,13 +47,16 @@ CONTROL = " (no retrieval)"  # the control's scores are named after the attack w
 
 @dataclass
 class RagConfig:
-    """Settings of a RAG membership audit (recorded in ``results.json``): the ``attacks`` (``s2mia``, ``mba``); for a
-    local pipeline the retrieval depth ``top_k``, the prompt ``template`` (with ``{context}`` and ``{question}``),
-    ``max_new_tokens`` of greedy generation (a served system's ``max_tokens``) and ``chat_template`` (None: the
-    generator's when it has one); S²MIA's ``query_fraction`` (the share of a document's words it asks with); MBA's
-    ``n_masks`` and ``mask_selection`` (``proxy``: the words a proxy model finds hardest; ``spread``: the longest
-    word of each of ``n_masks`` runs); ``control`` (a local pipeline's generator also questioned with an empty
-    store); ``n_bootstrap`` resamples of the intervals and their ``seed``.
+    """Settings of a RAG membership audit (recorded in ``results.json``): the ``attacks`` (``s2mia`` and ``mba`` by
+    default; ``interrogation`` when named); for a local pipeline the retrieval depth ``top_k``, the prompt
+    ``template`` (with ``{context}`` and ``{question}``), ``max_new_tokens`` of greedy generation (a served
+    system's ``max_tokens``), ``chat_template`` (None: the generator's when it has one) and ``batch_size`` (prompts
+    a local model answers at once); S²MIA's ``query_fraction`` (the share of a document's words it asks with);
+    MBA's ``n_masks`` and ``mask_selection`` (``proxy``: the words a proxy model finds hardest; ``spread``: the
+    longest word of each of ``n_masks`` runs); the interrogation attack's ``n_questions`` per document and
+    ``question_source`` (``helper``: a helper model writes them, as published; ``statements``: made from the
+    document, no model); ``control`` (a local pipeline's generator also questioned with an empty store);
+    ``n_bootstrap`` resamples of the intervals and their ``seed``.
 
     Examples
     --------
@@ -61,10 +65,10 @@ class RagConfig:
     >>> lmaudit.RagConfig(attacks=["s2mia", "guess"])
     Traceback (most recent call last):
     ...
-    lmaudit.errors.SettingError: unknown RAG attack 'guess' (hint: use one of s2mia, mba)
+    lmaudit.errors.SettingError: unknown RAG attack 'guess' (hint: use one of s2mia, mba, interrogation)
     """
 
-    attacks: list = setting(default_factory=lambda: list(ATTACKS),
+    attacks: list = setting(default_factory=lambda: list(DEFAULT_ATTACKS),
                             check=each(one_of(ATTACKS, noun="RAG attack"), nonempty=True))
     top_k: int = setting(3, check=integer(1, 100))
     template: str = setting(DEFAULT_TEMPLATE, check=text())
@@ -73,6 +77,9 @@ class RagConfig:
     query_fraction: float = setting(0.5, check=fraction(above_zero=True))
     n_masks: int = setting(5, check=integer(1, 100))
     mask_selection: str = setting("proxy", check=one_of(SELECTIONS))
+    n_questions: int = setting(10, check=integer(1, 100))
+    question_source: str = setting("helper", check=one_of(interrogation.QUESTION_SOURCES))
+    batch_size: int = setting(8, check=integer(1, 1024))
     control: bool = setting(True, check=boolean())
     blind: bool = setting(True, check=boolean())  # the blind baselines: do the documents differ without the system?
     n_bootstrap: int = setting(1000, check=integer(0, 100_000), flag="--bootstrap")
@@ -90,20 +97,43 @@ class RagConfig:
                 "{", "{{").replace("}", "}}"))
 
 
-def _scores(attack: str, system, documents: list[str], masked, cfg: RagConfig, bar) -> np.ndarray:
-    """Every document's score under ``attack`` on ``system`` (the answers themselves are not kept)."""
-    out = np.empty(len(documents))
-    for i, document in enumerate(documents):
-        found = s2mia(system, document, split=cfg.query_fraction) if attack == "s2mia" else mba(system, masked[i])
-        out[i] = found.score
-        bar.advance()
-    return out
+def _plans(documents: list[str], names: list[str], cfg: RagConfig, proxy, helper) -> dict[str, Plan]:
+    """Each attack's questions and scorer (MBA's masks and the interrogation's questions made here, before the
+    system is asked anything)."""
+    plans: dict[str, Plan] = {}
+    if "s2mia" in cfg.attacks:
+        plans["s2mia"] = s2mia_plan(documents, split=cfg.query_fraction)
+    if "mba" in cfg.attacks:
+        plans["mba"] = mba_plan(mask_documents(documents, n_masks=cfg.n_masks, selection=cfg.mask_selection,
+                                               proxy=proxy, names=names))
+    if "interrogation" in cfg.attacks:
+        made = (interrogation.statement_questions(documents, cfg.n_questions, seed=cfg.seed, names=names)
+                if cfg.question_source == "statements"
+                else interrogation.helper_questions(helper, documents, cfg.n_questions, names=names))
+        plans["interrogation"] = interrogation.plan(made)
+    return {a: plans[a] for a in cfg.attacks}
+
+
+def _scores(plan: Plan, system, bar) -> np.ndarray:
+    """Every document's score under one attack's ``plan`` on ``system`` (the answers themselves are not kept)."""
+    flat = [q for qs in plan.questions for q in qs]
+    answers = iter(ask(system, flat, bar=bar))
+    return np.array([plan.score(i, [next(answers) for _ in qs]) for i, qs in enumerate(plan.questions)])
+
+
+def _per_document(plan: Plan) -> float | int:
+    """The queries an attack asked per document (their mean where documents got different numbers)."""
+    counts = [len(qs) for qs in plan.questions]
+    mean = sum(counts) / len(counts)
+    return int(mean) if mean == int(mean) else round(mean, 2)
 
 
 def run_rag_mia(system, members: TextSet, nonmembers: TextSet, *, config: RagConfig | None = None, control=None,
-                proxy: ModelHandle | None = None, overlap: dict | None = None) -> RagResult:
+                proxy: ModelHandle | None = None, helper=None, overlap: dict | None = None) -> RagResult:
     """Question ``system`` (and ``control``, the same generator without retrieval, when given) about every member
-    and non-member with each of ``config.attacks``; ``proxy`` chooses MBA's masks (``mask_selection="proxy"``)."""
+    and non-member with each of ``config.attacks``; ``proxy`` chooses MBA's masks (``mask_selection="proxy"``);
+    ``helper`` (a function of prompts to answers) writes the interrogation's questions
+    (``question_source="helper"``)."""
     cfg = config or RagConfig()
     start = time.perf_counter()
     if overlap is None:
@@ -111,40 +141,45 @@ def run_rag_mia(system, members: TextSet, nonmembers: TextSet, *, config: RagCon
     records = members.records + nonmembers.records
     documents = [r.target for r in records]
     labels = np.array([1] * len(members) + [0] * len(nonmembers), dtype=np.int64)
-    masked = None
-    if "mba" in cfg.attacks:
-        masked = mask_documents(documents, n_masks=cfg.n_masks, selection=cfg.mask_selection, proxy=proxy,
-                                names=[f"{'member' if y else 'non-member'} '{r.id}'" for r, y in zip(records, labels)])
+    names = [f"{'member' if y else 'non-member'} '{r.id}'" for r, y in zip(records, labels)]
+    plans = _plans(documents, names, cfg, proxy, helper)
     systems = [(system, "")] + ([(control, CONTROL)] if control is not None else [])
+    asked = sum(len(qs) for plan in plans.values() for qs in plan.questions)
     scores = {}
-    with questioning(system, control), progress("RAG questions", total=len(documents) * len(cfg.attacks)
-                                                * len(systems)) as bar:
-        for attack in cfg.attacks:
+    with questioning(system, control), progress("RAG questions", total=asked * len(systems)) as bar:
+        for attack, plan in plans.items():
             for which, suffix in systems:
-                scores[attack + suffix] = _scores(attack, which, documents, masked, cfg, bar)
+                scores[attack + suffix] = _scores(plan, which, bar)
     prior = {a: scores[a + CONTROL] for a in cfg.attacks} if control is not None else None
     check, metrics, blind = two_set_check(members, nonmembers, {a: scores[a] for a in cfg.attacks}, prior=prior,
                                           blind=cfg.blind, n_resamples=cfg.n_bootstrap, seed=cfg.seed)
-    attacks = {a: {**metrics[a], "queries_per_document": QUERIES[a]} for a in cfg.attacks}
+    per_document = {a: _per_document(plan) for a, plan in plans.items()}
+    attacks = {a: {**metrics[a], "queries_per_document": per_document[a]} for a in cfg.attacks}
     for entry in attacks.values():  # the control's scores are named as the records name them
         if entry.get("vs_prior"):
             entry["vs_prior"]["prior"] = entry["vs_prior"]["prior"].replace(PRIOR, "") + CONTROL
     controls = {a: {k: v for k, v in metrics[PRIOR + a].items() if k != "vs_best"} for a in (prior or {})}
     table = {"id": [r.id for r in records], "label": labels.tolist(),
-             **{name: [float(v) for v in s] for name, s in {**scores, **blind}.items()}}
-    if masked is not None:
-        table["mba_masks"] = [len(m.spans) for m in masked]
-    queries = sum(QUERIES[a] for a in cfg.attacks) * len(documents)
+             **{name: [float(v) for v in s] for name, s in {**scores, **blind}.items()},
+             **{column: values for plan in plans.values() for column, values in plan.detail.items()}}
+    uses = {"proxy": "mba" in cfg.attacks and cfg.mask_selection == "proxy",
+            "helper": "interrogation" in cfg.attacks and cfg.question_source == "helper"}
     return RagResult({
         "type": TYPE, "system": system.describe(), "control": None if control is None else control.describe(),
-        "proxy": None if proxy is None or "mba" not in cfg.attacks or cfg.mask_selection != "proxy"
-        else {"path": proxy.path, "fingerprint": proxy.fingerprint},
+        "proxy": {"path": proxy.path, "fingerprint": proxy.fingerprint} if uses["proxy"] and proxy is not None
+        else None,
+        "helper": _describe(helper) if uses["helper"] and helper is not None else None,
         "config": asdict(cfg), "n_members": len(members), "n_nonmembers": len(nonmembers), "overlap": overlap,
         "attacks": attacks, "control_attacks": controls, "set_check": check,
         "verdict": rag_verdict(attacks, check),
-        "queries": {"per_document": {a: QUERIES[a] for a in cfg.attacks}, "system": queries,
-                    "control": queries if control is not None else 0},
+        "queries": {"per_document": per_document, "system": asked, "control": asked if control is not None else 0},
         "runtime_s": time.perf_counter() - start, "records": table})
+
+
+def _describe(helper) -> dict:
+    """What identifies the helper model in ``results.json``."""
+    describe = getattr(helper, "describe", None)
+    return describe() if describe is not None else {"function": getattr(helper, "__qualname__", repr(helper))}
 
 
 def rag_verdict(attacks: dict, check: dict) -> str:
