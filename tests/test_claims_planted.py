@@ -322,6 +322,18 @@ def plant_families(names, kw):
     return out
 
 
+def plant_rag(names, kw):
+    """A RAG run of the judge's own regime where every attack sits below its control and below every other."""
+    attacks = ["s2mia", "mba", "interrogation"]
+    cell = {"attacks": {a: {"auc": 0.4, "control_auc": 0.6, "vs_prior": BEHIND} for a in attacks},
+            "compare": {f"{a} - {b}": {"auc": BEHIND, "tpr@1%fpr": None} for a in attacks for b in attacks if a != b}}
+    settings = [{"label": "store 100, top-3, defence none", "store_size": 100, "top_k": 3, "defence": "none",
+                 "per_seed": seeds(cell)}]
+    generator = "smollm2-135m" if kw.get("real") else "/cache/models/tiny-ar"
+    return everywhere({"experiment": exp(generator=generator, attacks=attacks, question_source="statements",
+                                         n_nonmembers=40), "settings": settings}, names)
+
+
 def one(builder):
     return lambda names, kw: everywhere(builder(), names)
 
@@ -352,4 +364,5 @@ PLANTS = {
     "larger_dlm_vs_ar": plant_larger, "dlm_size": plant_size, "one_size": plant_one_size,
     "gaussian_fit": one(relaxed), "sublinear_budget": one(relaxed), "fit_samples": one(relaxed),
     "prior_separates": plant_validity, "two_families": plant_families,
+    "beats_control": plant_rag, "strongest": plant_rag,
 }

@@ -12,7 +12,8 @@ the findings and formatting; :mod:`lmaudit.claims.intervals` the intervals compu
 values; the judges: :mod:`lmaudit.claims.qskew` and :mod:`lmaudit.claims.qskew_theory` (Q-Skew),
 :mod:`lmaudit.claims.pii` (PII extraction and reconstruction), :mod:`lmaudit.claims.gapk` (Gap-K%),
 :mod:`lmaudit.claims.smi` and :mod:`lmaudit.claims.more` (SMI), :mod:`lmaudit.claims.others`
-(DLM extraction), :mod:`lmaudit.claims.added` and :mod:`lmaudit.claims.extra` (further rows);
+(DLM extraction), :mod:`lmaudit.claims.added` and :mod:`lmaudit.claims.extra` (further rows),
+:mod:`lmaudit.claims.rag` (membership in a RAG system's store);
 :mod:`lmaudit.claims.models` what the two regimes' models are, read from the results.
 """
 
@@ -33,6 +34,7 @@ from lmaudit.claims import smi as smi
 from lmaudit.claims.added import ADDED
 from lmaudit.claims.base import Claim, Finding
 from lmaudit.claims.extra import EXTRA, forged
+from lmaudit.claims.rag import RAG_CLAIMS
 from lmaudit.claims.render import judge_claims, load_results, markdown
 
 # ---------------------------------------------------------------- the claims
@@ -253,7 +255,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Enron (trained) vs TREC 2007 (unseen): the trained distribution shifts up", ("pii-extraction",), o.shift,
           effect="none given (a shift up): read on the direction, in likelihood and in discoverable share",
           real_experiments=(REAL_DLM_PII,), real_judge=partial(o.shift, name=REAL_DLM_PII, regime=REAL_PII_REGIME)),
-) + ADDED + EXTRA  # further headline claims: lmaudit.claims.added and lmaudit.claims.extra
+) + ADDED + EXTRA + RAG_CLAIMS  # further rows: lmaudit.claims.added, .extra and .rag
 
 
 def judge_all(recs: dict[str, dict]) -> list[tuple[Claim, Finding, Finding | None]]:
