@@ -11,6 +11,7 @@ import torch
 from lmaudit.claims import added as a
 from lmaudit.claims import added_ext as x
 from lmaudit.claims import extra as e
+from lmaudit.claims import rag as rag
 from lmaudit.claims import table as claims
 from lmaudit.claims.base import Claim
 from lmaudit.claims.verdicts import (
@@ -34,7 +35,8 @@ SETS = {"n_members": 200, "n_nonmembers": 200}
 
 
 def test_the_further_rows_are_appended_with_the_names_of_the_claims_module():
-    assert len(a.ADDED) == 13 and len(e.EXTRA) == 8 and claims.CLAIMS[-21:] == a.ADDED + e.EXTRA
+    assert len(a.ADDED) == 13 and len(e.EXTRA) == 8 and len(rag.RAG_CLAIMS) == 4
+    assert claims.CLAIMS[-25:] == a.ADDED + e.EXTRA + rag.RAG_CLAIMS
     assert all(isinstance(c, Claim) for c in a.ADDED + e.EXTRA)
     assert (a.QS, a.SMI, a.GAP, a.EXT) == (claims.QS, claims.SMI, claims.GAP, claims.EXT)
     assert (e.QS, e.SMI, e.GAP, e.EXT) == (claims.QS, claims.SMI, claims.GAP, claims.EXT)

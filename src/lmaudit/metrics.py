@@ -115,7 +115,8 @@ def _tpr_rows(pos: np.ndarray, neg: np.ndarray, allowed: list[int]) -> np.ndarra
     return out
 
 
-def _check_bootstrap(n_resamples, level, *, low: int = 1) -> None:
+def check_bootstrap(n_resamples, level, *, low: int = 1) -> None:
+    """Refuse a resample count below ``low`` (or not an integer) and a level outside (0, 1)."""
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < low:
         raise LmauditError(f"n_resamples must be an integer >= {low}, got {n_resamples!r}")
     if not _is_real(level) or not 0.0 < level < 1.0:
@@ -152,7 +153,7 @@ def stratified_bootstrap(y_true, scores, *, n_resamples: int = 1000, seed: int =
     if not checked:
         raise LmauditError("no scores to bootstrap")
     y_true, rows = checked[0][0], np.stack([s for _, s in checked])  # (k, n)
-    _check_bootstrap(n_resamples, 0.95)
+    check_bootstrap(n_resamples, 0.95)
     is_pos = y_true == 1
     pos, neg = rows[:, is_pos], rows[:, ~is_pos]  # (k, n_pos), (k, n_neg)
     n_pos, n_neg = pos.shape[1], neg.shape[1]
@@ -172,7 +173,7 @@ def stratified_bootstrap(y_true, scores, *, n_resamples: int = 1000, seed: int =
     return Replicates(aucs, tprs)
 
 
-def _interval(values: np.ndarray, level: float) -> np.ndarray:
+def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:
     """Percentile interval along the first axis: (2, ...)."""
     alpha = (1 - level) / 2
     return np.quantile(values, [alpha, 1 - alpha], axis=0)
@@ -187,8 +188,9 @@ def auc_bootstrap_ci(y_true, y_score, *, n_resamples: int = 1000, level: float =
     (:func:`stratified_bootstrap`).
     """
     y_true, y_score = _validate(y_true, y_score)
-    _check_bootstrap(n_resamples, level)
-    lo, hi = _interval(stratified_bootstrap(y_true, [y_score], n_resamples=n_resamples, seed=seed).auc[:, 0], level)
+    check_bootstrap(n_resamples, level)
+    reps = stratified_bootstrap(y_true, [y_score], n_resamples=n_resamples, seed=seed).auc[:, 0]
+    lo, hi = percentile_interval(reps, level)
     return float(lo), float(hi)
 
 
@@ -211,9 +213,9 @@ def paired_auc_diff(y_true, score_a, score_b, *, n_resamples: int = 1000, level:
     """
     y_true, score_a = _validate(y_true, score_a)
     _, score_b = _validate(y_true, score_b)
-    _check_bootstrap(n_resamples, level)
+    check_bootstrap(n_resamples, level)
     reps = stratified_bootstrap(y_true, [score_a, score_b], n_resamples=n_resamples, seed=seed).auc
-    lo, hi = _interval(reps[:, 0] - reps[:, 1], level)
+    lo, hi = percentile_interval(reps[:, 0] - reps[:, 1], level)
     return PairedDiff(auc(y_true, score_a) - auc(y_true, score_b), float(lo), float(hi))
 
 
@@ -227,14 +229,14 @@ def paired_tpr_diffs(y_true, score_a, score_b, *, fprs: dict[str, float] = LOW_F
     same seed; TPRs by the conservative rule of :func:`tpr_at_fpr`."""
     y_true, score_a = _validate(y_true, score_a)
     _, score_b = _validate(y_true, score_b)
-    _check_bootstrap(n_resamples, level)
+    check_bootstrap(n_resamples, level)
     n_neg = int((y_true == 0).sum())
     keys = [k for k, f in fprs.items() if f * n_neg >= 1 - 1e-9]
     reps = stratified_bootstrap(y_true, [score_a, score_b], n_resamples=n_resamples, seed=seed,
                                 fprs=[fprs[k] for k in keys]).tpr
     out: dict[str, dict | None] = {k: None for k in fprs}
     for i, key in enumerate(keys):
-        lo, hi = _interval(reps[:, 0, i] - reps[:, 1, i], level)
+        lo, hi = percentile_interval(reps[:, 0, i] - reps[:, 1, i], level)
         diff = tpr_at_fpr(y_true, score_a, fpr=fprs[key]) - tpr_at_fpr(y_true, score_b, fpr=fprs[key])
         out[key] = {"diff": float(diff), "ci95": [float(lo), float(hi)]}
     return out
@@ -282,7 +284,7 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
     ``n_resamples=0`` computes no interval: every ``*_ci95``, ``tied`` and ``beyond`` is None.
     """
     priors = priors or {}
-    _check_bootstrap(n_resamples, 0.95, low=0)
+    check_bootstrap(n_resamples, 0.95, low=0)
     names = list(scores)
     if not names:
         raise LmauditError("no attack scores to summarize")
@@ -332,7 +334,7 @@ def summarize_attacks(y_true, scores: dict[str, np.ndarray], *, n_resamples: int
 
 def _pair(values: np.ndarray) -> list[float]:
     """95% percentile interval of bootstrap replicates, as stored in results.json."""
-    lo, hi = _interval(values, 0.95)
+    lo, hi = percentile_interval(values, 0.95)
     return [float(lo), float(hi)]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.errors import LmauditError
-from lmaudit.metrics import PairedDiff, _check_bootstrap, _interval
+from lmaudit.metrics import PairedDiff, check_bootstrap, percentile_interval
 
 
 def median_shift(a, b, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> PairedDiff:
@@ -16,11 +16,11 @@ def median_shift(a, b, *, n_resamples: int = 2000, level: float = 0.95, seed: in
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if len(a) < 2 or len(b) < 2:
         raise LmauditError(f"a median shift needs 2 finite values on each side, got {len(a)} and {len(b)}")
-    _check_bootstrap(n_resamples, level)
+    check_bootstrap(n_resamples, level)
     rng = np.random.default_rng(seed)
     reps = (np.median(a[rng.integers(0, len(a), (n_resamples, len(a)))], axis=1)
             - np.median(b[rng.integers(0, len(b), (n_resamples, len(b)))], axis=1))
-    lo, hi = _interval(reps, level)
+    lo, hi = percentile_interval(reps, level)
     return PairedDiff(float(np.median(a) - np.median(b)), float(lo), float(hi))
 
 
@@ -39,7 +39,7 @@ def share_shift(counts_a, totals_a, counts_b, totals_b, *, n_resamples: int = 20
         if np.any(t <= 0) or np.any(c < 0) or np.any(c > t):
             raise LmauditError(f"share_shift: set {name} needs 0 <= count <= total and total > 0 for every text")
         sides.append((c, t))
-    _check_bootstrap(n_resamples, level)
+    check_bootstrap(n_resamples, level)
     rng = np.random.default_rng(seed)
     (ca, ta), (cb, tb) = sides
     reps = np.empty(n_resamples)
@@ -48,5 +48,5 @@ def share_shift(counts_a, totals_a, counts_b, totals_b, *, n_resamples: int = 20
         b = min(chunk, n_resamples - s)
         ia, ib = rng.integers(0, len(ca), (b, len(ca))), rng.integers(0, len(cb), (b, len(cb)))
         reps[s : s + b] = ca[ia].sum(1) / ta[ia].sum(1) - cb[ib].sum(1) / tb[ib].sum(1)
-    lo, hi = _interval(reps, level)
+    lo, hi = percentile_interval(reps, level)
     return PairedDiff(float(ca.sum() / ta.sum() - cb.sum() / tb.sum()), float(lo), float(hi))

@@ -23,8 +23,8 @@ A document with fewer candidate words than M gets as many masks as it has candid
 naming it.
 
 Each of the two asks one query per document (:data:`QUERIES`); the interrogation attack
-(:mod:`lmaudit.rag.interrogation`) asks several. An attack's :class:`Plan` holds its questions per document and
-how it scores their answers, so every attack is asked and scored the same way.
+(:mod:`lmaudit.rag.interrogation`) asks several. An attack's :class:`QuestionSet` holds its questions per document
+and how it scores their answers, so every attack is asked and scored the same way.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ _CANDIDATE = re.compile(r"\w*[^\W\d_]\w*")  # a word holding a letter
 
 
 @dataclass(frozen=True)
-class Plan:
+class QuestionSet:
     """An attack's ``questions`` (per document, in order) and ``score(i, answers)``: document i's score from the
     system's answers to its questions; ``detail``: columns per document for the records table."""
 
@@ -132,10 +132,10 @@ def s2mia(system, document: str, *, split: float = 0.5) -> RagScore:
     return RagScore(bleu(answer, remainder), QUERIES["s2mia"], answer)
 
 
-def s2mia_plan(documents: list[str], *, split: float = 0.5) -> Plan:
+def s2mia_plan(documents: list[str], *, split: float = 0.5) -> QuestionSet:
     """S²MIA's one question per document and its score (BLEU against the document's remainder)."""
     parts = [split_document(d, split) for d in documents]
-    return Plan([[s2mia_question(q)] for q, _ in parts], lambda i, answers: bleu(answers[0], parts[i][1]))
+    return QuestionSet([[s2mia_question(q)] for q, _ in parts], lambda i, answers: bleu(answers[0], parts[i][1]))
 
 
 # ------------------------------------------------------------------------------------------------ MBA
@@ -297,7 +297,8 @@ def mba(system, masked: MaskedDocument) -> RagScore:
     return RagScore(fill_accuracy(masked, answer), QUERIES["mba"], answer)
 
 
-def mba_plan(masked: list[MaskedDocument]) -> Plan:
+def mba_plan(masked: list[MaskedDocument]) -> QuestionSet:
     """MBA's one question per masked document and its score (the share of masks filled back)."""
-    return Plan([[mba_question(m)] for m in masked], lambda i, answers: fill_accuracy(masked[i], answers[0]),
-                {"mba_masks": [len(m.spans) for m in masked]})
+    return QuestionSet([[mba_question(m)] for m in masked],
+                       lambda i, answers: fill_accuracy(masked[i], answers[0]),
+                       {"mba_masks": [len(m.spans) for m in masked]})

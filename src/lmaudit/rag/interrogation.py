@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmaudit.errors import DataError, LmauditError
-from lmaudit.rag.attacks import STOP_WORDS, Plan
+from lmaudit.rag.attacks import STOP_WORDS, QuestionSet
 
 QUESTION_SOURCES = ("helper", "statements")
 STATEMENT_WORDS = 16  # words of a statement at most
@@ -162,8 +162,9 @@ def helper_questions(helper: Callable[[list[str]], list[str]], documents: list[s
     return out
 
 
-def plan(interrogations: list[Interrogation]) -> Plan:
+def plan(interrogations: list[Interrogation]) -> QuestionSet:
     """The attack's questions per document and its score of their answers."""
-    return Plan([list(x.questions) for x in interrogations], lambda i, answers: score(interrogations[i], answers),
-                {"interrogation_questions": [len(x.questions) for x in interrogations],
-                 "interrogation_false": [x.truths.count("no") for x in interrogations]})
+    return QuestionSet([list(x.questions) for x in interrogations],
+                       lambda i, answers: score(interrogations[i], answers),
+                       {"interrogation_questions": [len(x.questions) for x in interrogations],
+                        "interrogation_false": [x.truths.count("no") for x in interrogations]})

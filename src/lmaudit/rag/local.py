@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
+from transformers import GenerationConfig
 
 from lmaudit.errors import LmauditError
 from lmaudit.models.chat import has_chat_template
@@ -121,16 +123,13 @@ class TextGenerator:
         adapter = self.handle.adapter
         rows = [self._ids(t) for t in texts]
         pad = adapter.pad_id
-        if not (adapter.causal and hasattr(adapter.model, "generate")):  # a DLM fills its masked answer
+        if adapter.scoring != "left-to-right" or not hasattr(adapter.model, "generate"):  # a DLM fills its answer
             out = []
             for ids in rows:
                 full = np.asarray(ids + [pad] * self.max_new_tokens, dtype=np.int64)
                 out.append(self._decode(adapter.fill(full, np.arange(len(ids), len(full)), samples=1,
                                                      temperature=0.0)[0]))
             return out
-        import torch
-        from transformers import GenerationConfig
-
         width = max(len(r) for r in rows)
         ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)

@@ -30,6 +30,8 @@ from lmaudit.runs.mia_result import MAX_BUDGET, RunConfig, budget_memory_hint
 from lmaudit.runs.set_check import PRIOR, two_set_check
 from lmaudit.settings import boolean, check_settings, each, integer, one_of, seed_value, setting, table, text
 
+TYPE = "dataset-inference"  # the folder kind its results are written as (its Job's type)
+
 SETS = ("suspect", "validation", "members")
 
 
@@ -116,7 +118,7 @@ def run_dataset_inference(target, suspect: TextSet, validation: TextSet, *, refe
     checked = {**blind, **{PRIOR + a: s for a, s in prior.items()}}
     frame = pd.DataFrame({"id": [r.id for ts in sets.values() for r in ts.records], "set": names,
                           **{n: scores[n] for n in columns}, **{k: np.r_[v, rest] for k, v in checked.items()}})
-    return {"type": "dataset-inference", "config": asdict(config), "model": target.path, "kind": target.kind,
+    return {"type": TYPE, "config": asdict(config), "model": target.path, "kind": target.kind,
             "fingerprint": target.fingerprint, "reference": None if reference is None else reference.path,
             **({"served": target.facts()["served"]} if "served" in target.facts() else {}),
             "n_suspect": len(suspect), "n_validation": len(validation),
@@ -171,7 +173,7 @@ def write_inference(payload: dict, out: str | Path, *, scores: pd.DataFrame | No
                     report: bool = False) -> Path:
     """``OUT/results.json`` and ``OUT/scores.parquet`` (one row per text: id, set, one column per attack)."""
     tables = {"scores.parquet": scores} if scores is not None else None
-    return write_results(out, payload, kind="dataset-inference", tables=tables, report=report)
+    return write_results(out, payload, kind=TYPE, tables=tables, report=report)
 
 
 class InferenceResult(RunResult):
@@ -192,5 +194,5 @@ class InferenceResult(RunResult):
         return write_inference(self.payload, out, scores=self.scores, report=report)
 
 
-JOB = register_job(Job("dataset_inference", "dataset-inference", "dataset-inference", InferenceResult,
+JOB = register_job(Job("dataset_inference", TYPE, "dataset-inference", InferenceResult,
                        run_dataset_inference, InferenceConfig, inference_report))

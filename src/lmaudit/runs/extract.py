@@ -38,6 +38,8 @@ from lmaudit.settings import (
 )
 from lmaudit.utils import cache_dir, stable_hash
 
+TYPE = "extraction"  # the folder kind its results are written as (its Job's type)
+
 
 @dataclass
 class ExtractConfig:
@@ -326,7 +328,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     labels = list(dict.fromkeys(k.split("@", 1)[1] for k in merged if k.startswith("log_p_hat@")))  # the table's
     table = {label: {k: merged[f"{k}@{label}"] for k in COLUMNS} for label in labels}
     n_masked = merged["n_masked"]
-    payload = {"type": "extraction", "config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype,
+    payload = {"type": TYPE, "config": asdict(cfg), "kind": loaded.kind, "dtype": loaded.dtype,
                "device": loaded.device, "n_records": len(textset),
                "n_masked": {"median": float(np.median(n_masked)), "min": int(n_masked.min()),
                             "max": int(n_masked.max())},
@@ -346,9 +348,9 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
 def write_extraction(payload: dict, out: Path, *, report: bool = False) -> Path:
     """``OUT/results.json`` (provenance, summary, config) and ``OUT/records.csv`` (one row per record; ids that look
     like e-mail addresses or phone numbers masked unless the payload's ``show_pii``)."""
-    body = {**{k: v for k, v in payload.items() if k != "records"}, "type": "extraction"}
+    body = {**{k: v for k, v in payload.items() if k != "records"}, "type": TYPE}
     records = shown_ids(payload["records"], bool(payload.get("show_pii")))
-    return write_results(out, body, kind="extraction", tables={"records.csv": pd.DataFrame(records)}, report=report)
+    return write_results(out, body, kind=TYPE, tables={"records.csv": pd.DataFrame(records)}, report=report)
 
 
 class ExtractionResult(RunResult):
@@ -361,5 +363,5 @@ class ExtractionResult(RunResult):
         return write_extraction(self.payload, out, report=report)
 
 
-JOB = register_job(Job("extract", "extraction", "extract", ExtractionResult, run_extraction, ExtractConfig,
+JOB = register_job(Job("extract", TYPE, "extract", ExtractionResult, run_extraction, ExtractConfig,
                        extraction_report))

@@ -54,6 +54,8 @@ from lmaudit.runs.common import Job, RunResult, register_job, shown_ids, write_r
 from lmaudit.runs.pii_candidates import SKEW_SCORING, ce_scores, generate_candidates, mask_length_setting, skew_scores
 from lmaudit.settings import boolean, check_settings, fraction, integer, non_negative, one_of, seed_value, setting
 
+TYPE = "pii-reconstruction"  # the folder kind its results are written as (its Job's type)
+
 
 @dataclass
 class ReconstructConfig:
@@ -172,7 +174,7 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
     main = evaluate(cases, calib, cfg.alpha)
     n = len(records)
     generated = sum(c["truth"] in c["values"][: c["n_generated"]] for c in cases)
-    payload = {"type": "pii-reconstruction", "mode": mode, "dtype": target.dtype, "device": target.device,
+    payload = {"type": TYPE, "mode": mode, "dtype": target.dtype, "device": target.device,
                "n_records": n, "asr": main["asr"], "coverage": asr(generated, n),
                "alpha": main["alpha"], "calibration_hits": main["calibration_hits"],
                "alpha_sweep": main["alpha_sweep"], "n_calibration": len(calibration or []),
@@ -203,7 +205,7 @@ def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bo
                                      **{k: [float(x) for x in c[k]] for k in ("ce", "skew_pii", "skew_context")
                                         if k in c}}) + "\n")
 
-    return write_results(out, {k: v for k, v in payload.items() if k != "_cases"}, kind="pii-reconstruction",
+    return write_results(out, {k: v for k, v in payload.items() if k != "_cases"}, kind=TYPE,
                          tables={"records.csv": pd.DataFrame(shown_ids(payload["records"], show_pii))},
                          files=candidates if show_pii else None, report=report)
 
@@ -218,5 +220,5 @@ class ReconstructionResult(RunResult):
         return write_reconstruction(self.payload, out, show_pii=bool(self.payload.get("show_pii")), report=report)
 
 
-JOB = register_job(Job("reconstruct_pii", "pii-reconstruction", "pii", ReconstructionResult,
+JOB = register_job(Job("reconstruct_pii", TYPE, "pii", ReconstructionResult,
                        run_reconstruction, ReconstructConfig, pii_report))

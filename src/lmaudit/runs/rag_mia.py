@@ -32,7 +32,7 @@ from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.progress import progress
 from lmaudit.rag import interrogation
-from lmaudit.rag.attacks import ATTACKS, DEFAULT_ATTACKS, SELECTIONS, Plan, mask_documents, mba_plan, s2mia_plan
+from lmaudit.rag.attacks import ATTACKS, DEFAULT_ATTACKS, SELECTIONS, QuestionSet, mask_documents, mba_plan, s2mia_plan
 from lmaudit.rag.system import DEFAULT_TEMPLATE, ask, check_template, questioning
 from lmaudit.report.document import Figure, Report, Section
 from lmaudit.report.plots import roc_curves
@@ -97,10 +97,10 @@ class RagConfig:
                 "{", "{{").replace("}", "}}"))
 
 
-def _plans(documents: list[str], names: list[str], cfg: RagConfig, proxy, helper) -> dict[str, Plan]:
+def _plans(documents: list[str], names: list[str], cfg: RagConfig, proxy, helper) -> dict[str, QuestionSet]:
     """Each attack's questions and scorer (MBA's masks and the interrogation's questions made here, before the
     system is asked anything)."""
-    plans: dict[str, Plan] = {}
+    plans: dict[str, QuestionSet] = {}
     if "s2mia" in cfg.attacks:
         plans["s2mia"] = s2mia_plan(documents, split=cfg.query_fraction)
     if "mba" in cfg.attacks:
@@ -114,14 +114,14 @@ def _plans(documents: list[str], names: list[str], cfg: RagConfig, proxy, helper
     return {a: plans[a] for a in cfg.attacks}
 
 
-def _scores(plan: Plan, system, bar) -> np.ndarray:
+def _scores(plan: QuestionSet, system, bar) -> np.ndarray:
     """Every document's score under one attack's ``plan`` on ``system`` (the answers themselves are not kept)."""
     flat = [q for qs in plan.questions for q in qs]
     answers = iter(ask(system, flat, bar=bar))
     return np.array([plan.score(i, [next(answers) for _ in qs]) for i, qs in enumerate(plan.questions)])
 
 
-def _per_document(plan: Plan) -> float | int:
+def _per_document(plan: QuestionSet) -> float | int:
     """The queries an attack asked per document (their mean where documents got different numbers)."""
     counts = [len(qs) for qs in plan.questions]
     mean = sum(counts) / len(counts)

@@ -27,6 +27,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.metrics import paired_auc_diff, paired_tpr_diffs
+from lmaudit.models.loading import load_model
 from lmaudit.rag.attacks import ATTACKS, SELECTIONS
 from lmaudit.rag.interrogation import QUESTION_SOURCES
 from lmaudit.rag.local import LocalRag, TextGenerator
@@ -37,6 +38,9 @@ from lmaudit.settings import each, integer, one_of, setting, text
 
 @dataclass
 class RagMembershipConfig(BaseConfig):
+    n_members: int = setting(30, check=integer(1))  # in the store
+    n_nonmembers: int = setting(30, check=integer(1))
+    passage_chars: int = setting(300, check=integer(1))
     generator: str = setting("smollm2-135m", check=text())  # a model load_model loads; also MBA's proxy
     store_sizes: list[int] = setting(default_factory=lambda: [100, 400], check=each(integer(1), nonempty=True))
     top_ks: list[int] = setting(default_factory=lambda: [3, 1], check=each(integer(1, 100), nonempty=True))
@@ -105,8 +109,6 @@ def _cell(result, seed: int, n: int) -> dict:
 
 def run(ws: Workspace, cfg: RagMembershipConfig) -> dict:
     """Every setting on every seed (see the module)."""
-    from lmaudit.models.loading import load_model
-
     handle = load_model(cfg.generator)
     generator = TextGenerator(handle, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.generate_batch)
     runs = settings_of(cfg)
