@@ -326,7 +326,9 @@ def plant_rag(names, kw):
     """A RAG run of the judge's own regime where every attack sits below its control and below every other."""
     attacks = ["s2mia", "mba", "interrogation"]
     cell = {"attacks": {a: {"auc": 0.4, "control_auc": 0.6, "vs_prior": BEHIND} for a in attacks},
-            "compare": {f"{a} - {b}": {"auc": BEHIND, "tpr@1%fpr": None} for a in attacks for b in attacks if a != b}}
+            "compare": {f"{a} - {b}": {"auc": BEHIND, "tpr@1%fpr": None} for a in attacks for b in attacks if a != b},
+            "scores": {"label": [1, 0], **{a: [0.1, 0.3] for a in attacks},
+                       **{f"{a} (no retrieval)": [0.3, 0.1] for a in attacks}}}
     settings = [{"label": "store 100, top-3, defence none", "store_size": 100, "top_k": 3, "defence": "none",
                  "per_seed": seeds(cell)}]
     generator = "smollm2-135m" if kw.get("real") else "/cache/models/tiny-ar"

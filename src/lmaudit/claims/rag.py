@@ -15,6 +15,7 @@ from functools import partial
 from lmaudit.claims.base import UNTESTABLE, Claim, Finding, judged_seeds, one_seed
 from lmaudit.claims.verdicts import combine, single
 from lmaudit.models.defaults import NAMED
+from lmaudit.rag.system import CONTROL
 
 RAG = "RAG membership (S²MIA, MBA, interrogation)"
 NAME = "rag-membership"
@@ -42,6 +43,16 @@ def _defended(rec: dict, attack: str) -> str:
     return "; ".join(out)
 
 
+def _means(cells: list[dict], attack: str) -> str:
+    """Mean score over seeds of members / non-members, with retrieval and without (what an interval of [0, 0]
+    means: the same score everywhere)."""
+    def mean(column: str, label: int) -> str:
+        v = [x for c in cells for x, y in zip(c["scores"].get(column, []), c["scores"]["label"]) if y == label]
+        return f"{sum(v) / len(v):.3f}" if v else "n/a"
+    return (f"mean score members / non-members {mean(attack, 1)} / {mean(attack, 0)} with retrieval, "
+            f"{mean(attack + CONTROL, 1)} / {mean(attack + CONTROL, 0)} without")
+
+
 def beats_control(recs: dict[str, dict], *, attack: str, name: str = NAME, real: bool = False) -> Finding:
     """``attack`` against the system above the same attack against its generator without retrieval: per setting
     without a defence and per seed, AUC(system) − AUC(control) with its paired interval, on direction."""
@@ -56,7 +67,7 @@ def beats_control(recs: dict[str, dict], *, attack: str, name: str = NAME, real:
         verdicts.append(v)
         aucs = ", ".join(f"{100 * c['attacks'][attack]['auc']:.1f} vs {100 * c['attacks'][attack]['control_auc']:.1f}"
                          for c in s["per_seed"])
-        lines.append(f"{s['label']}: AUC {aucs}; Δ {text}")
+        lines.append(f"{s['label']}: AUC {aucs}; Δ {text}; {_means(s['per_seed'], attack)}")
     defended = _defended(rec, attack)
     e = rec["experiment"]
     return Finding(f"{attack}: AUC with retrieval vs without, and the paired difference per seed (no size from "

@@ -33,7 +33,7 @@ from lmaudit.models.handle import ModelHandle
 from lmaudit.progress import progress
 from lmaudit.rag import interrogation
 from lmaudit.rag.attacks import ATTACKS, DEFAULT_ATTACKS, SELECTIONS, QuestionSet, mask_documents, mba_plan, s2mia_plan
-from lmaudit.rag.system import DEFAULT_TEMPLATE, ask, check_template, questioning
+from lmaudit.rag.system import CONTROL, DEFAULT_TEMPLATE, ask, check_template, questioning
 from lmaudit.report.document import Figure, Report, Section
 from lmaudit.report.plots import roc_curves
 from lmaudit.report.tables import facts_common
@@ -42,7 +42,6 @@ from lmaudit.runs.set_check import PRIOR, two_set_check
 from lmaudit.settings import boolean, check_settings, each, fraction, integer, one_of, seed_value, setting, text
 
 TYPE = "rag-mia"
-CONTROL = " (no retrieval)"  # the control's scores are named after the attack with this suffix
 
 
 @dataclass

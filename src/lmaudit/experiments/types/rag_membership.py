@@ -31,8 +31,9 @@ from lmaudit.models.loading import load_model
 from lmaudit.rag.attacks import ATTACKS, SELECTIONS
 from lmaudit.rag.interrogation import QUESTION_SOURCES
 from lmaudit.rag.local import LocalRag, TextGenerator
-from lmaudit.rag.system import DEFENCES
-from lmaudit.runs.rag_mia import CONTROL
+from lmaudit.rag.system import CONTROL, DEFENCES
+from lmaudit.report.plots import grouped_bars
+from lmaudit.seeds import seed_std
 from lmaudit.settings import each, integer, one_of, setting, text
 
 
@@ -162,10 +163,30 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                        "Δ AUC vs control", "queries/doc"], rows)]
 
 
+def figures(record: dict) -> list[tuple[str, str, bytes]]:
+    """AUC per setting (mean ± std over seeds), each attack with retrieval and without it (the control)."""
+    settings = record["settings"]
+    attacks = list(settings[0]["per_seed"][0]["attacks"])
+    series = {}
+    for a in attacks:
+        for name, key in ((a, "auc"), (a + CONTROL, "control_auc")):
+            values = [[c["attacks"][a][key] for c in s["per_seed"] if c["attacks"][a][key] is not None]
+                      for s in settings]
+            if all(values):
+                series[name] = ([100 * float(np.mean(v)) for v in values],
+                                [100 * seed_std(v) if len(v) > 1 else 0.0 for v in values])
+    groups = [f"store {s['store_size']}, top-{s['top_k']}" + (f", {s['defence']}" if s["defence"] != "none" else "")
+              for s in settings]
+    png = grouped_bars(groups, series, ylabel="AUC (%)", title="RAG membership: each attack with and without "
+                       "retrieval", ylim=(0, 140), rotate=20)  # room for the legend above the bars
+    return [("auc_by_setting", "AUC per setting, with retrieval and without (mean ± std over seeds)", png)]
+
+
 def describe_setting(exp: dict) -> str:
     return (f"local RAG pipeline: BM25 store (`bm25s`), generator `{exp['generator']}` (greedy, "
             f"{exp['max_new_tokens']} new tokens at most), MBA's proxy the same model; interrogation questions "
             f"from {exp['question_source']}.")
 
 
-register_experiment("rag-membership", config=RagMembershipConfig, run=run, tables=tables, setting=describe_setting)
+register_experiment("rag-membership", config=RagMembershipConfig, run=run, tables=tables, figures=figures,
+                    setting=describe_setting)
