@@ -236,10 +236,12 @@ def test_the_local_pipeline_with_a_real_generator_runs_from_the_command_line_and
 
 class FakeService:
     """An OpenAI-compatible chat endpoint on 127.0.0.1 in front of ``answer`` (a function of the question);
-    ``broken`` answers with no message, ``changing`` answers the probe question otherwise the second time."""
+    ``broken`` answers with no message, ``changing`` answers the probe question otherwise the second time, ``limited``
+    answers that many requests with 429 first; ``asked`` counts the questions it answered (the probe's too)."""
 
-    def __init__(self, answer, *, broken: bool = False, changing: bool = False):
+    def __init__(self, answer, *, broken: bool = False, changing: bool = False, limited: int = 0):
         self.answer, self.broken, self.changing, self.probes = answer, broken, changing, 0
+        self.limited, self.asked = limited, 0
         service = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -260,6 +262,13 @@ class FakeService:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 question = body["messages"][-1]["content"]
+                if service.limited > 0:
+                    service.limited -= 1
+                    self.send_response(429)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                service.asked += 1
                 if service.broken:
                     return self._send({"choices": [{"finish_reason": "stop"}]})
                 text = service.answer(question)

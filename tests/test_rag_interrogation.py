@@ -143,3 +143,52 @@ def test_the_experiment_runs_the_first_setting_then_one_change_at_a_time_and_ref
         RagMembershipConfig(name="r", type="rag-membership", n_members=40, store_sizes=[30])
     with pytest.raises(SettingError, match="defence"):
         RagMembershipConfig(name="r", type="rag-membership", defences=["hope"])
+
+
+# ------------------------------------------------------------------------------------------------ served faults
+
+@pytest.fixture
+def service():
+    from test_rag import FakeService
+
+    made = []
+
+    def make(**kw):
+        made.append(FakeService(lambda question: "an answer", **kw))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_a_rate_limit_is_waited_out_and_a_run_cut_off_keeps_its_answers_pending_for_the_next(service, monkeypatch):
+    waits = []
+    monkeypatch.setattr("lmaudit.models.endpoint.time.sleep", waits.append)  # the backoff, without waiting
+    cfg = lmaudit.RagConfig(attacks=["s2mia"], n_bootstrap=0)
+    limited = service(limited=3)
+    done = lmaudit.rag_mia(limited.url, MEMBERS[:4], NONMEMBERS[:4], config=cfg)
+    assert len(waits) >= 3 and limited.asked == 8 + 2  # every question answered once, the probe twice
+    assert done["system"]["identity_check"]["same_answer_at_end"] is True
+    up = service()
+    calls = {"n": 0}
+
+    def cut_off(question):  # the service goes away after three answers
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise ConnectionAbortedError("gone")  # the handler dies: the connection drops with no answer
+        return "an answer"
+
+    members, nonmembers = MEMBERS[4:8], NONMEMBERS[4:8]
+    up.answer = lambda q: cut_off(q) if q != rag_probe() else "a probe answer"
+    with pytest.raises(LmauditError, match="no answer after"):
+        lmaudit.rag_mia(up.url, members, nonmembers, config=cfg)
+    up.asked, up.answer = 0, lambda q: "a probe answer" if q == rag_probe() else "an answer"  # the service is back
+    lmaudit.rag_mia(up.url, members, nonmembers, config=cfg)
+    assert up.asked == 8 - 3 + 2  # the three answered before the cut come from the pending stage
+
+
+def rag_probe():
+    from lmaudit.rag.served import PROBE_QUESTION
+
+    return PROBE_QUESTION
