@@ -101,8 +101,9 @@ def test_the_helper_writes_the_questions_and_their_answers_and_a_helper_that_wri
     assert len(asked) == 2 and len(asked[1]) == 4  # one call to write, one to answer the written questions
     assert parse_questions("Q1) Is it so? yes\n q2. Is that so too?\nQ3: Why?", 3) == ["Is it so? yes",
                                                                                      "Is that so too?"]
-    with pytest.raises(DataError, match="no yes/no question .* for non-member 'n3'") as err:
-        helper_questions(lambda prompts: ["Yes"] * len(prompts), MEMBERS[:1], 5, names=["non-member 'n3'"])
+    with pytest.raises(DataError, match=r"no yes/no question .* for non-member 'n3' \(it wrote: 'Yes / Q1: Yes\.'\)") \
+            as err:  # what a small helper writes (SmolLM2-135M does), on one line
+        helper_questions(lambda prompts: ["Yes\n\nQ1: Yes."] * len(prompts), MEMBERS[:1], 5, names=["non-member 'n3'"])
     assert "statements" in str(err.value)
     cfg = lmaudit.RagConfig(attacks=["interrogation"])  # published way: a helper (or the proxy) is needed
     with pytest.raises(SettingError, match="helper"):

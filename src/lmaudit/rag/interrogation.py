@@ -154,8 +154,9 @@ def helper_questions(helper: Callable[[list[str]], list[str]], documents: list[s
     out = []
     for i, pairs in enumerate(kept):
         if not pairs:
+            excerpt = " / ".join(line.strip() for line in written[i].splitlines() if line.strip())
             raise DataError(f"the helper wrote no yes/no question it could answer for {names[i]} "
-                            f"(it wrote: '{written[i][:80]}')",
+                            f"(it wrote: '{excerpt[:80]}{'…' if len(excerpt) > 80 else ''}')",
                             hint="name a larger helper model, or use the variant without a model "
                                  "(question_source='statements', --question-source statements)")
         out.append(Interrogation(tuple(q for q, _ in pairs), tuple(t for _, t in pairs)))
