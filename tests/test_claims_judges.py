@@ -139,10 +139,11 @@ def regimes_record(unmasked: list[tuple], masked: list[tuple], per_text=None) ->
         delta = {"members": {"mean": 1.0, "std": 1.0, "skew": 0.3}, "nonmembers": {"mean": 0.0, "std": 1.0,
                                                                                    "skew": 0.05},
                  "separation": {"d_mean": 1.5, "d_skew": 0.2}}
-        if per_text:
-            delta["members"]["per_text_skew"], delta["nonmembers"]["per_text_skew"] = per_text
         cells[f"c{i}"] = {"settings": {"mode": "dft"}, "paired": {"calibration unmasked_ratio": u, "calibration": mk},
                           "auc": {"calibration unmasked_ratio": [0.6, 0.0], "calibration": [0.7, 0.0]}, "delta": delta}
+        if per_text:  # each seed's per-text skewness, members and non-members
+            cells[f"c{i}"]["per_seed"] = [{"delta": {"members": {"per_text_skew": m},
+                                                     "nonmembers": {"per_text_skew": n}}} for m, n in per_text]
     return {"cells": cells}
 
 
@@ -159,9 +160,11 @@ def test_theorem_3_2_is_points_only_until_the_per_text_skews_are_stored():
     assert f.verdict == POINTS_ONLY and "per_text_skew" in f.regime
     rng = np.random.default_rng(1)
     skewed = (list(0.4 + rng.normal(0, 0.1, 100)), list(rng.normal(0, 0.1, 100)))
-    assert qt.asymmetry({"rg": regimes_record([TIED], [TIED], skewed)}, name="rg").verdict == REPRODUCED
+    assert qt.asymmetry({"rg": regimes_record([TIED], [TIED], [skewed])}, name="rg").verdict == REPRODUCED
     flipped = (list(-0.4 + rng.normal(0, 0.1, 100)), list(0.4 + rng.normal(0, 0.1, 100)))
-    assert qt.asymmetry({"rg": regimes_record([TIED], [TIED], flipped)}, name="rg").verdict == AGAINST
+    assert qt.asymmetry({"rg": regimes_record([TIED], [TIED], [flipped])}, name="rg").verdict == AGAINST
+    both = qt.asymmetry({"rg": regimes_record([TIED], [TIED], [skewed, flipped])}, name="rg")  # seed by seed
+    assert both.verdict == MIXED and "2 seeds" in both.ours and not both.one_seed
 
 
 def test_components_and_rho_read_each_comparison_and_seed():

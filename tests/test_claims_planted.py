@@ -60,8 +60,10 @@ def regimes() -> dict:
     cell = {"settings": {"mode": "dft"}, "paired": {"calibration unmasked_ratio": [-0.2, -0.25, -0.15],
                                                     "calibration": [-0.2, -0.25, -0.15]},
             "auc": {"calibration unmasked_ratio": [0.6, 0.0], "calibration": [0.7, 0.0]},
-            "delta": {"members": {"mean": 1.0, "std": 1.0, "skew": -0.5, "per_text_skew": per(-0.5)},
-                      "nonmembers": {"mean": 0.0, "std": 1.0, "skew": 0.5, "per_text_skew": per(0.5)}}}
+            "delta": {"members": {"mean": 1.0, "std": 1.0, "skew": -0.5},
+                      "nonmembers": {"mean": 0.0, "std": 1.0, "skew": 0.5}},
+            "per_seed": [{"delta": {"members": {"per_text_skew": per(-0.5)},
+                                    "nonmembers": {"per_text_skew": per(0.5)}}}]}
     return {"cells": {"c0": cell, "c1": cell}, "experiment": exp(seeds=[0])}
 
 

@@ -167,6 +167,7 @@ def test_mini_regimes_experiment(tmp_path, monkeypatch):
             assert cell["delta"][part]["mean"] == pytest.approx(np.mean([d.mean() for d in rows]), abs=1e-6)
             assert cell["delta"][part]["std"] == pytest.approx(np.mean([d.std() for d in rows]), abs=1e-6)
             assert cell["delta"][part]["skew"] == pytest.approx(np.mean([sps.skew(d) for d in rows]), abs=1e-6)
+            assert one["delta"][part]["per_text_skew"] == pytest.approx([sps.skew(d) for d in rows], abs=1e-6)
         labels = np.r_[np.ones(6), np.zeros(6)]  # the mean-of-Δ ablation ranks by exactly these per-sample means
         assert one["auc"]["q_skew mean Δ"]["auc"] == pytest.approx(auc(labels, [d.mean() for d in delta]))
         sep = cell["delta"]["separation"]

@@ -12,8 +12,8 @@ from lmaudit.claims.intervals import bootstrap_mean
 from lmaudit.claims.verdicts import combine, single
 
 SKEW_BAND = 0.1  # |g₁| below this is 'near symmetric'; g₁ at or above it is right-skewed (one band for both)
-SKEW_NEEDS = ("each text's skewness of Δ, members and non-members, per regime (`delta.members.per_text_skew`, "
-              "`delta.nonmembers.per_text_skew`)")
+SKEW_NEEDS = ("each text's skewness of Δ, members and non-members, per regime and seed (`per_seed[i].delta.members"
+              ".per_text_skew`, `per_seed[i].delta.nonmembers.per_text_skew`)")
 
 
 def _boot(fn, groups: list[np.ndarray], n_resamples: int = 2000, seed: int = 0) -> dict:
@@ -42,20 +42,24 @@ def asymmetry(recs: dict[str, dict], name: str = "dlm-regimes") -> Finding:
              f"{ns.mean():+.2f}); band |g₁| < {SKEW_BAND} near symmetric, g₁ ≥ {SKEW_BAND} right-skewed")
     why = ("Three parts per regime: members right-skewed, above non-members, non-members near symmetric"
            + _skew_beside_location(cells) + ".")
-    stored = all("per_text_skew" in c["delta"][p] for c in cells.values() for p in ("members", "nonmembers"))
+    seeds = [p for c in cells.values() for p in c.get("per_seed", [])]
+    stored = bool(seeds) and all("per_text_skew" in p["delta"][part] for p in seeds
+                                 for part in ("members", "nonmembers"))
     if not stored:
         return Finding(shown + " (points: one mean per regime and part, one seed).", single(POINTS_ONLY),
                        why + f" No interval: the experiment stores one mean skewness per regime; an interval over "
                        f"texts needs {SKEW_NEEDS}.", points=True, one_seed=True)
     lines, verdicts = [], []
     for label, c in cells.items():
-        m, nn = (np.asarray(c["delta"][p]["per_text_skew"], dtype=float) for p in ("members", "nonmembers"))
         for part, fn in PARTS.items():
-            text, v = judged_seeds([_boot(fn, [m, nn])], scale=1, digits=2)
+            intervals = [_boot(fn, [np.asarray(p["delta"][k]["per_text_skew"], dtype=float)
+                                    for k in ("members", "nonmembers")]) for p in c["per_seed"]]
+            text, v = judged_seeds(intervals, scale=1, digits=2)
             verdicts.append(v)
             lines.append(f"{label} {part} {text}")
-    return Finding(shown + "; per regime, bootstrap 95% interval over texts (one seed): " + "; ".join(lines),
-                   combine(verdicts), why, one_seed=True)
+    n_seeds = len(cells[next(iter(cells))]["per_seed"])
+    return Finding(shown + f"; per regime and seed, bootstrap 95% interval over texts ({n_seeds} seed"
+                   f"{'s' * (n_seeds > 1)}): " + "; ".join(lines), combine(verdicts), why, one_seed=n_seeds < 2)
 
 
 def _skew_beside_location(cells: dict) -> str:

@@ -185,7 +185,8 @@ def run_cell(ws: Workspace, seed: int, budget: int) -> dict:
               for vs in VERSUS}
     per_sample = delta_stats(q_skew_records(ws, target, base, members, nonmembers, seed, budget))
     n = len(members)
-    delta = {name: {k: float(v[part].mean()) for k, v in per_sample.items()}
+    delta = {name: {**{k: float(v[part].mean()) for k, v in per_sample.items()},
+                    "per_text_skew": [float(x) for x in per_sample["skew"][part]]}  # an interval over texts
              for name, part in (("members", slice(0, n)), ("nonmembers", slice(n, None)))}
     delta["separation"] = separation(per_sample, labels)
     return {"seed": seed, "auc": auc, "paired": paired, "delta": delta,
