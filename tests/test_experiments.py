@@ -455,6 +455,8 @@ def test_mini_pretraining_detection_puts_members_in_the_stream_and_pairs_gap_k_w
         <= set(res["rows"])
     (one,) = res["paired"]["seen 3×"]
     assert one["seed"] == 0 and one["ci95"][0] <= one["diff"] <= one["ci95"][1]
+    # 8 non-members resolve no FPR below 1/8: the TPR differences at 1% and 5% are None, not 0
+    assert one["tpr@1%fpr"] is None and one["tpr@5%fpr"] is None
     models = sorted((Path(os.environ["LMAUDIT_CACHE"]) / "models").iterdir())
     included = [json.loads((m / "lmaudit_training.json").read_text()).get("included") for m in models]
     assert sorted(i["repeats"] for i in included if i) == [1, 3]  # one model per setting, members inside

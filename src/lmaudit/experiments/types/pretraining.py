@@ -15,7 +15,8 @@ normalised top-1 gap |g_t| exceeds τ, from the forward pass Gap-K% reads, and
 non-members' − members' share with a 95% interval that resamples whole texts.
 
 Payload: ``rows``: ``{"seen r×: label": {per_seed, auc, tpr@10%fpr, tpr@1%fpr}}``
-(mean, std over seeds); ``paired``: ``{"seen r×": [{seed, diff, ci95}]}``;
+(mean, std over seeds); ``paired``: ``{"seen r×": [{seed, diff, ci95, tpr@1%fpr, tpr@5%fpr}]}`` (the TPR
+differences ``{diff, ci95}`` on the same resamples, None where the non-members cannot resolve them);
 ``large_gaps``: ``{"seen r×": [{seed, tau, members, nonmembers, diff, ci95}]}``.
 """
 
@@ -35,7 +36,7 @@ from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.types.membership import rows_tables
 from lmaudit.experiments.workspace import Workspace, aggregate, metrics
-from lmaudit.metrics import paired_auc_diff
+from lmaudit.metrics import paired_auc_diff, paired_tpr_diffs
 from lmaudit.settings import boolean, each, fraction, integer, one_of, positive, setting, text
 from lmaudit.shifts import share_shift
 from lmaudit.utils import stable_seed
@@ -127,7 +128,8 @@ def run(ws: Workspace, cfg: PretrainingConfig) -> dict:
             labels = scores["gap_k"][0]
             diff, lo, hi = paired_auc_diff(labels, scores["gap_k"][1], scores["min_k_pp"][1], n_resamples=1000,
                                            seed=seed)
-            paired.setdefault(setting, []).append({"seed": seed, "diff": diff, "ci95": [lo, hi]})
+            tprs = paired_tpr_diffs(labels, scores["gap_k"][1], scores["min_k_pp"][1], n_resamples=1000, seed=seed)
+            paired.setdefault(setting, []).append({"seed": seed, "diff": diff, "ci95": [lo, hi], **tprs})
             if cfg.gap_tau:
                 large.setdefault(setting, []).append(large_gaps(ws, model, members, nonmembers, seed, cfg.gap_tau))
             if cfg.perturb:
