@@ -19,6 +19,7 @@ from lmaudit.rag.system import CONTROL
 
 RAG = "RAG membership (S²MIA, MBA, interrogation)"
 NAME = "rag-membership"
+POWER = "rag-membership-s2mia"  # S²MIA alone on 150 + 150 documents a seed
 
 
 def _settings(rec: dict, real: bool) -> tuple[list[dict], Finding | None]:
@@ -53,28 +54,34 @@ def _means(cells: list[dict], attack: str) -> str:
             f"{mean(attack + CONTROL, 1)} / {mean(attack + CONTROL, 0)} without")
 
 
-def beats_control(recs: dict[str, dict], *, attack: str, name: str = NAME, real: bool = False) -> Finding:
+def beats_control(recs: dict[str, dict], *, attack: str, name: str = NAME, also: tuple[str, ...] = (),
+                  real: bool = False) -> Finding:
     """``attack`` against the system above the same attack against its generator without retrieval: per setting
-    without a defence and per seed, AUC(system) − AUC(control) with its paired interval, on direction."""
-    rec = recs[name]
-    settings, other = _settings(rec, real)
-    if other is not None:
-        return other
+    without a defence and per seed, AUC(system) − AUC(control) with its paired interval, on direction; ``also``:
+    further runs of the experiment (more documents) read the same way where they ran the attack."""
+    names = [name] + [n for n in also if n in recs and attack in recs[n]["experiment"]["attacks"]]
     lines, verdicts = [], []
-    for s in settings:
-        diffs = [c["attacks"][attack]["vs_prior"] for c in s["per_seed"]]
-        text, v = judged_seeds(diffs)
-        verdicts.append(v)
-        aucs = ", ".join(f"{100 * c['attacks'][attack]['auc']:.1f} vs {100 * c['attacks'][attack]['control_auc']:.1f}"
-                         for c in s["per_seed"])
-        lines.append(f"{s['label']}: AUC {aucs}; Δ {text}; {_means(s['per_seed'], attack)}")
-    defended = _defended(rec, attack)
-    e = rec["experiment"]
+    for n in names:
+        rec = recs[n]
+        settings, other = _settings(rec, real)
+        if other is not None:
+            return other
+        e = rec["experiment"]
+        for s in settings:
+            diffs = [c["attacks"][attack]["vs_prior"] for c in s["per_seed"]]
+            text, v = judged_seeds(diffs)
+            verdicts.append(v)
+            aucs = ", ".join(f"{100 * c['attacks'][attack]['auc']:.1f} vs "
+                             f"{100 * c['attacks'][attack]['control_auc']:.1f}" for c in s["per_seed"])
+            lines.append(f"`{n}` ({e['n_members']} + {e['n_nonmembers']}), {s['label']}: AUC {aucs}; Δ {text}; "
+                         f"{_means(s['per_seed'], attack)}")
+        defended = _defended(rec, attack)
+        lines += [f"`{n}` {defended}"] if defended else []
+    e = recs[name]["experiment"]
     return Finding(f"{attack}: AUC with retrieval vs without, and the paired difference per seed (no size from "
-                   f"the papers: direction only). " + "; ".join(lines) + (f". {defended}" if defended else ""),
-                   combine(verdicts), f"{e['n_members']} members vs {e['n_nonmembers']} non-members per seed; "
-                   f"generator `{e['generator']}`, BM25 store; questions {e['question_source']}.",
-                   one_seed=one_seed(rec))
+                   f"the papers: direction only). " + "; ".join(lines), combine(verdicts),
+                   f"generator `{e['generator']}`, BM25 store; interrogation questions {e['question_source']}.",
+                   one_seed=any(one_seed(recs[n]) for n in names))
 
 
 def strongest(recs: dict[str, dict], *, attack: str = "interrogation", name: str = NAME, real: bool = False
@@ -111,8 +118,8 @@ def _both(judge, **kw) -> dict:
 RAG_CLAIMS = (
     Claim(RAG, "S²MIA finds a document in the store beyond what the generator knows without retrieval",
           "S²MIA's AUC well above the baselines on NQ and TriviaQA (Li et al. 2024); no control without retrieval",
-          (NAME,), effect="none from the paper: direction only", real_experiments=(NAME,),
-          **_both(beats_control, attack="s2mia")),
+          (NAME,), effect="none from the paper: direction only", real_experiments=(NAME, POWER),
+          **_both(beats_control, attack="s2mia", also=(POWER,))),
     Claim(RAG, "MBA finds a document in the store beyond what the generator knows without retrieval",
           "MBA's fill accuracy separates members (Liu et al. 2025); no control without retrieval", (NAME,),
           effect="none from the paper: direction only", real_experiments=(NAME,), **_both(beats_control, attack="mba")),
