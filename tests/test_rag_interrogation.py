@@ -193,3 +193,18 @@ def rag_probe():
     from lmaudit.rag.served import PROBE_QUESTION
 
     return PROBE_QUESTION
+
+
+def test_each_pair_of_attacks_is_compared_once_and_the_other_way_round_is_its_mirror():
+    from lmaudit.experiments.types.rag_membership import _comparisons
+    from lmaudit.metrics import paired_auc_diff
+
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(120), np.zeros(120)]
+    scores = {"a": rng.normal(size=240) + 0.5 * y, "b": rng.normal(size=240), "c": rng.normal(size=240) + 0.2 * y}
+    out = _comparisons(y, scores, 200, 3)
+    assert len(out) == 6
+    direct = paired_auc_diff(y, scores["c"], scores["a"], n_resamples=200, seed=3)
+    assert out["c - a"]["auc"]["diff"] == pytest.approx(direct.diff)
+    assert out["c - a"]["auc"]["ci95"] == pytest.approx([direct.lo, direct.hi])
+    assert out["a - c"]["tpr@1%fpr"]["diff"] == -out["c - a"]["tpr@1%fpr"]["diff"]

@@ -109,14 +109,14 @@ def rag_mia(target, members=None, nonmembers=None, *, store=None, config: RagCon
                           batch_size=cfg.batch_size)
         if control is None and cfg.control:
             control = system.empty_copy()
-    models = [system.generator.handle] if isinstance(system, LocalRag) and system.model is not None else []
+    loaded = {str(target): system.generator.handle} if isinstance(system, LocalRag) and system.model else {}
 
-    def local(name):  # a model named as the generator is the generator (loaded once)
+    def local(name):  # each model named once is loaded once (one named as the generator is the generator)
         if isinstance(name, ModelHandle):
             return name
-        same = [m for m in models if str(name) in (str(target), m.path)]
-        models.extend([] if same else [load_model(name)])
-        return same[0] if same else models[-1]
+        if str(name) not in loaded:
+            loaded[str(name)] = load_model(name)
+        return loaded[str(name)]
 
     mask_model = local(proxy) if needs_proxy else None
     writer = None

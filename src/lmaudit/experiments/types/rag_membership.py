@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from itertools import permutations
+from itertools import combinations
 
 import numpy as np
 
@@ -79,12 +79,16 @@ def label(s: dict) -> str:
 
 def _comparisons(labels: np.ndarray, scores: dict[str, np.ndarray], n: int, seed: int) -> dict:
     """Paired AUC, TPR@1%FPR and TPR@10%FPR differences of every attack to every other on the same documents."""
+    def flipped(entry):  # b − a from a − b on the same resamples
+        return None if entry is None else {"diff": -entry["diff"], "ci95": [-entry["ci95"][1], -entry["ci95"][0]]}
+
     out = {}
-    for a, b in permutations(scores, 2):
+    for a, b in combinations(scores, 2):
         d = paired_auc_diff(labels, scores[a], scores[b], n_resamples=n, seed=seed)
         tprs = paired_tpr_diffs(labels, scores[a], scores[b], fprs={"tpr@1%fpr": 0.01, "tpr@10%fpr": 0.1},
                                 n_resamples=n, seed=seed)  # None where the non-members cannot resolve it
         out[f"{a} - {b}"] = {"auc": {"diff": d.diff, "ci95": [d.lo, d.hi]}, **tprs}
+        out[f"{b} - {a}"] = {k: flipped(v) for k, v in out[f"{a} - {b}"].items()}
     return out
 
 
