@@ -117,6 +117,28 @@ def test_threshold_forgetting_rate_corrects_for_attack_errors():
         threshold_forgetting(m, n, u, fpr=1.5)
 
 
+def test_threshold_forgetting_interval_holds_the_truth_narrows_with_data_and_refuses_an_attack_that_cannot_split():
+    from lmaudit.audit.per_sample import threshold_forgetting, threshold_forgetting_interval
+
+    def sets(size: int, seed: int):
+        rng = np.random.default_rng(seed)
+        m, n = rng.normal(2.0, 1.0, size), rng.normal(0.0, 1.0, size)
+        return m, n, np.r_[rng.normal(2.0, 1.0, size // 2), rng.normal(0.0, 1.0, size - size // 2)]  # ρ = 0.5
+
+    small, large = (threshold_forgetting_interval(*sets(k, 1), n_resamples=300) for k in (100, 1600))
+    for lo, hi in (small, large):
+        assert lo < 0.5 < hi
+    assert large[1] - large[0] < (small[1] - small[0]) / 2  # 16× the texts: about a quarter of the width
+    m, n, u = sets(100, 1)
+    rho = threshold_forgetting(m, n, u)["rho"]
+    assert small[0] <= rho <= small[1]
+    assert threshold_forgetting_interval(m, n, u, n_resamples=300) == small  # seeded
+    same = np.zeros(50)  # the threshold cannot split equal scores: ρ undefined on every resample
+    assert threshold_forgetting_interval(same, same, u[:50], n_resamples=50) == [None, None]
+    with pytest.raises(LmauditError, match="n_resamples must be"):
+        threshold_forgetting_interval(m, n, u, n_resamples=0)
+
+
 def test_dataset_inference_finds_the_trained_set_and_its_control_finds_nothing(audited, tmp_path):
     root, _, members, nonmembers = audited
     suspect = write_jsonl(tmp_path / "suspect.jsonl", members[48:88])  # trained on, not among the known members

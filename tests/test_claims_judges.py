@@ -75,12 +75,12 @@ def cost(runs=None, shadows=30.0):
 
 
 def run(lira: float, trained: bool = True, probes: float = 2.0):
-    return {"shadows_trained": trained, "smi": [0.01, 0.012, 0.011], "smi-m": [0.02, 0.021, 0.019],
+    return {"shadows_timed": trained, "smi": [0.01, 0.012, 0.011], "smi-m": [0.02, 0.021, 0.019],
             "features": [1.0, 1.1, 0.9], "lira_shadow_training": [lira, lira * 1.05, lira * 0.95],
             "lira_probes": [probes, probes, probes * 1.05]}
 
 
-def test_smi_cost_is_judged_per_seed_only_on_shadow_models_trained_in_the_run():
+def test_smi_cost_is_judged_per_seed_only_where_shadow_training_was_timed():
     # the run means alone (one ratio, the shadows maybe from the cache): points, never 'reproduced' from one timing
     assert smi.smi_cost(cost()).verdict == POINTS_ONLY
     assert smi.smi_cost(cost(shadows=None)).verdict == "not run"

@@ -171,7 +171,7 @@ def plant_coverage(names, kw):
 
 
 def plant_cost(names, kw):
-    run = {"shadows_trained": True, "smi": [2.0, 2.1, 1.9], "smi-m": [2.0, 2.2, 1.8], "features": [5.0, 5.1, 4.9],
+    run = {"shadows_timed": True, "smi": [2.0, 2.1, 1.9], "smi-m": [2.0, 2.2, 1.8], "features": [5.0, 5.1, 4.9],
            "lira_shadow_training": [0.5, 0.6, 0.4], "lira_probes": [0.1, 0.1, 0.1]}  # LiRA cheaper: against
     return everywhere(unlearning(truth_cells("0.1", "smi-m", 0.1), cost_runs=[run] * S), names)
 

@@ -359,6 +359,17 @@ def test_mini_unlearning_audit_experiment(tmp_path):
         assert (math.isnan(v["mean"]) and math.isnan(rho)) or (v["mean"] == rho and v["std"] == 0.0)
     assert set(res["cost_s"]) == {"smi", "smi-m", "smi-scores", "smi-m-scores", "features", "lira_shadow_training",
                                   "lira_probes"}
+    # per seed, every timing (one a model audited) and the shadows' training seconds from their training records
+    (run,) = res["cost_runs"]
+    assert run["seed"] == 0 and run["shadows_timed"] is True and len(run["lira_shadow_training"]) == 1
+    assert len(run["smi"]) == len(run["features"]) == len(run["lira_probes"]) == 5  # 5 methods, one fraction
+    assert run["lira_shadow_training"][0] == pytest.approx(res["cost_s"]["lira_shadow_training"])
+    assert run["lira_shadow_training"][0] > 0
+    # the thresholded MIAs keep a bootstrap 90% interval of ρ beside the set-level ones' (none where undefined)
+    assert {k.split(" / ")[2] for k in res["threshold_intervals"]} == {"threshold-loss", "threshold-reference",
+                                                                      "threshold-lira"}
+    for key, ((lo, hi),) in res["threshold_intervals"].items():
+        assert lo is None or 0 <= lo <= hi <= 1, key
     retrain = ", ".join(f"{a} {res['unlearning'][f'0.25 / retrain / {a}']['mean']:.2f}" for a in
                         ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference",
                          "threshold-lira"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.errors import LmauditError
+from lmaudit.metrics import check_bootstrap, percentile_interval
 
 
 def threshold_forgetting(member_scores, nonmember_scores, suspect_scores, *, fpr: float = 0.1) -> dict:
@@ -34,3 +35,21 @@ def threshold_forgetting(member_scores, nonmember_scores, suspect_scores, *, fpr
     rho = (rate - (1 - tpr)) / gap if gap > 0 else float("nan")
     return {"threshold": tau, "fpr": fpr_hat, "tpr": tpr, "forgetting_rate": rate, "rho_unclipped": rho,
             "rho": float(np.clip(rho, 0, 1)) if np.isfinite(rho) else float("nan")}
+
+
+def threshold_forgetting_interval(member_scores, nonmember_scores, suspect_scores, *, fpr: float = 0.1,
+                                  level: float = 0.9, n_resamples: int = 1000, seed: int = 0) -> list[float | None]:
+    """Percentile bootstrap interval of :func:`threshold_forgetting`'s clipped ρ̂: the three sets resampled apart (the
+    threshold, the TPR and the suspect rate are all estimates), seeded. ``[None, None]`` where more than half of the
+    resamples leave ρ undefined (the attack does not separate the resampled reference sets)."""
+    check_bootstrap(n_resamples, level)
+    m, n, u = (np.asarray(x, dtype=np.float64) for x in (member_scores, nonmember_scores, suspect_scores))
+    threshold_forgetting(m, n, u, fpr=fpr)  # the inputs checked once, as the estimate checks them
+    rng = np.random.default_rng(seed)
+    reps = np.array([threshold_forgetting(rng.choice(m, len(m)), rng.choice(n, len(n)), rng.choice(u, len(u)),
+                                          fpr=fpr)["rho"] for _ in range(n_resamples)])
+    defined = reps[np.isfinite(reps)]
+    if len(defined) * 2 <= n_resamples:
+        return [None, None]
+    lo, hi = percentile_interval(defined, level)
+    return [float(lo), float(hi)]

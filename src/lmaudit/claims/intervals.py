@@ -61,9 +61,11 @@ def widened(lo: float, hi: float, level: float = 0.90) -> tuple[float, float]:
 
 
 def rho_interval(rec: dict, key: str, seed: int, *, unclipped: bool = False) -> tuple[float, float] | None:
-    """The 95% interval (widened from the stored 90% bootstrap interval) of one audit's ρ on one seed; None where the
-    record stores none."""
+    """The 95% interval (widened from the stored 90% bootstrap interval) of one audit's ρ on one seed: a set-level
+    audit's from ``intervals``, a thresholded MIA's from ``threshold_intervals``; None where the record stores none."""
     stored = (rec.get("intervals_unclipped" if unclipped else "intervals") or {}).get(key)
+    if stored is None and not unclipped:
+        stored = (rec.get("threshold_intervals") or {}).get(key)
     if not stored or seed >= len(stored) or stored[seed] is None:
         return None
     lo, hi = stored[seed]

@@ -110,8 +110,8 @@ def _cap(text: str) -> str:
 
 
 PAPER_COST_ORDERS = math.log10(8 * 41 * 60 / 4.3)  # LiRA's 8 shadow models at ~41 min each vs SMI-M's 4.3 s
-COST_NEEDS = ("per seed, each audit's seconds over repeated timings and whether the shadow models were trained in "
-              "that run (`cost_runs`: [{\"shadows_trained\": bool, \"smi\": [s…], \"smi-m\": [s…], \"features\": [s…], "
+COST_NEEDS = ("per seed, each audit's seconds over repeated timings and whether the shadow models' training was "
+              "timed (`cost_runs`: [{\"shadows_timed\": bool, \"smi\": [s…], \"smi-m\": [s…], \"features\": [s…], "
               "\"lira_shadow_training\": [s…], \"lira_probes\": [s…]}] per seed)")
 
 
@@ -134,8 +134,9 @@ def smi_cost(recs: dict[str, dict], *, name: str = "unlearning-audit") -> Findin
     """An SMI or SMI-M audit costs seconds where LiRA needs shadow models: per seed, log10 of LiRA's seconds (shadow
     training + probes) over SMI's (feature extraction + the costlier estimate), with an interval over repeated
     timings, against the paper's ratio (:data:`PAPER_COST_ORDERS` orders of magnitude). Judged only on seeds whose
-    shadow models were trained in that run (from the model cache they cost nothing, which says nothing of LiRA); the
-    run means alone are points only."""
+    shadow models' training was timed (``shadows_timed``: the seconds each shadow's training record stores, whether
+    it was trained in that run or read from the model cache; a load from the cache costs nothing, which says nothing
+    of LiRA); the run means alone are points only."""
     rec = recs[name]
     c = rec["cost_s"]
     ours = (f"seconds per audit, mean over the runs: SMI {c['smi']:.3f} and SMI-M {c['smi-m']:.3f} on hidden features "
@@ -149,14 +150,16 @@ def smi_cost(recs: dict[str, dict], *, name: str = "unlearning-audit") -> Findin
         return Finding(ours + " (points)", single(POINTS_ONLY), "The record keeps one mean per audit over seeds and "
                        "does not say whether the shadow models were trained or read from the model cache (then their "
                        f"seconds are a load, not LiRA's cost). A verdict needs {COST_NEEDS}.", points=True)
-    per = [_log_ratio(r) if r.get("shadows_trained") else None for r in runs]
+    per = [_log_ratio(r) if r.get("shadows_timed") else None for r in runs]
     if all(p is None for p in per):
-        return Finding(ours, single(UNTESTABLE), "Every seed read its shadow models from the model cache: their "
-                       "training was not timed, so LiRA's cost is not measured.")
+        return Finding(ours, single(UNTESTABLE), "No seed's shadow training was timed (their models were read from "
+                       "the model cache, trained before training records stored their seconds), so LiRA's cost is not "
+                       "measured.")
     text, verdict = judged_seeds([p for p in per if p is not None], effect=PAPER_COST_ORDERS, scale=1, digits=2)
-    return Finding(ours + f"; log10(LiRA / SMI) per seed whose shadows were trained: {text}, against the paper's "
-                   f"{PAPER_COST_ORDERS:.2f} orders of magnitude", verdict, "A ratio of seconds read on a log scale; "
-                   "seeds whose shadow models came from the cache are left out.")
+    return Finding(ours + f"; log10(LiRA / SMI) per seed whose shadow training was timed: {text}, against the "
+                   f"paper's {PAPER_COST_ORDERS:.2f} orders of magnitude", verdict, "A ratio of seconds read on a log "
+                   "scale; LiRA's seconds are its shadows' training (as their training records timed it) and its "
+                   "probes; seeds whose shadow training was not timed are left out.")
 
 
 COVERAGE_FLOOR, NOMINAL = 0.8, 0.9  # 'reliable': coverage shown above this floor and consistent with the nominal 90%

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -260,7 +261,10 @@ def finetune(
     IFT pairs are rendered in the tokenizer's chat template when it has one (``chat_template``
     None), or as ``chat_template`` says (:mod:`lmaudit.models.chat`); the record says which.
     ``steps`` (instead of ``epochs``) trains exactly that many optimiser steps, however many examples the data makes.
+    The record's ``seconds`` is the wall-clock time from loading ``base`` to the weights trained (what the model
+    cost, which a later read from the model cache does not).
     """
+    started = time.perf_counter()
 
     FinetuneConfig(mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
                    mask_ratio=mask_ratio)  # every setting checked before the model loads
@@ -305,7 +309,7 @@ def finetune(
         "base_fingerprint": loaded.fingerprint,
         "data": data.source, "data_fingerprint": data.fingerprint(), "n_examples": len(examples),
         "block": block if mode == "dft" else None, "chat_template": chat, "train_config": cfg.__dict__,
-        **loss_summary(losses),
+        **loss_summary(losses), "seconds": round(time.perf_counter() - started, 3),
         **lora_record, **dp_record, **defaults_record, **(record or {}),
     })
     return Path(out)

@@ -29,7 +29,11 @@ sample std, ddof = 1, of the defined estimates — and the count of undefined es
 audit" and seed), ``intervals_unclipped`` (the same percentiles of the unclipped estimate;
 :func:`coverage` counts how many hold the value ρ must take for ``none``, 0, and for
 ``retrain``, 1), ``rho_unclipped`` (per key and seed), ``cost_s`` (mean seconds of each
-audit step), ``n_train`` and ``n_nonmembers``.
+audit step; LiRA's shadow training from the seconds each shadow's training record stores, so a re-run that reads
+them from the model cache still reports what they cost), ``cost_runs`` (per seed: every timing of each audit step, one
+a model audited, and ``shadows_timed``, whether every shadow's record gave its seconds), ``threshold_intervals`` (the
+thresholded MIAs' bootstrap 90% intervals of ρ, per key and seed: :func:`threshold_forgetting_interval`),
+``n_train`` and ``n_nonmembers``.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import numpy as np
 
 from lmaudit import api
 from lmaudit.audit.coverage import coverage, stored_intervals
-from lmaudit.audit.per_sample import threshold_forgetting
+from lmaudit.audit.per_sample import threshold_forgetting, threshold_forgetting_interval
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.experiments.config import BaseConfig
@@ -49,6 +53,7 @@ from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
 from lmaudit.models.kinds import unlearning_audited
 from lmaudit.models.shadows import ShadowSet, shadow_splits, text_key
+from lmaudit.models.sources import TRAINING_FILE, read_record
 from lmaudit.models.unlearn import METHODS, UnlearnConfig
 from lmaudit.probes.features import hidden_features
 from lmaudit.progress import info
@@ -103,6 +108,13 @@ def _shadow_set(ws: Workspace, cfg: UnlearningConfig, base, pool: TextSet, seed:
                      [{text_key(r) for r in h.records} for h in halves])
 
 
+def _training_seconds(shadows: ShadowSet) -> float | None:
+    """The seconds the shadow models took to train, from their training records; None where a record predates the
+    field (its model was trained before lmaudit timed training)."""
+    seconds = [(read_record(p, TRAINING_FILE) or {}).get("seconds") for p in shadows.paths]
+    return None if any(s is None for s in seconds) else float(sum(seconds))
+
+
 def _nan_stat(fn, values) -> float:
     v = np.asarray(values, dtype=float)
     return float(fn(v)) if np.isfinite(v).any() else float("nan")
@@ -130,6 +142,8 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     variants = _variant_configs(cfg.smi_m_variants)  # checked before anything is trained
     rows: dict[str, list[float]] = {}
     intervals: dict[str, list] = {}
+    threshold_intervals: dict[str, list] = {}
+    cost_runs: list[dict] = []
     unclipped: dict[str, dict[str, list]] = {"rho_unclipped": {}, "intervals_unclipped": {}}
     cost: dict[str, list[float]] = {"smi": [], "smi-m": [], "features": [], "lira_shadow_training": [],
                                     "lira_probes": []}
@@ -138,10 +152,12 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
         train, nonmembers = ws.data(seed)
         target = ws.finetuned(base, train, seed)
         pool = TextSet(train.records + nonmembers.records, source="D ∪ non-members")
+        marks = {k: len(v) for k, v in cost.items()}
         t0 = time.perf_counter()
         shadows = _shadow_set(ws, cfg, base, pool, seed)
-        if shadows is not None:
-            cost["lira_shadow_training"].append(time.perf_counter() - t0)
+        recorded = None if shadows is None else _training_seconds(shadows)
+        if shadows is not None:  # what training them cost, where the records say; else this run's (maybe a load)
+            cost["lira_shadow_training"].append(time.perf_counter() - t0 if recorded is None else recorded)
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(train))
         half = len(nonmembers) // 2
@@ -157,14 +173,17 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
                 for audit, value in audits.items():
                     rows.setdefault(f"{frac:g} / {method} / {audit}", []).append(value)
                 for audit, ci in cis.items():
-                    intervals.setdefault(f"{frac:g} / {method} / {audit}", []).append(ci)
+                    into = threshold_intervals if audit.startswith("threshold-") else intervals
+                    into.setdefault(f"{frac:g} / {method} / {audit}", []).append(ci)
                 for audit, (rho_u, ci_u) in raw.items():
                     unclipped["rho_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(rho_u)
                     unclipped["intervals_unclipped"].setdefault(f"{frac:g} / {method} / {audit}", []).append(ci_u)
+        cost_runs.append({"seed": seed, "shadows_timed": recorded is not None,
+                          **{k: v[marks.get(k, 0):] for k, v in cost.items()}})
     table = {k: {"per_seed": v, "mean": _nan_stat(np.nanmean, v), "std": _seed_std(v),
                  "n_undefined": int(np.isnan(v).sum())} for k, v in rows.items()}
-    return {"unlearning": table, "intervals": intervals, **unclipped,
-            "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()},
+    return {"unlearning": table, "intervals": intervals, "threshold_intervals": threshold_intervals, **unclipped,
+            "cost_s": {k: float(np.mean(v)) if v else None for k, v in cost.items()}, "cost_runs": cost_runs,
             "n_train": cfg.n_members, "n_nonmembers": cfg.n_nonmembers}
 
 
@@ -193,8 +212,8 @@ def _plans(feats: list, score_feats: list, variants: dict[str, AuditConfig]) -> 
 
 def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: TextSet, forget: TextSet,
             cost: dict, variants: dict[str, AuditConfig]) -> tuple[dict, dict, dict]:
-    """ρ of every audit, the bootstrap 90% interval of each set-level one ([None, None] when undefined), and each
-    set-level one's (unclipped estimate, its interval)."""
+    """ρ of every audit, the bootstrap 90% interval of each ([None, None] when undefined), and each set-level one's
+    (unclipped estimate, its interval)."""
     out, cis, raw = {}, {}, {}
     t0 = time.perf_counter()
     feats = [hidden_features(model, ts, batch_size=cfg.probe_batch_size) for ts in (ref_m, ref_n, forget)]
@@ -220,9 +239,9 @@ def _audits(cfg: UnlearningConfig, model, base, shadows, ref_m: TextSet, ref_n: 
             out[method], cis[method], raw[method] = float("nan"), [None, None], (float("nan"), [None, None])
         cost.setdefault(method, []).append(time.perf_counter() - t0)
     for attack in ("loss", "reference", *lira):
-        s = scores[attack]
-        out[f"threshold-{attack}"] = threshold_forgetting(s[:n_m], s[n_m : n_m + n_n], s[n_m + n_n :],
-                                                          fpr=cfg.audit_fpr)["rho"]
+        sets = (scores[attack][:n_m], scores[attack][n_m : n_m + n_n], scores[attack][n_m + n_n :])
+        out[f"threshold-{attack}"] = threshold_forgetting(*sets, fpr=cfg.audit_fpr)["rho"]
+        cis[f"threshold-{attack}"] = threshold_forgetting_interval(*sets, fpr=cfg.audit_fpr)
     return out, cis, raw
 
 
@@ -274,8 +293,10 @@ def tables(record: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                     [[a, f"{c['covered']}/{c['n']}", f"{100 * c['covered'] / c['n']:.0f}%" if c["n"] else "n/a",
                       f"{float(np.median(c['widths'])):.2f}" if c["widths"] else "n/a", str(c["clipped"]),
                       str(c["vacuous"])] for a, c in cov.items()]))
-    lira_note = ("; shadow training from the model cache is near 0 on a re-run — the first run's figure is in the "
-                 "note" if cost["lira_shadow_training"] is not None else "")
+    timed = all(r.get("shadows_timed") for r in record.get("cost_runs") or [{}])
+    lira_note = ("" if cost["lira_shadow_training"] is None else
+                 "; shadow training as each shadow's training record timed it" if timed else
+                 "; shadow training from the model cache is near 0 on a re-run — the first run's figure is in the note")
     out.append((f"Cost per audit in seconds (mean over runs{lira_note}).", ["audit", "seconds"], cost_rows))
     return out
 
