@@ -16,6 +16,7 @@ import numpy as np
 
 from common import add_json_option, bench_texts, write_rows
 from lmaudit.attacks.registry import get_attack
+from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.presets import build_ar_model, get_preset
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 
@@ -29,7 +30,7 @@ def main() -> None:
     args = ap.parse_args()
     tokenizer, texts = bench_texts(args.texts, 400)
     model = build_ar_model(get_preset("tiny"), tokenizer, seed=0).eval()
-    stats = {b: probe_ar(model, tokenizer, texts, ARProbeConfig(batch_size=b)) for b in SIZES}
+    stats = {b: probe_ar(ARAdapter(model, tokenizer).handle(), texts, ARProbeConfig(batch_size=b)) for b in SIZES}
     scores = {b: np.asarray(get_attack("min_k_pp", "ar").fn(s)) for b, s in stats.items()}
     members = np.arange(len(texts)) % 2 == 0
     rows = []

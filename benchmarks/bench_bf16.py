@@ -49,6 +49,7 @@ from common import add_json_option, bench_texts, write_rows
 from lmaudit.attacks.registry import get_attack
 from lmaudit.data.loaders import TextSet
 from lmaudit.metrics import auc
+from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
@@ -147,7 +148,7 @@ VARIANTS: dict[str, tuple[str, Callable]] = {
 # -- measurement ---------------------------------------------------------------------------------------------------
 
 def probe(model, tokenizer, texts: TextSet):
-    return probe_ar(model, tokenizer, texts, ARProbeConfig())
+    return probe_ar(ARAdapter(model, tokenizer).handle(), texts, ARProbeConfig())
 
 
 def timed_rounds(models: dict, tokenizer, texts: TextSet, repeats: int) -> dict[str, float]:

@@ -32,7 +32,7 @@ def probe(fused: bool, texts: int, batch_size: int) -> None:
     adapter = bench_dlm("smollm2", tokenizer)
     adapter.fuse = fused
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stats = probe_masked(adapter, tokenizer, textset, MaskPlan("elbo", budget=16), batch_size=batch_size)
+    stats = probe_masked(adapter.handle(), textset, MaskPlan("elbo", budget=16), batch_size=batch_size)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     print(json.dumps({"peak_mib": peak / 1024, "logp": stats.logp[:2000].tolist()}))
 

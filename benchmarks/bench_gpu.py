@@ -64,7 +64,7 @@ def _ar_times(model, tokenizer, texts: TextSet, caps: list[int | None], device, 
                 model(input_ids=ids, attention_mask=attn, use_cache=False).logits
 
         def probe(cap=cap) -> None:
-            probe_ar(model, tokenizer, texts, ARProbeConfig(max_batch_tokens=cap))
+            probe_ar(ARAdapter(model, tokenizer).handle(), texts, ARProbeConfig(max_batch_tokens=cap))
 
         times[cap] = (_timed(bare, device, repeats), _timed(probe, device, repeats))
         del tensors
@@ -92,7 +92,7 @@ def _dlm_times(adapter, tokenizer, texts: TextSet, caps: list[int | None], devic
                 adapter(noisy, attn)
 
         def probe(cap=cap) -> None:
-            probe_masked(adapter, tokenizer, texts, plan, max_batch_tokens=cap)
+            probe_masked(adapter.handle(), texts, plan, max_batch_tokens=cap)
 
         times[cap] = (_timed(bare, device, repeats), _timed(probe, device, repeats))
         del batches

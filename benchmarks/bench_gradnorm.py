@@ -24,11 +24,11 @@ import torch
 
 from common import add_json_option, bench_texts, write_rows
 from lmaudit.data.loaders import TextSet
-from lmaudit.models.adapters import handle_for
+from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
 from lmaudit.probes import gradients
-from lmaudit.probes.ar import ar_stats
+from lmaudit.probes.ar import probe_ar
 from lmaudit.probes.requests import GRADIENT_NORMS
 from lmaudit.runs.mia import RunConfig, score_set
 
@@ -78,16 +78,16 @@ def main() -> None:
     handle = load_model(local_model("smollm2-135m"))
     methods = ["batched", "per-text", "per-text, vector_norm"]
     warm = TextSet(texts.records[:2], source="warm-up")
-    ar_stats(handle, warm)
+    probe_ar(handle, warm)
     for m in methods:
         probe(handle, warm, m)
     ratios = {m: [] for m in methods}  # per repeat: (CPU, wall) ÷ the AR probe's
     norms = {}
-    ar = seconds(lambda: ar_stats(handle, texts))
+    ar = seconds(lambda: probe_ar(handle, texts))
     for _ in range(args.repeats):
         for m in methods:
             t = seconds(lambda m=m: norms.__setitem__(m, probe(handle, texts, m)))
-            after = seconds(lambda: ar_stats(handle, texts))
+            after = seconds(lambda: probe_ar(handle, texts))
             ratios[m].append(t / ((ar + after) / 2))
             ar = after
     reference = norms["per-text"]
@@ -109,7 +109,7 @@ def main() -> None:
                          "value": float(f"{diff.max():.2g}"), "target": "reported", "unit": ""})
     if args.float64:
         first = TextSet(texts.records[: args.float64], source=texts.source)
-        exact = probe(handle_for(copy.deepcopy(handle.model).double(), handle.tokenizer), first, "per-text")
+        exact = probe(ARAdapter(copy.deepcopy(handle.model).double(), handle.tokenizer).handle(), first, "per-text")
         for m in methods[:2]:
             diff = np.max(np.abs(norms[m][: args.float64] - exact) / exact)
             print(f"{m}: max relative difference from the float64 model's norms ({args.float64} texts): {diff:.1e}")

@@ -29,7 +29,7 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.models.build import masked_model
 from lmaudit.models.gguf import local_model
 from lmaudit.models.loading import load_model
-from lmaudit.probes.ar import ar_stats
+from lmaudit.probes.ar import probe_ar
 from lmaudit.probes.neighbour_ar import first_difference, neighbour_stats
 from lmaudit.probes.neighbours import NeighbourSettings, make_neighbours, neighbour_set
 from lmaudit.probes.records import NeighbourStats
@@ -61,11 +61,11 @@ def main() -> None:
     texts = TextSet(texts.records[: args.texts], source=texts.source)
     handle = load_model(local_model("smollm2-135m"))
     mask = masked_model()
-    ar_stats(handle, TextSet(texts.records[:2], source="warm-up"))
+    probe_ar(handle, TextSet(texts.records[:2], source="warm-up"))
     t0, c0 = time.perf_counter(), time.process_time()
     made, owner, forwards, _ = neighbour_set(texts, make_neighbours(mask, texts, NeighbourSettings(n=args.n)))
     t_make, c_make = time.perf_counter() - t0, time.process_time() - c0
-    runs = {"plain": lambda: ar_stats(handle, texts), "whole": lambda: ar_stats(handle, made),
+    runs = {"plain": lambda: probe_ar(handle, texts), "whole": lambda: probe_ar(handle, made),
             "reused": lambda: neighbour_stats(handle, made)}
     wall, cpu, got = {name: np.inf for name in runs}, {name: np.inf for name in runs}, {}
     for _ in range(args.repeats):

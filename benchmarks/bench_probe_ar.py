@@ -76,7 +76,8 @@ def _time_pair(model, tokenizer, texts, batch_size: int | None, repeats: int,
             model(input_ids=ids, attention_mask=attn, use_cache=False).logits
 
     def probe() -> None:
-        probe_ar(model, tokenizer, texts, ARProbeConfig(batch_size=batch_size, max_batch_tokens=max_tokens))
+        probe_ar(ARAdapter(model, tokenizer).handle(), texts,
+                 ARProbeConfig(batch_size=batch_size, max_batch_tokens=max_tokens))
 
     bare(), probe()  # warm-up
     return best_of(bare, repeats), best_of(probe, repeats), int(lengths.sum())

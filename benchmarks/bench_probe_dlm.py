@@ -65,7 +65,7 @@ def main() -> None:
                 adapter(noisy, attn)
 
         def probe(adapter=adapter, few=few) -> None:
-            probe_masked(adapter, tokenizer, few, plan, batch_size=args.batch_size)
+            probe_masked(adapter.handle(), few, plan, batch_size=args.batch_size)
 
         bare(), probe()  # warm-up
         t_bare, t_probe = best_of(bare, args.repeats), best_of(probe, args.repeats)
@@ -79,7 +79,7 @@ def main() -> None:
     sub = texts.__class__(texts.records[:32], source=texts.source)
     for spec in list_attacks("dlm"):
         p = spec.probe(spec.params, args.budget)
-        stats = probe_masked(adapter, tokenizer, sub, p, reference=adapter if spec.needs_reference else None)
+        stats = probe_masked(adapter.handle(), sub, p, reference=adapter.handle() if spec.needs_reference else None)
         ref = f"{stats.n_patterns.mean():.1f}" if spec.needs_reference else "-"
         print(f"{spec.name:<13}{p.kind:<8}{stats.n_patterns.mean():>8.1f}{ref:>10}")
     write_rows(args.json, "bench_probe_dlm", rows)

@@ -30,6 +30,7 @@ def main() -> None:
 
     import torch
 
+    from lmaudit.models.adapters import ARAdapter
     from lmaudit.models.gguf import local_model
     from lmaudit.models.loading import load_model
     from lmaudit.probes.ar import probe_ar
@@ -40,10 +41,12 @@ def main() -> None:
     if origin.startswith("SmolLM2-135M weights"):
         tokenizer = load_model(local_model("smollm2-135m")).tokenizer
 
+    handle = ARAdapter(model, tokenizer).handle()
+
     def timed() -> float:
-        probe_ar(model, tokenizer, texts, shard_size=args.shard_size)  # warm (the actor loads the model)
+        probe_ar(handle, texts, shard_size=args.shard_size)  # warm (the actor loads the model)
         t0 = time.perf_counter()
-        probe_ar(model, tokenizer, texts, shard_size=args.shard_size)
+        probe_ar(handle, texts, shard_size=args.shard_size)
         return time.perf_counter() - t0
 
     shards = -(-len(texts) // args.shard_size)

@@ -79,10 +79,10 @@ def main() -> None:
     def run(name: str) -> float:
         textset, reuse = sets[name]
         t0 = time.perf_counter()
-        probe_ar(handle.model, handle.tokenizer, textset, ARProbeConfig(reuse_prefix=reuse))
+        probe_ar(handle, textset, ARProbeConfig(reuse_prefix=reuse))
         return time.perf_counter() - t0
 
-    probe_ar(handle.model, handle.tokenizer, TextSet(texts.records[:2], source="warm-up"))
+    probe_ar(handle, TextSet(texts.records[:2], source="warm-up"))
     ratios = {name: [] for name in sets if name != "plain"}
     print(f"SmolLM2-135M, {len(texts)} passages ({n_tokens} tokens), {args.repeats} rounds")
     for r in range(args.repeats):

@@ -112,9 +112,9 @@ def main() -> None:
                 [f"{t} ({i})" for i, t in enumerate(texts.texts * 2)][: args.ray_texts]).records])
 
             def timed() -> float:
-                probe_ar(loaded.model, loaded.tokenizer, subset, shard_size=64)  # warm (actors load the model)
+                probe_ar(loaded, subset, shard_size=64)  # warm (actors load the model)
                 t0 = time.perf_counter()
-                probe_ar(loaded.model, loaded.tokenizer, subset, shard_size=64)
+                probe_ar(loaded, subset, shard_size=64)
                 return time.perf_counter() - t0
 
             t_local = timed()

@@ -123,3 +123,11 @@ def mini_experiment(tmp_path: Path, **kw):
     f = tmp_path / "mini.toml"
     f.write_text("\n".join(f'"{k}" = {toml(v)}' for k, v in base.items()) + "\n")
     return load_experiment(f)
+
+
+def causal(model, tokenizer, fingerprint: str = ""):
+    """The handle of a causal LM in memory (a network the test built), kept in a probe cache only with a
+    ``fingerprint``."""
+    from lmaudit.models.adapters import ARAdapter
+
+    return ARAdapter(model, tokenizer).handle(fingerprint=fingerprint)

@@ -93,7 +93,7 @@ def test_ar_probe_equals_a_plain_forward(ar):
     flat = np.concatenate(want)
     textset = TextSet.from_texts(TEXTS)
     for fused in (True, False):  # a plain output layer applied in row chunks, and the model's own logits
-        stats = probe_ar(handle.model, handle.tokenizer, textset, ARProbeConfig(batch_size=5, fused_head=fused))
+        stats = probe_ar(handle, textset, ARProbeConfig(batch_size=5, fused_head=fused))
         np.testing.assert_array_equal(stats.lengths, [len(w) for w in want])  # every token after <bos>, no padding
         for k, name in enumerate(("logp", "top1_logp", "mu", "sigma")):
             np.testing.assert_allclose(getattr(stats, name), flat[:, k], atol=1e-5, err_msg=f"{name}, fused={fused}")
@@ -181,7 +181,7 @@ def hand_masked_stats(model, ids: torch.Tensor, masked: np.ndarray, mask_id: int
 def test_masked_probe_equals_a_hand_masked_forward(dlm):
     handle = load_model(dlm.target, trust_remote_code=True)
     tok = handle.tokenizer
-    stats = probe_masked(handle.adapter, tok, TextSet.from_texts(TEXTS), MaskPlan("random", budget=3, rho=0.3),
+    stats = probe_masked(handle, TextSet.from_texts(TEXTS), MaskPlan("random", budget=3, rho=0.3),
                          batch_size=5)  # ragged batches: padding must change nothing
     special = set(tok.all_special_ids)
     # the mask id a reader ignoring config.json would use (LLaDA); for Dream, whose <mask> it is, any other token

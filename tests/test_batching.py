@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
+from helpers import assert_ok, assert_user_error, causal, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
@@ -32,18 +32,18 @@ def test_token_budget_batches_cover_every_sample_once_within_the_budget():
 
 
 def test_a_token_budget_does_not_change_ar_statistics(tiny_model, tokenizer):
-    plain = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8))
-    budget = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8, max_batch_tokens=64))
+    plain = probe_ar(causal(tiny_model, tokenizer), texts(), ARProbeConfig(batch_size=8))
+    budget = probe_ar(causal(tiny_model, tokenizer), texts(), ARProbeConfig(batch_size=8, max_batch_tokens=64))
     np.testing.assert_array_equal(plain.offsets, budget.offsets)
     for name in STATS:
         np.testing.assert_allclose(getattr(plain, name), getattr(budget, name), atol=1e-5)
 
 
 def test_out_of_memory_halves_the_batch_and_the_ar_statistics_are_unchanged(tiny_model, tokenizer, monkeypatch):
-    plain = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8))
+    plain = probe_ar(causal(tiny_model, tokenizer), texts(), ARProbeConfig(batch_size=8))
     monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:2:oom")  # the second batch (of 8 texts) runs out of memory
     with pytest.warns(UserWarning, match="out of memory on a batch of 8 texts: continuing with batches of 4"):
-        halved = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=8))
+        halved = probe_ar(causal(tiny_model, tokenizer), texts(), ARProbeConfig(batch_size=8))
     np.testing.assert_array_equal(plain.offsets, halved.offsets)
     for name in STATS:
         np.testing.assert_allclose(getattr(plain, name), getattr(halved, name), atol=1e-5)
@@ -51,10 +51,10 @@ def test_out_of_memory_halves_the_batch_and_the_ar_statistics_are_unchanged(tiny
 
 def test_out_of_memory_halves_masked_batches_too(tiny_dlm, tokenizer, monkeypatch):
     plan = MaskPlan("cyclic", budget=6, rho=0.35)
-    plain = probe_masked(tiny_dlm, tokenizer, texts(9), plan, batch_size=16)
+    plain = probe_masked(tiny_dlm.handle(), texts(9), plan, batch_size=16)
     monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:1:oom")
     with pytest.warns(UserWarning, match="out of memory on a batch of 16 texts: continuing with batches of 8"):
-        halved = probe_masked(tiny_dlm, tokenizer, texts(9), plan, batch_size=16)
+        halved = probe_masked(tiny_dlm.handle(), texts(9), plan, batch_size=16)
     np.testing.assert_array_equal(plain.position, halved.position)
     for name in STATS:
         np.testing.assert_allclose(getattr(plain, name), getattr(halved, name), atol=1e-5)
@@ -63,7 +63,7 @@ def test_out_of_memory_halves_masked_batches_too(tiny_dlm, tokenizer, monkeypatc
 def test_a_single_text_that_does_not_fit_is_a_clear_error(tiny_model, tokenizer, monkeypatch):
     monkeypatch.setenv("LMAUDIT_FAULT", "probe-batch:1:oom")
     with pytest.raises(LmauditError, match=r"out of memory on a single text of \d+ tokens"):
-        probe_ar(tiny_model, tokenizer, texts(1), ARProbeConfig(batch_size=1))
+        probe_ar(causal(tiny_model, tokenizer), texts(1), ARProbeConfig(batch_size=1))
 
 
 def test_mia_with_a_token_budget_gives_the_same_results(tmp_path, tiny_model_dir):
@@ -117,7 +117,7 @@ def test_without_a_batch_size_a_probe_batches_by_the_models_budget(tiny_model, t
     assert max(len(b) * lengths[b].max() for b in batches) <= budget \
         < 2 * max(len(b) * lengths[b].max() for b in batches)
     assert [len(b) for b in model_batches(lengths, adapter, batch_size=32)][:2] == [32, 32]  # a count alone: no cap
-    default = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig())
-    one_by_one = probe_ar(tiny_model, tokenizer, texts(), ARProbeConfig(batch_size=1))
+    default = probe_ar(causal(tiny_model, tokenizer), texts(), ARProbeConfig())
+    one_by_one = probe_ar(causal(tiny_model, tokenizer), texts(), ARProbeConfig(batch_size=1))
     for name in STATS:
         np.testing.assert_allclose(getattr(default, name), getattr(one_by_one, name), rtol=0, atol=2e-5)

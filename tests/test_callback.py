@@ -15,13 +15,12 @@ import pytest
 import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from helpers import make_texts, write_jsonl
+from helpers import causal, make_texts, write_jsonl
 from lmaudit.api.membership import RunConfig, mia
 from lmaudit.errors import LmauditError, SettingError
 from lmaudit.integrations import live
 from lmaudit.integrations.live import plot_history, untouched
 from lmaudit.integrations.transformers import LeakageCallback
-from lmaudit.models.adapters import handle_for
 from lmaudit.privacy.canaries import DECOYS, TRAIN, make_canaries
 from lmaudit.runs.mia_result import MIAResult
 from lmaudit.runs.tracking import metrics_of
@@ -155,8 +154,8 @@ def test_logged_metrics_equal_lmaudit_mia_on_a_copy_of_the_model_at_that_step(ti
     assert [r for r in reported if r] == list(logged.values())  # the reporters get them too
     config = RunConfig(attacks=ATTACKS, n_bootstrap=0, blind=False, use_cache=False)
     for step, model in snapshot.models.items():
-        alone = mia(handle_for(model, tokenizer), MEMBERS, heldout, config=config)
-        planted = mia(handle_for(model, tokenizer), canaries, decoys, config=config)
+        alone = mia(causal(model, tokenizer), MEMBERS, heldout, config=config)
+        planted = mia(causal(model, tokenizer), canaries, decoys, config=config)
         for a in ATTACKS:
             assert logged[step][f"lmaudit/{a}/auc"] == alone.attacks[a]["auc"]
             assert logged[step][f"lmaudit/{a}/tpr_at_1pct_fpr"] == alone.attacks[a]["tpr@1%fpr"]

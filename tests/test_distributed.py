@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import TEST_PRESET_ARGS, make_texts, write_jsonl
+from helpers import TEST_PRESET_ARGS, causal, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
@@ -57,7 +57,7 @@ def _both(fn, backend):
 def test_ar_probe_identical_on_ray(ray_backend, ar_handle):
     from lmaudit.probes.ar import probe_ar
 
-    local, remote = _both(lambda: probe_ar(ar_handle.model, ar_handle.tokenizer, TEXTS, shard_size=5), ray_backend)
+    local, remote = _both(lambda: probe_ar(ar_handle, TEXTS, shard_size=5), ray_backend)
     for name in ("logp", "top1_logp", "mu", "sigma", "entropy", "offsets", "zlib_len", "sample_keys"):
         np.testing.assert_array_equal(getattr(remote, name), getattr(local, name), err_msg=name)
     assert remote.n_samples == len(TEXTS)
@@ -70,7 +70,7 @@ def test_worker_warnings_reach_the_driver(ray_backend, ar_handle):
     with use_backend(ray_backend, close=False):
         with pytest.warns(UserWarning,
                           match=r"3 of 3 text\(s\) in long.jsonl \(records 1–3\) exceed the model context"):
-            stats = probe_ar(ar_handle.model, ar_handle.tokenizer, long, ARProbeConfig(max_length=64))
+            stats = probe_ar(ar_handle, long, ARProbeConfig(max_length=64))
     assert stats.lengths.max() == 63
 
 
@@ -102,7 +102,7 @@ def test_dlm_probe_with_reference_identical_on_ray(ray_backend, dlm_handle, toke
     tokenizer.save_pretrained(tmp_path / "ref")
     reference = load_model(tmp_path / "ref", kind="dlm")
     plan = MaskPlan("cyclic", budget=4)
-    run = lambda: probe_masked(dlm_handle.adapter, dlm_handle.tokenizer, TEXTS, plan,  # noqa: E731
+    run = lambda: probe_masked(dlm_handle, TEXTS, plan,  # noqa: E731
                                reference=reference.adapter, seed=3, shard_size=7)
     local, remote = _both(run, ray_backend)
     for name in ("offsets", "pattern", "position", "logp", "mu", "sigma", "ref_logp", "ref_top1_logp", "n_patterns"):
@@ -115,7 +115,7 @@ def test_in_memory_model_is_shipped_to_the_workers(ray_backend, tiny_model, toke
     """A model that was never saved (no folder to load from) travels through Ray's object store."""
     from lmaudit.probes.ar import probe_ar
 
-    local, remote = _both(lambda: probe_ar(tiny_model, tokenizer, TEXTS, shard_size=9), ray_backend)
+    local, remote = _both(lambda: probe_ar(causal(tiny_model, tokenizer), TEXTS, shard_size=9), ray_backend)
     np.testing.assert_array_equal(remote.logp, local.logp)
     assert remote.n_samples == len(TEXTS) and np.array_equal(remote.sigma, local.sigma)
 

@@ -80,8 +80,8 @@ def test_mask_filling_is_the_same_batched_or_one_text_at_a_time(tiny_dlm_dir):
 
     dlm = load_model(tiny_dlm_dir)
     texts = TextSet.from_texts(make_texts(9, seed=5, min_words=3, max_words=30))  # ragged: padding in batches
-    one = mask_filling(dlm.adapter, dlm.tokenizer, texts, (0.25, 0.75), batch_size=1)
-    many = mask_filling(dlm.adapter, dlm.tokenizer, texts, (0.25, 0.75), batch_size=4)
+    one = mask_filling(dlm, texts, (0.25, 0.75), batch_size=1)
+    many = mask_filling(dlm, texts, (0.25, 0.75), batch_size=4)
     for r in ("0.25", "0.75"):
         assert one[r]["tokens"] == many[r]["tokens"] > 0
         assert one[r]["accuracy"] == pytest.approx(many[r]["accuracy"], abs=1e-12)

@@ -20,8 +20,8 @@ def texts(n=9, seed=5):
 
 def test_padding_and_batching_do_not_change_statistics(tiny_dlm, tokenizer):
     plan = MaskPlan("cyclic", budget=6, rho=0.35)
-    a = probe_masked(tiny_dlm, tokenizer, texts(), plan, reference=tiny_dlm, batch_size=7)
-    b = probe_masked(tiny_dlm, tokenizer, texts(), plan, reference=tiny_dlm, batch_size=1)
+    a = probe_masked(tiny_dlm.handle(), texts(), plan, reference=tiny_dlm.handle(), batch_size=7)
+    b = probe_masked(tiny_dlm.handle(), texts(), plan, reference=tiny_dlm.handle(), batch_size=1)
     np.testing.assert_array_equal(a.position, b.position)
     for name in ("logp", "top1_logp", "mu", "sigma", "ref_logp"):
         np.testing.assert_allclose(getattr(a, name), getattr(b, name), atol=1e-5)
@@ -30,10 +30,10 @@ def test_padding_and_batching_do_not_change_statistics(tiny_dlm, tokenizer):
 
 def test_cached_masked_statistics_are_those_of_the_batch_size_asked_for(tiny_dlm, tokenizer, tmp_path):
     plan, many = MaskPlan("cyclic", budget=6, rho=0.35), texts(24)
-    fresh = {b: probe_masked(tiny_dlm, tokenizer, many, plan, batch_size=b).logp for b in (1, 16)}
+    fresh = {b: probe_masked(tiny_dlm.handle(), many, plan, batch_size=b).logp for b in (1, 16)}
     assert not np.array_equal(fresh[1], fresh[16])  # padding moves the last float32 bits
     for b in (16, 1):
-        cached = probe_masked(tiny_dlm, tokenizer, many, plan, batch_size=b, fingerprints=("fp", None),
+        cached = probe_masked(tiny_dlm.handle(fingerprint="fp"), many, plan, batch_size=b,
                               cache_dir=tmp_path)
         np.testing.assert_array_equal(cached.logp, fresh[b])
 
@@ -44,7 +44,7 @@ def test_logit_convention_matches_a_direct_forward(tokenizer, shift):
     adapter = adapter_for(model, tokenizer)
     assert adapter.shift_logits is shift
     text = make_texts(1, seed=8)[0]
-    stats = probe_masked(adapter, tokenizer, TextSet.from_texts([text]), MaskPlan("random", budget=1, rho=0.3))
+    stats = probe_masked(adapter.handle(), TextSet.from_texts([text]), MaskPlan("random", budget=1, rho=0.3))
     ids = torch.tensor([tokenizer(text)["input_ids"]])
     positions = stats.position + 1  # scorable index i is token position i+1 (after <bos>)
     noisy = ids.clone()
@@ -58,14 +58,14 @@ def test_logit_convention_matches_a_direct_forward(tokenizer, shift):
 
 def test_masks_are_seeded_by_content_and_seed(tiny_dlm, tokenizer):
     plan = MaskPlan("random", budget=3, rho=0.35)
-    a = probe_masked(tiny_dlm, tokenizer, texts(), plan, seed=0)
-    b = probe_masked(tiny_dlm, tokenizer, texts(), plan, seed=0)
-    c = probe_masked(tiny_dlm, tokenizer, texts(), plan, seed=1)
+    a = probe_masked(tiny_dlm.handle(), texts(), plan, seed=0)
+    b = probe_masked(tiny_dlm.handle(), texts(), plan, seed=0)
+    c = probe_masked(tiny_dlm.handle(), texts(), plan, seed=1)
     np.testing.assert_array_equal(a.position, b.position)
     np.testing.assert_array_equal(a.logp, b.logp)
     assert not np.array_equal(a.position, c.position)
     # a sample's masks do not depend on the other samples in the set
-    single = probe_masked(tiny_dlm, tokenizer, TextSet.from_texts([texts().texts[2]]), plan, seed=0)
+    single = probe_masked(tiny_dlm.handle(), TextSet.from_texts([texts().texts[2]]), plan, seed=0)
     np.testing.assert_array_equal(single.position, a.position[a.offsets[2]:a.offsets[3]])
 
 
@@ -86,7 +86,7 @@ def test_vocabulary_mismatch_and_bad_mask_id(tiny_dlm, tokenizer):
     other = train_tokenizer(make_texts(300, seed=9), vocab_size=300)
     ref = adapter_for(build_dlm_model(Preset("o", **TEST_PRESET_ARGS), other), other)
     with pytest.raises(LmauditError, match="differ in vocabulary"):
-        probe_masked(tiny_dlm, tokenizer, texts(), MaskPlan("elbo"), reference=ref)
+        probe_masked(tiny_dlm.handle(), texts(), MaskPlan("elbo"), reference=ref.handle())
     with pytest.raises(LmauditError, match="mask token id 99999"):
         DLMAdapter(tiny_dlm.model, 99999)
 
@@ -135,8 +135,8 @@ def test_ar_model_made_bidirectional_sees_both_sides(tiny_model, tokenizer):
     assert not torch.allclose(a[0, 1], b[0, 1])  # an early position sees the last token
     torch.testing.assert_close(causal_a[0, :-1], causal_b[0, :-1])  # the causal original does not
     plan = MaskPlan("elbo", budget=4)
-    one = probe_masked(adapter, tokenizer, texts(), plan, batch_size=1)
-    many = probe_masked(adapter, tokenizer, texts(), plan, batch_size=5)
+    one = probe_masked(adapter.handle(), texts(), plan, batch_size=1)
+    many = probe_masked(adapter.handle(), texts(), plan, batch_size=5)
     np.testing.assert_allclose(one.logp, many.logp, atol=1e-5)
 
 
@@ -162,8 +162,9 @@ def test_fused_output_layer_matches_full_logits_for_a_dlm(tiny_model, tokenizer)
     adapter = adapter_for(dlm_from_ar(copy.deepcopy(tiny_model), tokenizer), tokenizer)
     assert adapter.fused_head() is not None
     plan = MaskPlan("cyclic", budget=6)
-    fused = probe_masked(adapter, tokenizer, texts(), plan)
-    full = probe_masked(DLMAdapter(adapter.model, adapter.mask_token_id, True, True, fuse=False), tokenizer,
+    fused = probe_masked(adapter.handle(), texts(), plan)
+    full = probe_masked(DLMAdapter(adapter.model, adapter.mask_token_id, True, True, fuse=False,
+                                    tokenizer=tokenizer).handle(),
                         texts(), plan)
     np.testing.assert_allclose(fused.logp, full.logp, atol=1e-5)
     np.testing.assert_allclose(fused.sigma, full.sigma, atol=1e-5)

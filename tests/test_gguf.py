@@ -42,7 +42,7 @@ TEXTS = TextSet.from_texts(make_texts(12, seed=4))
 
 
 def _logp(handle) -> np.ndarray:
-    stats = probe_ar(handle.model, handle.tokenizer, TEXTS, ARProbeConfig(batch_size=4))
+    stats = probe_ar(handle, TEXTS, ARProbeConfig(batch_size=4))
     return stats.logp
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import make_texts
+from helpers import causal, make_texts
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError
 from lmaudit.models.loading import load_model
@@ -127,12 +127,11 @@ def both_paths(handle, subset: str, texts=MIXED, **batched) -> tuple[np.ndarray,
 @pytest.mark.parametrize("tied", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_batched_norms_are_the_per_text_norms(tiny_model, tokenizer, monkeypatch, tied, dtype):
-    from lmaudit.models.adapters import handle_for
     from lmaudit.probes import gradient_sums, sample_gradients
 
     model = copy.deepcopy(tiny_model) if tied else _untied(tiny_model)
     assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied
-    handle = handle_for(model.to(dtype), tokenizer)
+    handle = causal(model.to(dtype), tokenizer)
     lengths = [len(tokenizer(r.context + r.target)["input_ids"]) for r in MIXED.records]
     assert len(set(lengths)) > 3  # padded in one batch
     for subset in ["last:1", "last:2", "embeddings", "all"]:
@@ -153,10 +152,9 @@ def test_the_batched_norms_are_the_per_text_norms(tiny_model, tokenizer, monkeyp
 
 def test_a_text_mixed_with_another_would_show(tiny_model, tokenizer, monkeypatch):
     """The comparison above is sharp: one layer's gradient of one text counted for another fails it."""
-    from lmaudit.models.adapters import handle_for
     from lmaudit.probes.gradient_sums import Sums
 
-    handle = handle_for(copy.deepcopy(tiny_model).double(), tokenizer)
+    handle = causal(copy.deepcopy(tiny_model).double(), tokenizer)
     row = [n for n, _ in handle.model.named_parameters()].index("model.layers.0.mlp.up_proj.weight")
     add = Sums.add
 
@@ -195,13 +193,12 @@ def _calls_a_layer_twice(self, x):
                                            (_calls_a_layer_twice, "called twice in a forward")])
 def test_what_the_batched_path_does_not_cover_falls_back_to_the_per_text_path(tiny_model, tokenizer, forward,
                                                                               said):
-    from lmaudit.models.adapters import handle_for
     from lmaudit.probes.gradients import _gradient_norms
 
     model = copy.deepcopy(tiny_model).double()
     mlp = model.model.layers[0].mlp
     mlp.forward = types.MethodType(forward, mlp)
-    handle = handle_for(model, tokenizer)
+    handle = causal(model, tokenizer)
     with pytest.warns(UserWarning, match=f"{said}; the gradients are taken one text at a time"):
         fast = _gradient_norms(handle, MIXED, "all", None, None, "batched")
     np.testing.assert_allclose(fast, _gradient_norms(handle, MIXED, "all", None, None, "per-text"), rtol=0)

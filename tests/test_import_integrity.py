@@ -104,10 +104,10 @@ def test_a_lowercasing_tokenizer_misses_the_probe_cache_of_the_original(tiny_mod
     base = load_model(tiny_model_dir)
     lower = load_model(_changed_folder(tiny_model_dir, tmp_path / "lower", _lowercase))
     cfg = ARProbeConfig(batch_size=4)
-    probe_ar(base.model, base.tokenizer, TEXTS, cfg, model_fingerprint=base.fingerprint, cache_dir=cache_dir())
-    cached = probe_ar(lower.model, lower.tokenizer, TEXTS, cfg, model_fingerprint=lower.fingerprint,
+    probe_ar(base, TEXTS, cfg, cache_dir=cache_dir())
+    cached = probe_ar(lower, TEXTS, cfg,
                       cache_dir=cache_dir())
-    fresh = probe_ar(lower.model, lower.tokenizer, TEXTS, cfg)
+    fresh = probe_ar(lower, TEXTS, cfg)
     # before: the lowercasing tokenizer was served the original's probes (541 token scores where it makes 540)
     np.testing.assert_array_equal(cached.logp, fresh.logp)
 
@@ -164,9 +164,9 @@ def test_two_ggufs_differing_only_in_their_merges_are_two_models(tiny_model_dir,
     assert cut.fingerprint != full.fingerprint
     assert tokenizer_fingerprint(cut.tokenizer) != tokenizer_fingerprint(full.tokenizer)
     cfg = ARProbeConfig(batch_size=4)
-    probe_ar(full.model, full.tokenizer, TEXTS, cfg, model_fingerprint=full.fingerprint, cache_dir=cache_dir())
-    cached = probe_ar(cut.model, cut.tokenizer, TEXTS, cfg, model_fingerprint=cut.fingerprint, cache_dir=cache_dir())
-    np.testing.assert_array_equal(cached.logp, probe_ar(cut.model, cut.tokenizer, TEXTS, cfg).logp)
+    probe_ar(full, TEXTS, cfg, cache_dir=cache_dir())
+    cached = probe_ar(cut, TEXTS, cfg, cache_dir=cache_dir())
+    np.testing.assert_array_equal(cached.logp, probe_ar(cut, TEXTS, cfg).logp)
 
 
 # 2. a GGUF file must hold exactly the model its metadata describes; a model folder every weight its config needs

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_ok, lmaudit, make_texts, write_jsonl
+from helpers import assert_ok, causal, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.tokenize import TokenizedSet, windows
@@ -33,8 +33,8 @@ def test_window_mode_scores_every_token_as_a_forward_on_its_window(tiny_model, t
     ids = tokenizer(text)["input_ids"]
     assert len(ids) > 2 * LIMIT
     ts = TextSet.from_texts([text])
-    cut = probe_ar(tiny_model, tokenizer, ts, ARProbeConfig(max_length=LIMIT))
-    whole = probe_ar(tiny_model, tokenizer, ts, ARProbeConfig(max_length=LIMIT, long_texts="window"))
+    cut = probe_ar(causal(tiny_model, tokenizer), ts, ARProbeConfig(max_length=LIMIT))
+    whole = probe_ar(causal(tiny_model, tokenizer), ts, ARProbeConfig(max_length=LIMIT, long_texts="window"))
     assert cut.lengths[0] == LIMIT - 1 and whole.lengths[0] == len(ids) - 1  # truncated vs every token after <bos>
     np.testing.assert_allclose(whole.logp[: LIMIT - 1], cut.logp, atol=1e-6)  # the first window is the truncation
     start = ((len(ids) - LIMIT) // (LIMIT // 2) + 1) * (LIMIT // 2) if len(ids) > LIMIT else 0  # the last window

@@ -57,8 +57,10 @@ def test_the_unlearning_audit_runs_on_ar_models_only():
 
 
 def test_an_ar_folder_read_as_a_dlm_keeps_its_weights_and_runs_with_full_attention(tiny_model_dir):
-    adapter, tok = kinds.dlm_before_adaptation(tiny_model_dir)
+    handle = kinds.dlm_before_adaptation(tiny_model_dir)
+    adapter, tok = handle.adapter, handle.tokenizer
     ar = load_model(tiny_model_dir)
+    assert handle.kind == "dlm" and handle.fingerprint == "" and "read as a DLM" in handle.path
     assert isinstance(adapter, DLMAdapter) and adapter.shift_logits and adapter.bidirectional
     assert adapter.mask_token_id == tok.mask_token_id == ar.tokenizer.mask_token_id  # the tokenizer has <mask>
     assert not adapter.model.training

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import make_texts
+from helpers import causal, make_texts
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError, LmauditError, SettingError
-from lmaudit.models.adapters import handle_for
 from lmaudit.models.loading import load_model
 from lmaudit.probes import neighbour_ar
-from lmaudit.probes.ar import ARProbeConfig, ar_stats
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.neighbour_ar import neighbour_shards, neighbour_stats, start_batches
 from lmaudit.probes.neighbours import ORIGINAL, NeighbourSettings, make_neighbours, neighbour_set
 from lmaudit.probes.records import ARStats, NeighbourStats
@@ -146,18 +145,18 @@ def test_neighbours_continuing_from_their_text_get_the_whole_statistics(tiny_mod
                                                                        monkeypatch):
     from lmaudit.attacks.neighbourhood import neighbourhood
 
-    dlm = handle_for(tiny_dlm, tokenizer)
+    dlm = tiny_dlm.handle()
     made, owner, texts = neighbour_cases(dlm)
-    handle = handle_for(tiny_model, tokenizer)
+    handle = causal(tiny_model, tokenizer)
     ids = tokenize_records(tokenizer, made, max_length=sys.maxsize).ids
     assert any(len(x) > 128 for x in ids)  # truncated, as the AR probe truncates
     cuts = []
     cut = handle.adapter.select_cache
     monkeypatch.setattr(handle.adapter, "select_cache", lambda c, rows, n: cuts.append(n) or cut(c, rows, n))
     with pytest.warns(UserWarning, match="truncated"):
-        whole = ar_stats(handle, made, config)
+        whole = probe_ar(handle, made, config)
         reused = neighbour_stats(handle, made, config)
-        plain = ar_stats(handle, texts, config)
+        plain = probe_ar(handle, texts, config)
     assert cuts  # batches continued from their texts' caches (the swaps of a first word, d = 1, ran whole, and
     # the swap past the truncation, d = 128, ran nothing)
     assert np.array_equal(whole.offsets, reused.offsets)
@@ -168,12 +167,12 @@ def test_neighbours_continuing_from_their_text_get_the_whole_statistics(tiny_mod
 
 
 def test_every_neighbour_runs_whole_when_the_cache_cannot_be_cut(tiny_model, tokenizer, tiny_dlm, monkeypatch):
-    made, _, _ = neighbour_cases(handle_for(tiny_dlm, tokenizer))
-    handle = handle_for(tiny_model, tokenizer)
+    made, _, _ = neighbour_cases(tiny_dlm.handle())
+    handle = causal(tiny_model, tokenizer)
     monkeypatch.setattr(handle.adapter, "cache_selectable", lambda cache: False)  # a sliding-window model's
     monkeypatch.setattr(handle.adapter, "select_cache", lambda *a: pytest.fail("the cache was cut"))
     with pytest.warns(UserWarning, match="truncated"):
-        whole, reused = ar_stats(handle, made), neighbour_stats(handle, made)
+        whole, reused = probe_ar(handle, made), neighbour_stats(handle, made)
     np.testing.assert_allclose(reused.logp, whole.logp, atol=ATOL, rtol=RTOL)
 
 
@@ -181,8 +180,8 @@ def test_reusing_the_text_past_the_first_differing_token_is_caught(tiny_model, t
     """The comparison above fails when a neighbour reads its text's cache or statistics one token too far."""
     texts = TextSet.from_texts(TEXTS[:3])
     made = TextSet([_neighbour(r, r.target.replace(" ", " zebra ", 1), 0) for r in texts.records])
-    handle = handle_for(tiny_model, tokenizer)
-    whole = ar_stats(handle, made)
+    handle = causal(tiny_model, tokenizer)
+    whole = probe_ar(handle, made)
     np.testing.assert_allclose(neighbour_stats(handle, made).logp, whole.logp, atol=ATOL, rtol=RTOL)
     right = neighbour_ar.first_difference
     monkeypatch.setattr(neighbour_ar, "first_difference", lambda a, b: min(right(a, b) + 1, len(a)))
@@ -216,15 +215,15 @@ def test_batches_of_neighbours_by_where_they_start():
 
 def test_a_record_without_its_text_is_refused(tiny_model, tokenizer):
     with pytest.raises(LmauditError, match="names no text it is a neighbour of"):
-        neighbour_stats(handle_for(tiny_model, tokenizer), TextSet.from_texts(TEXTS[:2]))
+        neighbour_stats(causal(tiny_model, tokenizer), TextSet.from_texts(TEXTS[:2]))
 
 
 def test_shards_that_split_a_texts_neighbours_and_their_cache(tiny_model, tokenizer, tmp_path, monkeypatch):
     texts = TextSet.from_texts(TEXTS[:3])
     made = TextSet([_neighbour(r, r.target.replace(" ", word, 1), j) for j, word in enumerate((" zebra ", " red "))
                     for r in texts.records][::-1])  # each text's neighbours apart, in shards of 4
-    handle = handle_for(tiny_model, tokenizer, fingerprint="tiny")
-    whole = ar_stats(handle, made)
+    handle = causal(tiny_model, tokenizer, "tiny")
+    whole = probe_ar(handle, made)
     first = ARStats.concat(neighbour_shards(handle, made, cache_dir=tmp_path, shard_size=4).all())
     np.testing.assert_allclose(first.logp, whole.logp, atol=ATOL, rtol=RTOL)
     monkeypatch.setattr(neighbour_ar, "_run_neighbour_probe", lambda *a: pytest.fail("computed again"))
@@ -260,8 +259,9 @@ def test_the_texts_run_in_their_neighbours_probe_and_nowhere_else(tiny_model_dir
     import lmaudit.runs.peer_groups as peers
 
     plain, probed = [], []
-    real_plain, real_neighbours = groups.ar_shards, peers.neighbour_shards
-    monkeypatch.setattr(groups, "ar_shards", lambda h, ts, *a, **k: plain.append(ts) or real_plain(h, ts, *a, **k))
+    real_plain, real_neighbours = groups.probe_ar_shards, peers.neighbour_shards
+    monkeypatch.setattr(groups, "probe_ar_shards",
+                        lambda h, ts, *a, **k: plain.append(ts) or real_plain(h, ts, *a, **k))
     monkeypatch.setattr(peers, "neighbour_shards",
                         lambda h, ts, *a, **k: probed.append(ts) or real_neighbours(h, ts, *a, **k))
     handle, texts = load_model(tiny_model_dir), TextSet.from_texts(TEXTS, source="texts")
@@ -273,7 +273,7 @@ def test_the_texts_run_in_their_neighbours_probe_and_nowhere_else(tiny_model_dir
     assert all(r.fields[ORIGINAL] == TEXTS[i // 4] for i, r in enumerate(records))  # each text, then its own
     stats = neighbour_stats(handle, probed[0])
     own = stats.take(np.arange(0, len(records), 4))
-    want = ar_stats(handle, texts)
+    want = probe_ar(handle, texts)
     assert np.array_equal(own.offsets, want.offsets)
     np.testing.assert_allclose(own.logp, want.logp, atol=ATOL, rtol=RTOL)
     both = score_set(handle, texts, config=RunConfig(attacks=["neighbourhood", "loss"], params=params,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import make_texts
+from helpers import causal, make_texts
 from lmaudit.attacks import get_attack
 from lmaudit.data.loaders import TextSet
 from lmaudit.metrics import auc
@@ -33,7 +33,7 @@ def plain(model, tokenizer, text: str) -> tuple[float, float]:
 
 @pytest.mark.parametrize("name, column", [("exact_match", 0), ("extraction_strength", 1)])
 def test_equal_to_the_definition_on_a_plain_forward(tiny_model, tokenizer, name, column):
-    stats = probe_ar(tiny_model, tokenizer, TextSet.from_texts(TEXTS))
+    stats = probe_ar(causal(tiny_model, tokenizer), TextSet.from_texts(TEXTS))
     want = np.array([plain(tiny_model, tokenizer, t)[column] for t in TEXTS])
     np.testing.assert_allclose(get_attack(name, "ar")(stats), want, rtol=0, atol=1e-12)
 
@@ -246,13 +246,13 @@ def test_groups_that_read_the_plain_pass_share_one(tmp_path, monkeypatch, tiny_m
     from lmaudit.runs.mia import RunConfig, score_set
 
     seen = []
-    real = groups.ar_shards
+    real = groups.probe_ar_shards
 
     def counted(handle, textset, config, **kwargs):
         seen.append((textset.source, config.reuse_prefix))
         return real(handle, textset, config, **kwargs)
 
-    monkeypatch.setattr(groups, "ar_shards", counted)
+    monkeypatch.setattr(groups, "probe_ar_shards", counted)
     from helpers import write_jsonl
     corpus = write_jsonl(tmp_path / "corpus.jsonl", make_texts(30, seed=97))
     params = {"recall": {"prefix_texts": make_texts(2, seed=98, min_words=5, max_words=9)},

@@ -21,7 +21,7 @@ def test_bf16_statistics_are_float32_statistics_of_the_bf16_logits(tiny_model_di
     assert (handle.dtype, handle.device) == ("bfloat16", AUTO_DEVICE)
     assert next(handle.model.parameters()).dtype == torch.bfloat16
     texts = make_texts(4, seed=9)
-    stats = probe_ar(handle.model, handle.tokenizer, TextSet.from_texts(texts), ARProbeConfig(batch_size=1))
+    stats = probe_ar(handle, TextSet.from_texts(texts), ARProbeConfig(batch_size=1))
     assert stats.logp.dtype == np.float32
     want, top = [], 0.0
     for text in texts:
@@ -38,7 +38,7 @@ def test_bf16_statistics_are_float32_statistics_of_the_bf16_logits(tiny_model_di
     atol = 1e-5 if handle.device == "cpu" else 2 * 2**-8 * top
     np.testing.assert_allclose(stats.logp, np.concatenate(want), atol=atol)
     f32 = load_model(tiny_model_dir)
-    full = probe_ar(f32.model, f32.tokenizer, TextSet.from_texts(texts), ARProbeConfig(batch_size=1))
+    full = probe_ar(f32, TextSet.from_texts(texts), ARProbeConfig(batch_size=1))
     assert np.abs(full.logp - stats.logp).max() > 1e-4  # bf16 weights really change the statistics ...
 
 

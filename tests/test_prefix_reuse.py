@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import make_texts
+from helpers import causal, make_texts
 from lmaudit.data.loaders import Record, TextSet
-from lmaudit.models.adapters import handle_for
 from lmaudit.models.kv_cache import cache_argument, cache_of
-from lmaudit.probes.ar import MIN_SHARED, ARProbeConfig, ar_stats, shared_run
+from lmaudit.probes.ar import MIN_SHARED, ARProbeConfig, probe_ar, shared_run
 
 
 def test_shared_run_stops_before_the_first_scored_token_and_below_the_minimum():
@@ -32,12 +31,12 @@ def test_a_shared_prefix_computed_once_gives_the_whole_texts_statistics(tiny_mod
     prefix = " ".join(make_texts(2, seed=4))[:200]
     texts = make_texts(7, seed=8)
     prefixed = TextSet([Record(f"r{i}", t, prefix) for i, t in enumerate(texts)], source="prefixed")
-    handle = handle_for(tiny_model, tokenizer)
-    whole = ar_stats(handle, prefixed, ARProbeConfig(batch_size=batch_size))
+    handle = causal(tiny_model, tokenizer)
+    whole = probe_ar(handle, prefixed, ARProbeConfig(batch_size=batch_size))
     calls = []
     once = handle.adapter.prefix_cache
     monkeypatch.setattr(handle.adapter, "prefix_cache", lambda ids: calls.append(ids.shape) or once(ids))
-    reused = ar_stats(handle, prefixed, ARProbeConfig(batch_size=batch_size, reuse_prefix=True))
+    reused = probe_ar(handle, prefixed, ARProbeConfig(batch_size=batch_size, reuse_prefix=True))
     assert len(calls) == 1 and calls[0][1] >= MIN_SHARED  # the prefix ran once, for every batch
     assert np.array_equal(whole.offsets, reused.offsets)
     for field in ("logp", "top1_logp", "mu", "sigma"):
@@ -74,11 +73,11 @@ class _Cache(_OneCacheName):
 def test_the_prefix_cache_is_passed_and_read_under_either_name(tiny_model, tokenizer, wrapper, name):
     prefix = " ".join(make_texts(2, seed=4))[:200]
     prefixed = TextSet([Record(f"r{i}", t, prefix) for i, t in enumerate(make_texts(5, seed=9))], source="prefixed")
-    whole = ar_stats(handle_for(tiny_model, tokenizer), prefixed, ARProbeConfig(batch_size=2))
-    handle = handle_for(wrapper(tiny_model, name), tokenizer)
+    whole = probe_ar(causal(tiny_model, tokenizer), prefixed, ARProbeConfig(batch_size=2))
+    handle = causal(wrapper(tiny_model, name), tokenizer)
     assert handle.adapter.fused_head() is None  # logits from the wrapper's own forward, the cache as it names it
     assert cache_argument(handle.model) == name
-    reused = ar_stats(handle, prefixed, ARProbeConfig(batch_size=2, reuse_prefix=True))
+    reused = probe_ar(handle, prefixed, ARProbeConfig(batch_size=2, reuse_prefix=True))
     assert np.array_equal(whole.offsets, reused.offsets)
     for field in ("logp", "top1_logp", "mu", "sigma"):
         np.testing.assert_allclose(getattr(reused, field), getattr(whole, field), atol=2e-5, rtol=1e-5)

@@ -37,11 +37,11 @@ def test_the_probe_runs_on_both_nodes_of_a_cluster_with_the_local_results(two_no
 
     handle = load_model(tiny_model_dir, kind="ar")
     texts = TextSet.from_texts(make_texts(24, seed=61), source="cluster-texts")
-    local = probe_ar(handle.model, handle.tokenizer, texts, shard_size=4)
+    local = probe_ar(handle, texts, shard_size=4)
     backend = RayBackend(address=two_nodes.address, workers=2)
     assert len([n for n in ray.nodes() if n["Alive"]]) == 2 and backend.workers == 2
     with use_backend(backend, close=False):
-        remote = probe_ar(handle.model, handle.tokenizer, texts, shard_size=4)
+        remote = probe_ar(handle, texts, shard_size=4)
         # each worker holds one whole CPU and each node has one: the two workers sit on different nodes
         assert ray.available_resources().get("CPU", 0) == 0
     backend.close()

@@ -159,8 +159,8 @@ def test_mini_regimes_experiment(tmp_path, monkeypatch):
             cached = q_skew_records(cws, target, base, members, nonmembers, 0, 3)
         assert computed == [] and cached.n_samples == 12
         tar, ref = cws.load(target), cws.load(base)
-        records = probe_masked(tar.adapter, tar.tokenizer, TextSet(members.records + nonmembers.records),
-                               MaskPlan("cyclic", budget=3), reference=ref.adapter, seed=0, batch_size=32)
+        records = probe_masked(tar, TextSet(members.records + nonmembers.records),
+                               MaskPlan("cyclic", budget=3), reference=ref, seed=0, batch_size=32)
         assert np.array_equal(records.logp, cached.logp) and np.array_equal(records.position, cached.position)
         delta = np.split(records.logp.astype(np.float64) - records.ref_logp, records.offsets[1:-1])
         for part, rows in (("members", delta[:6]), ("nonmembers", delta[6:])):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import assert_ok, lmaudit, make_texts, write_jsonl
+from helpers import assert_ok, causal, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import Record, TextSet
 from lmaudit.probes.ar import probe_ar, probe_ar_shards
 from lmaudit.probes.records import ARStats
@@ -129,13 +129,13 @@ def test_kill_at_arbitrary_moments_then_resume(tmp_path, tiny_model_dir, uninter
 
 def test_damaged_shard_file_is_recomputed_not_read(tiny_model, tokenizer, tmp_path):
     texts = TextSet.from_texts(make_texts(10, seed=5))
-    first = probe_ar(tiny_model, tokenizer, texts, model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+    first = probe_ar(causal(tiny_model, tokenizer, "fp"), texts, cache_dir=tmp_path, shard_size=4)
     files = sorted((tmp_path / "probes" / "shards").glob("*.npz"))
     assert len(files) == 3
     data = files[1].read_bytes()
     files[1].write_bytes(data[: len(data) // 2])  # as a full disk or a copy gone wrong would leave it
     with pytest.warns(UserWarning, match="unreadable .*recomputing it"):
-        again = probe_ar(tiny_model, tokenizer, texts, model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
+        again = probe_ar(causal(tiny_model, tokenizer, "fp"), texts, cache_dir=tmp_path, shard_size=4)
     np.testing.assert_array_equal(again.logp, first.logp)
     assert files[1].read_bytes() == data
 
@@ -154,13 +154,13 @@ def _flip_a_byte_inside(path):
 
 def test_a_flipped_bit_in_a_cached_shard_is_recomputed_not_read(tiny_model, tokenizer, tmp_path):
     texts = TextSet.from_texts(make_texts(10, seed=5))
-    kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
-    first = probe_ar(tiny_model, tokenizer, texts, **kw)
+    kw = dict(cache_dir=tmp_path, shard_size=4)
+    first = probe_ar(causal(tiny_model, tokenizer, "fp"), texts, **kw)
     files = sorted((tmp_path / "probes" / "shards").glob("*.npz"))
     data = files[1].read_bytes()
     _flip_a_byte_inside(files[1])
     with pytest.warns(UserWarning, match=rf"{files[1].name} could not be read .*CRC.*recomputing that shard"):
-        again = probe_ar(tiny_model, tokenizer, texts, **kw)
+        again = probe_ar(causal(tiny_model, tokenizer, "fp"), texts, **kw)
     np.testing.assert_array_equal(again.logp, first.logp)
     assert files[1].read_bytes() == data  # cached again, whole
 
@@ -168,9 +168,9 @@ def test_a_flipped_bit_in_a_cached_shard_is_recomputed_not_read(tiny_model, toke
 @pytest.mark.parametrize("what", ["shard files", "the cache's probes folder"])
 def test_a_shard_deleted_after_the_check_is_recomputed(what, tiny_model, tokenizer, tmp_path):
     texts = TextSet.from_texts(make_texts(10, seed=5))
-    kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
-    first = probe_ar(tiny_model, tokenizer, texts, **kw)
-    shards = probe_ar_shards(tiny_model, tokenizer, texts, **kw)  # every shard found in the cache
+    kw = dict(cache_dir=tmp_path, shard_size=4)
+    first = probe_ar(causal(tiny_model, tokenizer, "fp"), texts, **kw)
+    shards = probe_ar_shards(causal(tiny_model, tokenizer, "fp"), texts, **kw)  # every shard found in the cache
     if what == "shard files":  # removed by another process between the check and the read
         for path in shards.paths:
             path.unlink()
@@ -184,25 +184,25 @@ def test_a_shard_deleted_after_the_check_is_recomputed(what, tiny_model, tokeniz
 
 def test_one_changed_record_invalidates_one_shard(tiny_model, tokenizer, tmp_path):
     texts = TextSet.from_texts(make_texts(12, seed=6))
-    kw = dict(model_fingerprint="fp", cache_dir=tmp_path, shard_size=4)
-    probe_ar(tiny_model, tokenizer, texts, **kw)
+    kw = dict(cache_dir=tmp_path, shard_size=4)
+    probe_ar(causal(tiny_model, tokenizer, "fp"), texts, **kw)
     shards_dir = tmp_path / "probes" / "shards"
     before = {p.name: p.stat().st_mtime_ns for p in shards_dir.glob("*.npz")}
     changed = list(texts.records)
     changed[5] = Record(changed[5].id, changed[5].target + " Extra words.")
-    result = probe_ar_shards(tiny_model, tokenizer, TextSet(changed), **kw)
+    result = probe_ar_shards(causal(tiny_model, tokenizer, "fp"), TextSet(changed), **kw)
     after = {p.name: p.stat().st_mtime_ns for p in shards_dir.glob("*.npz")}
     new = set(after) - set(before)
     assert len(before) == 3 and len(new) == 1 and {p.name for p in result.paths} - set(before) == new
     assert all(after[name] == t for name, t in before.items())  # nothing rewritten
-    probe_ar_shards(tiny_model, tokenizer, texts, model_fingerprint="other-model", cache_dir=tmp_path, shard_size=4)
+    probe_ar_shards(causal(tiny_model, tokenizer, "other-model"), texts, cache_dir=tmp_path, shard_size=4)
     assert len(list(shards_dir.glob("*.npz"))) == 7  # another model: its own shards, the first model's kept
 
 
 def test_sharded_results_do_not_depend_on_the_shard_size(tiny_model, tokenizer):
     texts = TextSet.from_texts(make_texts(11, seed=7))
-    a = probe_ar(tiny_model, tokenizer, texts, shard_size=3)
-    b = probe_ar(tiny_model, tokenizer, texts, shard_size=256)
+    a = probe_ar(causal(tiny_model, tokenizer), texts, shard_size=3)
+    b = probe_ar(causal(tiny_model, tokenizer), texts, shard_size=256)
     np.testing.assert_array_equal(a.offsets, b.offsets)
     np.testing.assert_allclose(a.logp, b.logp, atol=1e-5)  # batches differ: float32 rounding only
 
@@ -212,7 +212,7 @@ def test_bad_shard_size_setting_is_a_clear_error(monkeypatch, tiny_model, tokeni
 
     monkeypatch.setenv("LMAUDIT_SHARD_SIZE", "zero")
     with pytest.raises(LmauditError, match="LMAUDIT_SHARD_SIZE must be a positive integer, got 'zero'"):
-        probe_ar(tiny_model, tokenizer, TextSet.from_texts(make_texts(2, seed=1)))
+        probe_ar(causal(tiny_model, tokenizer), TextSet.from_texts(make_texts(2, seed=1)))
 
 
 def test_extraction_does_not_depend_on_sharding_and_its_cache_key_holds_ids(tiny_dlm_dir, monkeypatch):

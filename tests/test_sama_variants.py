@@ -160,7 +160,7 @@ def test_bernoulli_probe_records_the_draw_probability(tiny_dlm, tokenizer):
     # short texts: the lowest strata often mask nothing (no forward); every draw still counts as a pattern
     plan = MaskPlan("bernoulli", budget=16)
     ts = TextSet.from_texts(make_texts(4, seed=9, min_words=3, max_words=5))
-    stats = probe_masked(tiny_dlm, tokenizer, ts, plan, seed=0)
+    stats = probe_masked(tiny_dlm.handle(), ts, plan, seed=0)
     assert stats.n_patterns.tolist() == [16] * 4
     tok = tokenize_records(tokenizer, ts, max_length=128, first_scorable=0)
     from lmaudit.utils import stable_seed
@@ -215,7 +215,7 @@ def test_unmasked_probe_reads_raw_logits_with_an_ar_shift(tiny_dlm, ref_dlm, tok
     from lmaudit.models.adapters import DLMAdapter
 
     ts = TextSet.from_texts(TEXTS)  # different lengths: one padded batch
-    stats = probe_masked(tiny_dlm, tokenizer, ts, MaskPlan("unmasked"), reference=ref_dlm, batch_size=8)
+    stats = probe_masked(tiny_dlm.handle(), ts, MaskPlan("unmasked"), reference=ref_dlm.handle(), batch_size=8)
     tok = tokenize_records(tokenizer, ts, max_length=128, first_scorable=0)
     expected = []
     for i, (ids, scored) in enumerate(zip(tok.ids, tok.scored)):
@@ -229,7 +229,7 @@ def test_unmasked_probe_reads_raw_logits_with_an_ar_shift(tiny_dlm, ref_dlm, tok
     np.testing.assert_allclose(score, expected, rtol=1e-5)
     # the statistic reads the network's raw logits: an adapter that realigns shifted logits gets the same numbers
     shifted = DLMAdapter(tiny_dlm.model, tiny_dlm.mask_token_id, shift_logits=True, tokenizer=tokenizer)
-    again = probe_masked(shifted, tokenizer, ts, MaskPlan("unmasked"), batch_size=2)
+    again = probe_masked(shifted.handle(), ts, MaskPlan("unmasked"), batch_size=2)
     np.testing.assert_allclose(again.logp, stats.logp, rtol=1e-5, atol=1e-6)
 
 
@@ -243,7 +243,7 @@ def test_unmasked_probe_keeps_a_bidirectional_dlm_bidirectional(tokenizer):
     adapter = adapter_for(model, tokenizer)
     assert adapter.bidirectional and adapter.shift_logits
     ts = TextSet.from_texts(TEXTS)
-    stats = probe_masked(adapter, tokenizer, ts, MaskPlan("unmasked"), batch_size=8)
+    stats = probe_masked(adapter.handle(), ts, MaskPlan("unmasked"), batch_size=8)
     tok = tokenize_records(tokenizer, ts, max_length=128, first_scorable=0)
     for i, (ids, scored) in enumerate(zip(tok.ids, tok.scored)):
         T = len(ids)

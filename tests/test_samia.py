@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import lmaudit
-from helpers import assert_ok, make_texts
+from helpers import assert_ok, causal, make_texts
 from helpers import lmaudit as cli
 from lmaudit.attacks import get_attack
 from lmaudit.attacks.samia import rouge_1
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import auc
-from lmaudit.models.adapters import ARAdapter, handle_for
+from lmaudit.models.adapters import ARAdapter
 from lmaudit.probes.records import SampleStats
 from lmaudit.probes.requests import SampleRequest
 from lmaudit.probes.samples import draw_samples, sample_shards
@@ -79,7 +79,7 @@ def _elsewhere(tokenizer):
 
 def test_a_model_that_reproduces_the_remainder_scores_one_and_one_that_does_not_scores_zero(tiny_model, tokenizer,
                                                                                             monkeypatch):
-    handle = handle_for(tiny_model, tokenizer)
+    handle = causal(tiny_model, tokenizer)
     texts = TextSet.from_texts(MEMBERS)
     calls = []
 
@@ -101,7 +101,7 @@ def test_a_model_that_reproduces_the_remainder_scores_one_and_one_that_does_not_
 
 
 def test_draws_are_seeded_by_the_text_not_its_place(tiny_model, tokenizer):
-    handle = handle_for(tiny_model, tokenizer)
+    handle = causal(tiny_model, tokenizer)
     texts = MEMBERS + NONMEMBERS
     request = SampleRequest(n=3, prefix=0.5)
     whole = draw_samples(handle, TextSet.from_texts(texts), request, seed=5)
@@ -158,7 +158,7 @@ def test_mia_on_the_tiny_model(tiny_model_dir, tiny_model, tokenizer, monkeypatc
     with pytest.raises(AssertionError, match="sampled again"):  # other settings draw anew
         run(tiny_model_dir, prefix=0.25)
     monkeypatch.undo()
-    want = draw_samples(handle_for(tiny_model, tokenizer), both, SampleRequest(n=3))
+    want = draw_samples(causal(tiny_model, tokenizer), both, SampleRequest(n=3))
     np.testing.assert_array_equal(drawn.samples, want.samples)  # the model on disk drew what the probe draws here
     np.testing.assert_array_equal(drawn.truth, want.truth)
 

@@ -30,7 +30,7 @@ from lmaudit.attacks import list_attacks
 from lmaudit.data.given import texts_of
 from lmaudit.data.loaders import TextSet, load_texts
 from lmaudit.errors import LmauditError, SettingError
-from lmaudit.models.adapters import handle_for
+from lmaudit.models.adapters import network_handle
 from lmaudit.privacy.canaries import DECOYS, TRAIN
 from lmaudit.progress import is_quiet, set_quiet
 from lmaudit.utils import metric_name, write_json_atomic
@@ -208,10 +208,10 @@ class LiveAudit:
             pairs["canaries"] = ("canaries", "decoys")
         metrics, folders = {}, []
         with untouched(model), _quiet():
-            handle = handle_for(model, tokenizer)
             # what results.json names: not the folder the weights came from (they have changed since), nor a
-            # fingerprint of weights that change every step
-            handle.path = f"{handle.path or type(model).__name__} (in training, after step {step})"
+            # fingerprint of weights that change every step (the handle has none)
+            name = getattr(model, "name_or_path", "") or type(model).__name__
+            handle = network_handle(model, tokenizer, path=f"{name} (in training, after step {step})")
             for group, (inside, outside) in pairs.items():
                 result = mia(handle, self.sets[inside], self.sets[outside], config=self.config, backend="local")
                 head = "/".join(p for p in (self.prefix, group) if p)

@@ -22,7 +22,8 @@ on the model kind. Both adapters answer:
 - ``ignored_settings`` — the decoding settings the model does not read, each with the reason a job says.
 
 Code above ``models/`` holds a :class:`~lmaudit.models.handle.ModelHandle` whole and never builds an
-adapter: :func:`handle_for` gives the handle of a model passed bare, :func:`make_adapter` that of a loaded one.
+adapter: :func:`make_adapter` builds it for a model of a kind, :func:`network_handle` gives a network in memory its
+handle.
 
 Logit conventions of DLMs:
 
@@ -48,6 +49,7 @@ from lmaudit.models.batching import default_batch_tokens, full_attention_mask, p
 from lmaudit.models.generate import ar_sample, denoise
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.kv_cache import cache_kwargs, cache_of, cache_selectable, expand_cache, select_cache
+from lmaudit.models.sources import kind_of_config
 
 DEFAULT_CONTEXT = 2048
 KIND_SPELLINGS = {"ar": spell("kind", "ar"), "dlm": spell("kind", "dlm")}  # the kinds, as Python and the CLI set them
@@ -110,6 +112,13 @@ class _Adapter:
 
     def parameters(self):
         return self.model.parameters()
+
+    def handle(self, *, path: str = "", fingerprint: str = "") -> ModelHandle:
+        """The handle of a network in memory, of this adapter's kind, tokenised with its tokenizer (a model loaded from
+        a folder, a GGUF file or an endpoint comes with its handle: :func:`~lmaudit.models.loading.load_model`).
+        ``fingerprint`` names its weights for a probe cache; none (the default) keeps nothing on disk."""
+        return ModelHandle(self.model, self.tokenizer, path or getattr(self.model, "name_or_path", ""), fingerprint,
+                           self.kind, self)
 
     @property
     def pad_id(self) -> int:
@@ -353,10 +362,10 @@ def make_adapter(model, tokenizer, kind: str, *, mask_token_id: int | None = Non
     raise LmauditError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)
 
 
-def handle_for(model, tokenizer=None, *, fingerprint: str = "") -> ModelHandle:
-    """The handle of a model passed bare: an adapter keeps its kind and its own tokenizer (``tokenizer`` is what
-    the probe tokenises with); a network alone is read as a causal LM (a DLM comes as its adapter)."""
-    if isinstance(model, _Adapter):
-        return ModelHandle(model.model, tokenizer, "", fingerprint, model.kind, model)
-    return ModelHandle(model, tokenizer, getattr(model, "name_or_path", ""), fingerprint, "ar",
-                       ARAdapter(model, tokenizer))
+def network_handle(model, tokenizer, *, kind: str | None = None, path: str = "") -> ModelHandle:
+    """The handle of a network in memory (a model a training loop holds): of ``kind``, else the kind its config
+    declares (:func:`~lmaudit.models.sources.kind_of_config`), with its adapter; no fingerprint, so no probe of it is
+    kept on disk."""
+    config = getattr(model, "config", None)
+    declared = config.to_dict() if hasattr(config, "to_dict") else {}
+    return make_adapter(model, tokenizer, kind or kind_of_config(declared)).handle(path=path)

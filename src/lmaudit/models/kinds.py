@@ -8,8 +8,9 @@ A loaded model is asked through its adapter instead (:mod:`lmaudit.models.adapte
 
 from __future__ import annotations
 
-from lmaudit.models.adapters import DLMAdapter, adapter_for
+from lmaudit.models.adapters import adapter_for
 from lmaudit.models.dlm import dlm_from_ar
+from lmaudit.models.handle import ModelHandle
 from lmaudit.models.loading import load_model
 from lmaudit.models.lora import full_model
 
@@ -68,10 +69,10 @@ def unlearning_audited(kind: str) -> bool:
     return kind in UNLEARNING_AUDITED
 
 
-def dlm_before_adaptation(folder) -> tuple[DLMAdapter, object]:
-    """(adapter, tokenizer) of the AR model of ``folder`` read as a DLM as its adaptation starts
+def dlm_before_adaptation(folder) -> ModelHandle:
+    """The handle of the AR model of ``folder`` read as a DLM as its adaptation starts
     (:func:`~lmaudit.models.dlm.dlm_from_ar`: full attention, shifted logits, its mask token untrained, added when the
     tokenizer has none): the baseline a DLM adapted from that model is compared with."""
     handle = load_model(folder, kind="ar")
     model = dlm_from_ar(full_model(handle.model), handle.tokenizer)
-    return adapter_for(model.eval(), handle.tokenizer), handle.tokenizer
+    return adapter_for(model.eval(), handle.tokenizer).handle(path=f"{handle.path} (read as a DLM, not adapted)")

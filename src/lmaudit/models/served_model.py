@@ -76,7 +76,6 @@ class ServedAdapter:
     capabilities: dict = field(default_factory=dict)
     concurrency: int = DEFAULT_CONCURRENCY  # requests in flight at once
     guard: IdentityGuard | None = None  # that the served model stays one model through a run
-    remote = True  # no weights here: probes ask the endpoint
     # a served model can change under its name: its probes are never kept under it (the endpoint keeps each checked
     # answer, and only once the run's identity checks passed)
     keeps_probes = False

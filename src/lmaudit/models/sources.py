@@ -291,7 +291,11 @@ def check_remote_code(p: Path, cfg: dict, trust_remote_code: bool) -> None:
 
 def detect_kind(path: str | Path) -> str:
     """"dlm" for a model saved by lmaudit as a diffusion LM (or a known DLM family), else "ar"."""
-    cfg = read_config(Path(path))
+    return kind_of_config(read_config(Path(path)))
+
+
+def kind_of_config(cfg: dict) -> str:
+    """The kind a model's config declares: its ``lmaudit_kind``, else "dlm" for a known DLM family, else "ar"."""
     if cfg.get("lmaudit_kind") in ("ar", "dlm"):
         return cfg["lmaudit_kind"]
     family = (cfg.get("model_type") or "").lower()

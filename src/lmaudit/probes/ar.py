@@ -4,9 +4,9 @@ Batched and length-bucketed; right padding with an attention mask, so padding do
 not change any statistic. Only the per-token statistics leave the device; the
 (B, T, V) logits are reduced in row chunks in float32.
 
-:func:`ar_shards` and :func:`ar_stats` take the model's handle whole and run its adapter;
-:func:`probe_ar_shards` and :func:`probe_ar` take a bare ``(model, tokenizer)`` and ask
-``models/`` for its handle (:func:`~lmaudit.models.adapters.handle_for`).
+:func:`probe_ar` (and :func:`probe_ar_shards`, shard by shard) take the model's handle whole and run its
+adapter; a network in memory gets its handle from ``models/``
+(:func:`~lmaudit.models.adapters.network_handle`, or its adapter's ``handle()``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.models.adapters import ARAdapter, handle_for
+from lmaudit.models.adapters import ARAdapter
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
@@ -100,7 +100,7 @@ def _run_served_probe(adapter, textset: TextSet, config: ARProbeConfig, descript
 
 @torch.inference_mode()
 def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, description: str | None) -> ARStats:
-    if getattr(adapter, "remote", False):  # a served model: its endpoint answers, there is no forward to run
+    if adapter.scoring == "served":  # its endpoint answers, there is no forward to run
         return _run_served_probe(adapter, textset, config, description)
     max_length = config.max_length or adapter.context_length
     if config.long_texts == "window":  # every token scored, in windows of the context length
@@ -179,8 +179,8 @@ class ARProbeTask:
         return _run_ar_probe(handle.adapter, shard, self.config, self.description)
 
 
-def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), *, cache_dir=None,
-              description: str = "AR probe", shard_size: int | None = None) -> Sharded:
+def probe_ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), *,
+                    cache_dir=None, description: str = "AR probe", shard_size: int | None = None) -> Sharded:
     """The AR probe of ``textset`` under the model of ``handle``, shard by shard: a
     :class:`~lmaudit.probes.shards.Sharded` of ARStats.
 
@@ -196,38 +196,13 @@ def ar_shards(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARP
         key = ("ar", PROBE_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), settings)
     # a served model answers a few texts a minute: its shard's texts are reported as they come (every 30 s without a
     # terminal), where a local shard takes seconds and the set's progress says enough
-    inner = f"{description} (this shard)" if description and getattr(handle.adapter, "remote", False) else None
+    inner = f"{description} (this shard)" if description and handle.adapter.scoring == "served" else None
     return run_sharded(textset, task=ARProbeTask(config, inner), handle=handle, key=key, load=ARStats.load,
                        cache_dir=cache_dir, description=description, shard_size=shard_size)
 
 
-def ar_stats(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), **kwargs) -> ARStats:
-    """The :class:`ARStats` of ``textset`` under the model of ``handle`` (keyword arguments as :func:`ar_shards`)."""
-    return ARStats.concat(ar_shards(handle, textset, config, **kwargs).all())
-
-
-def probe_ar_shards(
-    model,
-    tokenizer,
-    textset: TextSet,
-    config: ARProbeConfig = ARProbeConfig(),
-    *,
-    model_fingerprint: str | None = None,
-    cache_dir=None,
-    description: str = "AR probe",
-    shard_size: int | None = None,
-) -> Sharded:
-    """:func:`probe_ar` shard by shard: :func:`ar_shards` of the handle of the bare ``model`` (cached with
-    ``cache_dir`` and ``model_fingerprint``)."""
-    handle = handle_for(model, tokenizer, fingerprint=model_fingerprint or "")
-    return ar_shards(handle, textset, config, cache_dir=cache_dir, description=description, shard_size=shard_size)
-
-
-def probe_ar(model, tokenizer, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), **kwargs) -> ARStats:
-    """Score ``textset`` with a causal LM and return its :class:`ARStats`.
-
-    The work is done (and, with ``cache_dir`` and ``model_fingerprint``, cached) in
-    shards of records, on the current backend (:mod:`lmaudit.probes.backends`); keyword
-    arguments as :func:`probe_ar_shards`.
-    """
-    return ARStats.concat(probe_ar_shards(model, tokenizer, textset, config, **kwargs).all())
+def probe_ar(handle: ModelHandle, textset: TextSet, config: ARProbeConfig = ARProbeConfig(), **kwargs) -> ARStats:
+    """Score ``textset`` with the causal LM of ``handle`` (its weights, or the endpoint it serves from) and return its
+    :class:`ARStats`: in shards of records on the current backend (:mod:`lmaudit.probes.backends`), cached with
+    ``cache_dir`` under the handle's fingerprint (keyword arguments as :func:`probe_ar_shards`)."""
+    return ARStats.concat(probe_ar_shards(handle, textset, config, **kwargs).all())

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from lmaudit.data.loaders import TextSet
+from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 
@@ -19,11 +20,12 @@ RATIOS = (0.25, 0.5, 0.75)
 
 
 @torch.inference_mode()
-def mask_filling(adapter, tokenizer, textset: TextSet, ratios=RATIOS, *, seed: int = 0,
+def mask_filling(handle: ModelHandle, textset: TextSet, ratios=RATIOS, *, seed: int = 0,
                  max_length: int | None = None, batch_size: int | None = None,
                  description: str | None = None) -> dict[str, dict]:
-    """{ratio as written ("0.25"): {accuracy, nll, tokens}} of the DLM ``adapter`` on ``textset``; texts are batched
+    """{ratio as written ("0.25"): {accuracy, nll, tokens}} of the DLM of ``handle`` on ``textset``; texts are batched
     by length (``batch_size``, else the model's token budget), padding hidden from attention."""
+    adapter, tokenizer = handle.adapter, handle.tokenizer
     tok = tokenize_records(tokenizer, textset, max_length=max_length or adapter.context_length, first_scorable=0)
     lengths = np.array([len(ids) for ids in tok.ids])
     out = {}

@@ -13,10 +13,9 @@ whatever the DLM's own logit convention, with the attention the DLM adapter give
 the model (full attention for bidirectional networks, never a causal mask). A
 text's first token has no row to predict it and is not read.
 
-:func:`masked_shards` and :func:`masked_stats` take the models' handles whole (each side
-runs its own adapter on the target's token ids); :func:`probe_masked_shards` and
-:func:`probe_masked` take bare DLM adapters and ask ``models/`` for their handles
-(:func:`~lmaudit.models.adapters.handle_for`).
+:func:`probe_masked` (and :func:`probe_masked_shards`, shard by shard) take the models' handles whole (each
+side runs its own adapter on the target's token ids); a DLM in memory gets its handle from its adapter
+(``adapter.handle()``).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import torch
 
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
-from lmaudit.models.adapters import DLMAdapter, handle_for
+from lmaudit.models.adapters import DLMAdapter
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
@@ -229,7 +228,7 @@ def _assemble(tok, jobs: MaskJobs, tar: np.ndarray, ref: np.ndarray) -> MaskedSt
     )
 
 
-def masked_shards(
+def probe_masked_shards(
     target: ModelHandle,
     textset: TextSet,
     plan: MaskPlan,
@@ -274,33 +273,10 @@ def masked_shards(
         yield (a, b), _assemble(tok, jobs, tar.get(i).array, empty if ref is None else ref.get(i).array)
 
 
-def masked_stats(target: ModelHandle, textset: TextSet, plan: MaskPlan, **kwargs) -> MaskedStats:
-    """The :class:`MaskedStats` of ``textset`` under ``plan`` (keyword arguments as :func:`masked_shards`)."""
-    return MaskedStats.concat([s for _, s in masked_shards(target, textset, plan, **kwargs)])
+def probe_masked(target: ModelHandle, textset: TextSet, plan: MaskPlan, **kwargs) -> MaskedStats:
+    """The :class:`MaskedStats` of ``textset`` under ``plan`` (keyword arguments as :func:`probe_masked_shards`)."""
+    return MaskedStats.concat([s for _, s in probe_masked_shards(target, textset, plan, **kwargs)])
 
 
-def probe_masked_shards(target, tokenizer, textset: TextSet, plan: MaskPlan, *, reference=None,
-                        fingerprints: tuple[str, str | None] | None = None, **kwargs):
-    """:func:`probe_masked` shard by shard: :func:`masked_shards` of the handles of the DLM adapters ``target``
-    and ``reference``, tokenised with ``tokenizer`` (keyword arguments as :func:`masked_shards`)."""
-    fps = fingerprints or (None, None)
-    ref = None if reference is None else handle_for(reference, tokenizer, fingerprint=fps[1] or "")
-    return masked_shards(handle_for(target, tokenizer, fingerprint=fps[0] or ""), textset, plan, reference=ref,
-                         **kwargs)
-
-
-def probe_masked(target, tokenizer, textset: TextSet, plan: MaskPlan, **kwargs) -> MaskedStats:
-    """Probe ``textset`` with DLM adapters ``target`` (and ``reference``) under ``plan``.
-
-    Both models see identical masked inputs: the masks depend only on the tokenised
-    sample, the plan and ``seed``. With ``fingerprints`` (target, reference) and
-    ``cache_dir``, each model's statistics are cached on disk separately and per
-    shard of records, so a reference shared by several targets is probed once and a
-    killed run resumes where it stopped. The work runs on the current backend.
-    Keyword arguments as :func:`probe_masked_shards`.
-    """
-    return MaskedStats.concat([s for _, s in probe_masked_shards(target, tokenizer, textset, plan, **kwargs)])
-
-
-__all__ = ["MaskJobs", "MaskedStats", "masked_forward_stats", "masked_shards", "masked_stats", "masked_window_stats",
-           "plan_jobs", "probe_masked", "probe_masked_shards"]
+__all__ = ["MaskJobs", "MaskedStats", "masked_forward_stats", "masked_window_stats", "plan_jobs", "probe_masked",
+           "probe_masked_shards"]

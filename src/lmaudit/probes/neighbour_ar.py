@@ -176,7 +176,7 @@ def _split(stats: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
 def _run_neighbour_probe(handle: ModelHandle, shard: TextSet, config: ARProbeConfig,
                          description: str | None) -> ARStats:
     adapter = handle.adapter
-    if getattr(adapter, "remote", False) or config.long_texts == "window" or not hasattr(adapter, "select_cache"):
+    if config.long_texts == "window" or not hasattr(adapter, "select_cache"):  # a served model has no cache
         return ARProbeTask(config)(handle, shard)  # every neighbour whole, as the AR probe scores it
     max_length = config.max_length or adapter.context_length
     tok = tokenize_records(adapter.tokenizer, shard, max_length=max_length)
@@ -294,8 +294,8 @@ def neighbour_shards(handle: ModelHandle, neighbours: TextSet, config: ARProbeCo
                      shard_size: int | None = None) -> Sharded:
     """The AR statistics of ``neighbours`` (records of :func:`~lmaudit.probes.neighbours.neighbour_set`) under the
     model of ``handle``, shard by shard: a :class:`~lmaudit.probes.shards.Sharded` of ARStats, each neighbour's
-    equal to :func:`~lmaudit.probes.ar.ar_shards`' of it to float32 rounding. Cached as ``ar_shards`` caches, under
-    its own key."""
+    equal to :func:`~lmaudit.probes.ar.probe_ar_shards`' of it to float32 rounding. Cached as ``probe_ar_shards``
+    caches, under its own key."""
     key = None
     if cache_dir is not None and handle.fingerprint:
         settings = {k: v for k, v in asdict(config).items() if k != "reuse_prefix"}  # not read: texts share no prefix

@@ -40,7 +40,7 @@ import numpy as np
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import DataError, LmauditError
 from lmaudit.models.handle import ModelHandle
-from lmaudit.probes.ar import ar_stats
+from lmaudit.probes.ar import probe_ar
 
 ATTACKS = ("s2mia", "mba", "interrogation")
 DEFAULT_ATTACKS = ("s2mia", "mba")  # the interrogation attack needs a helper able to write questions, or its variant
@@ -206,14 +206,14 @@ def hardest_masks(document: str, difficulty: dict[tuple[int, int], float], n_mas
 
 def word_logprobs(proxy: ModelHandle, documents: list[str]) -> list[dict[tuple[int, int], float]]:
     """Per document: the proxy's log-probability of each candidate word given the text before it (the sum over the
-    word's tokens), from one probe pass over the documents (:func:`~lmaudit.probes.ar.ar_stats`)."""
+    word's tokens), from one probe pass over the documents (:func:`~lmaudit.probes.ar.probe_ar`)."""
     if proxy.adapter.scoring != "left-to-right":
         raise LmauditError(f"the MBA proxy '{proxy.path}' does not read text left to right",
                            hint="name an autoregressive model as the proxy, or use mask_selection='spread'")
     tok = proxy.tokenizer
     if not getattr(tok, "is_fast", False):
         raise LmauditError(f"the MBA proxy '{proxy.path}' has no fast tokenizer (its words' offsets are needed)")
-    stats = ar_stats(proxy, TextSet.from_texts(documents, prefix="document:", source="the MBA documents"))
+    stats = probe_ar(proxy, TextSet.from_texts(documents, prefix="document:", source="the MBA documents"))
     special = set(tok.all_special_ids)
     out = []
     for i, document in enumerate(documents):

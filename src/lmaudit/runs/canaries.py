@@ -2,7 +2,7 @@
 of their format scored by the model, each canary's exposure (:mod:`lmaudit.privacy.exposure`) and its interval.
 
 **Log-perplexity** (what ranks the fillings): the negative log-likelihood, in bits, of the canary's whole text,
-summed over every token the AR probe scores (:func:`~lmaudit.probes.ar.ar_stats`: every token after the first, or
+summed over every token the AR probe scores (:func:`~lmaudit.probes.ar.probe_ar`: every token after the first, or
 after the tokenizer's BOS). The text before the first slot is the same in every filling of a format, so it adds the
 same amount to each and leaves the ranks as they are; scoring the whole text (rather than the secret's tokens given
 a prefix) keeps the tokens exactly those the model was trained on, where splitting the text at a slot could tokenize
@@ -36,7 +36,7 @@ from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.privacy.exposure import by_insertions, canary_exposure, chance_p, versus_controls
 from lmaudit.privacy.secrets import ALPHABETS, ExposureCanaries
-from lmaudit.probes.ar import ARProbeConfig, ar_stats
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.segments import segment_mean
 from lmaudit.report.exposure import exposure_report
 from lmaudit.runs.common import Job, RunResult, register_job, write_results
@@ -85,7 +85,7 @@ def check_candidates(cfg: ExposureConfig, canaries: ExposureCanaries) -> None:
 
 
 def _ar_bits(loaded: ModelHandle, textset: TextSet, use_cache: bool) -> np.ndarray:
-    stats = ar_stats(loaded, textset, ARProbeConfig(), cache_dir=cache_dir() if use_cache else None,
+    stats = probe_ar(loaded, textset, ARProbeConfig(), cache_dir=cache_dir() if use_cache else None,
                      description="canaries and candidates")
     lengths = np.diff(stats.offsets)
     return -segment_mean(stats.logp, stats.offsets) * lengths / np.log(2)

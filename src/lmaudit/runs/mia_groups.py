@@ -25,9 +25,9 @@ from lmaudit.errors import DataError, LmauditError, warn
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.shadows import ShadowSet
-from lmaudit.probes.ar import ARProbeConfig, ar_shards
+from lmaudit.probes.ar import ARProbeConfig, probe_ar_shards
 from lmaudit.probes.frequencies import smoothed, token_counts
-from lmaudit.probes.masked import masked_shards
+from lmaudit.probes.masked import probe_masked_shards
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ARStats, MaskedStats, PrefixedStats, SampleStats, TokenStats
 from lmaudit.probes.requests import AR_PROBE, ARRequest, FrequencyRequest, PrefixRequest, SampleRequest
@@ -107,11 +107,11 @@ def ar_group(ctx: Probing, request: ARRequest, group, textset: TextSet, *, reuse
     probe_cfg = ARProbeConfig(max_length=ctx.config.max_length, batch_size=ctx.config.batch_size,
                               max_batch_tokens=ctx.config.max_batch_tokens, long_texts=ctx.config.long_texts,
                               reuse_prefix=reuse_prefix)
-    tar = ctx.once("target", textset, probe_cfg, lambda: ar_shards(ctx.target, textset, probe_cfg, cache_dir=ctx.cache,
-                                                                 description="probe target"))
+    tar = ctx.once("target", textset, probe_cfg, lambda: probe_ar_shards(
+        ctx.target, textset, probe_cfg, cache_dir=ctx.cache, description="probe target"))
     ref = None
     if ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group)):
-        ref = ctx.once("reference", textset, probe_cfg, lambda: ar_shards(
+        ref = ctx.once("reference", textset, probe_cfg, lambda: probe_ar_shards(
             ctx.reference, textset, probe_cfg, cache_dir=ctx.cache, description="probe reference"))
     shadow = None
     if ctx.shadows is not None and any(s.needs_shadows for s in group):
@@ -283,9 +283,10 @@ def masked_group(ctx: Probing, plan: MaskPlan, group, textset: TextSet):
     use_ref = ctx.reference is not None and (ctx.prior or any(s.needs_reference for s in group))
 
     def probe(ts: TextSet):
-        return masked_shards(ctx.target, ts, plan, reference=ctx.reference if use_ref else None, seed=ctx.config.seed,
-                             batch_size=ctx.config.batch_size, max_batch_tokens=ctx.config.max_batch_tokens,
-                             max_length=ctx.config.max_length, cache_dir=ctx.cache)
+        return probe_masked_shards(ctx.target, ts, plan, reference=ctx.reference if use_ref else None,
+                                   seed=ctx.config.seed, batch_size=ctx.config.batch_size,
+                                   max_batch_tokens=ctx.config.max_batch_tokens, max_length=ctx.config.max_length,
+                                   cache_dir=ctx.cache)
 
     n_patterns = np.zeros(len(textset))
 

@@ -19,8 +19,8 @@ from lmaudit.extraction.reconstruct import (
     trim,
 )
 from lmaudit.models.fingerprint import tokenizer_fingerprint
-from lmaudit.probes.ar import ARProbeConfig, ar_stats
-from lmaudit.probes.masked import masked_stats, masked_window_stats
+from lmaudit.probes.ar import ARProbeConfig, probe_ar
+from lmaudit.probes.masked import masked_window_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
@@ -75,11 +75,11 @@ def generate_candidates(loaded, rec: PIIRecord, field: str, *, n: int = 64, mask
 
 
 def _ar_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
-    return ar_stats(loaded, ts, ARProbeConfig(), description="score candidates")
+    return probe_ar(loaded, ts, ARProbeConfig(), description="score candidates")
 
 
 def _masked_logp(loaded, ts: TextSet, *, ratio: float, batches: int, seed: int):
-    return masked_stats(loaded, ts, MaskPlan("random", budget=batches, rho=ratio), seed=seed)
+    return probe_masked(loaded, ts, MaskPlan("random", budget=batches, rho=ratio), seed=seed)
 
 
 # How a model scores a token (its adapter's ``scoring``) maps to how it scores a candidate text (its per-token

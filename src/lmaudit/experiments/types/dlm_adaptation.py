@@ -44,12 +44,12 @@ def run(ws: Workspace, cfg: AdaptationConfig) -> dict:
         pairs["embedded tiny DLM"] = embedded_models()
     rows = {}
     for name, (ar, dlm) in pairs.items():
-        before, tok = dlm_before_adaptation(ar)  # the AR weights read as a DLM, the mask token untrained
+        before = dlm_before_adaptation(ar)  # the AR weights read as a DLM, the mask token untrained
         after = load_model(dlm)
         record = json.loads((Path(dlm) / TRAINING_FILE).read_text())
         rows[name] = {
-            "before": mask_filling(before, tok, texts, cfg.ratios, description=f"{name}: before"),
-            "after": mask_filling(after.adapter, after.tokenizer, texts, cfg.ratios, description=f"{name}: after"),
+            "before": mask_filling(before, texts, cfg.ratios, description=f"{name}: before"),
+            "after": mask_filling(after, texts, cfg.ratios, description=f"{name}: after"),
             "training": {k: record.get(k) for k in ("tokens", "block", "steps", "loss_start", "loss_end",
                                                     "train_config")},
         }
