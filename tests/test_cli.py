@@ -177,6 +177,45 @@ def test_every_command_that_reads_texts_takes_text_field(tmp_path, tiny_model_di
     assert not (tmp_path / "out").exists()
 
 
+def test_the_command_table_is_what_the_command_modules_register(tmp_path):
+    """The table read from the modules' source names every command their Typer apps hold, each in its module, and
+    nothing else (importing them here, as running a command does)."""
+    import importlib
+
+    import typer
+
+    from lmaudit.cli import COMMANDS
+    from lmaudit.commands import group_commands
+
+    registered = {}
+    for module in sorted(set(COMMANDS.values())):
+        app = importlib.import_module(f"lmaudit.commands.{module}").app
+        group = typer.main.get_command(app)
+        names = set(group.commands) if isinstance(group, typer.core.TyperGroup) else {group.name}
+        if module in group_commands():  # the group, and its subcommands given a panel of their own
+            names = {module} | {c.name for c in app.registered_commands if c.rich_help_panel}
+            assert isinstance(app.rich_help_panel, str), module  # the panel --help lists the group in
+        registered.update(dict.fromkeys(names, module))
+    assert registered == COMMANDS
+    # a new module is a new command, with no table to edit; a name defined twice is refused
+    (tmp_path / "fresh.py").write_text("import typer\napp = typer.Typer()\n\n\n@app.command(rich_help_panel='X')\n"
+                                       "def check_things():\n    pass\n\n\n@app.command('other')\ndef f():\n"
+                                       "    pass\n")
+    (tmp_path / "box.py").write_text("import typer\napp = typer.Typer(no_args_is_help=True)\n\n\n@app.command('a')\n"
+                                     "def a():\n    pass\n\n\n@app.command('b', rich_help_panel='Y')\ndef b():\n"
+                                     "    pass\n")
+    from lmaudit.commands import command_table
+
+    assert command_table(tmp_path) == {"box": "box", "b": "box", "check-things": "fresh", "other": "fresh"}
+    twice = tmp_path / "twice"  # (a folder is read once a process)
+    twice.mkdir()
+    (twice / "fresh.py").write_text((tmp_path / "fresh.py").read_text())
+    (twice / "copy.py").write_text("import typer\napp = typer.Typer()\n\n\n@app.command('other')\ndef g():\n"
+                                   "    pass\n")
+    with pytest.raises(RuntimeError, match="command 'other' is defined in commands/copy.py and commands/fresh.py"):
+        command_table(twice)
+
+
 def test_help_and_version_load_no_model_stack():
     """Every command's help, the list of commands and --version import neither torch nor the report stack: each
     command imports what it needs when it runs (one fresh interpreter for all of them)."""

@@ -20,21 +20,12 @@ from typer.core import TyperGroup
 
 from lmaudit import __version__
 from lmaudit.api.tools import COMMAND_LINE, disk_error, git_state, mask_secrets
-from lmaudit.commands.common import PANEL_AUDIT, PANEL_DATA, PANEL_MODELS
+from lmaudit.commands import command_table, group_commands
 from lmaudit.errors import LmauditError
 from lmaudit.progress import console, set_quiet
 
-# command name -> module of lmaudit.commands that defines it (in the order --help lists them)
-COMMANDS = {
-    "mia": "mia", "attacks": "attacks", "audit-set": "audit", "dataset-inference": "audit", "extract": "extraction",
-    "unlearning-check": "unlearning", "pii": "pii", "epsilon": "privacy", "canaries": "canaries",
-    "pretrain": "train", "finetune": "train", "unlearn": "train", "shadows": "train", "generate": "extraction",
-    "demo": "mia", "run": "results", "tables": "results", "report": "results", "claims": "results",
-    "reproduce": "results", "compare": "compare", "track": "track",
-    "gate": "release", "card": "release", "corpus": "corpus",
-    "models": "models", "quantize": "models", "rag-mia": "rag",
-}
-GROUPS = {"corpus": PANEL_DATA, "models": PANEL_MODELS, "canaries": PANEL_AUDIT}  # commands with subcommands
+# command name -> module of lmaudit.commands that defines it, read from the modules' source (not imported)
+COMMANDS = command_table()
 _state = {"debug": False}
 
 
@@ -49,8 +40,8 @@ class LazyGroup(TyperGroup):
             return None
         module = importlib.import_module(f"lmaudit.commands.{COMMANDS[name]}")
         group = typer.main.get_command(module.app)
-        if name in GROUPS:
-            group.name, group.rich_help_panel = name, GROUPS[name]
+        if name in group_commands():  # a group of subcommands, listed in the panel its Typer names
+            group.name, group.rich_help_panel = name, module.app.rich_help_panel
             return group
         return group.get_command(ctx, name) if isinstance(group, TyperGroup) else group
 

@@ -22,7 +22,7 @@ from lmaudit.commands.running import (
 )
 from lmaudit.progress import stdout_console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_help_panel=c.PANEL_AUDIT,
                   help="Secret canaries to plant in fine-tuning data, and how much a model exposes them (bits).")
 
 

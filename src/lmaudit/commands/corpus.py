@@ -23,7 +23,7 @@ from lmaudit.commands.running import check_out
 from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_help_panel=c.PANEL_DATA,
                   help="The embedded corpus (four packages' docstrings, shipped), synthetic PII, canaries.")
 
 

@@ -18,7 +18,7 @@ from lmaudit.commands.running import check_out
 from lmaudit.errors import ModelLoadError
 from lmaudit.progress import stdout_console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_help_panel=c.PANEL_MODELS,
                   help="Pretrained models: GGUF files and named models (e.g. smollm2-135m) as model folders.")
 
 
