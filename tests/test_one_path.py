@@ -5,6 +5,7 @@ import ast
 import importlib
 import inspect
 import json
+import typing
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,19 @@ def test_every_job_names_its_body_and_the_interface_runs_it():
         assert job.body.__name__ in called, job.name
 
 
+def test_every_body_returns_its_jobs_result_type():
+    """A body gives the typed result its Job declares (the interface hands it on as it is); the training bodies are
+    of ``models/``, which write a model folder that the interface reads back as a ``TrainedModel``."""
+    lmaudit.api.load_jobs()
+    checked = 0
+    for job in JOBS.values():
+        if job.body.__module__.startswith("lmaudit.models."):
+            continue
+        assert typing.get_type_hints(job.body)["return"] is job.result, job.name
+        checked += 1
+    assert checked >= len(JOBS) - 4  # pretrain, finetune, unlearn, shadows
+
+
 def test_nothing_above_the_interface_runs_a_job_body():
     assert body_calls(SRC, bodies()) == []
 
@@ -136,8 +150,10 @@ def test_a_payload_is_the_same_whichever_way_the_job_started(tmp_path, tiny_mode
     texts = make_texts(4, seed=3)
     cfg = dict(mask="suffix:4", trajectories=2, n=10)
     by_api = lmaudit.extract(tiny_model_dir, texts, config=ExtractConfig(**cfg), show_pii=True).payload
-    by_body = run_extraction(lmaudit.load_model(tiny_model_dir), given_texts(texts, "texts"),
-                             ExtractConfig(**cfg), show_pii=True)
+    result = run_extraction(lmaudit.load_model(tiny_model_dir), given_texts(texts, "texts"), ExtractConfig(**cfg),
+                            show_pii=True)
+    assert type(result) is JOBS["extract"].result  # the body's typed result, which the interface hands on
+    by_body = result.payload
     drop = ("runtime_s",)
     assert by_body["model"] == by_api["model"] == str(tiny_model_dir) and by_body["show_pii"] is True
     assert json.dumps({k: v for k, v in by_body.items() if k not in drop}, sort_keys=True, default=str) == \

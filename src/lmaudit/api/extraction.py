@@ -36,7 +36,7 @@ def extract(model, data, *, config: ExtractConfig | None = None, text_field: str
     check_backend(backend)
     target, _ = load_models(model, **load_options)
     with running(backend, target):
-        return ExtractionResult(run_extraction(target, texts, config or ExtractConfig(), show_pii=show_pii))
+        return run_extraction(target, texts, config or ExtractConfig(), show_pii=show_pii)
 
 
 def reconstruct_pii(model, records, *, reference=None, calibration=None, config: ReconstructConfig | None = None,
@@ -61,8 +61,8 @@ def reconstruct_pii(model, records, *, reference=None, calibration=None, config:
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with running(backend, target, ref):
-        return ReconstructionResult(run_reconstruction(target, recs, cfg, reference=ref, calibration=calib,
-                                                       placeholder=placeholder, show_pii=show_pii))
+        return run_reconstruction(target, recs, cfg, reference=ref, calibration=calib, placeholder=placeholder,
+                                  show_pii=show_pii)
 
 
 def canaries(model, canaries_dir, *, config: ExposureConfig | None = None, backend=None,
@@ -92,7 +92,7 @@ def canaries(model, canaries_dir, *, config: ExposureConfig | None = None, backe
     check_backend(backend)
     target, _ = load_models(model, **load_options)
     with running(backend, target):
-        return ExposureResult(run_exposure(target, planted, cfg))
+        return run_exposure(target, planted, cfg)
 
 
 def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_length: int | None = None,

@@ -179,7 +179,7 @@ def audit_set(model, members=None, nonmembers=None, suspect=None, *, data=None, 
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with running(backend, target, ref):
-        return AuditResult(run_set_audit(target, sus, config, members=mem, nonmembers=non, reference=ref))
+        return run_set_audit(target, sus, config, members=mem, nonmembers=non, reference=ref)
 
 
 _SHADOW_LOADING = ("dtype", "device", "trust_remote_code", "allow_pickle", "mask_token_id", "shift_logits")
@@ -211,8 +211,8 @@ def _duci(model, members, nonmembers, suspect, *, data, text_field, split, refer
     target, ref = load_models(model, reference, **load_options)
     local = {k: v for k, v in load_options.items() if k in _SHADOW_LOADING}
     with running(backend, target, ref):
-        return AuditResult(run_set_audit(target, sus, config, shadows=shadow_set, where=where, reference=ref,
-                                         load=lambda path: load_model(path, **{**local, "kind": target.kind})))
+        return run_set_audit(target, sus, config, shadows=shadow_set, where=where, reference=ref,
+                             load=lambda path: load_model(path, **{**local, "kind": target.kind}))
 
 
 def dataset_inference(model, suspect, validation, *, members=None, reference=None, text_field: str = "text",
@@ -233,6 +233,5 @@ def dataset_inference(model, suspect, validation, *, members=None, reference=Non
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
     with running(backend, target, ref):
-        payload, scores = run_dataset_inference(target, *sets[:2], reference=ref, members=sets[2],
-                                                config=config or InferenceConfig())
-    return InferenceResult(payload, scores=scores)
+        return run_dataset_inference(target, *sets[:2], reference=ref, members=sets[2],
+                                     config=config or InferenceConfig())

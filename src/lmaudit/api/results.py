@@ -47,7 +47,7 @@ def compare(run_a, run_b, *, config: CompareConfig | None = None) -> ComparisonR
     >>> same["attacks"]["loss"]["delta_auc"], same["attacks"]["loss"]["reading"], same["matched"]["members"]
     (0.0, 'no difference shown', 12)
     """
-    return ComparisonResult(compare_runs(run_a, run_b, config))
+    return compare_runs(run_a, run_b, config)
 
 
 def load_results(folder: str | Path, *, verify: bool = True) -> MIAResult | RunResult:

@@ -52,5 +52,5 @@ def unlearning_check(unlearned, retrained, forget, members, nonmembers, *, relea
     models = [_weights(unlearned, "unlearned"), _weights(retrained, "retrained")]
     ref = None if reference is None else _weights(reference, "reference")
     again = None if relearn_on is None else texts_of(relearn_on, text_field, split, name="relearn_on")
-    return CheckResult(run_unlearning_check(*models, *sets, relearn_on=again, config=config or CheckConfig(),
-                                            lora=lora_of(lora), load_options=load_options, reference=ref))
+    return run_unlearning_check(*models, *sets, relearn_on=again, config=config or CheckConfig(), lora=lora_of(lora),
+                                load_options=load_options, reference=ref)

@@ -210,12 +210,13 @@ def run_duci(loaded, suspect: TextSet, cfg: AuditConfig, *, shadows: ShadowSet, 
 
 def run_set_audit(loaded, suspect: TextSet, cfg: AuditConfig, *, members: TextSet | None = None,
                   nonmembers: TextSet | None = None, reference=None, shadows: ShadowSet | None = None,
-                  where: str | Path = "shadows", load: Callable | None = None) -> dict:
+                  where: str | Path = "shadows", load: Callable | None = None) -> AuditResult:
     """The set-level audit of ``suspect`` by ``cfg.method``: ρ against ``members`` and ``nonmembers``
     (:func:`run_audit`), or DUCI's proportion calibrated on ``shadows`` (:func:`run_duci`); the results payload."""
     if cfg.method == "duci":
-        return run_duci(loaded, suspect, cfg, shadows=shadows, where=where, reference=reference, load=load)
-    return run_audit(loaded, members, nonmembers, suspect, cfg, reference=reference)
+        return AuditResult(run_duci(loaded, suspect, cfg, shadows=shadows, where=where, reference=reference,
+                                    load=load))
+    return AuditResult(run_audit(loaded, members, nonmembers, suspect, cfg, reference=reference))
 
 
 class AuditResult(RunResult):

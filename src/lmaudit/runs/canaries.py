@@ -130,9 +130,9 @@ def _rounded(x: float) -> float:
     return float(round(float(x), 6))
 
 
-def run_exposure(loaded: ModelHandle, canaries: ExposureCanaries, cfg: ExposureConfig) -> dict:
-    """Score the canaries and ``cfg.candidates`` never-inserted fillings; return the payload of ``results.json`` with
-    ``records`` (one row per canary) and ``candidate_bits`` (the candidates' log-perplexities)."""
+def run_exposure(loaded: ModelHandle, canaries: ExposureCanaries, cfg: ExposureConfig) -> ExposureResult:
+    """Score the canaries and ``cfg.candidates`` never-inserted fillings; return the result, its ``results.json``
+    payload with ``records`` (one row per canary) and ``candidate_bits`` (the candidates' log-perplexities)."""
     t0 = time.perf_counter()
     check_candidates(cfg, canaries)
     score = _scorer(loaded)  # a model without a log-perplexity is refused before anything is drawn
@@ -177,7 +177,7 @@ def run_exposure(loaded: ModelHandle, canaries: ExposureCanaries, cfg: ExposureC
                                                   candidates=theirs, seed=cfg.seed),
                "runtime_s": round(time.perf_counter() - t0, 2), "records": rows,
                "candidate_bits": [float(v) for v in theirs]}
-    return payload
+    return ExposureResult(payload)
 
 
 def versus_controls_text(found: dict | None) -> str:

@@ -130,6 +130,9 @@ class RunResult:
     def __getitem__(self, key: str):
         return self.payload[key]
 
+    def __contains__(self, key: str) -> bool:
+        return key in self.payload
+
     @property
     def type(self) -> str:
         """What ``results.json`` says the run is (its job's kind)."""

@@ -100,8 +100,8 @@ def _reading(lo: float, hi: float) -> str:
     return "higher in B" if lo > 0 else "lower in B" if hi < 0 else "no difference shown"
 
 
-def compare_runs(run_a, run_b, config: CompareConfig | None = None) -> dict:
-    """The payload of a comparison (module docstring) of two membership runs (folders or results)."""
+def compare_runs(run_a, run_b, config: CompareConfig | None = None) -> ComparisonResult:
+    """The result of a comparison (module docstring) of two membership runs (folders or results)."""
     cfg = config or CompareConfig()
     a, where_a = _run(run_a, "run A")
     b, where_b = _run(run_b, "run B")
@@ -119,12 +119,13 @@ def compare_runs(run_a, run_b, config: CompareConfig | None = None) -> dict:
                          "delta_tpr@1%fpr_ci95": None if tpr is None else tpr["ci95"]}
     if not attacks:
         raise LmauditError("the runs share no attack", hint="run both with the same --attacks")
-    return {"type": "comparison", "config": asdict(cfg),
-            "runs": {key: {"path": where, "target": run.target, "n_members": run.n_members,
-                           "n_nonmembers": run.n_nonmembers, "verdict": _verdict(run)}
-                     for key, run, where in (("a", a, where_a), ("b", b, where_b))},
-            "same_model": a.target.get("fingerprint") == b.target.get("fingerprint"),
-            "matched": counts, "attacks": attacks}
+    return ComparisonResult({
+        "type": "comparison", "config": asdict(cfg),
+        "runs": {key: {"path": where, "target": run.target, "n_members": run.n_members,
+                       "n_nonmembers": run.n_nonmembers, "verdict": _verdict(run)}
+                 for key, run, where in (("a", a, where_a), ("b", b, where_b))},
+        "same_model": a.target.get("fingerprint") == b.target.get("fingerprint"),
+        "matched": counts, "attacks": attacks})
 
 
 def _verdict(run: MIAResult) -> str:

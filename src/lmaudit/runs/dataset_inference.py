@@ -75,9 +75,9 @@ class InferenceConfig:
 
 def run_dataset_inference(target, suspect: TextSet, validation: TextSet, *, reference=None,
                           members: TextSet | None = None,
-                          config: InferenceConfig | None = None) -> tuple[dict, pd.DataFrame]:
-    """The ``results.json`` payload of a dataset-inference run, and its per-text scores (id, set, one column per
-    attack)."""
+                          config: InferenceConfig | None = None) -> InferenceResult:
+    """The result of a dataset-inference run: its ``results.json`` payload and its per-text scores (id, set, one
+    column per attack)."""
     config = config or InferenceConfig()
     sets = {"suspect": suspect, "validation": validation, **({"members": members} if members is not None else {})}
     pairs = [("validation", "suspect")] + ([("members", "suspect"), ("members", "validation")] if members else [])
@@ -118,14 +118,15 @@ def run_dataset_inference(target, suspect: TextSet, validation: TextSet, *, refe
     checked = {**blind, **{PRIOR + a: s for a, s in prior.items()}}
     frame = pd.DataFrame({"id": [r.id for ts in sets.values() for r in ts.records], "set": names,
                           **{n: scores[n] for n in columns}, **{k: np.r_[v, rest] for k, v in checked.items()}})
-    return {"type": TYPE, "config": asdict(config), "model": target.path, "kind": target.kind,
-            "fingerprint": target.fingerprint, "reference": None if reference is None else reference.path,
-            **({"served": target.facts()["served"]} if "served" in target.facts() else {}),
-            "n_suspect": len(suspect), "n_validation": len(validation),
-            "n_members": None if members is None else len(members),
-            "data": {name: ts.source for name, ts in sets.items()}, "overlap": overlap,
-            **result, "set_check": check, "verdict": verdict(result["decision"], check),
-            "attacks": per_attack, "smi": smi, "timings_s": timings}, frame
+    return InferenceResult({
+        "type": TYPE, "config": asdict(config), "model": target.path, "kind": target.kind,
+        "fingerprint": target.fingerprint, "reference": None if reference is None else reference.path,
+        **({"served": target.facts()["served"]} if "served" in target.facts() else {}),
+        "n_suspect": len(suspect), "n_validation": len(validation),
+        "n_members": None if members is None else len(members),
+        "data": {name: ts.source for name, ts in sets.items()}, "overlap": overlap,
+        **result, "set_check": check, "verdict": verdict(result["decision"], check),
+        "attacks": per_attack, "smi": smi, "timings_s": timings}, scores=frame)
 
 
 def verdict(decision: dict[str, bool], check: dict) -> str:

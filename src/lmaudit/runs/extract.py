@@ -291,8 +291,8 @@ class ExtractionTask:
 
 
 def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: bool = True,
-                   show_pii: bool = False) -> dict:
-    """Run an extraction audit on ``textset``; return the payload of ``results.json`` plus per-record columns
+                   show_pii: bool = False) -> ExtractionResult:
+    """Run an extraction audit on ``textset``; return its result: the ``results.json`` payload plus per-record columns
     (``show_pii``: ``records.csv`` keeps ids that look like e-mail addresses or phone numbers).
 
     The records are processed in shards on the current backend; with ``use_cache``
@@ -342,7 +342,7 @@ def run_extraction(loaded, textset: TextSet, cfg: ExtractConfig, *, use_cache: b
     payload["model"], payload["show_pii"] = loaded.path, show_pii
     if "served" in loaded.facts():  # the endpoint as mia records it: URL without credentials, capabilities, alignment
         payload["served"] = loaded.facts()["served"]
-    return payload
+    return ExtractionResult(payload)
 
 
 def write_extraction(payload: dict, out: Path, *, report: bool = False) -> Path:

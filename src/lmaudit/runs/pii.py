@@ -148,7 +148,7 @@ def evaluate(cases: list[dict], calib: list[dict], alpha: float | str) -> dict:
 
 def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig, *, reference=None,
                        calibration: list[PIIRecord] | None = None, placeholder: str = "[REDACTED]",
-                       show_pii: bool = False) -> dict:
+                       show_pii: bool = False) -> ReconstructionResult:
     """Rank candidates for every record; top-1 attack success rate (ASR) with Wilson 95% intervals per signal.
 
     ``mode`` says whether the true value was added to the candidates (``inference``) or
@@ -189,7 +189,7 @@ def run_reconstruction(target, records: list[PIIRecord], cfg: ReconstructConfig,
                                  "ranks": gen["ranks"]}
     payload.update({"config": {**cfg.__dict__, "placeholder": placeholder}, "model": target.path,
                     "reference": None if reference is None else reference.path, "show_pii": show_pii})
-    return payload
+    return ReconstructionResult(payload)
 
 
 def write_reconstruction(payload: dict, out: Path, *, show_pii: bool, report: bool = False) -> Path:

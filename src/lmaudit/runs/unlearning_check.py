@@ -249,8 +249,8 @@ def compare(points: dict, replicates: dict, checks: list[str], *, threshold: flo
 def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, members: TextSet, nonmembers: TextSet, *,
                          relearn_on: TextSet | None = None, config: CheckConfig | None = None,
                          lora: LoraSpec | None = None, load_options: dict | None = None,
-                         reference: str | None = None) -> dict:
-    """The results payload of one check (module docstring); ``reference``: the model the reference attacks compare
+                         reference: str | None = None) -> CheckResult:
+    """The result of one check (module docstring); ``reference``: the model the reference attacks compare
     with (the base both models were tuned from; unchanged by the checks)."""
     cfg, load_options = config or CheckConfig(), dict(load_options or {})
     check_roles(forget, members, nonmembers)
@@ -282,17 +282,18 @@ def run_unlearning_check(unlearned: str, retrained: str, forget: TextSet, member
     before = {stat: _difference(points["unlearned"]["as is"][stat] - points["retrained"]["as is"][stat],
                                 replicates["unlearned"]["as is"][stat] - replicates["retrained"]["as is"][stat])
               for stat in points["unlearned"]["as is"]}
-    return {"type": "unlearning-check", "config": asdict(cfg), "lora": None if lora is None else asdict(lora),
-            "models": paths, "reference": None if reference is None else str(reference),
-            "statistics": ["AUC " + a for a in cfg.attacks] + ["SMI-M 1 - rho"],
-            "n_audited": len(audited), "n_relearn": len(relearn), "n_members": len(members),
-            "n_nonmembers": len(nonmembers),
-            "data": {"audited": audited.source, "relearn": relearn.source, "members": members.source,
-                     "nonmembers": nonmembers.source},
-            "values": {m: {v: {k: x if np.isfinite(x) else None for k, x in stats.items()}
-                           for v, stats in variants.items()} for m, variants in points.items()},
-            "before": before, "checks": checks,
-            "timings_s": {"models": timings, "total": time.perf_counter() - t0}}
+    return CheckResult({
+        "type": "unlearning-check", "config": asdict(cfg), "lora": None if lora is None else asdict(lora),
+        "models": paths, "reference": None if reference is None else str(reference),
+        "statistics": ["AUC " + a for a in cfg.attacks] + ["SMI-M 1 - rho"],
+        "n_audited": len(audited), "n_relearn": len(relearn), "n_members": len(members),
+        "n_nonmembers": len(nonmembers),
+        "data": {"audited": audited.source, "relearn": relearn.source, "members": members.source,
+                 "nonmembers": nonmembers.source},
+        "values": {m: {v: {k: x if np.isfinite(x) else None for k, x in stats.items()}
+                       for v, stats in variants.items()} for m, variants in points.items()},
+        "before": before, "checks": checks,
+        "timings_s": {"models": timings, "total": time.perf_counter() - t0}})
 
 
 RULE = ("\"beyond\" is the unlearned model's change under the check minus the retrained model's change under the same "
