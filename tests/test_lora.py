@@ -127,6 +127,7 @@ def test_mia_on_an_adapter_records_adapter_and_base_and_never_reuses_the_bases_p
         and sorted(res["target"]["adapter"]["target_modules"]) == ["q_proj", "v_proj"]
     assert res["reference"] == {"path": str(tiny_model_dir), "fingerprint": base_fp, "kind": "ar", "dtype": "float32",
                                 "device": AUTO_DEVICE}
+    assert load_model(trained / "ar").facts()["adapter"] == res["target"]["adapter"]  # every job records it alike
     on_base = pd.read_parquet(tmp_path / "base" / "scores.parquet")["loss"]
     on_adapter = pd.read_parquet(tmp_path / "a" / "scores.parquet")["loss"]
     # same texts, one cache: the adapter's probe is its own (members' loss lower than under the base)

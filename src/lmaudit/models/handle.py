@@ -53,7 +53,8 @@ class ModelHandle:
         """What a results file records of the model: folder, fingerprint, kind, dtype and device; for a model
         trained with differential privacy, its ``dp`` record (ε and δ spent, noise multiplier, sampling rate, steps);
         for a model imported from a GGUF file, its ``source`` (the file, its SHA-256, size and quantization types);
-        for a served model, ``served`` (the URL without credentials, its model's name, capabilities and alignment)."""
+        for a served model, ``served`` (the URL without credentials, its model's name, capabilities and alignment);
+        for a model loaded through a PEFT adapter folder, its ``adapter`` (rank, targets, base)."""
         facts = {"path": self.path, "fingerprint": self.fingerprint, "kind": self.kind, "dtype": self.dtype,
                  "device": self.device}
         if self.dp is not None:
@@ -63,4 +64,7 @@ class ModelHandle:
         elif self.source is not None:
             facts["source"] = {k: self.source.get(k) for k in ("gguf", "sha256", "bytes", "architecture",
                                                                 "tensor_types")}
+        adapter = getattr(self.model, "lmaudit_adapter", None)  # set where an adapter folder was loaded
+        if adapter:
+            facts["adapter"] = adapter
         return facts

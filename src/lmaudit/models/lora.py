@@ -56,12 +56,6 @@ def folder_fingerprint(path: str | Path, base: str | Path | None = None) -> str:
     return chain_fingerprints(source.folder, source.adapters)[-1]
 
 
-def adapter_record(handle) -> dict:
-    """``{"adapter": {...}}`` for a handle loaded from an adapter folder (its rank, targets and base), else ``{}``."""
-    info = getattr(handle.model, "lmaudit_adapter", None)
-    return {"adapter": info} if info else {}
-
-
 def _module_names(value, name: str, flag: str | None) -> None:
     if value is not None and (not value or not all(isinstance(t, str) and t for t in value)):
         shown = repr(value).replace("{", "{{").replace("}", "}}")

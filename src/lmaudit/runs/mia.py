@@ -25,7 +25,6 @@ from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
 from lmaudit.models.handle import ModelHandle
-from lmaudit.models.lora import adapter_record
 from lmaudit.probes.records import MaskedStats
 from lmaudit.progress import info
 from lmaudit.report.build import mia_report
@@ -244,8 +243,8 @@ def run_mia(
     timings["metrics"] = time.perf_counter() - t0
     return MIAResult(
         config=config,
-        target={**target.facts(), **adapter_record(target)},
-        reference=None if reference is None else {**reference.facts(), **adapter_record(reference)},
+        target=target.facts(),
+        reference=None if reference is None else reference.facts(),
         n_members=len(members),
         n_nonmembers=len(nonmembers),
         attacks=metrics,
