@@ -223,6 +223,15 @@ def _config_classes() -> list[type]:
     return [found[k] for k in sorted(found)]
 
 
+# (config, field) whose edge value alone breaks a rule across fields that the config checks after each field's own
+CROSS_CHECKED = {
+    ("RagMembershipConfig", "store_sizes"),  # each store holds the members: a size ≥ n_members
+    ("DPSpec", "epsilon"), ("DPSpec", "noise_multiplier"),  # one of the two: None is taken when the other is given
+    ("MaskPlan", "budget"), ("MaskPlan", "rho"),  # a cyclic round needs ⌈1/rho⌉ forwards within the budget
+    ("MaskPlan", "r_start"), ("MaskPlan", "r_end"),  # nested ratios: r_start ≤ r_end
+}
+
+
 def _make(config: type, **values):
     required = REQUIRED.get(config.__name__) or {f.name: "x" for f in dataclasses.fields(config)
                                                  if f.default is dataclasses.MISSING
@@ -259,6 +268,30 @@ def test_every_value_a_declared_check_refuses_is_refused_naming_its_field(config
             assert raised.value.field.split(".")[0].split("[")[0] == f.name, (config.__name__, f.name, bad)
             tried += 1
     assert tried >= 2 * len(dataclasses.fields(config))
+
+
+@pytest.mark.parametrize("config", _config_classes(), ids=lambda c: c.__name__)
+def test_every_edge_value_a_declared_check_allows_is_taken(config):
+    """The other side of the refused values: each check's edge values (its bounds themselves, None where optional,
+    each choice of a list), given to its field alone, build the config without a SettingError: a bound written
+    one off (``>`` for ``≥``) would fail here."""
+    for f in dataclasses.fields(config):
+        for good in getattr(f.metadata["check"], "valid", ()):
+            if (config.__name__, f.name) in CROSS_CHECKED:
+                continue
+            try:
+                _make(config, **{f.name: good})
+            except SettingError as exc:
+                raise AssertionError(f"{config.__name__}.{f.name} = {good!r} refused: {exc}") from None
+
+
+def test_the_edge_values_sit_on_the_bounds():
+    from lmaudit.settings import each, fraction, integer, one_of, positive
+
+    assert integer(1, 8).valid == (1, 8) and integer(0, optional=True).valid == (0, None)
+    assert fraction(above_zero=True).valid[1] == 1 and fraction(also=("auto",)).valid == (0, 1, "auto")
+    assert one_of(("a", "b")).valid == ("a", "b") and each(integer(2)).valid == ([], [2])
+    assert positive(below=1.0).valid[1] < 1.0 and 0 < positive().valid[0]
 
 
 def test_experiment_files_have_no_checks_guessed_from_key_names():

@@ -28,10 +28,11 @@ def check_settings(obj) -> None:
             check(getattr(obj, f.name), f.name, f.metadata.get("flag"))
 
 
-def refusing(check, *invalid):
+def refusing(check, *invalid, valid: tuple = ()):
     """``check`` with ``check.invalid``: values it must refuse, made from its own constraint (a test gives each to
-    every declared field and expects the field named in the error, as scikit-learn's invalid-parameter checks do)."""
-    check.invalid = tuple(invalid)
+    every declared field and expects the field named in the error, as scikit-learn's invalid-parameter checks do);
+    and ``check.valid``: the edge values it must let through (the bounds themselves), which the test gives alike."""
+    check.invalid, check.valid = tuple(invalid), tuple(valid)
     return check
 
 
@@ -46,7 +47,8 @@ def integer(low: int, high: int | None = None, *, optional: bool = False, hint=N
         if not (optional and value is None):
             check_int(name, value, low=low, high=high, hint=hint, flag=flag or "--" + name.replace("_", "-"))
     return refusing(check, low - 1, *(() if high is None else (high + 1,)), low + 0.5, "1",
-                     *(() if optional else (None,)))
+                     *(() if optional else (None,)),
+                     valid=(low, *(() if high is None else (high,)), *((None,) if optional else ())))
 
 
 def one_of(values, *, noun: str | None = None, listed: bool = False, exact: bool = False):
@@ -62,7 +64,7 @@ def one_of(values, *, noun: str | None = None, listed: bool = False, exact: bool
         allowed = (f"one of {', '.join(names)}" if listed else
                    " or ".join(names) if len(names) <= 2 else f"{', '.join(names[:-1])} or {names[-1]}")
         raise SettingError(name, f"{{name}} must be {allowed}, got {_shown(value)}", flag=flag)
-    return refusing(check, "no such value", object())
+    return refusing(check, "no such value", object(), valid=tuple(values))
 
 
 def positive(*, below: float | None = None, optional: bool = False, hint: str | None = None):
@@ -77,7 +79,8 @@ def positive(*, below: float | None = None, optional: bool = False, hint: str | 
         what = f"in (0, {below:g})" if below is not None else "a positive number"
         raise SettingError(name, f"{{name}} must be {what}, got {shown}", flag=flag, hint=hint)
     return refusing(check, 0, -1.0, math.nan, math.inf, True, "1", *(() if below is None else (below,)),
-                     *(() if optional else (None,)))
+                     *(() if optional else (None,)),
+                     valid=(1e-6, *(() if below is None else (below * (1 - 1e-9),)), *((None,) if optional else ())))
 
 
 def fraction(*, also: tuple = (), above_zero: bool = False, optional: bool = False):
@@ -93,7 +96,8 @@ def fraction(*, also: tuple = (), above_zero: bool = False, optional: bool = Fal
         where = "(0, 1]" if above_zero else "[0, 1]"
         raise SettingError(name, f"{{name}} must be in {where}{extra}, got {_shown(value)}", flag=flag)
     return refusing(check, -0.1, 1.5, math.nan, True, "half", *((0,) if above_zero else ()),
-                     *(() if optional else (None,)))
+                     *(() if optional else (None,)),
+                     valid=(1e-6 if above_zero else 0, 1, *also, *((None,) if optional else ())))
 
 
 def boolean(*, optional: bool = False):
@@ -101,7 +105,8 @@ def boolean(*, optional: bool = False):
     def check(value, name: str, flag: str | None) -> None:
         if not (isinstance(value, bool) or (optional and value is None)):
             raise SettingError(name, f"{{name}} must be true or false, got {_shown(value)}", flag=flag)
-    return refusing(check, 1, "yes", *(() if optional else (None,)))
+    return refusing(check, 1, "yes", *(() if optional else (None,)),
+                    valid=(True, False, *((None,) if optional else ())))
 
 
 # seeds reach numpy, torch and offsets added to them (seed + 10_000, seed * 1_000_003 + i): 32 bits leave room for
@@ -121,7 +126,7 @@ def number(*, integral: bool = False):
         if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
             what = "an integer" if integral else "a number"
             raise SettingError(name, f"{{name}} must be {what}, got {_shown(value)}", flag=flag)
-    return refusing(check, True, "1", None, *((0.5,) if integral else ()))
+    return refusing(check, True, "1", None, *((0.5,) if integral else ()), valid=(0, -3, *(() if integral else (2.5,))))
 
 
 def non_negative(*, hint: str | None = None):
@@ -130,7 +135,7 @@ def non_negative(*, hint: str | None = None):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and math.isfinite(value) and value >= 0):
             raise SettingError(name, f"{{name}} must be a number ≥ 0, got {_shown(value)}", flag=flag, hint=hint)
-    return refusing(check, -1, math.nan, math.inf, True, "0", None)
+    return refusing(check, -1, math.nan, math.inf, True, "0", None, valid=(0, 0.5))
 
 
 def text(*, optional: bool = False):
@@ -154,7 +159,9 @@ def each(item, *, optional: bool = False, nonempty: bool = False):
         for i, v in enumerate(value):
             item(v, f"{name}[{i}]", f"{flag or '--' + name.replace('_', '-')}[{i}]")
     return refusing(check, "not a list", *(() if optional else (None,)), *(([],) if nonempty else ()),
-                     *([bad] for bad in getattr(item, "invalid", ())[:2]))
+                     *([bad] for bad in getattr(item, "invalid", ())[:2]),
+                     valid=(*(() if nonempty else ([],)), *([good] for good in getattr(item, "valid", ())[:2]),
+                            *((None,) if optional else ())))
 
 
 def table(*, optional: bool = False):
