@@ -99,6 +99,9 @@ def test_the_helper_writes_the_questions_and_their_answers_and_a_helper_that_wri
     assert [len(x.questions) for x in made] == [1, 1]  # a repeat, a placeholder and an unanswerable dropped
     assert made[0].truths == ("yes",) and MEMBERS[0].split()[0] in made[0].questions[0]
     assert len(asked) == 2 and len(asked[1]) == 4  # one call to write, one to answer the written questions
+    answered = []  # the answers asked of another function (a model's, with a yes-or-no budget)
+    again = helper_questions(helper, MEMBERS[:2], 5, answer=lambda ps: answered.extend(ps) or helper(ps))
+    assert again == made and answered == asked[3] and asked[2][0].startswith("Write exactly")  # `answer` answers
     assert parse_questions("Q1) Is it so? yes\n q2. Is that so too?\nQ3: Why?", 3) == ["Is it so? yes",
                                                                                      "Is that so too?"]
     with pytest.raises(DataError, match=r"no yes/no question .* for non-member 'n3' \(it wrote: 'Yes / Q1: Yes\.'\)") \
@@ -127,6 +130,14 @@ def test_the_batched_generator_answers_as_the_one_prompt_at_a_time_fill_did_and_
     calls = []
     batched._batch = lambda texts: calls.append(texts) or ["x"] * len(texts)
     assert batched(prompts[:3] + ["new one", "new one"])[:3] == got[:3] and calls == [["new one"]]
+    short = single.answering(3)  # a yes or a no needs no budget written for questions
+    assert (short.max_new_tokens, short.batch_size, short.chat, short.handle) == (3, 1, single.chat, handle)
+    cut = short(prompts)
+    assert all(g.startswith(c) for g, c in zip(got, cut)) and cut != got  # greedy: the first 3 tokens of each
+    assert single.answering(99).max_new_tokens == 12 and short.memo is not single.memo
+    from lmaudit.runs.rag_mia import _short  # the RAG job's helper answers its questions within a yes-or-no budget
+
+    assert _short(single, 8).max_new_tokens == 8 and _short(len, 8) is len
     rag = LocalRag(MEMBERS, batched, top_k=2)
     assert rag.empty_copy().generator is batched  # the control shares the answers kept by prompt
     with pytest.raises(LmauditError, match="batch_size"):

@@ -139,14 +139,19 @@ def parse_questions(text: str, n_questions: int) -> list[str]:
     return out[:n_questions]
 
 
+TRUTH_TOKENS = 8  # a yes or a no, and room for the helper to say it in a sentence
+
+
 def helper_questions(helper: Callable[[list[str]], list[str]], documents: list[str], n_questions: int, *,
+                     answer: Callable[[list[str]], list[str]] | None = None,
                      names: list[str] | None = None) -> list[Interrogation]:
-    """The published way (see the module): ``helper`` maps prompts to the helper model's answers."""
+    """The published way (see the module): ``helper`` maps prompts to the helper model's answers; ``answer`` (default
+    ``helper``) answers the questions with the document as context (a model's: :data:`TRUTH_TOKENS` new tokens)."""
     names = names or [f"document {i}" for i in range(len(documents))]
     written = helper([write_prompt(d, n_questions) for d in documents])
     asked = [parse_questions(t, n_questions) for t in written]
     flat = [(i, q) for i, qs in enumerate(asked) for q in qs]
-    truths = helper([truth_prompt(documents[i], q) for i, q in flat]) if flat else []
+    truths = (answer or helper)([truth_prompt(documents[i], q) for i, q in flat]) if flat else []
     kept: list[list[tuple[str, str]]] = [[] for _ in documents]
     for (i, q), answer in zip(flat, truths):
         if yes_no(answer) is not None:

@@ -149,6 +149,12 @@ class TextGenerator:
             self.memo.update(zip(chunk, self._batch(chunk)))
         return [self.memo[t] for t in texts]
 
+    def answering(self, max_new_tokens: int) -> TextGenerator:
+        """The same model and settings answering with at most ``max_new_tokens`` (its own memory of answers): a
+        short answer asked for (yes or no) needs no budget written for longer ones."""
+        return TextGenerator(self.handle, max_new_tokens=min(max_new_tokens, self.max_new_tokens),
+                             chat_template=self.chat, batch_size=self.batch_size)
+
     def describe(self) -> dict:
         return {"path": self.handle.path, "fingerprint": self.handle.fingerprint, "kind": self.handle.kind}
 

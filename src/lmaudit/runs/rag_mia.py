@@ -108,7 +108,8 @@ def _plans(documents: list[str], names: list[str], cfg: RagConfig, proxy, helper
     if "interrogation" in cfg.attacks:
         made = (interrogation.statement_questions(documents, cfg.n_questions, seed=cfg.seed, names=names)
                 if cfg.question_source == "statements"
-                else interrogation.helper_questions(helper, documents, cfg.n_questions, names=names))
+                else interrogation.helper_questions(helper, documents, cfg.n_questions, names=names,
+                                                    answer=_short(helper, interrogation.TRUTH_TOKENS)))
         plans["interrogation"] = interrogation.plan(made)
     return {a: plans[a] for a in cfg.attacks}
 
@@ -173,6 +174,12 @@ def run_rag_mia(system, members: TextSet, nonmembers: TextSet, *, config: RagCon
         "verdict": rag_verdict(attacks, check),
         "queries": {"per_document": per_document, "system": asked, "control": asked if control is not None else 0},
         "runtime_s": time.perf_counter() - start, "records": table})
+
+
+def _short(helper, max_new_tokens: int):
+    """A model helper answering with at most ``max_new_tokens`` (a function of prompts answers as it is)."""
+    answering = getattr(helper, "answering", None)
+    return answering(max_new_tokens) if answering is not None else helper
 
 
 def _describe(helper) -> dict:
