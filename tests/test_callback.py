@@ -253,6 +253,20 @@ def test_the_weights_training_ends_with_are_audited(tiny_model, tokenizer, tmp_p
     assert sorted(audits(trainer)) == [5, 7]  # at train end: into state.log_history
 
 
+def test_a_dlm_in_training_is_audited_as_a_dlm_with_the_default_attacks_it_has(tiny_dlm, tokenizer):
+    """A masked diffusion network is read as the DLM its config says it is (never as a causal LM), and the default
+    attacks are cut to the DLM's (it has no zlib); attacks the user names are kept as named."""
+    audit = live.LiveAudit(MEMBERS[:8], HELDOUT[:8], config=RunConfig(n_bootstrap=20, blind=False, budget=2))
+    found = audit.evaluate(tiny_dlm.model, tokenizer, step=1, write=False)
+    assert sorted(k.split("/")[-2] for k in found.metrics if k.endswith("/auc")) == ["loss", "min_k"]
+    want = mia(tiny_dlm.handle(), MEMBERS[:8], HELDOUT[:8], config=RunConfig(n_bootstrap=20, blind=False, budget=2,
+                                                                             attacks=["loss", "min_k"]))
+    assert found.metrics["lmaudit/loss/auc"] == pytest.approx(want.attacks["loss"]["auc"])
+    named = live.LiveAudit(MEMBERS[:8], HELDOUT[:8], attacks=["zlib"], config=RunConfig(n_bootstrap=20, blind=False))
+    with pytest.raises(LmauditError, match="zlib"):  # named, so never silently dropped
+        named.evaluate(tiny_dlm.model, tokenizer, step=1, write=False)
+
+
 def test_history_entries_read_as_records(audited, tmp_path):
     _, callback = audited
     first = callback.history[0]

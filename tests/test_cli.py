@@ -187,19 +187,20 @@ def test_the_command_table_is_what_the_command_modules_register(tmp_path):
     from lmaudit.cli import COMMANDS
     from lmaudit.commands import group_commands
 
-    registered = {}
+    registered, groups = {}, set()
     for module in sorted(set(COMMANDS.values())):
         app = importlib.import_module(f"lmaudit.commands.{module}").app
         group = typer.main.get_command(app)
         names = set(group.commands) if isinstance(group, typer.core.TyperGroup) else {group.name}
-        if module in group_commands():  # the group, and its subcommands given a panel of their own
+        if any(not c.rich_help_panel for c in app.registered_commands):  # subcommands: the module is a group
+            groups.add(module)
             names = {module} | {c.name for c in app.registered_commands if c.rich_help_panel}
             assert isinstance(app.rich_help_panel, str), module  # the panel --help lists the group in
         registered.update(dict.fromkeys(names, module))
-    assert registered == COMMANDS
+    assert registered == COMMANDS and groups == group_commands() and groups  # read apart from the scan
     # a new module is a new command, with no table to edit; a name defined twice is refused
     (tmp_path / "fresh.py").write_text("import typer\napp = typer.Typer()\n\n\n@app.command(rich_help_panel='X')\n"
-                                       "def check_things():\n    pass\n\n\n@app.command('other')\ndef f():\n"
+                                       "def check_things():\n    pass\n\n\n@app.command(name='other')\ndef f():\n"
                                        "    pass\n")
     (tmp_path / "box.py").write_text("import typer\napp = typer.Typer(no_args_is_help=True)\n\n\n@app.command('a')\n"
                                      "def a():\n    pass\n\n\n@app.command('b', rich_help_panel='Y')\ndef b():\n"

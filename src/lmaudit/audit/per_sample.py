@@ -49,7 +49,7 @@ def threshold_forgetting_interval(member_scores, nonmember_scores, suspect_score
     reps = np.array([threshold_forgetting(rng.choice(m, len(m)), rng.choice(n, len(n)), rng.choice(u, len(u)),
                                           fpr=fpr)["rho"] for _ in range(n_resamples)])
     defined = reps[np.isfinite(reps)]
-    if len(defined) * 2 <= n_resamples:
+    if len(defined) * 2 < n_resamples:
         return [None, None]
     lo, hi = percentile_interval(defined, level)
     return [float(lo), float(hi)]

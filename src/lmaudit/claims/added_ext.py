@@ -123,8 +123,9 @@ def shadow_collapse(recs: dict[str, dict], *, name: str = "unlearning-audit") ->
                    f"models against SMI-M, {against_paper(COLLAPSE, **RHO)}: " + "; ".join(parts), combine(verdicts),
                    "lmaudit audits unlearning with neither IAM nor RMIA (RMIA is an attack here, not an unlearning "
                    f"audit): the shadow-model audit it stores is offline LiRA, on {model(rec['experiment'], 'a model')}"
-                   ", not a ViT. LiRA's thresholded estimate stores no interval, so the difference is points only "
-                   "until the audit stores LiRA's interval of ρ beside SMI-M's.", one_seed=one_seed(rec))
+                   ", not a ViT. LiRA's ρ comes with the bootstrap interval of its thresholded estimate "
+                   "(`threshold_intervals`: its reference sets and forget set resampled); a record without it reads "
+                   "points only.", one_seed=one_seed(rec))
 
 
 # ---------------------------------------------------------------- DLM extraction

@@ -33,6 +33,7 @@ def _commands(tree: ast.Module) -> list[tuple[str, bool]]:
             if (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "command"
                     and getattr(deco.func.value, "id", None) == "app"):
                 named = [a.value for a in deco.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                named += [k.value.value for k in deco.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)]
                 panel = any(k.arg == "rich_help_panel" for k in deco.keywords)
                 out.append((named[0] if named else fn.name.replace("_", "-"), panel))
     return out

@@ -180,6 +180,8 @@ class LiveAudit:
                  config: RunConfig | None = None, out_dir: str | Path | None = None,
                  stop_above_auc: float | None = None, train_texts=None, prefix: str = "lmaudit") -> None:
         config = config or RunConfig(n_bootstrap=200, blind=False)
+        # the defaults are cut to those the model's kind has once the model is seen (a DLM has no zlib)
+        self.defaulted = attacks is None and not config.attacks
         names = check_attack_names(attacks if attacks is not None else config.attacks or DEFAULT_ATTACKS)
         self.config = replace(config, attacks=names, use_cache=False)
         number = isinstance(stop_above_auc, (int, float)) and not isinstance(stop_above_auc, bool)
@@ -212,8 +214,12 @@ class LiveAudit:
             # fingerprint of weights that change every step (the handle has none)
             name = getattr(model, "name_or_path", "") or type(model).__name__
             handle = network_handle(model, tokenizer, path=f"{name} (in training, after step {step})")
+            config = self.config
+            if self.defaulted:
+                has = {s.name for s in list_attacks(handle.kind)}
+                config = replace(config, attacks=[a for a in config.attacks if a in has])
             for group, (inside, outside) in pairs.items():
-                result = mia(handle, self.sets[inside], self.sets[outside], config=self.config, backend="local")
+                result = mia(handle, self.sets[inside], self.sets[outside], config=config, backend="local")
                 head = "/".join(p for p in (self.prefix, group) if p)
                 for attack, m in result.attacks.items():
                     metrics[metric_name(head, attack, "auc")] = float(m["auc"])

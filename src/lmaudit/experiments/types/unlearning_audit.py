@@ -61,7 +61,7 @@ from lmaudit.report import plots
 from lmaudit.runs.audit_set import AuditConfig
 from lmaudit.runs.mia import RunConfig
 from lmaudit.seeds import seed_std
-from lmaudit.settings import each, fraction, integer, keys_of, one_of, setting, table
+from lmaudit.settings import each, fraction, integer, keys_of, one_of, positive, setting, table
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
@@ -76,7 +76,9 @@ class UnlearningConfig(BaseConfig):
     unlearn: dict = setting(default_factory=dict,
                             check=keys_of(UnlearnConfig, ("epochs", "lr", "mode", "retain_weight", "npo_beta")))
     n_shadows: int = setting(8, check=integer(0))  # LiRA shadow models (0: no LiRA audit)
-    audit_fpr: float = setting(0.1, check=fraction())  # FPR at which per-sample audits set their threshold
+    # FPR at which per-sample audits set their threshold: in (0, 1), as threshold_forgetting takes it (0 or 1 passed
+    # the file's check once and failed after every model was trained)
+    audit_fpr: float = setting(0.1, check=positive(below=1.0))
     # extra SMI-M audits on the score features, label -> {kernel, bandwidth_factor}: audit "smi-m-scores LABEL"
     smi_m_variants: dict[str, dict] = setting(default_factory=dict, check=table())
 
