@@ -138,6 +138,9 @@ def test_the_batched_generator_answers_as_the_one_prompt_at_a_time_fill_did_and_
     from lmaudit.runs.rag_mia import _short  # the RAG job's helper answers its questions within a yes-or-no budget
 
     assert _short(single, 8).max_new_tokens == 8 and _short(len, 8) is len
+    from lmaudit.runs.rag_mia import _describe  # what results.json records of the helper
+
+    assert _describe(single) == {**single.describe(), "answers_within": 8} and _describe(len) == {"function": "len"}
     rag = LocalRag(MEMBERS, batched, top_k=2)
     assert rag.empty_copy().generator is batched  # the control shares the answers kept by prompt
     with pytest.raises(LmauditError, match="batch_size"):

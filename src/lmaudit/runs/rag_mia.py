@@ -183,9 +183,12 @@ def _short(helper, max_new_tokens: int):
 
 
 def _describe(helper) -> dict:
-    """What identifies the helper model in ``results.json``."""
+    """What identifies the helper model in ``results.json``; a model's also says how many new tokens it answers its
+    own questions within (``answers_within``: :data:`~lmaudit.rag.interrogation.TRUTH_TOKENS`)."""
     describe = getattr(helper, "describe", None)
-    return describe() if describe is not None else {"function": getattr(helper, "__qualname__", repr(helper))}
+    if describe is None:
+        return {"function": getattr(helper, "__qualname__", repr(helper))}
+    return {**describe(), "answers_within": _short(helper, interrogation.TRUTH_TOKENS).max_new_tokens}
 
 
 def rag_verdict(attacks: dict, check: dict) -> str:
