@@ -14,6 +14,7 @@ from helpers import assert_ok, causal, make_texts
 from helpers import lmaudit as cli
 from lmaudit.attacks import get_attack
 from lmaudit.attacks.samia import rouge_1
+from lmaudit.attacks.selection import by_access, select_attacks
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.metrics import auc
@@ -21,7 +22,6 @@ from lmaudit.models.adapters import ARAdapter
 from lmaudit.probes.records import SampleStats
 from lmaudit.probes.requests import SampleRequest
 from lmaudit.probes.samples import draw_samples, sample_shards
-from lmaudit.runs.mia import _by_access, _select_attacks
 
 SAMIA = get_attack("samia", "ar")
 MEMBERS, NONMEMBERS = make_texts(8, seed=31), make_texts(8, seed=32)
@@ -123,9 +123,9 @@ def test_listed_with_generation_access_and_opt_in():
     assert listed["samia"]["access"] == "generation"
     assert listed["samia"]["params"] == {"n": 10, "prefix": 0.5, "temperature": 1.0, "measure": "recall",
                                          "zlib_weight": False}
-    assert "samia" not in [s.name for s in _select_attacks(None, "ar", False)]  # costly: only when asked for
-    assert "samia" in [s.name for s in _select_attacks(None, "ar", False, params={"samia": {"n": 2}})]
-    runs, skipped, _ = _by_access([SAMIA, get_attack("loss", "ar")], "generation", named=False)
+    assert "samia" not in [s.name for s in select_attacks(None, "ar").specs]  # costly: only when asked for
+    assert "samia" in [s.name for s in select_attacks(None, "ar", params={"samia": {"n": 2}}).specs]
+    runs, skipped, _ = by_access([SAMIA, get_attack("loss", "ar")], "generation", named=False)
     assert [s.name for s in runs] == ["samia"] and list(skipped) == ["loss"]  # sampled text is all it needs
 
 

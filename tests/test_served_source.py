@@ -72,16 +72,16 @@ def test_named_attacks_beyond_the_access_and_a_missing_tokenizer_are_refused(ser
 
 def test_attacks_beyond_the_access_are_skipped_with_the_reason_and_distribution_ones_run_approximately():
     from lmaudit.attacks import get_attack
-    from lmaudit.runs.mia import _by_access
+    from lmaudit.attacks.selection import by_access
 
     specs = [get_attack(n, "ar") for n in ("loss", "min_k_pp", "gradnorm")]
-    runs, skipped, approx = _by_access(specs, "top_k", named=False)
+    runs, skipped, approx = by_access(specs, "top_k", named=False)
     assert [s.name for s in runs] == ["loss", "min_k_pp"] and approx == ["min_k_pp"]
     assert skipped == {"gradnorm": "needs weights access (the model itself: gradients, masked forwards); the model "
                                    "gives top_k"}
-    runs, skipped, approx = _by_access(specs, "logprob", named=False)
+    runs, skipped, approx = by_access(specs, "logprob", named=False)
     assert [s.name for s in runs] == ["loss"] and set(skipped) == {"min_k_pp", "gradnorm"} and not approx
-    assert [s.name for s in _by_access(specs, "weights", named=True)[0]] == ["loss", "min_k_pp", "gradnorm"]
+    assert [s.name for s in by_access(specs, "weights", named=True)[0]] == ["loss", "min_k_pp", "gradnorm"]
 
 
 def test_the_command_line_audits_a_served_model_and_records_it_without_credentials(server, tiny_model_dir, tmp_path,
@@ -179,6 +179,12 @@ def test_a_server_that_gives_text_only_is_audited_by_the_generation_attacks_alon
         assert set(result.attacks) == {"samia"} and np.all((scores >= 0) & (scores <= 1))
         with pytest.raises(LmauditError, match="loss cannot run on this model: it needs logprob access"):
             lmaudit.mia(handle, texts[:4], texts[4:], config=lmaudit.RunConfig(attacks=["loss"], blind=False))
+        for job in (lmaudit.probe, lmaudit.score_texts):  # every job that probes for attacks chooses them alike
+            with pytest.raises(LmauditError, match="loss cannot run on this model: it needs logprob access"):
+                job(handle, texts, config=lmaudit.RunConfig(attacks=["loss"]))
+            with pytest.raises(LmauditError, match=r"parameters given for attack\(s\) not run: min_k"):
+                job(handle, texts, config=lmaudit.RunConfig(attacks=["samia"], params={"samia": {"n": 2},
+                                                                                       "min_k": {"k": 0.5}}))
     finally:
         server.close()
 

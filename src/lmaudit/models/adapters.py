@@ -97,6 +97,7 @@ class _Adapter:
     kind = ""
     causal = False
     scoring = ""  # "left-to-right" or "masked" (module docstring)
+    access = "weights"  # what it gives an attack (attacks.registry.ACCESS): the weights themselves
     keeps_probes = True  # probe results may be kept on disk under the model's fingerprint (weights: they stay put)
     ignored_settings: ClassVar[dict[str, str]] = {}  # a decoding setting the model does not read → why
     model: torch.nn.Module

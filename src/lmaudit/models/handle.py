@@ -45,6 +45,12 @@ class ModelHandle:
         return (f"ModelHandle({self.path!r}, kind={self.kind!r}, dtype={self.dtype!r}, device={self.device!r}, "
                 f"fingerprint={short!r}, adapter={type(self.adapter).__name__})")
 
+    @property
+    def access(self) -> str:
+        """What the model gives an attack (a key of :data:`~lmaudit.attacks.registry.ACCESS`): a served model what
+        its adapter says, a model in memory or on disk everything."""
+        return getattr(self.adapter, "access", "weights")
+
     def same_kind(self, other: ModelHandle) -> bool:
         """Whether ``other`` is a model of this one's kind (a reference must be of its target's)."""
         return other.kind == self.kind

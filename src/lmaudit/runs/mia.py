@@ -15,13 +15,11 @@ import warnings
 
 import numpy as np
 
-from lmaudit.attacks import get_attack, list_attacks
 from lmaudit.attacks.recall import hold_out_prefix
-from lmaudit.attacks.registry import ACCESS
+from lmaudit.attacks.selection import Selection, select_attacks
 from lmaudit.data.given import labelled_set
 from lmaudit.data.loaders import TextSet
 from lmaudit.data.overlap import check_sets, ngram_overlap
-from lmaudit.errors import LmauditError
 from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
 from lmaudit.models.handle import ModelHandle
@@ -36,68 +34,11 @@ from lmaudit.runs.mia_result import MIAResult, RunConfig, text_digests
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
 from lmaudit.utils import cache_dir
 
-APPROXIMATED = {"top_k": "distribution"}  # an access level, and the one above it its statistics approximate
 
-
-def access_of(handle: ModelHandle) -> str:
-    """What a model gives (a key of :data:`~lmaudit.attacks.registry.ACCESS`): a served model what its adapter says,
-    a model on disk everything."""
-    return getattr(handle.adapter, "access", "weights")
-
-
-def _by_access(specs, access: str, named: bool) -> tuple[list, dict, list[str]]:
-    """(the attacks ``access`` runs, {attack: why not} for the others, the names of those it runs approximately);
-    an attack named by the user that cannot run is an error."""
-    order = list(ACCESS)
-    runs, skipped, approx = [], {}, []
-    for s in specs:
-        if order.index(s.access) <= order.index(access):
-            runs.append(s)
-        elif APPROXIMATED.get(access) == s.access:
-            runs.append(s)
-            approx.append(s.name)
-        else:
-            skipped[s.name] = f"needs {s.access} access ({ACCESS[s.access]}); the model gives {access}"
-    if named and skipped:
-        name, why = next(iter(skipped.items()))
-        raise LmauditError(f"attack {name} cannot run on this model: it {why}",
-                           hint="audit the model's weights on disk, or leave the attack out")
-    for name, why in skipped.items():
-        info(f"[dim]skipping {name} ({why})[/dim]")
-    if not runs:
-        able = [s.name for s in list_attacks("ar") if s.access == access]
-        raise LmauditError(f"no chosen attack can run on this model: it gives {access} access ({ACCESS[access]})",
-                           hint=f"name one that needs no more: {', '.join(able)}" if able else None)
-    return runs, skipped, approx
-
-
-def _select_attacks(names: list[str] | None, kind: str, has_reference: bool, has_shadows: bool = False,
-                    params: dict | None = None):
-    if names is None:
-        given = set(params or {})
-        specs = [s for s in list_attacks(kind)
-                 if (has_reference or not s.needs_reference) and (has_shadows or not s.needs_shadows)
-                 and (not s.opt_in or s.name in given)]
-        for s in list_attacks(kind):
-            if s.opt_in and s.name not in given:
-                info(f"[dim]skipping {s.name} (opt-in: {s.opt_in}; name it in the attacks to run it)[/dim]")
-        for what, skipped in (("--reference", [s.name for s in list_attacks(kind)
-                                               if s.needs_reference and not has_reference]),
-                              ("--shadows", [s.name for s in list_attacks(kind)
-                                             if s.needs_shadows and not has_shadows])):
-            if skipped:
-                info(f"[dim]skipping {', '.join(skipped)} (needs {what})[/dim]")
-        return specs
-    specs = [get_attack(n, kind) for n in names]
-    missing = [s.name for s in specs if s.needs_reference and not has_reference]
-    if missing:
-        raise LmauditError(f"attack(s) {', '.join(missing)} need a reference model", hint="pass {reference} DIR",
-                           options=("reference",))
-    missing = [s.name for s in specs if s.needs_shadows and not has_shadows]
-    if missing:
-        raise LmauditError(f"attack(s) {', '.join(missing)} need shadow models", hint="pass {shadows} DIR",
-                           options=("shadows",))
-    return specs
+def chosen_attacks(config: RunConfig, target: ModelHandle, reference: ModelHandle | None, shadows) -> Selection:
+    """The attacks ``config`` names (or every default one that can run) on ``target``, with their parameters."""
+    return select_attacks(config.attacks, target.kind, access=target.access, has_reference=reference is not None,
+                          has_shadows=shadows is not None, params=config.params)
 
 
 def _score_shards(specs, params, n: int, shards, *, whole, prior=()) -> tuple[dict, dict]:
@@ -186,12 +127,8 @@ def run_mia(
     spending ``config.budget`` forwards per model per sample.
     """
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
-    specs, beyond_access, approximate = _by_access(specs, access_of(target), config.attacks is not None)
-    unknown = set(config.params) - {s.name for s in specs}
-    if unknown:
-        raise LmauditError(f"parameters given for attack(s) not run: {', '.join(sorted(unknown))}")
-    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    chosen = chosen_attacks(config, target, reference, shadows)
+    specs, params = chosen.specs, chosen.params
     held_out = None
     if "recall" in params:  # its prefix: texts known not to be members, held out of every attack's scoring
         nonmembers, held_out = hold_out_prefix(params["recall"], nonmembers, config.seed)
@@ -234,7 +171,7 @@ def run_mia(
                               **summary[spec.name]}
         notes = ctx.notes.get(spec.name, []) + degenerate_notes(spec.name, scores[spec.name], len(members),
                                                                  len(nonmembers))
-        if spec.name in approximate:
+        if spec.name in chosen.approximate:
             notes.append(f"approximate: the mean and spread of log p over the vocabulary come from the top "
                          f"{target.adapter.top_k} log-probabilities the server returned, the mass they leave spread "
                          "evenly over the other tokens")
@@ -261,7 +198,7 @@ def run_mia(
         prior_scores=prior,
         held_out=held_out,
         digests=text_digests(*given),
-        skipped=beyond_access,
+        skipped=chosen.skipped,
     )
 
 
@@ -272,9 +209,8 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     The probes are the ones :func:`run_mia` uses (and share its cache).
     """
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
-    specs, beyond_access, approximate = _by_access(specs, access_of(target), config.attacks is not None)
-    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    chosen = chosen_attacks(config, target, reference, shadows)
+    specs, params = chosen.specs, chosen.params
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     scores, _, _, _ = _score(ctx, specs, params, textset, 0)
     return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}

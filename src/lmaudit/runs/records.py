@@ -19,7 +19,7 @@ from lmaudit.attacks import get_attack
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.handle import ModelHandle
-from lmaudit.runs.mia import RunConfig, _select_attacks
+from lmaudit.runs.mia import RunConfig, chosen_attacks
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
 from lmaudit.utils import cache_dir
 
@@ -54,8 +54,8 @@ def probe_records(target: ModelHandle, textset: TextSet, *, reference: ModelHand
     """Probe ``textset`` for ``config.attacks`` (None: every attack of the target's kind that can run) and keep the
     statistics; see the module docstring."""
     config = config or RunConfig()
-    specs = _select_attacks(config.attacks, target.kind, reference is not None, shadows is not None, config.params)
-    params = {s.name: {**s.params, **config.params.get(s.name, {})} for s in specs}
+    chosen = chosen_attacks(config, target, reference, shadows)
+    specs, params = chosen.specs, chosen.params
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
     groups = group_attacks(specs, params, config.budget)
     check_requests(ctx, groups)
