@@ -45,8 +45,9 @@ POWER = sorted((REPO / "experiments" / "power").glob("*.toml"))  # the issue-siz
 def test_each_power_config_is_its_committed_run_at_the_papers_size_on_the_1m_token_dlm():
     committed = {f.stem: load_experiment(f) for f in COMMITTED}
     adapted = committed["real-dlm-adaptation-1m"]
-    assert len(POWER) == 7
-    for f in POWER:
+    dlm = [f for f in POWER if load_experiment(f).kind == "dlm"]
+    assert len(dlm) == 7
+    for f in dlm:
         cfg = load_experiment(f)
         small = committed[f.stem]  # same name: its results replace the committed run's
         assert cfg.name == small.name and cfg.type == small.type and cfg.base == adapted.base == "smollm2-135m"
@@ -63,6 +64,18 @@ def test_each_power_config_is_its_committed_run_at_the_papers_size_on_the_1m_tok
             allowed = {"seeds", "budget"}
         # the rest as the committed run, so that the rows read the larger run the way they read the small one
         assert differ <= {"description", "adapt_tokens", "n_members", "n_nonmembers", *allowed}, (f.name, differ)
+
+
+def test_each_ar_power_config_is_its_committed_run_with_more_texts_alone():
+    committed = {f.stem: load_experiment(f) for f in COMMITTED}
+    ar = [load_experiment(f) for f in POWER if load_experiment(f).kind == "ar"]
+    assert [cfg.name for cfg in ar] == ["real-pretraining-share"]
+    for cfg in ar:
+        small = committed[cfg.name]  # same name: its results replace the committed run's
+        assert cfg.type == small.type and cfg.base == small.base == "smollm2-135m"
+        assert cfg.n_members > small.n_members and cfg.n_nonmembers > small.n_nonmembers
+        differ = {k.name for k in fields(cfg) if getattr(cfg, k.name) != getattr(small, k.name)}
+        assert differ == {"description", "n_members", "n_nonmembers"}, differ
 
 
 def test_every_registered_type_has_a_committed_experiment_file():

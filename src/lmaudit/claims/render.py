@@ -108,7 +108,8 @@ RULE = ("Every verdict follows one rule (`lmaudit/claims/verdicts.py`). Each row
         "measure it (the row says why); **not run**: its experiment has not been run. Parts of a row that are not "
         "judged are counted beside the categories. For SmolLM2-135M, h/E is the interval half-width ÷ the paper's "
         "effect (its range over the row's intervals): above 0.5 an interval centred on the paper's effect still "
-        "holds 0.")
+        "holds 0. The files of `experiments/power/` run SmolLM2 rows at the sizes that narrow it (each file's header "
+        "says by how much and at what cost); none of them has run here.")
 
 
 def markdown(judged: list[tuple], recs: dict[str, dict], command: str) -> str:
