@@ -11,7 +11,8 @@ import torch
 from helpers import AUTO_DEVICE, assert_ok, assert_user_error, lmaudit, make_texts, write_jsonl
 from lmaudit.data.loaders import TextSet
 from lmaudit.errors import ModelLoadError
-from lmaudit.models.loading import load_model, resolve_device
+from lmaudit.models.loading import load_model
+from lmaudit.models.resolve import resolve_device
 from lmaudit.models.sources import resolve_dtype
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 

@@ -30,10 +30,10 @@ from lmaudit.models.dlm import build_dlm_model, diffusion_objective, dlm_from_ar
 from lmaudit.models.dp import DPSpec, max_examples_per_text, plan_dp, train_dp, trainable
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.gguf import local_model, quiet_transformers
-from lmaudit.models.loading import detect_kind, load_model
+from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec, finish_training, full_model, save_weights, start_training
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
-from lmaudit.models.sources import TRAINING_FILE
+from lmaudit.models.sources import TRAINING_FILE, detect_kind
 from lmaudit.models.tokenizer import train_tokenizer
 from lmaudit.models.train import FinetuneConfig, TrainConfig, ar_objective, dft_examples, ift_examples, train
 from lmaudit.progress import info

@@ -4,19 +4,16 @@ Nothing is fetched from the network: the path must exist locally. Weights load
 from safetensors; pickle checkpoints (``.bin``/``.pt``) need ``allow_pickle``.
 Modeling code shipped with a checkpoint runs only with ``trust_remote_code``.
 
-A load is two steps. :func:`resolve_model` reads and checks every file the source is made of
-(:mod:`lmaudit.models.sources`) and its fingerprints into a :class:`ResolvedModel`; a damaged
-or mismatched folder is refused there, before any weight loads. :func:`load_resolved` then
+A load is two steps. :func:`~lmaudit.models.resolve.resolve_model` reads and checks every file the source is made
+of (:mod:`lmaudit.models.sources`) and its fingerprints into a :class:`~lmaudit.models.resolve.ResolvedModel`; a
+damaged or mismatched folder is refused there, before any weight loads. :func:`load_resolved` then
 loads that record once: the full model's weights and tokenizer, each adapter applied on it in
 turn, and the handle's adapter built for the result.
 """
 
 from __future__ import annotations
 
-import re
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -24,27 +21,14 @@ from peft import PeftModel
 from peft.tuners.tuners_utils import BaseTunerLayer
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-from lmaudit.errors import ModelLoadError, SettingError, spell
-from lmaudit.models.adapters import KIND_SPELLINGS, make_adapter
-from lmaudit.models.fingerprint import chain_fingerprints, model_dir_fingerprint
+from lmaudit.errors import ModelLoadError
+from lmaudit.models.adapters import make_adapter
 from lmaudit.models.gguf import local_model, quiet_transformers
 from lmaudit.models.handle import ModelHandle
+from lmaudit.models.resolve import AdapterStep, ResolvedModel, resolve_model
 from lmaudit.models.served import is_endpoint
 from lmaudit.models.served_model import DEFAULT_CONCURRENCY, DEFAULT_TOP_K, load_served
-from lmaudit.models.sources import (
-    BASE_OPTION,
-    TRAINING_FILE,
-    check_model_dir,
-    check_remote_code,
-    check_tokenizer_json,
-    detect_kind,
-    read_adapter_dir,
-    read_config,
-    read_record,
-    resolve_dtype,
-    resolve_source,
-    source_record,
-)
+from lmaudit.models.sources import BASE_OPTION
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError
@@ -82,7 +66,7 @@ def load_model(
     ``kind`` defaults to what the saved config says (:func:`~lmaudit.models.sources.detect_kind`).
     The handle's adapter (:mod:`lmaudit.models.adapters`) runs the model; for a DLM,
     ``mask_token_id`` and ``shift_logits`` override the detected convention. The
-    model is in eval mode, on ``device`` in ``dtype`` (:func:`resolve_device`,
+    model is in eval mode, on ``device`` in ``dtype`` (:func:`~lmaudit.models.resolve.resolve_device`,
     :func:`~lmaudit.models.sources.resolve_dtype`); a model loaded in another dtype than float32 has another
     fingerprint, so that cached statistics of the two never mix.
 
@@ -108,46 +92,6 @@ def load_model(
     return load_resolved(resolved)
 
 
-@dataclass(frozen=True)
-class AdapterStep:
-    """One adapter of a chain as :func:`resolve_model` read it, applied on the model of the folder ``base``."""
-
-    path: Path
-    base: Path
-    config: dict  # its adapter_config.json
-    shapes: dict  # {adapted module: [in features, out features]} of its LoRA matrices
-    trained_kind: str | None  # the kind its training record names (none for an adapter lmaudit did not train)
-    other_base: str | None  # the base fingerprint its training record names, when that is another base's
-    own_tokenizer: bool  # it holds the tokenizer saved with its training, which replaces the base's
-    base_fingerprint: str  # of the model it is applied on
-    fingerprint: str  # of the model once it is applied
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    """Everything one load reads, resolved and checked before any weight loads (:func:`resolve_model`)."""
-
-    folder: Path  # the full model's folder
-    config: dict  # its config.json
-    kind: str  # "ar" or "dlm"
-    dtype: str
-    device: str
-    fingerprint: str  # of the loaded model: the full model in ``dtype``, with every adapter applied
-    adapters: tuple[AdapterStep, ...] = ()  # applied on the full model in turn, innermost first
-    dp: dict | None = None  # the named folder's differential-privacy record (lmaudit_training.json)
-    source: dict | None = None  # the GGUF file the named folder was imported from (lmaudit_source.json)
-    trust_remote_code: bool = False
-    allow_pickle: bool = False
-    mask_token_id: int | None = None
-    shift_logits: bool | None = None
-
-    @property
-    def path(self) -> Path:
-        """The folder the user named (after a GGUF file or a name is mapped to its folder)."""
-        return self.adapters[-1].path if self.adapters else self.folder
-
-
-
 def load_models(model, reference=None, **options) -> tuple[ModelHandle, ModelHandle | None]:
     """The target and, when given, the reference: each a loaded model (used as it is) or a source loaded with
     ``options`` (:func:`load_model`); a reference given as a source is read as a model of the target's kind, the one
@@ -156,49 +100,6 @@ def load_models(model, reference=None, **options) -> tuple[ModelHandle, ModelHan
     if reference is None or isinstance(reference, ModelHandle):
         return target, reference
     return target, load_model(reference, **{**options, "kind": target.kind})
-
-
-def resolve_model(path: str | Path, adapter_base: str | Path | None = None, *, kind: str | None = None,
-                  dtype: str | None = None, device: str | None = None, trust_remote_code: bool = False,
-                  allow_pickle: bool = False, mask_token_id: int | None = None, shift_logits: bool | None = None,
-                  local: Callable[[str | Path], Path] = Path) -> ResolvedModel:
-    """What :func:`load_model` loads for these arguments, read and checked without loading a weight.
-
-    ``local`` maps a GGUF file or a model name to its folder (:func:`~lmaudit.models.sources.resolve_source`).
-    The folders of the chain are found first, then the full model's folder is checked, then
-    each adapter's, innermost first; only then are the files fingerprinted. An adapter whose
-    training record names other base weights (neither the base's fingerprint nor the
-    weights-and-config one that lmaudit recorded before tokenizer files were fingerprinted)
-    keeps that fingerprint as ``other_base``, which loading warns of.
-    """
-    source = resolve_source(path, adapter_base, local=local)
-    device = resolve_device(device)
-    folder = check_model_dir(source.folder, allow_pickle=allow_pickle)
-    cfg = read_config(folder)
-    dtype = resolve_dtype(dtype, cfg, device)
-    check_remote_code(folder, cfg, trust_remote_code)
-    kind = kind or detect_kind(folder)
-    if kind not in KIND_SPELLINGS:
-        raise ModelLoadError(f"unknown model kind '{kind}'", hint="use {ar} or {dlm}", options=KIND_SPELLINGS)
-    check_tokenizer_json(folder)
-    adapters = [read_adapter_dir(p, allow_pickle=allow_pickle) for p in source.adapters]
-    # the named folder's records: the handle reports them
-    dp = (read_record(source.path, TRAINING_FILE) or {}).get("dp")
-    imported_from = source_record(source.path)
-    fingerprints = chain_fingerprints(folder, source.adapters, dtype)
-    # the full model as training records written before tokenizer files were fingerprinted name it
-    weights_only = model_dir_fingerprint(folder, tokenizer=False) if adapters else None
-    steps, bases = [], (folder, *source.adapters)  # each adapter is applied on the model of the folder before it
-    for i, (p, config, shapes, training, own_tokenizer) in enumerate(adapters):
-        trained_on = (training.get("lora") or {}).get("base_fingerprint")
-        steps.append(AdapterStep(
-            path=p, base=bases[i], config=config, shapes=shapes, trained_kind=training.get("kind"),
-            other_base=None if trained_on in (None, fingerprints[i], weights_only) else trained_on,
-            own_tokenizer=own_tokenizer, base_fingerprint=fingerprints[i], fingerprint=fingerprints[i + 1]))
-    return ResolvedModel(folder=folder, config=cfg, kind=kind, dtype=dtype, device=device, fingerprint=fingerprints[-1],
-                         adapters=tuple(steps), dp=dp if isinstance(dp, dict) else None, source=imported_from,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, mask_token_id=mask_token_id,
-                         shift_logits=shift_logits)
 
 
 def load_resolved(resolved: ResolvedModel) -> ModelHandle:
@@ -344,23 +245,6 @@ def _adapter_tokenizer(path: Path, base_tokenizer, trust_remote_code: bool):
         raise ModelLoadError(f"adapter '{path}': its tokenizer has {len(tok)} tokens, its base's {len(base_tokenizer)}",
                              hint="the adapter belongs to another base: pass {adapter_base}", options=BASE_OPTION)
     return tok
-
-
-def resolve_device(device: str | None) -> str:
-    """``--device``: ``cpu``, ``cuda``, ``cuda:N``, or ``auto``/None (the first GPU when there is one, else CPU)."""
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        return device
-    match = re.fullmatch(r"cuda(?::(\d+))?", str(device))
-    if not match:
-        raise SettingError("device", f"{{name}} must be cpu, cuda, cuda:N or auto, got {device!r}")
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if int(match.group(1) or 0) >= count:
-        raise ModelLoadError(f"{{asked}}: this machine has {count} CUDA GPU(s)",
-                             hint="use {cpu}, or auto to take a GPU when there is one",
-                             options={"asked": spell("device", device), "cpu": spell("device", "cpu")})
-    return device
 
 
 def load_causal_lm(path: str | Path, **kwargs) -> ModelHandle:

@@ -5,7 +5,7 @@ An adapter folder holds ``adapter_config.json`` and ``adapter_model.safetensors`
 peft's ``save_pretrained`` writes) and, when lmaudit wrote it, the tokenizer and
 ``lmaudit_training.json``.
 
-Loading (:func:`~lmaudit.models.loading.load_model`: :func:`~lmaudit.models.loading.resolve_model`
+Loading (:func:`~lmaudit.models.loading.load_model`: :func:`~lmaudit.models.resolve.resolve_model`
 reads and checks each adapter of the chain, :func:`~lmaudit.models.loading.load_resolved` applies
 them in turn). The base model is ``base`` (the ``--adapter-base`` option) or else the adapter
 config's ``base_model_name_or_path`` when that is an existing local folder; lmaudit never

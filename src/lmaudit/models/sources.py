@@ -7,7 +7,7 @@ imported into, which the caller's ``local`` maps it to). :func:`resolve_source` 
 the full-model folder and the adapters applied on it, innermost first; :func:`model_folders` lists every folder one
 load reads, so that an output folder is never one of them. The checks and readers of one folder follow
 (:func:`check_model_dir`, :func:`read_config`, :func:`read_adapter_dir`, ...): what
-:func:`~lmaudit.models.loading.resolve_model` reads before any weight loads.
+:func:`~lmaudit.models.resolve.resolve_model` reads before any weight loads.
 """
 
 from __future__ import annotations

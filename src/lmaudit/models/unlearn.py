@@ -37,8 +37,9 @@ from lmaudit.errors import LmauditError, SettingError
 from lmaudit.models.adapters import DLMAdapter, adapter_for, context_length
 from lmaudit.models.batching import to_device
 from lmaudit.models.build import finetune, loss_summary, objective_for, save_model
-from lmaudit.models.loading import check_model_dir, load_model
+from lmaudit.models.loading import load_model
 from lmaudit.models.lora import LoraSpec, finish_training, folder_fingerprint, start_training
+from lmaudit.models.sources import check_model_dir
 from lmaudit.models.train import MODES, Example, Objective, TrainConfig, collate, dft_examples, ift_examples, train
 from lmaudit.settings import check_settings, integer, non_negative, one_of, positive, refusing, seed_value, setting
 
