@@ -1,7 +1,9 @@
-"""Tokenisation of records for scoring: context + target, scored-position masks."""
+"""Tokenisation of records for scoring: context + target, scored-position masks; how many texts a model's token
+limit cuts."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -9,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import DataError
+from lmaudit.errors import DataError, warn
+from lmaudit.models.handle import ModelHandle
 from lmaudit.utils import stable_hash
 
 
@@ -155,3 +158,36 @@ def pad_batch(ids: list[np.ndarray], scored: list[np.ndarray], index: np.ndarray
         attn[row, :n] = 1
         mask[row, :n] = scored[i]
     return input_ids, attn, mask
+
+
+COUNT_CHUNK = 1024  # records tokenised at a time when counting: memory stays flat however large the set
+
+
+def _over(tokenizer, textset: TextSet, limit: int) -> int:
+    """How many records of ``textset`` have more than ``limit`` tokens, tokenised :data:`COUNT_CHUNK` at a time
+    (one call over a whole set of 20,000 texts held every encoding at once: its peak grew with the set)."""
+    return sum(int(sum(len(ids) > limit for ids in tokenize_records(
+        tokenizer, TextSet(textset.records[a:a + COUNT_CHUNK], source=textset.source), max_length=sys.maxsize,
+        first_scorable=0).ids)) for a in range(0, len(textset), COUNT_CHUNK))
+
+
+def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
+    """How many texts of each set (``members``, ``nonmembers``) exceed the target's token limit, and what the probes
+    do with them (one warning, before any forward pass); ``config`` a run's (its ``max_length`` and ``long_texts``).
+
+    The limit is ``--max-tokens`` or the model's context length (the adapter's, one
+    rule for every probe). ``window`` scores every token of an AR text in overlapping
+    windows; a DLM's masked probe truncates whatever the mode.
+    """
+    limit = config.max_length or target.adapter.context_length
+    counts = {name: _over(target.tokenizer, ts, limit) for name, ts in sets.items()}
+    offered = target.adapter.long_text_modes  # what this model's probes can do with a long text
+    mode = config.long_texts if config.long_texts in offered else "truncate"
+    if any(counts.values()):
+        what = ("scored in overlapping windows of that length" if mode == "window"
+                else "truncated to their first tokens (--long-texts window scores them whole)")
+        if config.long_texts not in offered:
+            what = "truncated to their first tokens (windows apply to AR models only)"
+        warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed {limit} tokens and "
+             f"are {what}")
+    return {"limit": limit, "mode": mode, **counts}

@@ -24,12 +24,13 @@ from lmaudit.metrics import summarize_attacks
 from lmaudit.models.chat import chat_records, use_chat_template
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.records import MaskedStats
+from lmaudit.probes.tokenize import long_text_counts
 from lmaudit.progress import info
 from lmaudit.report.build import mia_report
 from lmaudit.runs import peer_groups  # noqa: F401  (registers the gradient and neighbour probes)
 from lmaudit.runs.common import Job, register_job
 from lmaudit.runs.mia_groups import Probing, check_requests, group_attacks, probe_group
-from lmaudit.runs.mia_notes import degenerate_notes, long_text_counts
+from lmaudit.runs.mia_notes import degenerate_notes
 from lmaudit.runs.mia_result import MIAResult, RunConfig, text_digests
 from lmaudit.runs.set_check import PRIOR, blind_baseline_scores, prior_check, set_check
 from lmaudit.utils import cache_dir

@@ -1,18 +1,14 @@
-"""What ``mia`` says about a run besides its scores: texts over the token limit, sets or scores that make the
-figures unreliable, and the terminal table."""
+"""What ``mia`` says about a run besides its scores: sets or scores that make the figures unreliable, and the
+terminal table (the texts over the token limit are counted by the probes' tokenisation,
+:func:`~lmaudit.probes.tokenize.long_text_counts`)."""
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 from rich.table import Table
 
-from lmaudit.data.loaders import TextSet
 from lmaudit.errors import warn
 from lmaudit.metrics import tie_note
-from lmaudit.models.handle import ModelHandle
-from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.report.cells import (
     BLIND_NOTE,
     PRIOR_NOTE,
@@ -21,38 +17,6 @@ from lmaudit.report.cells import (
 )
 from lmaudit.report.summary import mia_summary
 from lmaudit.report.validity import reference_differs, sets_differ
-
-COUNT_CHUNK = 1024  # records tokenised at a time when counting: memory stays flat however large the set
-
-
-def _over(tokenizer, textset: TextSet, limit: int) -> int:
-    """How many records of ``textset`` have more than ``limit`` tokens, tokenised :data:`COUNT_CHUNK` at a time
-    (one call over a whole set of 20,000 texts held every encoding at once: its peak grew with the set)."""
-    return sum(int(sum(len(ids) > limit for ids in tokenize_records(
-        tokenizer, TextSet(textset.records[a:a + COUNT_CHUNK], source=textset.source), max_length=sys.maxsize,
-        first_scorable=0).ids)) for a in range(0, len(textset), COUNT_CHUNK))
-
-
-def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
-    """How many texts of each set exceed the target's token limit, and what the probes do with them (one warning).
-
-    The limit is ``--max-tokens`` or the model's context length (the adapter's, one
-    rule for every probe). ``window`` scores every token of an AR text in overlapping
-    windows; a DLM's masked probe truncates whatever the mode.
-    """
-    limit = config.max_length or target.adapter.context_length
-    counts = {name: _over(target.tokenizer, ts, limit) for name, ts in sets.items()}
-    offered = target.adapter.long_text_modes  # what this model's probes can do with a long text
-    mode = config.long_texts if config.long_texts in offered else "truncate"
-    if any(counts.values()):
-        what = ("scored in overlapping windows of that length" if mode == "window"
-                else "truncated to their first tokens (--long-texts window scores them whole)")
-        if config.long_texts not in offered:
-            what = "truncated to their first tokens (windows apply to AR models only)"
-        warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed "
-                      f"{limit} tokens and are {what}")
-    return {"limit": limit, "mode": mode, **counts}
-
 
 MIN_PER_CLASS = 20  # below this many members or non-members, intervals and TPRs say little
 
