@@ -1,6 +1,7 @@
 """What one load reads, resolved and checked before any weight loads: the folders of a model source, its kind,
 precision, device and fingerprints (:class:`ResolvedModel`), which :func:`~lmaudit.models.loading.load_resolved`
-then loads once. Nothing here reads a weight or imports transformers."""
+then loads once. Nothing here loads a weight (the weight files are hashed for the fingerprint) or imports
+transformers."""
 
 from __future__ import annotations
 
@@ -68,12 +69,11 @@ class ResolvedModel:
         return self.adapters[-1].path if self.adapters else self.folder
 
 
-
 def resolve_model(path: str | Path, adapter_base: str | Path | None = None, *, kind: str | None = None,
                   dtype: str | None = None, device: str | None = None, trust_remote_code: bool = False,
                   allow_pickle: bool = False, mask_token_id: int | None = None, shift_logits: bool | None = None,
                   local: Callable[[str | Path], Path] = Path) -> ResolvedModel:
-    """What :func:`load_model` loads for these arguments, read and checked without loading a weight.
+    """What :func:`~lmaudit.models.loading.load_model` loads for these arguments, read and checked without loading a weight.
 
     ``local`` maps a GGUF file or a model name to its folder (:func:`~lmaudit.models.sources.resolve_source`).
     The folders of the chain are found first, then the full model's folder is checked, then
