@@ -73,7 +73,8 @@ def resolve_model(path: str | Path, adapter_base: str | Path | None = None, *, k
                   dtype: str | None = None, device: str | None = None, trust_remote_code: bool = False,
                   allow_pickle: bool = False, mask_token_id: int | None = None, shift_logits: bool | None = None,
                   local: Callable[[str | Path], Path] = Path) -> ResolvedModel:
-    """What :func:`~lmaudit.models.loading.load_model` loads for these arguments, read and checked without loading a weight.
+    """What :func:`~lmaudit.models.loading.load_model` loads for these arguments, read and checked without loading
+    a weight.
 
     ``local`` maps a GGUF file or a model name to its folder (:func:`~lmaudit.models.sources.resolve_source`).
     The folders of the chain are found first, then the full model's folder is checked, then
