@@ -150,9 +150,16 @@ def test_smi_m_against_smi_is_the_error_against_the_known_rho_per_seed_with_its_
     assert "forget 10%, hidden features: SMI " in f.ours
 
 
-def test_an_undefined_estimate_has_no_interval_and_is_points_only():
+def test_an_undefined_estimate_is_not_testable_at_this_size_on_its_seed_and_the_others_are_judged():
     f = x.smi_m_beats_smi(unlearning(smi_cells(0.3, 0.7, float("nan"), float("nan"))))
-    assert f.verdict == POINTS_ONLY
+    assert f.verdict == AT_THIS_SIZE and "seeds 0, 1, 2: ρ undefined" in f.ours  # not identifiable: no storing helps
+    one = smi_cells(0.3, 0.7, 0.0, 0.95)
+    one["0.1 / none / smi-m"] = [0.0, float("nan"), 0.0]  # SMI-M's references indistinguishable on seed 1
+    f = x.smi_m_beats_smi(unlearning(one, half=0.001))
+    assert f.verdict == MIXED and f.verdict.counts == "2 reproduced, 1 not testable at this size"
+    assert "seed 1: ρ undefined" in f.ours
+    f = x.smi_m_beats_smi(unlearning(smi_cells(0.3, 0.7, 0.0, 0.95), intervals=False))
+    assert f.verdict == POINTS_ONLY  # defined estimates the audit stores no interval of: what it must store
 
 
 def test_fnr_at_zero_fpr_is_not_run_and_reads_the_stored_threshold():

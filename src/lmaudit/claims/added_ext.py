@@ -51,7 +51,8 @@ def smi_m_beats_smi(recs: dict[str, dict], *, name: str = "unlearning-audit") ->
             a, b = ([truth_error(rec, frac, x, i) for i in range(seed_count(rec))] for x in (smi, m))
             text, v = judged([gap(x, y) for x, y in zip(a, b)], effect=SMI_M_GAIN)
             verdicts.append(v)
-            shown = [f"{x} {spread([e[0] for e in es if e])[0]:.2f}" for x, es in (("SMI", a), ("SMI-M", b))]
+            shown = [f"{x} {spread([e[0] for e in es if isinstance(e, tuple)])[0]:.2f}"
+                     for x, es in (("SMI", a), ("SMI-M", b))]
             parts.append(f"forget {float(frac):.0%}, {features}: {' vs '.join(shown)}; SMI's error − SMI-M's {text}")
     return Finding(f"mean |ρ − truth| over 'none' (0) and 'retrain' (1), mean over seeds, and per seed ({ERRORS}), "
                    f"{against_paper(SMI_M_GAIN, **RHO)}: " + "; ".join(parts), combine(verdicts),

@@ -22,7 +22,7 @@ from lmaudit.claims.base import (
     spread,
 )
 from lmaudit.claims.intervals import rho_interval
-from lmaudit.claims.verdicts import category, combine, single
+from lmaudit.claims.verdicts import Verdict, category, combine, single
 from lmaudit.extraction.reconstruct import wilson_interval
 
 TRUTH = {"none": 0.0, "retrain": 1.0}  # the two models whose forgotten share ρ is known
@@ -32,12 +32,17 @@ ERRORS = ("each audit's |ρ − truth| per seed with its 95% interval from the 9
           "the two (wider than a 95% interval of the difference)")
 
 
-def error(rec: dict, key: str, seed: int, truth: float) -> tuple[float, float, float] | None:
-    """|ρ − truth| of one audit on one seed with its 95% interval; None where the audit stores no interval or ρ is
-    undefined there."""
+UNDEFINED = "undefined"  # an audit's ρ on a seed where its reference sets could not be told apart (stored as NaN)
+
+
+def error(rec: dict, key: str, seed: int, truth: float) -> tuple[float, float, float] | str | None:
+    """|ρ − truth| of one audit on one seed with its 95% interval; :data:`UNDEFINED` where ρ is undefined there (not
+    identifiable), None where the audit stores no interval."""
     rho = rec["unlearning"][key]["per_seed"][seed]
+    if rho is None or not math.isfinite(rho):
+        return UNDEFINED
     iv = rho_interval(rec, key, seed)
-    if iv is None or rho is None or not math.isfinite(rho):
+    if iv is None:
         return None
     lo, hi = iv[0] - truth, iv[1] - truth
     near, far = (0.0, max(-lo, hi)) if lo <= 0 <= hi else sorted((abs(lo), abs(hi)))
@@ -46,25 +51,40 @@ def error(rec: dict, key: str, seed: int, truth: float) -> tuple[float, float, f
 
 def truth_error(rec: dict, frac: str, audit: str, seed: int) -> tuple[float, float, float] | None:
     """The mean |ρ − truth| over 'none' (0) and 'retrain' (1) of one audit on one seed with its interval (the mean of
-    the two intervals' ends); None where either has no interval."""
+    the two intervals' ends); :data:`UNDEFINED` where either ρ is undefined, None where either has no interval."""
     both = [error(rec, f"{frac} / {m} / {audit}", seed, t) for m, t in TRUTH.items()]
+    if UNDEFINED in both:
+        return UNDEFINED
     if None in both:
         return None
     return tuple(float(np.mean(x)) for x in zip(*both))
 
 
-def gap(a: tuple | None, b: tuple | None) -> dict | None:
-    """a − b of two (value, lo, hi), its interval from their far ends; None where either is missing."""
+def gap(a: tuple | str | None, b: tuple | str | None) -> dict | str | None:
+    """a − b of two (value, lo, hi), its interval from their far ends; :data:`UNDEFINED` where either is, None where
+    either is missing."""
+    if UNDEFINED in (a, b):
+        return UNDEFINED
     if a is None or b is None:
         return None
     return {"diff": a[0] - b[0], "ci95": [a[1] - b[2], a[2] - b[1]]}
 
 
-def judged(diffs: list[dict | None], effect: float | None = None):
-    """The text and verdict of per-seed differences, points only where any seed has no interval."""
+def judged(diffs: list[dict | str | None], effect: float | None = None):
+    """The text and verdict of per-seed differences, points only where any seed has no interval; a seed where an
+    audit's ρ is undefined (:data:`UNDEFINED`: its member and non-member references could not be told apart, so ρ is
+    not identifiable) is not testable at this size, and the others are judged."""
     if not diffs or any(d is None for d in diffs):
         return "(points: an audit stores no interval)", single(POINTS_ONLY)
-    return judged_seeds(diffs, effect=effect, scale=1, digits=2)
+    undefined = [i for i, d in enumerate(diffs) if d == UNDEFINED]
+    defined = [d for d in diffs if d != UNDEFINED]
+    if not undefined:
+        return judged_seeds(defined, effect=effect, scale=1, digits=2)
+    text, verdict = judged_seeds(defined, effect=effect, scale=1, digits=2) if defined else ("", Verdict(()))
+    verdict = Verdict([*verdict.parts, *[AT_THIS_SIZE] * len(undefined)], verdict.ratios)
+    said = (f"seed{'s' if len(undefined) > 1 else ''} {', '.join(map(str, undefined))}: ρ undefined (its references "
+            "indistinguishable: not identifiable at this size)")
+    return f"{text.rsplit(' (seeds: ', 1)[0] + '; ' if defined else ''}{said} (seeds: {verdict.counts})", verdict
 
 
 def _mean_std(values) -> str:
