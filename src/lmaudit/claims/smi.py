@@ -15,10 +15,12 @@ from lmaudit.claims.base import (
     POINTS_ONLY,
     UNTESTABLE,
     Finding,
+    judge,
     judged_seeds,
     pct,
     regime_text,
     seed_count,
+    seed_intervals,
     spread,
 )
 from lmaudit.claims.intervals import rho_interval
@@ -78,13 +80,13 @@ def judged(diffs: list[dict | str | None], effect: float | None = None):
         return "(points: an audit stores no interval)", single(POINTS_ONLY)
     undefined = [i for i, d in enumerate(diffs) if d == UNDEFINED]
     defined = [d for d in diffs if d != UNDEFINED]
-    if not undefined:
-        return judged_seeds(defined, effect=effect, scale=1, digits=2)
-    text, verdict = judged_seeds(defined, effect=effect, scale=1, digits=2) if defined else ("", Verdict(()))
-    verdict = Verdict([*verdict.parts, *[AT_THIS_SIZE] * len(undefined)], verdict.ratios)
-    said = (f"seed{'s' if len(undefined) > 1 else ''} {', '.join(map(str, undefined))}: ρ undefined (its references "
-            "indistinguishable: not identifiable at this size)")
-    return f"{text.rsplit(' (seeds: ', 1)[0] + '; ' if defined else ''}{said} (seeds: {verdict.counts})", verdict
+    measured = judge(defined, effect=effect)
+    verdict = Verdict([*measured.parts, *[AT_THIS_SIZE] * len(undefined)], measured.ratios)
+    shown = [seed_intervals(defined, 1, 2)] if defined else []
+    if undefined:
+        shown.append(f"seed{'s' if len(undefined) > 1 else ''} {', '.join(map(str, undefined))}: ρ undefined (its "
+                     "references indistinguishable: not identifiable at this size)")
+    return f"{'; '.join(shown)} (seeds: {verdict.counts})", verdict
 
 
 def _mean_std(values) -> str:
