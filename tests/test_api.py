@@ -202,3 +202,14 @@ def test_epsilon_from_python_equals_the_command(tmp_path, tiny_model_dir):
     assert_ok(cli("epsilon", folder, "--delta", "1e-4", "--seed", 1, "--out", tmp_path / "cli"))
     by_api, by_cli = (json.loads((tmp_path / d / "epsilon.json").read_text()) for d in ("api", "cli"))
     assert by_api["attacks"] == by_cli["attacks"] and by_api["git_commit"] == by_cli["git_commit"]
+
+
+def test_a_named_attack_without_the_models_it_reads_is_refused_naming_the_option():
+    from lmaudit.attacks.selection import select_attacks
+
+    with pytest.raises(LmauditError, match=r"attack\(s\) lira, rmia need shadow models"):
+        select_attacks(["loss", "lira", "rmia"], "ar", has_reference=True)
+    with pytest.raises(LmauditError, match=r"attack\(s\) reference need a reference model"):
+        select_attacks(["reference", "lira"], "ar", has_shadows=True)
+    chosen = select_attacks(["reference", "lira"], "ar", has_reference=True, has_shadows=True)
+    assert [s.name for s in chosen.specs] == ["reference", "lira"] and not chosen.skipped

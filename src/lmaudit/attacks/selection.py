@@ -49,9 +49,8 @@ def _by_kind(names: list[str] | None, kind: str, has_reference: bool, has_shadow
              params: dict) -> list[AttackSpec]:
     if names is not None:
         specs = [get_attack(n, kind) for n in names]
-        for needs, what, option in (("needs_reference", "a reference model", "reference"),
-                                    ("needs_shadows", "shadow models", "shadows")):
-            has = has_reference if option == "reference" else has_shadows
+        for needs, has, what, option in (("needs_reference", has_reference, "a reference model", "reference"),
+                                         ("needs_shadows", has_shadows, "shadow models", "shadows")):
             missing = [s.name for s in specs if getattr(s, needs) and not has]
             if missing:
                 raise LmauditError(f"attack(s) {', '.join(missing)} need {what}", hint=f"pass {{{option}}} DIR",
