@@ -67,6 +67,27 @@ def test_top_k_values_above_0_or_not_finite_are_refused_and_never_kept(serve, ti
     assert aucs(audit(bad, tiny_model_dir)) == truth
 
 
+def test_a_served_reference_refused_mid_run_discards_both_models_answers_and_says_so_once(serve, tiny_model_dir):
+    """Each served model of a run checks itself in its own session; one refused refuses the run, and neither keeps
+    what the run asked it."""
+    config = lmaudit.RunConfig(attacks=["loss", "reference"], n_bootstrap=0, blind=False)
+
+    def run(target, reference):
+        return lmaudit.mia(target.url, MEMBERS, NONMEMBERS, reference=reference.url, tokenizer=tiny_model_dir,
+                           top_k=5, config=config)
+
+    truth = aucs(run(serve(), serve()))
+    target = serve()
+    bad = serve(top_value=0.5, top_when=lambda body: "quick brown fox" not in body["prompt"])
+    with pytest.raises(LmauditError) as caught:
+        run(target, bad)
+    assert str(caught.value).count("nothing this run asked the server was kept") == 1
+    asked = target.completions
+    del bad.faults["top_value"]
+    assert aucs(run(target, bad)) == truth
+    assert target.completions - asked >= len(TEXTS)  # the target's answers of the refused run were not kept
+
+
 def test_a_model_swapped_mid_run_is_refused_and_its_answers_are_not_reused_once_fixed(serve, tiny_model_dir):
     truth = aucs(audit(serve(), tiny_model_dir))
     server = serve(noise_when=lambda body, n: 15 <= n < 30)  # other weights for 15 requests, then the first again

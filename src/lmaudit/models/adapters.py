@@ -38,6 +38,7 @@ Logit conventions of DLMs:
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -113,6 +114,11 @@ class _Adapter:
 
     def parameters(self):
         return self.model.parameters()
+
+    def session(self) -> AbstractContextManager:
+        """A job's run with this model (:func:`~lmaudit.runs.inputs.running`): weights held in this process stay one
+        model through it, so there is nothing to check (a served model's adapter checks that its server's does)."""
+        return nullcontext()
 
     def handle(self, *, path: str = "", fingerprint: str = "") -> ModelHandle:
         """The handle of a network in memory, of this adapter's kind, tokenised with its tokenizer (a model loaded from

@@ -48,6 +48,7 @@ from lmaudit.utils import stable_hash
 DEFAULT_TOP_K = 20  # vLLM's default cap (--max-logprobs); llama-cpp-python takes more
 DEFAULT_CONCURRENCY = 4  # requests in flight at once: a batching server (vLLM) answers them together
 APPROXIMATE = ("mu", "sigma")  # the statistics a served probe approximates from its top-k
+_NOTHING_KEPT = "nothing this run asked the server was kept: once it is fixed, the same command asks again"
 
 
 def topk_moments(top: list[float], vocab: int) -> tuple[float, float]:
@@ -137,35 +138,28 @@ class ServedAdapter:
         return out
 
 
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """A job's run on this served model (:func:`~lmaudit.runs.inputs.running`): its identity checked through the
+        run and at its end (:class:`~lmaudit.models.served_identity.IdentityGuard`, recorded as the model's facts'
+        ``identity_check``), and the answers the run asked kept only when the check passes. A refused run keeps
+        nothing it asked, and says so; an interrupted one leaves its answers pending for the next run, which checks
+        them again."""
+        self.guard.begin()
+        try:
+            yield
+            self.capabilities["identity_check"] = self.guard.finish()
+        except LmauditError as exc:
+            self.endpoint.discard()
+            if _NOTHING_KEPT in (exc.hint_template or ""):  # said already by another served model of the run
+                raise
+            raise LmauditError(exc.template, options=exc.options,
+                               hint="; ".join(filter(None, [exc.hint_template, _NOTHING_KEPT]))) from None
+        self.endpoint.commit()
+
     def _generated(self, choice: dict) -> None:
         if not isinstance(choice.get("text"), str):
             raise LmauditError(f"{self.endpoint.url}/completions: no generated text in the answer")
-
-
-@contextmanager
-def served_checks(*handles) -> Iterator[None]:
-    """A job's run on served models (handles of other models are passed over): their identity checked through it
-    and at its end (:class:`~lmaudit.models.served_identity.IdentityGuard`, recorded as the model's facts'
-    ``identity_check``), the answers it asked kept only when it passes. A refused run keeps nothing it asked, and
-    says so; an interrupted one leaves its answers pending for the next run, which checks them again."""
-    served = [h.adapter for h in handles if h is not None and isinstance(h.adapter, ServedAdapter)]
-    for adapter in served:
-        adapter.guard.begin()
-    try:
-        yield
-        for adapter in served:
-            adapter.capabilities["identity_check"] = adapter.guard.finish()
-    except LmauditError as exc:
-        if not served:
-            raise
-        for adapter in served:
-            adapter.endpoint.discard()
-        raise LmauditError(exc.template, options=exc.options,
-                           hint="; ".join(filter(None, [exc.hint_template, "nothing this run asked the server was "
-                                                        "kept: once it is fixed, the same command asks again"]))
-                           ) from None
-    for adapter in served:
-        adapter.endpoint.commit()
 
 
 def _rows(answer: PromptLogprobs, offsets: list[int], start: int, vocab: int, *, where: str) -> np.ndarray:

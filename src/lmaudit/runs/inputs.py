@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lmaudit.errors import SettingError
 from lmaudit.models.handle import ModelHandle
 from lmaudit.models.lora import LoraSpec
-from lmaudit.models.served_model import served_checks
 from lmaudit.probes.backends import BACKENDS, current_backend, use_backend
 
 
@@ -28,10 +27,13 @@ def on_backend(backend=None) -> Iterator:
 
 @contextmanager
 def running(backend, *models: ModelHandle | None) -> Iterator:
-    """A job's body on ``backend`` (:func:`on_backend`) with its ``models``: a served one is checked to stay one
-    model through the run, and what it answered is kept only when the run passes
-    (:func:`~lmaudit.models.served_model.served_checks`)."""
-    with on_backend(backend) as chosen, served_checks(*models):
+    """A job's body on ``backend`` (:func:`on_backend`) inside each model's session (its adapter's ``session()``): a
+    served one is checked to stay one model through the run, and what it answered is kept only when its check passes
+    and the run ends without an error (:meth:`~lmaudit.models.served_model.ServedAdapter.session`)."""
+    with on_backend(backend) as chosen, ExitStack() as sessions:
+        for model in models:
+            if model is not None:
+                sessions.enter_context(model.adapter.session())
         yield chosen
 
 
