@@ -321,7 +321,8 @@ def test_mia_prints_whole_intervals_when_stdout_is_not_a_terminal(tmp_path, tiny
     assert next(line for line in out.output.splitlines() if line.startswith("Exposure: ")).endswith(".")
 
 
-def test_mia_refuses_other_texts_or_the_same_model_before_probing(tmp_path, tiny_model_dir, monkeypatch):
+def test_mia_refuses_other_texts_before_loading_the_model_and_the_same_model_with_privleak(tmp_path, tiny_model_dir,
+                                                                                        monkeypatch):
     import lmaudit as lm
     import lmaudit.api
 
@@ -329,13 +330,14 @@ def test_mia_refuses_other_texts_or_the_same_model_before_probing(tmp_path, tiny
     folder = tmp_path / "retrained"
     _run(texts, retrained, fingerprint="retrained").write(folder)
 
-    def no_run(*args, **kwargs):
-        raise AssertionError("the model was probed before the runs were found not comparable")
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the texts were found not comparable")
 
-    monkeypatch.setattr(lmaudit.api.membership, "run_mia", no_run)
     cfg = RunConfig(attacks=["loss"], n_bootstrap=20, blind=False)
-    with pytest.raises(DataError, match="scores other texts than this run"):
-        lm.mia(tiny_model_dir, make_texts(N, seed=1), make_texts(N, seed=2), config=cfg, retrained=folder)
+    with monkeypatch.context() as patched:
+        patched.setattr(lmaudit.api.membership, "load_models", no_load)
+        with pytest.raises(DataError, match="scores other texts than this run"):
+            lm.mia(tiny_model_dir, make_texts(N, seed=1), make_texts(N, seed=2), config=cfg, retrained=folder)
     fingerprint = lm.load_model(tiny_model_dir).fingerprint
     _run(texts, retrained, fingerprint=fingerprint).write(tmp_path / "same")
     with pytest.raises(DataError, match=f"the same model as this run .fingerprint {fingerprint}"):

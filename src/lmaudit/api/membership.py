@@ -13,7 +13,7 @@ from lmaudit.runs.audit_set import AuditConfig, AuditResult, estimate_rho, run_s
 from lmaudit.runs.dataset_inference import InferenceConfig, InferenceResult, run_dataset_inference
 from lmaudit.runs.inputs import check_backend, running
 from lmaudit.runs.mia import MIAResult, RunConfig, run_mia, score_set
-from lmaudit.runs.privleak import check_before_run, privleak_against, read_retrained
+from lmaudit.runs.privleak import check_planned, privleak_against, read_retrained
 from lmaudit.runs.records import ProbeRecords, probe_records, score_records
 
 # what lmaudit.api (and lmaudit) exports of this module: its jobs and the settings they take
@@ -33,7 +33,8 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     folder from ``lmaudit shadows``. ``load_options`` go to :func:`load_model`. The data
     is read before any model is loaded. ``retrained``: the folder (or result) of the same run on a model
     retrained without the members; the result then holds MUSE's PrivLeak per attack (``result.privleak``), once
-    the two runs are found comparable (:func:`~lmaudit.runs.privleak.check_comparable`). ``members`` and
+    the two runs are found comparable (:func:`~lmaudit.runs.privleak.check_comparable`): their texts before any model
+    loads, their models (kind, fingerprint) and settings with PrivLeak, one step after the run. ``members`` and
     ``nonmembers`` may also be lists of strings (records ``members:0``, ...). ``backend``: where the shard work runs
     (:func:`~lmaudit.runs.inputs.on_backend`: None the current one, ``"local"``, ``"ray"`` or a backend object).
 
@@ -50,12 +51,12 @@ def mia(model, members=None, nonmembers=None, *, data=None, label_field: str | N
     mem, non = load_member_sets(given_texts(members, "members"), given_texts(nonmembers, "nonmembers"), data=data,
                                 label_field=label_field, text_field=text_field, split=split)
     shadow_set = None if shadows is None else ShadowSet.load(shadows)
+    config = config or RunConfig()
     other, where = (None, None) if retrained is None else read_retrained(retrained)
+    if other is not None:
+        check_planned(other, where, mem, non, config)
     check_backend(backend)
     target, ref = load_models(model, reference, **load_options)
-    config = config or RunConfig()
-    if other is not None:
-        check_before_run(other, where, target, mem, non, config)
     with running(backend, target, ref):
         result = run_mia(target, mem, non, reference=ref, config=config, shadows=shadow_set)
     if other is not None:

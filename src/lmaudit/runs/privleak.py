@@ -89,7 +89,8 @@ def _differences(result, retrained, shared: list[str]) -> list[str]:
 def check_comparable(result, retrained, where: str = "the retrained run") -> list[str]:
     """Refuse (:class:`DataError`, naming ``where``) a retrained run whose PrivLeak against ``result`` would not
     mean what it says; return the attacks both runs scored."""
-    check_texts_and_model(result, retrained, where)
+    check_texts(result, retrained, where)
+    _check_model(result, retrained, where)
     shared = [n for n in result.attacks if n in retrained.scores]
     if not shared:
         raise DataError(f"{where} ran none of this run's attacks ({', '.join(result.attacks)})",
@@ -101,10 +102,10 @@ def check_comparable(result, retrained, where: str = "the retrained run") -> lis
     return shared
 
 
-def check_texts_and_model(result, retrained, where: str = "the retrained run", *, texts: bool = True) -> None:
-    """The part of :func:`check_comparable` that needs no scores, so that it can run before the model is probed:
-    ``result`` needs only ``digests``, ``labels`` and ``target`` (its ``kind`` and ``fingerprint``); ``texts=False``
-    leaves the texts to the full check (a run whose attacks hold some texts out)."""
+def check_texts(result, retrained, where: str = "the retrained run", *, texts: bool = True) -> None:
+    """The part of :func:`check_comparable` that needs neither a model nor scores, so that it runs before the model
+    loads: both runs hold per-text digests and (unless ``texts=False``, for a run whose attacks hold some texts out)
+    the same texts with the same labels; ``result`` needs only ``digests`` and ``labels``."""
     if not retrained.digests or not result.digests:
         which = where if not retrained.digests else "this run"
         raise DataError(f"{which} holds no per-text digests (no 'digest' column in its scores.parquet: written by "
@@ -116,6 +117,10 @@ def check_texts_and_model(result, retrained, where: str = "the retrained run", *
         raise DataError(f"{where} scores other texts than this run ({len(retrained.digests)} vs "
                         f"{len(result.digests)} records, compared by content and label, not by id)",
                         hint="score the retrained model on the same members (forget set) and non-members")
+
+
+def _check_model(result, retrained, where: str) -> None:
+    """The two runs audit models of one kind, and two different models (fingerprints)."""
     kinds = result.target.get("kind", "ar"), retrained.target.get("kind", "ar")
     if kinds[0] != kinds[1]:
         raise DataError(f"{where} audits a {kinds[1].upper()} model and this run a {kinds[0].upper()} one",
@@ -135,12 +140,13 @@ def read_retrained(retrained) -> tuple[MIAResult, str]:
     return MIAResult.load(retrained), str(retrained)
 
 
-def check_before_run(retrained, where: str, target, members, nonmembers, config) -> None:
-    """:func:`check_texts_and_model` of the run about to be made (``target`` a loaded model, the two text sets and
-    its configuration), before any probe: the texts are left to the full check when ReCaLL holds some out."""
-    planned = SimpleNamespace(digests=text_digests(members, nonmembers), target=target.facts(),
+def check_planned(retrained, where: str, members, nonmembers, config) -> None:
+    """:func:`check_texts` of the run about to be made (its two text sets and configuration), before any model
+    loads: the texts are left to the full check when ReCaLL holds some out. What needs the run's model (its kind and
+    fingerprint) and scores is checked with PrivLeak, after the run (:func:`privleak_against`)."""
+    planned = SimpleNamespace(digests=text_digests(members, nonmembers),
                               labels=np.r_[np.ones(len(members)), np.zeros(len(nonmembers))])
-    check_texts_and_model(planned, retrained, where, texts="recall" not in {*(config.attacks or ()), *config.params})
+    check_texts(planned, retrained, where, texts="recall" not in {*(config.attacks or ()), *config.params})
 
 
 def privleak_against(result, retrained, where: str = "the retrained run") -> dict:
