@@ -70,6 +70,38 @@ def test_named_attacks_beyond_the_access_and_a_missing_tokenizer_are_refused(ser
                     config=lmaudit.RunConfig(attacks=["loss", "gradnorm"], n_bootstrap=0, blind=False))
 
 
+def test_an_option_the_source_does_not_read_is_refused_naming_it_and_a_pair_reads_each_its_own(server, tiny_model_dir,
+                                                                                                tmp_path):
+    """Before, a weight option given with a URL, or --tokenizer given with a folder, was silently ignored."""
+    import lmaudit
+    from helpers import assert_user_error, write_jsonl
+    from helpers import lmaudit as cli
+
+    with pytest.raises(LmauditError, match="dtype.* does not apply to a served model, whose server holds the weights"):
+        load_model(server.url, tokenizer=tiny_model_dir, dtype="bfloat16")
+    with pytest.raises(LmauditError, match="device.* cuda does not apply to a served model"):
+        load_model(server.url, tokenizer=tiny_model_dir, device="cuda")
+    with pytest.raises(LmauditError, match="tokenizer.* does not apply to a model on disk"):
+        load_model(tiny_model_dir, tokenizer=tiny_model_dir)
+    with pytest.raises(LmauditError, match="top_k.* does not apply to a model on disk"):
+        load_model(tiny_model_dir, top_k=0)  # 0 is a value given, not the "unset" False
+    assert load_model(server.url, tokenizer=tiny_model_dir, device="cpu").kind == "ar"  # a Ray driver's device
+    texts = make_texts(8, seed=17)
+    config = lmaudit.RunConfig(attacks=["loss", "reference"], n_bootstrap=0, blind=False)
+    # a served target with a local reference: the tokenizer is the target's option, the dtype the reference's
+    both = lmaudit.mia(server.url, texts[:4], texts[4:], reference=tiny_model_dir, tokenizer=tiny_model_dir,
+                       dtype="float32", config=config)
+    assert both.reference["fingerprint"] == load_model(tiny_model_dir).fingerprint
+    with pytest.raises(LmauditError, match="tokenizer.* does not apply to a model on disk"):
+        lmaudit.mia(tiny_model_dir, texts[:4], texts[4:], reference=tiny_model_dir, tokenizer=tiny_model_dir,
+                    config=config)
+    members, nonmembers = write_jsonl(tmp_path / "m.jsonl", texts[:4]), write_jsonl(tmp_path / "n.jsonl", texts[4:])
+    out = cli("mia", "--model", tiny_model_dir, "--members", members, "--nonmembers", nonmembers, "--tokenizer",
+              tiny_model_dir, "--out", tmp_path / "run")
+    assert_user_error(out, "--tokenizer does not apply to a model on disk")
+    assert not (tmp_path / "run").exists()
+
+
 def test_attacks_beyond_the_access_are_skipped_with_the_reason_and_distribution_ones_run_approximately():
     from lmaudit.attacks import get_attack
     from lmaudit.attacks.selection import by_access

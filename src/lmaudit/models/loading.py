@@ -14,7 +14,9 @@ turn, and the handle's adapter built for the result.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from peft import PeftModel
@@ -82,24 +84,96 @@ def load_model(
     serves several, ``top_k`` the top log-probabilities asked per position, ``concurrency`` the requests in flight at
     once; the weight options do not apply.
     """
-    if is_endpoint(path):
-        return load_served(str(path), tokenizer=tokenizer, served_model=served_model, kind=kind,
-                           top_k=DEFAULT_TOP_K if top_k is None else top_k,
-                           concurrency=DEFAULT_CONCURRENCY if concurrency is None else concurrency)
-    resolved = resolve_model(path, adapter_base, kind=kind, dtype=dtype, device=device,
-                             trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-                             mask_token_id=mask_token_id, shift_logits=shift_logits, local=local_model)
-    return load_resolved(resolved)
+    return model_source(path, kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+                        mask_token_id=mask_token_id, shift_logits=shift_logits, device=device, dtype=dtype,
+                        adapter_base=adapter_base, tokenizer=tokenizer, served_model=served_model, top_k=top_k,
+                        concurrency=concurrency).load()
 
 
 def load_models(model, reference=None, **options) -> tuple[ModelHandle, ModelHandle | None]:
-    """The target and, when given, the reference: each a loaded model (used as it is) or a source loaded with
-    ``options`` (:func:`load_model`); a reference given as a source is read as a model of the target's kind, the one
-    way every job reads its reference."""
-    target = model if isinstance(model, ModelHandle) else load_model(model, **options)
+    """The target and, when given, the reference: each a loaded model (used as it is) or a source loaded with the
+    ``options`` it reads (:func:`load_model`; an option that no source given reads is refused); a reference given as a
+    source is read as a model of the target's kind, the one way every job reads its reference."""
+    _check_read(options, [_source_type(m) for m in (model, reference)
+                          if m is not None and not isinstance(m, ModelHandle)])
+    target = model if isinstance(model, ModelHandle) else _source(model, options).load()
     if reference is None or isinstance(reference, ModelHandle):
         return target, reference
-    return target, load_model(reference, **{**options, "kind": target.kind})
+    return target, _source(reference, {**options, "kind": target.kind}).load()
+
+
+@dataclass(frozen=True)
+class LocalSource:
+    """A model on disk (a folder, a PEFT adapter folder, a GGUF file or a model name) with the options its weights
+    load with: read and checked (:func:`~lmaudit.models.resolve.resolve_model`), then loaded (:func:`load_resolved`)."""
+
+    what: ClassVar[str] = "a model on disk, whose folder holds its tokenizer"
+    path: str | Path
+    kind: str | None = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    mask_token_id: int | None = None
+    shift_logits: bool | None = None
+    device: str | None = None
+    dtype: str | None = None
+    adapter_base: str | Path | None = None
+
+    def load(self) -> ModelHandle:
+        return load_resolved(resolve_model(
+            self.path, self.adapter_base, kind=self.kind, dtype=self.dtype, device=self.device,
+            trust_remote_code=self.trust_remote_code, allow_pickle=self.allow_pickle, mask_token_id=self.mask_token_id,
+            shift_logits=self.shift_logits, local=local_model))
+
+
+@dataclass(frozen=True)
+class ServedSource:
+    """A served model (an http(s) URL) with the options asking it reads
+    (:func:`~lmaudit.models.served_model.load_served`). Its server holds the weights: ``device`` may only say where
+    this process keeps none (cpu or auto)."""
+
+    what: ClassVar[str] = "a served model, whose server holds the weights"
+    path: str
+    kind: str | None = None
+    tokenizer: str | Path | None = None
+    served_model: str | None = None
+    top_k: int | None = None
+    concurrency: int | None = None
+    device: str | None = None
+
+    def load(self) -> ModelHandle:
+        if self.device not in (None, "auto", "cpu"):
+            raise ModelLoadError(f"{self.path}: {{device}} {self.device} does not apply to {self.what}",
+                                 hint="drop {device}", options=("device",))
+        return load_served(str(self.path), tokenizer=self.tokenizer, served_model=self.served_model, kind=self.kind,
+                           top_k=DEFAULT_TOP_K if self.top_k is None else self.top_k,
+                           concurrency=DEFAULT_CONCURRENCY if self.concurrency is None else self.concurrency)
+
+
+def model_source(path: str | Path, **options) -> LocalSource | ServedSource:
+    """The source ``path`` names (a served model for an http(s) URL, else a model on disk) with the ``options`` of
+    :func:`load_model` it reads; one it does not read that the caller set is refused, naming it."""
+    _check_read(options, [_source_type(path)])
+    return _source(path, options)
+
+
+def _source_type(path) -> type:
+    return ServedSource if is_endpoint(path) else LocalSource
+
+
+def _source(path, options: dict) -> LocalSource | ServedSource:
+    source = _source_type(path)
+    reads = {f.name for f in fields(source)}
+    return source(str(path) if source is ServedSource else path, **{k: v for k, v in options.items() if k in reads})
+
+
+def _check_read(options: dict, sources: list[type]) -> None:
+    """An option the caller set (neither None, False nor "auto": the values the commands pass when it is not given)
+    that none of ``sources`` reads is refused: it would be silently ignored."""
+    reads = {f.name for source in sources for f in fields(source)}
+    for name, value in options.items():
+        if name not in reads and not (value is None or value is False or value == "auto"):
+            what = " or ".join(dict.fromkeys(source.what for source in sources)) or "a model given loaded"
+            raise ModelLoadError(f"{{{name}}} does not apply to {what}", hint=f"drop {{{name}}}", options=(name,))
 
 
 def load_resolved(resolved: ResolvedModel) -> ModelHandle:
