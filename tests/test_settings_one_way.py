@@ -170,6 +170,20 @@ def test_mask_plans():
                 "q_skew.sampling must be one of cyclic, random, got 'cyclc'")
 
 
+def test_an_attack_called_directly_checks_its_declared_parameters_as_a_run_does():
+    """The attack functions no longer re-check their parameters by hand: the registry's declared checks run on a
+    direct call too (before the records are read), with the run's words."""
+    from lmaudit.attacks.q_skew import q_skew
+    from lmaudit.attacks.shadow import rmia
+
+    assert_refused_from_python(lambda: q_skew(None, statistic="meen"),
+                               "q_skew.statistic must be one of skew, mean, got 'meen'")
+    assert_refused_from_python(lambda: q_skew(None, sampling="cyclc"),
+                               "q_skew.sampling must be one of cyclic, random, got 'cyclc'")
+    assert_refused_from_python(lambda: rmia(None, a=1.5), "rmia.a must be in [0, 1], got 1.5")
+    assert_refused_from_python(lambda: rmia(None, gamma=float("nan")), "rmia.gamma must be a positive number")
+
+
 def test_attack_parameters_with_choices(tmp_path, data, tiny_model_dir):
     from lmaudit.attacks import get_attack
 

@@ -91,10 +91,6 @@ def q_skew(
     Δ instead of its skewness), ``weighting="none"`` (unweighted skewness). ``rho``
     and ``sampling`` select the probe; they are recorded here for provenance.
     """
-    if sampling not in ("cyclic", "random"):
-        raise LmauditError(f"q_skew: sampling must be 'cyclic' or 'random', got '{sampling}'")
-    if statistic not in ("skew", "mean"):
-        raise LmauditError(f"q_skew: statistic must be 'skew' or 'mean', got '{statistic}'")
     delta = stats.logp.astype(np.float64) - stats.ref_logp
     if statistic == "mean":
         return segment_mean(delta, stats.offsets)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import inspect
 import re
 import typing
@@ -197,12 +198,17 @@ def register_attack(name: str, *, kind: str, needs_reference: bool = False, prob
         params = _hyper_parameters(name, fn)
         summary = (inspect.getdoc(fn) or "").split("\n", 1)[0]
         choices = _choices(name, fn)
-        _REGISTRY[(kind, name)] = AttackSpec(name, kind, needs_reference, fn, params, summary,
-                                             probe=probe or ar_probe, needs_shadows=needs_shadows,
-                                             per_sample=per_sample, example=example, choices=choices,
-                                             opt_in=opt_in, checks=_checks(name, params, choices, checks or {}),
-                                             access=access)
-        return fn
+        spec = AttackSpec(name, kind, needs_reference, fn, params, summary, probe=probe or ar_probe,
+                          needs_shadows=needs_shadows, per_sample=per_sample, example=example, choices=choices,
+                          opt_in=opt_in, checks=_checks(name, params, choices, checks or {}), access=access)
+        _REGISTRY[(kind, name)] = spec
+
+        @functools.wraps(fn)
+        def checked(records, **given):  # called directly, it checks its parameters as a run does (one way)
+            spec.check(given)
+            return fn(records, **given)
+
+        return checked
 
     return wrap
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
-from lmaudit.errors import LmauditError
 from lmaudit.probes.records import ARStats, ShadowStats
 from lmaudit.probes.segments import segment_mean
+from lmaudit.settings import fraction, positive
 
 
 def _out_moments(shadows: ShadowStats, n: int, fix_variance: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -41,7 +41,8 @@ def lira(stats: ARStats, *, fix_variance: bool = True) -> np.ndarray:
     return (phi - mu) / sd
 
 
-@register_attack("rmia", kind="ar", needs_shadows=True, per_sample=False)
+@register_attack("rmia", kind="ar", needs_shadows=True, per_sample=False,
+                 checks={"a": fraction(), "gamma": positive()})
 def rmia(stats: ARStats, *, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
     """Offline RMIA: share of population samples z with LR(x) / LR(z) ≥ γ.
 
@@ -49,8 +50,6 @@ def rmia(stats: ARStats, *, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
     p = exp(φ) and the offline estimate Pr(x) = ½((1+a)·mean_OUT p(x|θ_k) + 1 − a).
     The population is the scored samples themselves (their labels are never used).
     """
-    if not (0 <= a <= 1 and 0 < gamma < np.inf):  # also rejects NaN
-        raise LmauditError(f"rmia: need 0 ≤ a ≤ 1 and γ > 0, got a={a}, γ={gamma}")
     phi = segment_mean(stats.logp, stats.offsets)
     shadows = stats.shadows
     out = shadows.out_mask(len(phi))
