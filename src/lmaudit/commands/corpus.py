@@ -20,8 +20,8 @@ from lmaudit.api.data import (
 from lmaudit.api.tools import output_folder
 from lmaudit.commands import common as c
 from lmaudit.commands.running import check_out
-from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
+from lmaudit.settings import integer, one_of
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_help_panel=c.PANEL_DATA,
                   help="The embedded corpus (four packages' docstrings, shipped), synthetic PII, canaries.")
@@ -41,8 +41,7 @@ def corpus_build(
 ) -> None:
     """The docstring corpus (shipped with lmaudit for the default packages; read from installed sources otherwise),
     or the out-of-domain one; print its manifest."""
-    if source not in CORPUS_SOURCES:
-        raise LmauditError(f"--source must be one of {', '.join(CORPUS_SOURCES)}, got {source!r}")
+    one_of(CORPUS_SOURCES, listed=True)(source, "source", "--source")
     corpus = (pydoc_corpus() if source == "pydoc"
               else build_corpus(tuple(p for p in packages.split(",") if p), force=force, installed=installed))
     stdout_console.print_json(data=corpus.manifest)
@@ -59,8 +58,7 @@ def corpus_export(
 ) -> None:
     """Write the embedded corpus' pools as JSONL (id, text, package, source): the member and non-member pools the
     experiments draw from, and the pretraining pool the tiny models were trained on."""
-    if chars is not None and chars < 1:
-        raise LmauditError(f"--chars must be at least 1, got {chars}")
+    integer(1, optional=True)(chars, "chars", "--chars")
     check_out(out, kind="corpus")
     corpus = build_corpus(installed=installed)
     files = {"members.jsonl": "member", "nonmembers.jsonl": "nonmember", "pretrain.jsonl": "pretrain"}
