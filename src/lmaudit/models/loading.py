@@ -82,7 +82,8 @@ def load_model(
     An http(s) URL names a served model (an OpenAI-compatible endpoint, :mod:`lmaudit.models.served_model`):
     ``tokenizer`` is a local source of its tokenizer, ``served_model`` the served model's name where the endpoint
     serves several, ``top_k`` the top log-probabilities asked per position, ``concurrency`` the requests in flight at
-    once; the weight options do not apply.
+    once. Each source reads its own options (:class:`LocalSource`, :class:`ServedSource`): a weight option given with
+    a URL, or a served model's option given with a model on disk, is refused naming it.
     """
     return model_source(path, kind=kind, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
                         mask_token_id=mask_token_id, shift_logits=shift_logits, device=device, dtype=dtype,

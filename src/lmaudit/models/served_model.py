@@ -137,7 +137,6 @@ class ServedAdapter:
             out[i, : len(got)] = got
         return out
 
-
     @contextmanager
     def session(self) -> Iterator[None]:
         """A job's run on this served model (:func:`~lmaudit.runs.inputs.running`): its identity checked through the
