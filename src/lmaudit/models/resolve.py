@@ -83,8 +83,8 @@ def resolve_model(path: str | Path, adapter_base: str | Path | None = None, *, k
     weights-and-config one that lmaudit recorded before tokenizer files were fingerprinted)
     keeps that fingerprint as ``other_base``, which loading warns of.
     """
+    device = resolve_device(device)  # a setting, checked before any file is read
     source = resolve_source(path, adapter_base, local=local)
-    device = resolve_device(device)
     folder = check_model_dir(source.folder, allow_pickle=allow_pickle)
     cfg = read_config(folder)
     dtype = resolve_dtype(dtype, cfg, device)
