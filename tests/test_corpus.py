@@ -85,4 +85,5 @@ def test_corpus_export_writes_each_pool_as_a_data_file_the_commands_read(tmp_pat
         docs = corpus.pool(pool)
         assert len(texts) == len(docs) and texts.records[0].id == docs[0].id
         assert max(len(r.text) for r in texts.records) <= 200 and texts.records[0].fields["package"] == docs[0].package
-    assert_user_error(cli("corpus", "export", "--out", tmp_path / "d", "--chars", 0), "--chars must be an integer ≥ 1, got 0")
+    assert_user_error(cli("corpus", "export", "--out", tmp_path / "d", "--chars", 0),
+                      "--chars must be an integer ≥ 1, got 0")
