@@ -75,7 +75,8 @@ def approximation_aucs(handle, members: list[str], nonmembers: list[str], k: int
         aucs = []
         for flat in (np.concatenate(exact), np.concatenate(approx)):
             stats = ARStats(logp=flat[:, 0], top1_logp=flat[:, 1], mu=flat[:, 2], sigma=flat[:, 3],
-                            entropy=-flat[:, 2], offsets=offsets, zlib_len=zlib_len, sample_keys=keys)
+                            entropy=-flat[:, 2], offsets=offsets, zlib_len=zlib_len, sample_keys=keys,
+                            n_tokens=np.diff(offsets) + 1)
             aucs.append(auc(labels, spec(stats, **spec.params)))
         out[name] = (aucs[0], aucs[1])
     return out, [e[:, 0].astype(np.float64) for e in exact]

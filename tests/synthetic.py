@@ -33,7 +33,8 @@ def synthetic_stats(n_members: int = 40, n_nonmembers: int = 40, *, vocab: int =
     def pack(stats: torch.Tensor) -> ARStats:
         s = stats.numpy()
         return ARStats(logp=s[:, 0].copy(), top1_logp=s[:, 1].copy(), mu=s[:, 2].copy(), sigma=s[:, 3].copy(),
-                       entropy=-s[:, 2].copy(), offsets=offsets, zlib_len=zlib_len, sample_keys=keys)
+                       entropy=-s[:, 2].copy(), offsets=offsets, zlib_len=zlib_len, sample_keys=keys,
+                       n_tokens=np.asarray(lengths, dtype=np.int64) + 1)
 
     target = pack(token_stats(logits, targets))
     ref_logits = logits + torch.randn(logits.shape, generator=gen) * 0.5
@@ -110,7 +111,8 @@ def gradient_records(target, reference=None):
         loss = -segment_mean(stats.logp.astype(np.float64), stats.offsets)
         return np.stack([loss, 2 * loss, 3 * loss, loss / 2], axis=1)
 
-    return GradientStats(norms(target), None if reference is None else GradientStats(norms(reference)))
+    return GradientStats(norms(target), target.n_tokens,
+                         None if reference is None else GradientStats(norms(reference), reference.n_tokens))
 
 
 def neighbour_records(target, reference=None, *, per_text: int = 2, loss: float = 3.0):
@@ -145,7 +147,7 @@ def sample_records(target, reference=None, *, n: int = 4):
             samples.append([" ".join(w if p[j] > (k + 1) / (2 * n) else "x" for j, w in enumerate(words))
                             for k in range(n)])
         return SampleStats(np.array(truth, dtype=str), np.array(samples, dtype=str).reshape(-1, n),
-                           np.zeros(stats.n_samples, dtype=np.int64), stats.lengths, stats.sample_keys)
+                           np.zeros(stats.n_samples, dtype=np.int64), stats.lengths, stats.sample_keys, stats.n_tokens)
 
     found = wrap(target)
     found.reference = None if reference is None else wrap(reference)

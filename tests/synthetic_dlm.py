@@ -41,6 +41,6 @@ def synthetic_masked(plan: MaskPlan, n_members: int = 40, n_nonmembers: int = 40
         ref_logp=ref, ref_top1_logp=np.maximum(ref, f32(-0.5)), ref_mu=np.full_like(ref, -3.0),
         ref_sigma=np.full_like(ref, 1.5),
         n_positions=np.array(n_pos, dtype=np.int64), n_patterns=np.array(n_pat, dtype=np.int64),
-        sample_keys=rng.integers(0, 2**63, len(labels), dtype=np.uint64),
+        sample_keys=rng.integers(0, 2**63, len(labels), dtype=np.uint64), n_tokens=np.array(n_pos, dtype=np.int64),
     )
     return stats, labels

@@ -11,7 +11,7 @@ def stats(logp, top1, mu, sigma, offsets, zlib_len):
     f = lambda x: np.asarray(x, dtype=np.float32)  # noqa: E731
     return ARStats(logp=f(logp), top1_logp=f(top1), mu=f(mu), sigma=f(sigma), entropy=-f(mu),
                    offsets=np.asarray(offsets, dtype=np.int64), zlib_len=np.asarray(zlib_len, dtype=np.int64),
-                   sample_keys=np.array([11, 22], dtype=np.uint64))
+                   sample_keys=np.array([11, 22], dtype=np.uint64), n_tokens=np.diff(offsets) + 1)
 
 
 # sample A: 5 tokens; sample B: 2 tokens

@@ -120,8 +120,8 @@ def both_paths(handle, subset: str, texts=MIXED, **batched) -> tuple[np.ndarray,
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the batched path must not have fallen back
-        fast = _gradient_norms(handle, texts, subset, None, None, "batched", **batched)
-    return fast, _gradient_norms(handle, texts, subset, None, None, "per-text")
+        fast = _gradient_norms(handle, texts, subset, None, None, "batched", **batched).norms
+    return fast, _gradient_norms(handle, texts, subset, None, None, "per-text").norms
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -200,8 +200,8 @@ def test_what_the_batched_path_does_not_cover_falls_back_to_the_per_text_path(ti
     mlp.forward = types.MethodType(forward, mlp)
     handle = causal(model, tokenizer)
     with pytest.warns(UserWarning, match=f"{said}; the gradients are taken one text at a time"):
-        fast = _gradient_norms(handle, MIXED, "all", None, None, "batched")
-    np.testing.assert_allclose(fast, _gradient_norms(handle, MIXED, "all", None, None, "per-text"), rtol=0)
+        fast = _gradient_norms(handle, MIXED, "all", None, None, "batched").norms
+    np.testing.assert_allclose(fast, _gradient_norms(handle, MIXED, "all", None, None, "per-text").norms, rtol=0)
     fast, slow = both_paths(handle, "last:1", MIXED)  # layer 0 is not differentiated: nothing to cover there
     np.testing.assert_allclose(fast, slow, rtol=RTOL[torch.float64])
     with pytest.raises(DataError, match="unknown method 'fast'"):

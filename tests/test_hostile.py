@@ -254,7 +254,7 @@ def ar_stats(draw, n_samples: int | None = None):
     zlib_len = np.array(draw(st.lists(st.integers(1, 10**6), min_size=n, max_size=n)), dtype=np.int64)
     keys = np.array(draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)), dtype=np.uint64)
     return ARStats(logp=logp, top1_logp=top1, mu=mu, sigma=sigma, entropy=-mu, offsets=offsets, zlib_len=zlib_len,
-                   sample_keys=keys)
+                   sample_keys=keys, n_tokens=np.asarray(lengths, dtype=np.int64) + 1)
 
 
 @st.composite
@@ -289,7 +289,7 @@ def test_constant_logp_gives_known_scores(c, lengths):
     flat = np.full(n_tok, c, dtype=np.float32)
     stats = ARStats(logp=flat, top1_logp=flat.copy(), mu=flat.copy(), sigma=np.ones(n_tok, np.float32), entropy=-flat,
                     offsets=np.r_[0, np.cumsum(lengths)].astype(np.int64), zlib_len=np.full(n, 7),
-                    sample_keys=np.arange(n, dtype=np.uint64))
+                    sample_keys=np.arange(n, dtype=np.uint64), n_tokens=np.asarray(lengths, dtype=np.int64) + 1)
     by_name = {s.name: s for s in AR_ATTACKS}
     np.testing.assert_allclose(by_name["loss"](stats), float(c), rtol=1e-12)
     np.testing.assert_allclose(by_name["min_k"](stats), float(c), rtol=1e-12)
@@ -309,7 +309,7 @@ def test_bad_attack_parameters_are_clear_errors(name, params, needle):
 
     stats = ARStats(logp=np.zeros(3, np.float32), top1_logp=np.zeros(3, np.float32), mu=np.zeros(3, np.float32),
                     sigma=np.ones(3, np.float32), entropy=np.zeros(3, np.float32), offsets=np.array([0, 3]),
-                    zlib_len=np.array([5]), sample_keys=np.array([1], dtype=np.uint64))
+                    zlib_len=np.array([5]), sample_keys=np.array([1], dtype=np.uint64), n_tokens=np.array([4]))
     with pytest.raises(LmauditError, match=needle):
         get_attack(name, "ar")(stats, **params)
 
@@ -319,7 +319,8 @@ def test_rmia_nan_gamma_is_a_clear_error():
 
     stats = ARStats(logp=np.array([-1.0, -2.0], np.float32), top1_logp=np.zeros(2, np.float32),
                     mu=np.zeros(2, np.float32), sigma=np.ones(2, np.float32), entropy=np.zeros(2, np.float32),
-                    offsets=np.array([0, 1, 2]), zlib_len=np.array([5, 5]), sample_keys=np.array([1, 2], np.uint64))
+                    offsets=np.array([0, 1, 2]), zlib_len=np.array([5, 5]), sample_keys=np.array([1, 2], np.uint64),
+                    n_tokens=np.array([2, 2]))
     shadows = ShadowStats(np.array([[-1.5, -1.5], [-1.0, -1.0]]), np.array([[False, False], [True, True]]))
     with pytest.raises(LmauditError):
         get_attack("rmia", "ar")(stats.with_companions(shadows=shadows), gamma=float("nan"))
@@ -371,7 +372,7 @@ def masked_stats(draw, plan: MaskPlan):
         ratio=np.concatenate(cols["ratio"]).astype(np.float32), logp=logp, top1_logp=top1, mu=mu, sigma=sigma,
         ref_logp=r_logp, ref_top1_logp=r_top1, ref_mu=r_mu, ref_sigma=r_sigma,
         n_positions=np.asarray(lengths, dtype=np.int64), n_patterns=np.asarray(n_patterns, dtype=np.int64),
-        sample_keys=rng.integers(0, 2**63, n, dtype=np.uint64),
+        sample_keys=rng.integers(0, 2**63, n, dtype=np.uint64), n_tokens=np.asarray(lengths, dtype=np.int64),
     )
 
 
@@ -412,7 +413,7 @@ def test_every_dlm_attack_scores_a_one_token_sample(spec):
         position=np.zeros(e, np.int32), ratio=np.ones(e, np.float32), logp=flat, top1_logp=flat.copy(),
         mu=flat.copy(), sigma=np.ones(e, np.float32), ref_logp=flat - 1, ref_top1_logp=flat.copy(), ref_mu=flat.copy(),
         ref_sigma=np.ones(e, np.float32), n_positions=np.array([1]), n_patterns=np.array([len(pats)]),
-        sample_keys=np.array([7], np.uint64))
+        sample_keys=np.array([7], np.uint64), n_tokens=np.array([1]))
     scores = spec(stats)
     assert scores.shape == (1,) and scores.dtype == np.float64 and np.isfinite(scores).all(), spec.name
 

@@ -45,7 +45,8 @@ def _stats(hits: list[list[bool]]) -> ARStats:
     offsets = np.r_[0, np.cumsum([len(h) for h in hits])].astype(np.int64)
     return ARStats(logp=np.where(flat, top1, top1 - 1).astype(np.float32), top1_logp=top1, mu=top1 - 2,
                    sigma=np.ones_like(top1), entropy=2 - top1, offsets=offsets,
-                   zlib_len=np.full(len(hits), 50), sample_keys=np.arange(len(hits), dtype=np.uint64))
+                   zlib_len=np.full(len(hits), 50), sample_keys=np.arange(len(hits), dtype=np.uint64),
+                   n_tokens=np.diff(offsets) + 1)
 
 
 def test_extraction_strength_reads_the_last_miss():

@@ -31,7 +31,8 @@ def masked_stats(samples, keys=None):
         ref_logp=ref, ref_top1_logp=ref, ref_mu=ref, ref_sigma=np.ones_like(ref),
         n_positions=np.array([s[0] for s in samples], dtype=np.int64),
         n_patterns=np.array([s[1] for s in samples], dtype=np.int64),
-        sample_keys=np.array(keys or [101 + i for i in range(len(samples))], dtype=np.uint64))
+        sample_keys=np.array(keys or [101 + i for i in range(len(samples))], dtype=np.uint64),
+        n_tokens=np.array([s[0] for s in samples], dtype=np.int64))
 
 
 def gaps(pattern, ratio, d_by_position):

@@ -31,7 +31,7 @@ def records(truth: list[str], samples: list[list[str]]) -> SampleStats:
     n = len(truth)
     return SampleStats(truth=np.array(truth, dtype=str), samples=np.array(samples, dtype=str),
                        prefix=np.ones(n, dtype=np.int64), remainder=np.ones(n, dtype=np.int64),
-                       sample_keys=np.arange(n, dtype=np.uint64))
+                       sample_keys=np.arange(n, dtype=np.uint64), n_tokens=np.full(n, 2, dtype=np.int64))
 
 
 def test_rouge_1_by_hand():

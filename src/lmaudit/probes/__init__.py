@@ -1,5 +1,2 @@
-"""Probes: the only code that runs forward passes for scoring."""
-
-from lmaudit.probes.records import ARStats
-
-__all__ = ["ARStats"]
+"""Probes: the only code that runs forward passes for scoring. What they return: :mod:`lmaudit.probes.records`
+(saved as :mod:`lmaudit.probes.stored` says)."""

@@ -31,7 +31,7 @@ from lmaudit.probes.tokenize import model_batches, tokenize_records, windows
 from lmaudit.progress import progress
 from lmaudit.settings import boolean, check_settings, integer, one_of, setting
 
-PROBE_VERSION = 2  # 2: cached per shard of records
+PROBE_VERSION = 3  # 2: cached per shard of records; 3: each text's tokens before any cut
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _run_served_probe(adapter, textset: TextSet, config: ARProbeConfig, descript
     offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
     return ARStats(logp=flat[:, 0].copy(), top1_logp=flat[:, 1].copy(), mu=flat[:, 2].copy(),
                    sigma=flat[:, 3].copy(), entropy=(-flat[:, 2]).copy(), offsets=offsets, zlib_len=tok.zlib_len,
-                   sample_keys=tok.sample_keys)
+                   sample_keys=tok.sample_keys, n_tokens=tok.n_tokens)
 
 
 @torch.inference_mode()
@@ -165,6 +165,7 @@ def _run_ar_probe(adapter: ARAdapter, textset: TextSet, config: ARProbeConfig, d
         offsets=offsets,
         zlib_len=tok.zlib_len,
         sample_keys=tok.sample_keys,
+        n_tokens=tok.n_tokens,
     )
 
 

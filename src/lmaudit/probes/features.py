@@ -11,8 +11,8 @@ from lmaudit.data.loaders import TextSet
 from lmaudit.errors import LmauditError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
-from lmaudit.probes.records import ArrayRecord
 from lmaudit.probes.shards import run_sharded
+from lmaudit.probes.stored import ArrayRecord
 from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import cache_dir

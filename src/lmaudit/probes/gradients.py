@@ -45,14 +45,15 @@ from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
 from lmaudit.probes.gradient_sums import Sums, combine
-from lmaudit.probes.records import ArrayRecord
+from lmaudit.probes.records import GradientStats
 from lmaudit.probes.requests import GRADIENT_NORMS
 from lmaudit.probes.sample_gradients import Plan, Unsupported, batch_norms, wide
 from lmaudit.probes.shards import Sharded, run_sharded
 from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 
-GRADIENT_VERSION = 3  # 2: norms reduced in the gradient's own precision; 3: blocked sums, the batched path
+GRADIENT_VERSION = 4  # 2: norms reduced in the gradient's own precision; 3: blocked sums, the batched path;
+# 4: each text's tokens before any cut beside its norms
 METHODS = ("batched", "per-text")  # batched: one forward and backward per batch; per-text: the reference
 ACTIVATION_BYTES = 2 * 2**30  # activations one batch of the batched path keeps for its backward pass, at most
 SUBSETS = "all, embeddings, adapter, or last:N (the last N transformer blocks)"
@@ -179,8 +180,10 @@ def _batched(handle: ModelHandle, tok, chosen, bar, batch_tokens: int | None) ->
 
 
 def _gradient_norms(handle: ModelHandle, textset: TextSet, subset: str, max_length: int | None,
-                    description: str | None, method: str = "batched", batch_tokens: int | None = None) -> np.ndarray:
-    """(S, 4) the :data:`GRADIENT_NORMS` of each text's loss gradient, by ``method`` (:data:`METHODS`)."""
+                    description: str | None, method: str = "batched",
+                    batch_tokens: int | None = None) -> GradientStats:
+    """The :data:`GRADIENT_NORMS` of each text's loss gradient ((S, 4), by ``method``: :data:`METHODS`) and its
+    tokens before any cut."""
     if method not in METHODS:
         raise DataError(f"gradnorm: unknown method {method!r}", hint=f"use one of {', '.join(METHODS)}")
     adapter, model = handle.adapter, handle.model
@@ -199,7 +202,7 @@ def _gradient_norms(handle: ModelHandle, textset: TextSet, subset: str, max_leng
         i = int(np.argmax(~np.isfinite(out).all(axis=1)))
         raise LmauditError(f"gradnorm: the gradient of text {textset.records[i].id!r} of {textset.source} is not "
                            "finite", hint="check the model weights and dtype (try float32)")
-    return out
+    return GradientStats(out, tok.n_tokens)
 
 
 @dataclass(frozen=True)
@@ -211,15 +214,14 @@ class GradientTask:
     method: str = "batched"
     batch_tokens: int | None = None
 
-    def __call__(self, handle, shard: TextSet) -> ArrayRecord:
-        return ArrayRecord(_gradient_norms(handle, shard, self.subset, self.max_length, None, self.method,
-                                           self.batch_tokens))
+    def __call__(self, handle, shard: TextSet) -> GradientStats:
+        return _gradient_norms(handle, shard, self.subset, self.max_length, None, self.method, self.batch_tokens)
 
 
 def probe_gradients(handle: ModelHandle, textset: TextSet, subset: str = "all", *, max_length: int | None = None,
                     method: str = "batched", batch_tokens: int | None = None, cache_dir=None,
                     description: str = "gradients") -> Sharded:
-    """The :data:`GRADIENT_NORMS` of every text's loss gradient, shard by shard (ArrayRecords of (n, 4)); cached
+    """The :data:`GRADIENT_NORMS` of every text's loss gradient, shard by shard (GradientStats); cached
     under (model, tokenizer, the shard's records, subset, max_length, method, batch_tokens) with ``cache_dir``.
     ``method``: ``batched`` (the default) or ``per-text`` (:data:`METHODS`); ``batch_tokens``: padded tokens a
     batch holds (default :func:`gradient_batch_tokens`)."""
@@ -231,5 +233,4 @@ def probe_gradients(handle: ModelHandle, textset: TextSet, subset: str = "all", 
         key = ("gradnorm", GRADIENT_VERSION, handle.fingerprint, tokenizer_fingerprint(handle.tokenizer), subset,
                max_length, method, batch_tokens)
     return run_sharded(textset, task=GradientTask(subset, max_length, method, batch_tokens), handle=handle, key=key,
-                       load=ArrayRecord.load, cache_dir=cache_dir if key else None, description=description,
-                       suffix=".npy")
+                       load=GradientStats.load, cache_dir=cache_dir if key else None, description=description)

@@ -32,9 +32,10 @@ from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.batching import run_batches
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ArrayRecord, MaskedStats
+from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.shards import run_sharded
 from lmaudit.probes.stats import DEVICE_HEAD_ROWS, rows_stats
+from lmaudit.probes.stored import ArrayRecord
 from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_seed
@@ -225,6 +226,7 @@ def _assemble(tok, jobs: MaskJobs, tar: np.ndarray, ref: np.ndarray) -> MaskedSt
         n_positions=np.array([s.sum() for s in tok.scored], dtype=np.int64),
         n_patterns=np.bincount(jobs.sample, minlength=n).astype(np.int64),
         sample_keys=tok.sample_keys,
+        n_tokens=tok.n_tokens,
     )
 
 

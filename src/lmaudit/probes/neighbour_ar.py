@@ -57,7 +57,7 @@ from lmaudit.probes.tokenize import model_batches, tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_hash
 
-NEIGHBOUR_PROBE_VERSION = 1
+NEIGHBOUR_PROBE_VERSION = 2  # 2: each text's tokens before any cut
 
 
 def original_of(record: Record) -> str:
@@ -271,7 +271,7 @@ def _run_neighbour_probe(handle: ModelHandle, shard: TextSet, config: ARProbeCon
     offsets = np.concatenate([[0], np.cumsum([len(p) for p in per_sample])]).astype(np.int64)
     return ARStats(logp=flat[:, 0].copy(), top1_logp=flat[:, 1].copy(), mu=flat[:, 2].copy(),
                    sigma=flat[:, 3].copy(), entropy=(-flat[:, 2]).copy(), offsets=offsets, zlib_len=tok.zlib_len,
-                   sample_keys=tok.sample_keys)
+                   sample_keys=tok.sample_keys, n_tokens=tok.n_tokens)
 
 
 @dataclass(frozen=True)

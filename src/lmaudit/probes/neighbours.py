@@ -33,8 +33,8 @@ from lmaudit.data.loaders import Record, TextSet
 from lmaudit.errors import DataError
 from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.models.handle import ModelHandle
-from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import Sharded, run_sharded
+from lmaudit.probes.stored import ArrayDict
 from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import progress
 from lmaudit.settings import check_settings, integer, setting

@@ -1,44 +1,20 @@
 """Compact per-token records produced by probes and read by every attack.
 
 Ragged per-sample data is stored flat (float32 arrays plus ``offsets``), never as
-a T×V matrix. Sample ``i`` owns tokens ``offsets[i]:offsets[i+1]``.
+a T×V matrix. Sample ``i`` owns tokens ``offsets[i]:offsets[i+1]``. How they are
+saved: :mod:`lmaudit.probes.stored`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from lmaudit.errors import LmauditError
-from lmaudit.utils import atomic_path
+from lmaudit.probes.stored import NpzRecord, companion, saved_fields
 
 TOKEN_FIELDS = ("logp", "top1_logp", "mu", "sigma", "entropy")
-
-
-def _saved(cls) -> list:
-    """The array fields of a record (companions such as a reference's statistics are not saved with it)."""
-    return [f for f in fields(cls) if not f.metadata.get("companion")]
-
-
-def companion():
-    """A field that travels with a record in memory (reference or shadow statistics) but is never saved with it."""
-    return field(default=None, repr=False, compare=False, metadata={"companion": True})
-
-
-class NpzRecord:
-    """Save/load for dataclass records of numpy arrays: one uncompressed ``.npz``, written atomically."""
-
-    def save(self, path: str | Path) -> None:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **{f.name: getattr(self, f.name) for f in _saved(self)})
-
-    @classmethod
-    def load(cls, path: str | Path):
-        with np.load(path, allow_pickle=False) as z:
-            return cls(**{f.name: z[f.name] for f in _saved(cls)})
 
 
 @dataclass
@@ -62,37 +38,6 @@ class ShadowStats:
 
 
 @dataclass
-class ArrayRecord:
-    """One numpy array, saved as an uncompressed ``.npy`` atomically (a shard of features or statistics)."""
-
-    array: np.ndarray
-
-    def save(self, path: str | Path) -> None:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, self.array)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "ArrayRecord":
-        with open(path, "rb") as fh:
-            return cls(np.load(fh, allow_pickle=False))
-
-
-class ArrayDict(dict):
-    """Named numpy arrays, saved as one uncompressed ``.npz`` atomically (no pickled objects)."""
-
-    def save(self, path: str | Path) -> None:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **self)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "ArrayDict":
-        with np.load(path, allow_pickle=False) as z:
-            return cls({k: z[k] for k in z.files})
-
-
-@dataclass
 class ARStats(NpzRecord):
     """Per-token statistics of one causal forward pass per text.
 
@@ -105,9 +50,10 @@ class ARStats(NpzRecord):
     - ``entropy``   -E_{v~p}[log p(v)] = -mu                       (N,) float32
 
     Per sample (length S): ``offsets`` (S+1,) int64, ``zlib_len`` (S,) int64 — the
-    zlib-compressed byte length of the scored text — and ``sample_keys`` (S,)
+    zlib-compressed byte length of the scored text — ``sample_keys`` (S,)
     uint64, a stable content hash used to seed per-sample randomness so that
-    scores never depend on a sample's position in the set.
+    scores never depend on a sample's position in the set, and ``n_tokens`` (S,)
+    int64, the text's tokens (context and target) before any cut to the token limit.
 
     Companions (in memory only, never saved): ``reference``, the ARStats of the same
     samples under a reference model (its own tokenisation), and ``shadows``, the
@@ -122,6 +68,7 @@ class ARStats(NpzRecord):
     offsets: np.ndarray
     zlib_len: np.ndarray
     sample_keys: np.ndarray
+    n_tokens: np.ndarray
     reference: "ARStats | None" = companion()
     shadows: ShadowStats | None = companion()
 
@@ -133,7 +80,7 @@ class ARStats(NpzRecord):
                 raise LmauditError(f"ARStats.{name} has shape {arr.shape}, expected ({n_tok},)")
         if np.any(np.diff(self.offsets) < 1):
             raise LmauditError("ARStats: every sample needs at least one scored token")
-        if self.zlib_len.shape != (self.n_samples,) or self.sample_keys.shape != (self.n_samples,):
+        if any(getattr(self, name).shape != (self.n_samples,) for name in ("zlib_len", "sample_keys", "n_tokens")):
             raise LmauditError("ARStats: per-sample arrays do not match the number of samples")
         if self.reference is not None and self.reference.n_samples != self.n_samples:
             raise LmauditError(f"ARStats: the reference covers {self.reference.n_samples} samples, the target "
@@ -178,6 +125,7 @@ class ARStats(NpzRecord):
             offsets=offsets,
             zlib_len=self.zlib_len[indices],
             sample_keys=self.sample_keys[indices],
+            n_tokens=self.n_tokens[indices],
             reference=None if self.reference is None else self.reference.take(indices),
             shadows=None if self.shadows is None else self.shadows.take(indices),
         )
@@ -195,7 +143,11 @@ class ARStats(NpzRecord):
             offsets=np.concatenate(offsets),
             zlib_len=np.concatenate([p.zlib_len for p in parts]),
             sample_keys=np.concatenate([p.sample_keys for p in parts]),
+            n_tokens=np.concatenate([p.n_tokens for p in parts]),
         )
+
+
+PER_TEXT = ("n_positions", "n_patterns", "sample_keys", "n_tokens")  # MaskedStats' arrays of one value per text
 
 
 @dataclass
@@ -208,7 +160,8 @@ class MaskedStats(NpzRecord):
     pattern; for a ``bernoulli`` plan the masking probability, for the ``unmasked``
     plan 0), the target statistics ``logp``, ``top1_logp``, ``mu``, ``sigma`` and,
     when a reference was probed, ``ref_*`` of the same (else empty arrays). Per
-    sample: ``n_positions`` (L), ``n_patterns`` and ``sample_keys``.
+    sample: ``n_positions`` (L), ``n_patterns``, ``sample_keys`` and ``n_tokens``
+    (the text's tokens before any cut to the token limit).
     """
 
     offsets: np.ndarray
@@ -226,6 +179,7 @@ class MaskedStats(NpzRecord):
     n_positions: np.ndarray
     n_patterns: np.ndarray
     sample_keys: np.ndarray
+    n_tokens: np.ndarray
 
     @property
     def n_samples(self) -> int:
@@ -253,14 +207,12 @@ class MaskedStats(NpzRecord):
         lengths = np.diff(self.offsets)[indices]
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         flat = np.repeat(self.offsets[indices] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        per_entry = {f.name: getattr(self, f.name) for f in _saved(self)
-                     if f.name not in ("offsets", "n_positions", "n_patterns", "sample_keys")}
+        per_entry = {f.name: getattr(self, f.name) for f in saved_fields(self)
+                     if f.name not in ("offsets", *PER_TEXT)}
         return MaskedStats(
             offsets=offsets,
             **{k: (v[flat] if len(v) else v) for k, v in per_entry.items()},
-            n_positions=self.n_positions[indices],
-            n_patterns=self.n_patterns[indices],
-            sample_keys=self.sample_keys[indices],
+            **{name: getattr(self, name)[indices] for name in PER_TEXT},
         )
 
     @classmethod
@@ -268,7 +220,7 @@ class MaskedStats(NpzRecord):
         base = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
         offsets = np.concatenate([[0]] + [p.offsets[1:] + b for p, b in zip(parts, base)]).astype(np.int64)
         return cls(offsets=offsets, **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
-                                       for f in _saved(cls) if f.name != "offsets"})
+                                       for f in saved_fields(cls) if f.name != "offsets"})
 
 
 @dataclass
@@ -283,6 +235,11 @@ class PrefixedStats:
     @property
     def n_samples(self) -> int:
         return self.plain.n_samples
+
+    @property
+    def n_tokens(self) -> np.ndarray:
+        """Each text's tokens before any cut, without the prefix (the plain pass's)."""
+        return self.plain.n_tokens
 
     def as_reference(self) -> "PrefixedStats | None":
         """Both passes of the reference, as a target's; None without a reference."""
@@ -306,17 +263,23 @@ class TokenStats:
     def n_samples(self) -> int:
         return self.stats.n_samples
 
+    @property
+    def n_tokens(self) -> np.ndarray:
+        return self.stats.n_tokens
+
     def as_reference(self) -> "TokenStats | None":
         return self.reference
 
 
 @dataclass
-class GradientStats:
+class GradientStats(NpzRecord):
     """Per text, the norms of its loss gradient (``norms``, (S, 4) in the order of
-    :data:`lmaudit.probes.requests.GRADIENT_NORMS`); ``reference``: the same of the reference model."""
+    :data:`lmaudit.probes.requests.GRADIENT_NORMS`) and its tokens before any cut (``n_tokens``, (S,));
+    ``reference``: the same of the reference model (in memory only)."""
 
     norms: np.ndarray
-    reference: "GradientStats | None" = None
+    n_tokens: np.ndarray
+    reference: "GradientStats | None" = companion()
 
     @property
     def n_samples(self) -> int:
@@ -328,6 +291,11 @@ class GradientStats:
 
     def as_reference(self) -> "GradientStats | None":
         return self.reference
+
+    @classmethod
+    def concat(cls, parts: list["GradientStats"]) -> "GradientStats":
+        """The texts of ``parts`` in order (companions are not carried)."""
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in saved_fields(cls)})
 
 
 @dataclass
@@ -344,6 +312,10 @@ class NeighbourStats:
     def n_samples(self) -> int:
         return self.plain.n_samples
 
+    @property
+    def n_tokens(self) -> np.ndarray:
+        return self.plain.n_tokens
+
     def as_reference(self) -> "NeighbourStats | None":
         return self.reference
 
@@ -352,14 +324,16 @@ class NeighbourStats:
 class SampleStats(NpzRecord):
     """Per text: the rest of it after its prefix (``truth``, (S,) str), ``samples`` the model drew in its place
     ((S, n) str, each as many tokens long), both decoded without special tokens; the tokens of the ``prefix``
-    (context included) and of the ``remainder`` ((S,) int64); ``sample_keys`` (S,) uint64. ``reference``: the same
-    drawn from the reference model (in memory only)."""
+    (context included) and of the ``remainder`` ((S,) int64); ``sample_keys`` (S,) uint64; ``n_tokens`` (S,) int64,
+    the text's tokens before any cut to the token limit. ``reference``: the same drawn from the reference model (in
+    memory only)."""
 
     truth: np.ndarray
     samples: np.ndarray
     prefix: np.ndarray
     remainder: np.ndarray
     sample_keys: np.ndarray
+    n_tokens: np.ndarray
     reference: "SampleStats | None" = companion()
 
     @property
@@ -372,4 +346,4 @@ class SampleStats(NpzRecord):
     @classmethod
     def concat(cls, parts: list["SampleStats"]) -> "SampleStats":
         """The texts of ``parts`` in order (companions are not carried)."""
-        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in _saved(cls)})
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in saved_fields(cls)})

@@ -26,7 +26,7 @@ from lmaudit.probes.tokenize import tokenize_records
 from lmaudit.progress import progress
 from lmaudit.utils import stable_hash
 
-SAMPLE_VERSION = 1
+SAMPLE_VERSION = 2  # 2: each text's tokens before any cut
 
 
 def text_seed(key: int, seed: int) -> int:
@@ -61,7 +61,7 @@ def draw_samples(handle: ModelHandle, textset: TextSet, request: SampleRequest, 
             bar.advance(1)
     return SampleStats(truth=np.array(truth, dtype=str), samples=np.array(samples, dtype=str).reshape(-1, request.n),
                        prefix=np.array(prefix, dtype=np.int64), remainder=np.array(remainder, dtype=np.int64),
-                       sample_keys=tok.sample_keys)
+                       sample_keys=tok.sample_keys, n_tokens=tok.n_tokens)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,8 @@
-"""Tokenisation of records for scoring: context + target, scored-position masks; how many texts a model's token
-limit cuts."""
+"""Tokenisation of records for scoring: context + target, scored-position masks, each text's token count before
+any cut; how many texts a model's token limit cuts (read from those counts, which every probe's records carry)."""
 
 from __future__ import annotations
 
-import sys
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -23,14 +22,16 @@ class TokenizedSet:
     ``ids[i]`` is the full input (context then target, truncated to ``max_length``);
     ``scored[i]`` is a bool mask of the same length, True where the token belongs to
     the target, is not a special token, and is not position 0 (a causal model has no
-    prediction for its first token).
+    prediction for its first token). ``n_tokens[i]`` is the length of sample i before
+    any truncation (what a probe's records carry, so that a run counts its long texts
+    without tokenising them again).
     """
 
     ids: list[np.ndarray]
     scored: list[np.ndarray]
     zlib_len: np.ndarray
     sample_keys: np.ndarray
-    n_truncated: int
+    n_tokens: np.ndarray
 
 
 def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scorable: int = 1,
@@ -55,7 +56,7 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
     ctx_iter = iter(zip(ctx_ids, tgt_ids))
 
     ids_out, scored_out, keys = [], [], np.empty(len(textset), dtype=np.uint64)
-    n_truncated = 0
+    n_tokens = np.empty(len(textset), dtype=np.int64)
     for i, rec in enumerate(textset.records):
         if rec.context:
             c, t = next(ctx_iter)
@@ -64,9 +65,8 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
         else:
             ids = np.asarray(plain_ids[i], dtype=np.int64)
             start = 0
-        if len(ids) > max_length:
-            ids = ids[:max_length]
-            n_truncated += 1
+        n_tokens[i] = len(ids)
+        ids = ids[:max_length]
         scored = np.zeros(len(ids), dtype=bool)
         scored[max(start, first_scorable):] = True
         scored &= ~np.isin(ids, special)
@@ -79,6 +79,7 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
         ids_out.append(ids)
         scored_out.append(scored)
         keys[i] = np.uint64(int(stable_hash(rec.context, rec.target, digest_size=8), 16))
+    n_truncated = int((n_tokens > max_length).sum())
     if n_truncated:
         warnings.warn(
             f"{n_truncated} of {len(textset)} text(s) in {textset.describe()} exceed the model context of "
@@ -86,7 +87,7 @@ def tokenize_records(tokenizer, textset: TextSet, *, max_length: int, first_scor
             stacklevel=2,
         )
     zlib_len = np.array([len(zlib.compress(r.target.encode("utf-8"))) for r in textset.records], dtype=np.int64)
-    return TokenizedSet(ids_out, scored_out, zlib_len, keys, n_truncated)
+    return TokenizedSet(ids_out, scored_out, zlib_len, keys, n_tokens)
 
 
 def windows(tok: TokenizedSet, length: int, stride: int) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
@@ -160,34 +161,24 @@ def pad_batch(ids: list[np.ndarray], scored: list[np.ndarray], index: np.ndarray
     return input_ids, attn, mask
 
 
-COUNT_CHUNK = 1024  # records tokenised at a time when counting: memory stays flat however large the set
-
-
-def _over(tokenizer, textset: TextSet, limit: int) -> int:
-    """How many records of ``textset`` have more than ``limit`` tokens, tokenised :data:`COUNT_CHUNK` at a time
-    (one call over a whole set of 20,000 texts held every encoding at once: its peak grew with the set)."""
-    return sum(int(sum(len(ids) > limit for ids in tokenize_records(
-        tokenizer, TextSet(textset.records[a:a + COUNT_CHUNK], source=textset.source), max_length=sys.maxsize,
-        first_scorable=0).ids)) for a in range(0, len(textset), COUNT_CHUNK))
-
-
-def long_text_counts(target: ModelHandle, sets: dict[str, TextSet], config) -> dict:
-    """How many texts of each set (``members``, ``nonmembers``) exceed the target's token limit, and what the probes
-    do with them (one warning, before any forward pass); ``config`` a run's (its ``max_length`` and ``long_texts``).
+def long_text_counts(target: ModelHandle, n_tokens: np.ndarray, n_members: int, config) -> dict:
+    """How many texts of each set exceed the target's token limit, and what the probes did with them (one warning);
+    ``n_tokens``: each text's token count before any cut, members first (what the probe's records carry:
+    nothing is tokenised again), ``config`` a run's (its ``max_length`` and ``long_texts``).
 
     The limit is ``--max-tokens`` or the model's context length (the adapter's, one
     rule for every probe). ``window`` scores every token of an AR text in overlapping
     windows; a DLM's masked probe truncates whatever the mode.
     """
     limit = config.max_length or target.adapter.context_length
-    counts = {name: _over(target.tokenizer, ts, limit) for name, ts in sets.items()}
+    over = np.asarray(n_tokens) > limit
+    counts = {"members": int(over[:n_members].sum()), "nonmembers": int(over[n_members:].sum())}
     offered = target.adapter.long_text_modes  # what this model's probes can do with a long text
     mode = config.long_texts if config.long_texts in offered else "truncate"
     if any(counts.values()):
         what = ("scored in overlapping windows of that length" if mode == "window"
-                else "truncated to their first tokens (--long-texts window scores them whole)")
-        if config.long_texts not in offered:
-            what = "truncated to their first tokens (windows apply to AR models only)"
+                else "truncated to their first tokens (--long-texts window scores them whole)" if "window" in offered
+                else "truncated to their first tokens (windows apply to AR models only)")
         warn(f"{counts['members']} member(s) and {counts['nonmembers']} non-member(s) exceed {limit} tokens and "
-             f"are {what}")
+             f"were {what}")
     return {"limit": limit, "mode": mode, **counts}

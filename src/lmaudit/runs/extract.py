@@ -19,8 +19,8 @@ from lmaudit.errors import LmauditError, warn
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, mask_text, parse_steps, step_counts
 from lmaudit.models.fingerprint import tokenizer_fingerprint
-from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.shards import run_sharded, shard_size_default
+from lmaudit.probes.stored import ArrayDict
 from lmaudit.probes.trajectories import Target, TrajectoryResult, ar_suffix_logp, dlm_trajectories
 from lmaudit.progress import progress
 from lmaudit.report.extraction import extraction_report

@@ -42,9 +42,10 @@ def chosen_attacks(config: RunConfig, target: ModelHandle, reference: ModelHandl
                           has_shadows=shadows is not None, params=config.params)
 
 
-def _score_shards(specs, params, n: int, shards, *, whole, prior=()) -> tuple[dict, dict]:
-    """Scores of every attack: per-sample attacks one shard at a time, the others on the whole set; and of every
-    attack of ``prior`` on the reference's own statistics (the records' :meth:`as_reference`).
+def _score_shards(specs, params, n: int, shards, *, whole, prior=()) -> tuple[dict, dict, np.ndarray]:
+    """Scores of every attack: per-sample attacks one shard at a time, the others on the whole set; of every
+    attack of ``prior`` on the reference's own statistics (the records' :meth:`as_reference`); and each text's
+    tokens before any cut, as the records carry them.
 
     ``shards`` yields ``((start, stop), records)``; ``whole()`` returns the records of
     the whole set and is called only when an attack needs it. Peak memory thus
@@ -52,9 +53,11 @@ def _score_shards(specs, params, n: int, shards, *, whole, prior=()) -> tuple[di
     """
     scores = {s.name: np.empty(n, dtype=np.float64) for s in specs}
     own = {s.name: np.empty(n, dtype=np.float64) for s in prior}
+    n_tokens = np.empty(n, dtype=np.int64)
     per_sample = [s for s in specs if s.per_sample]
     if per_sample or any(s.per_sample for s in prior):
         for (a, b), records in shards:
+            n_tokens[a:b] = records.n_tokens
             for spec in per_sample:
                 scores[spec.name][a:b] = spec(records, **params[spec.name])
             for spec in (s for s in prior if s.per_sample):
@@ -62,26 +65,29 @@ def _score_shards(specs, params, n: int, shards, *, whole, prior=()) -> tuple[di
     rest = [s for s in specs if not s.per_sample]
     if rest or any(not s.per_sample for s in prior):
         records = whole()
+        n_tokens[:] = records.n_tokens
         for spec in rest:
             scores[spec.name] = spec(records, **params[spec.name])
         for spec in (s for s in prior if not s.per_sample):
             own[spec.name] = spec(records.as_reference(), **params[spec.name])
-    return scores, own
+    return scores, own, n_tokens
 
 
 def _score(ctx: Probing, specs, params, textset: TextSet, n_members: int):
-    """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request, and
-    with ``ctx.prior`` the reference's own scores under every reference-free attack (from the same pass: the
+    """Scores, forwards per sample and report examples of every attack, one probe pass per distinct request; with
+    ``ctx.prior`` the reference's own scores under every reference-free attack (from the same pass: the
     reference is probed beside the target, an AR reference with its own tokenisation, a DLM one on the same
-    masks)."""
+    masks); and each text's tokens before any cut, from the probes' records (every group tokenises as the target
+    does, so the first group's)."""
     groups = group_attacks(specs, params, ctx.config.budget)
     check_requests(ctx, groups)
-    scores, forwards, examples, own = {}, {}, {}, {}
+    scores, forwards, examples, own, n_tokens = {}, {}, {}, {}, None
     for request, group in groups.items():
         t0 = time.perf_counter()
         shards, whole, fwd, probe = probe_group(ctx, request, group, textset)
         prior = [s for s in group if not s.needs_reference and not s.needs_shadows] if ctx.prior else []
-        group_scores, group_own = _score_shards(group, params, len(textset), shards, whole=whole, prior=prior)
+        group_scores, group_own, tokens = _score_shards(group, params, len(textset), shards, whole=whole, prior=prior)
+        n_tokens = tokens if n_tokens is None else n_tokens
         ctx.timings["score"] = ctx.timings.get("score", 0.0) + time.perf_counter() - t0
         scores.update(group_scores)
         own.update(group_own)
@@ -90,7 +96,7 @@ def _score(ctx: Probing, specs, params, textset: TextSet, n_members: int):
             shown = spec.example is not None and probe is not None and (not spec.needs_reference or ctx.reference)
             if shown and 0 < n_members < len(textset):
                 examples[spec.name] = _typical_examples(spec, textset, scores[spec.name], n_members, probe)
-    return scores, forwards, examples, own
+    return scores, forwards, examples, own, n_tokens
 
 
 def _typical_examples(spec, both: TextSet, score: np.ndarray, n_members: int, probe) -> dict:
@@ -145,12 +151,12 @@ def run_mia(
     both = labelled_set(members, nonmembers)
     labels = np.r_[np.ones(len(members), dtype=np.int64), np.zeros(len(nonmembers), dtype=np.int64)]
     timings: dict[str, float] = {}
-    long_texts = long_text_counts(target, {"members": members, "nonmembers": nonmembers}, config)
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, timings,
                   prior=reference is not None and config.reference_prior)
-    with warnings.catch_warnings():  # said once for the whole run (above), not once per shard
+    with warnings.catch_warnings():  # said once for the whole run (below), not once per shard
         warnings.filterwarnings("ignore", message=".*exceed the model context.*")
-        scores, forwards, examples, prior = _score(ctx, specs, params, both, len(members))
+        scores, forwards, examples, prior, n_tokens = _score(ctx, specs, params, both, len(members))
+    long_texts = long_text_counts(target, n_tokens, len(members), config)  # from the probes: no tokenising again
 
     blind, blind_p, skipped = (blind_baseline_scores(*given, labels, seed=config.seed, timings=timings)
                                if config.blind else ({}, {}, "blind = False"))
@@ -213,7 +219,7 @@ def score_set(target: ModelHandle, textset: TextSet, *, reference: ModelHandle |
     chosen = chosen_attacks(config, target, reference, shadows)
     specs, params = chosen.specs, chosen.params
     ctx = Probing(target, reference, shadows, config, cache_dir() if config.use_cache else None, {})
-    scores, _, _, _ = _score(ctx, specs, params, textset, 0)
+    scores, _, _, _, _ = _score(ctx, specs, params, textset, 0)
     return {s.name: np.asarray(scores[s.name], dtype=np.float64) for s in specs}
 
 

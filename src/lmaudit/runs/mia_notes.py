@@ -1,5 +1,5 @@
 """What ``mia`` says about a run besides its scores: sets or scores that make the figures unreliable, and the
-terminal table (the texts over the token limit are counted by the probes' tokenisation,
+terminal table (the texts over the token limit are counted from the probes' records,
 :func:`~lmaudit.probes.tokenize.long_text_counts`)."""
 
 from __future__ import annotations

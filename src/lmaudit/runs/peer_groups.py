@@ -5,6 +5,7 @@ the neighbour probe (the neighbourhood attack), registered as probe kinds beside
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -40,10 +41,8 @@ def gradient_group(ctx: Probing, request: GradientRequest, group, textset: TextS
         ctx.timings[f"probe_gradients_{role}"] = time.perf_counter() - t0
 
     def stats(i: int | None) -> GradientStats:
-        part = {role: (np.concatenate([r.array for r in s.all()]) if i is None else s.get(i).array)
-                for role, s in sharded.items()}
-        ref = GradientStats(part["reference"]) if "reference" in part else None
-        return GradientStats(part["target"], ref)
+        part = {role: GradientStats.concat(s.all()) if i is None else s.get(i) for role, s in sharded.items()}
+        return replace(part["target"], reference=part.get("reference"))
 
     def shards():
         for i, bounds in enumerate(sharded["target"].bounds):

@@ -22,9 +22,9 @@ from lmaudit.models.fingerprint import tokenizer_fingerprint
 from lmaudit.probes.ar import ARProbeConfig, probe_ar
 from lmaudit.probes.masked import masked_window_stats, probe_masked
 from lmaudit.probes.masks import MaskPlan
-from lmaudit.probes.records import ArrayDict
 from lmaudit.probes.segments import segment_mean
 from lmaudit.probes.shards import run_sharded
+from lmaudit.probes.stored import ArrayDict
 from lmaudit.settings import refusing
 from lmaudit.utils import cache_dir, stable_hash, stable_seed
 
