@@ -47,7 +47,7 @@ def vector_norm_norms_of(grads: list[torch.Tensor]) -> np.ndarray:
 def probe(handle, texts: TextSet, method: str) -> np.ndarray:
     """(S, 4) the gradient norms by ``method``: ``batched``, ``per-text``, or ``per-text, vector_norm``."""
     if method != "per-text, vector_norm":
-        return np.concatenate([r.array for r in gradients.probe_gradients(handle, texts, method=method).all()])
+        return np.concatenate([r.norms for r in gradients.probe_gradients(handle, texts, method=method).all()])
     kept = gradients.norms_of
     gradients.norms_of = vector_norm_norms_of
     try:

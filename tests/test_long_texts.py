@@ -99,8 +99,9 @@ PICKS = _one_attack_per_probe_kind()
 @pytest.mark.parametrize("kind,attack", PICKS.values(), ids=[t.__name__ for t in PICKS])
 def test_every_probe_kind_counts_the_long_texts_it_scored(long_sets, tiny_model_dir, tiny_dlm_dir, tmp_path,
                                                         kind, attack):
-    """The counts are read from each probe kind's records (not from a tokenisation of their own): every kind gives
-    the counts a direct tokenisation of the scored texts gives."""
+    """The counts are read from each probe kind's records (not from a tokenisation of their own): every kind that
+    scores a text over the limit gives the counts the texts have (3 members, 1 non-member); ReCaLL, whose prefix
+    needs room beside the longest text, refuses them before any probe."""
     shots = write_jsonl(tmp_path / "shots.jsonl", make_texts(2, seed=9, min_words=3, max_words=4))
     params = {"neighbourhood": [f"neighbourhood.model={tiny_dlm_dir}", "neighbourhood.n=2"],
               "samia": ["samia.n=2"], "dc_pdd": [f"dc_pdd.corpus={long_sets / 'm.jsonl'}"],
