@@ -91,8 +91,13 @@ def test_a_seed_beyond_the_range_is_refused_on_the_command_line(tmp_path):
     ("neighbourhood.fraction=1.5", "neighbourhood.fraction must be in [0, 1], got 1.5"),
     ("dc_pdd.a=abc", "dc_pdd.a must be a positive number, got 'abc'"),
     ("dc_pdd.a=-0.01", "dc_pdd.a must be a positive number, got -0.01"),
-    ("min_k.k=abc", "min_k.k must be a number, got 'abc'"),
-    ("gap_k.window=abc", "gap_k.window must be an integer, got 'abc'"),
+    ("min_k.k=abc", "min_k.k must be in (0, 1], got 'abc'"),
+    ("min_k.k=5", "min_k.k must be in (0, 1], got 5"),
+    ("min_k_pp.k=0", "min_k_pp.k must be in (0, 1], got 0"),
+    ("gap_k.k=-1", "gap_k.k must be in (0, 1], got -1"),
+    ("gap_k.window=abc", "gap_k.window must be an integer ≥ 1, got 'abc'"),
+    ("gap_k.window=0", "gap_k.window must be an integer ≥ 1, got 0"),
+    ("gap_k.smooth=wavy", "gap_k.smooth must be one of none, sequential, shuffled, got 'wavy'"),
     ("lira.fix_variance=3", "lira.fix_variance must be true or false, got 3"),
 ])
 def test_attack_parameters_are_declared_settings_named_by_attack_and_key(item, message):
@@ -126,6 +131,8 @@ def pairs(tmp_path):
     ("recall.shots=abc", "--param recall.shots must be an integer ≥ 1, got 'abc'"),
     ("recall.shots=-1", "--param recall.shots must be an integer ≥ 1, got -1"),
     ("neighbourhood.n=abc", "--param neighbourhood.n must be an integer ≥ 1, got 'abc'"),
+    ("min_k.k=5", "--param min_k.k must be in (0, 1], got 5"),  # refused before any probe, as every declared one
+    ("gap_k.smooth=wavy", "--param gap_k.smooth must be one of none, sequential, shuffled, got 'wavy'"),
 ])
 def test_a_bad_param_on_the_command_line_names_the_parameter(tmp_path, tiny_model_dir, pairs, param, message):
     attack = param.split(".")[0]

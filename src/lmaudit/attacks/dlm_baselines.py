@@ -18,12 +18,13 @@ from typing import Literal
 import numpy as np
 
 from lmaudit.attacks.dlm_common import elbo_plan, inverse_ratio_nll, token_means
-from lmaudit.attacks.gap_k import gap_k_scores
+from lmaudit.attacks.gap_k import GAP_K_CHECKS, gap_k_scores
 from lmaudit.attacks.registry import register_attack
 from lmaudit.errors import LmauditError
 from lmaudit.probes.masks import MaskPlan
 from lmaudit.probes.records import MaskedStats
 from lmaudit.probes.segments import bottom_k_mean
+from lmaudit.settings import fraction
 
 
 def _loss_plan(params: dict, budget: int) -> MaskPlan:
@@ -56,7 +57,7 @@ def dlm_loss(stats: MaskedStats, *, variant: Literal["per_token", "sum"] = "per_
     return -inverse_ratio_nll(stats, stats.logp)
 
 
-@register_attack("min_k", kind="dlm", probe=elbo_plan)
+@register_attack("min_k", kind="dlm", probe=elbo_plan, checks={"k": fraction(above_zero=True)})
 def dlm_min_k(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     """Mean of the lowest k% per-token masked log p (averaged over patterns).
 
@@ -66,7 +67,7 @@ def dlm_min_k(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     return bottom_k_mean(values, offsets, k)
 
 
-@register_attack("min_k_pp", kind="dlm", probe=elbo_plan)
+@register_attack("min_k_pp", kind="dlm", probe=elbo_plan, checks={"k": fraction(above_zero=True)})
 def dlm_min_k_pp(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     """Min-K%++ on masked tokens: lowest k% of z = (log p − μ)/σ averaged per token.
 
@@ -77,8 +78,9 @@ def dlm_min_k_pp(stats: MaskedStats, *, k: float = 0.2) -> np.ndarray:
     return bottom_k_mean(values, offsets, k)
 
 
-@register_attack("gap_k", kind="dlm", probe=elbo_plan)
-def dlm_gap_k(stats: MaskedStats, *, k: float = 0.2, window: int = 3, smooth: str = "sequential") -> np.ndarray:
+@register_attack("gap_k", kind="dlm", probe=elbo_plan, checks=GAP_K_CHECKS)
+def dlm_gap_k(stats: MaskedStats, *, k: float = 0.2, window: int = 3,
+              smooth: Literal["none", "sequential", "shuffled"] = "sequential") -> np.ndarray:
     """Gap-K% on masked tokens: per-token top-1 gap averaged over patterns, smoothed in text order.
 
     Shape (S,); higher = member. Tokens that no pattern masked are absent, so a

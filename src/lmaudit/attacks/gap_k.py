@@ -5,14 +5,19 @@ See ``../shared/seeds/002_900b18c9036e7c45.txt``.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from lmaudit.attacks.registry import register_attack
 from lmaudit.errors import LmauditError
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.segments import bottom_k_mean, moving_average, shuffle_within
+from lmaudit.settings import fraction, integer
 
 SMOOTHING = ("none", "sequential", "shuffled")
+# what a run checks of the attack's parameters before any probe (``smooth`` by its Literal); the AR and DLM forms
+GAP_K_CHECKS = {"k": fraction(above_zero=True), "window": integer(1)}
 
 
 def gap_k_scores(gaps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, *, k: float, window: int,
@@ -35,8 +40,9 @@ def gap_k_scores(gaps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, *, k: 
     return bottom_k_mean(smoothed, sm_offsets, k)
 
 
-@register_attack("gap_k", kind="ar", access="distribution")
-def gap_k(stats: ARStats, *, k: float = 0.2, window: int = 3, smooth: str = "sequential") -> np.ndarray:
+@register_attack("gap_k", kind="ar", access="distribution", checks=GAP_K_CHECKS)
+def gap_k(stats: ARStats, *, k: float = 0.2, window: int = 3,
+          smooth: Literal["none", "sequential", "shuffled"] = "sequential") -> np.ndarray:
     """Bottom-k% of the smoothed gap g_t = (log p(x_t) − max_v log p(v)) / σ_t.
 
     Shape (S,); higher = member.

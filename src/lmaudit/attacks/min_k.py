@@ -7,9 +7,10 @@ import numpy as np
 from lmaudit.attacks.registry import register_attack
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.segments import bottom_k_mean
+from lmaudit.settings import fraction
 
 
-@register_attack("min_k", kind="ar")
+@register_attack("min_k", kind="ar", checks={"k": fraction(above_zero=True)})
 def min_k(stats: ARStats, *, k: float = 0.2) -> np.ndarray:
     """Mean of the lowest max(1, ⌊k·n⌋) token log p.
 

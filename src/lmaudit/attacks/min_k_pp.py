@@ -7,9 +7,10 @@ import numpy as np
 from lmaudit.attacks.registry import register_attack
 from lmaudit.probes.records import ARStats
 from lmaudit.probes.segments import bottom_k_mean
+from lmaudit.settings import fraction
 
 
-@register_attack("min_k_pp", kind="ar", access="distribution")
+@register_attack("min_k_pp", kind="ar", access="distribution", checks={"k": fraction(above_zero=True)})
 def min_k_pp(stats: ARStats, *, k: float = 0.2) -> np.ndarray:
     """Mean of the lowest max(1, ⌊k·n⌋) z_t = (log p − μ_t)/σ_t.
 
