@@ -5,6 +5,7 @@ import ast
 import importlib
 import inspect
 import json
+import re
 import typing
 from pathlib import Path
 
@@ -117,6 +118,23 @@ def test_the_body_check_finds_an_experiment_calling_a_body(tmp_path):
                                               "lmaudit/experiments/x.py: lmaudit.runs.mia.score_set"]
 
 
+def test_commands_name_their_job_and_read_its_output_kind_from_its_declaration():
+    """A command checks its output folder against its ``Job``'s type (``check_out(out, job=...)``), never a copy of
+    it: no job's result type is spelled in ``commands/`` (a model or shadows folder is also written by commands
+    that run no job, as ``models import``)."""
+    from lmaudit.folders import NOT_RESULTS
+
+    lmaudit.api.load_jobs()
+    types = {job.type for job in JOBS.values()} - set(NOT_RESULTS)
+    spelled = [(path.name, kind) for path in sorted((SRC / "lmaudit" / "commands").glob("*.py"))
+               for kind in re.findall(r'kind="([^"]+)"', path.read_text()) if kind in types]
+    assert spelled == []
+    jobs = [(path.name, job) for path in sorted((SRC / "lmaudit" / "commands").glob("*.py"))
+            for job in re.findall(r'check_out\([^)]*job="([^"]+)"', path.read_text())]
+    own_folder = {name for name, job in JOBS.items() if job.type not in NOT_RESULTS}
+    assert {job for _, job in jobs} == own_folder - {"epsilon"}  # epsilon adds epsilon.json beside the run it reads
+
+
 def test_every_job_is_declared_once_with_its_command_result_and_report():
     lmaudit.api.load_jobs()
     for name, job in JOBS.items():
@@ -200,3 +218,15 @@ def test_an_unknown_backend_name_is_refused_before_any_model_loads(job):
     args = {"mia": (["a b c"], ["d e f"]), "dataset_inference": (["a b c"], ["d e f"]), "extract": (["a b c"],)}[job]
     with pytest.raises(SettingError, match="unknown backend 'rey'"):  # not "no such model folder"
         getattr(lmaudit, job)("no/such/model", *args, backend="rey")
+
+
+def test_the_job_registry_read_first_holds_every_job():
+    """``lmaudit.api.JOBS`` imports every job before it is read (as ``lmaudit.JOBS`` does): read first in a fresh
+    process, it is not the empty registry of a process that has imported no job yet."""
+    import subprocess
+    import sys
+
+    lmaudit.api.load_jobs()
+    found = subprocess.run([sys.executable, "-c", "from lmaudit import api; print(' '.join(sorted(api.JOBS)))"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert found == sorted(JOBS)

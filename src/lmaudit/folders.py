@@ -30,7 +30,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
@@ -190,9 +190,11 @@ def resolve_out(out: str | Path, what: str = "--out") -> Path:
                            hint="name a real folder") from None
 
 
-def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | None = None,
+def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | Callable[[], str] | None = None,
                       inputs: dict | None = None, options: dict | None = None) -> Path:
-    """``out`` may be written: absent, empty, or a folder lmaudit wrote as ``kind``; said before any work.
+    """``out`` may be written: absent, empty, or a folder lmaudit wrote as ``kind``; said before any work. ``kind``
+    may be a function giving it, called only when ``out`` holds a folder lmaudit wrote (a job's type, read from its
+    declaration, costs importing the job).
 
     ``inputs`` maps an option name (``"--model"``) to the path(s) the command reads; an ``out``
     that is, contains or lies inside one of them (or the cache) is refused. A symbolic link is
@@ -209,6 +211,8 @@ def check_replaceable(out: str | Path, what: str = "--out", *, kind: str | None 
                            **spelled)
     if out.is_dir():
         existing, foreign = _inspect(out)
+        if existing is not None and callable(kind):
+            kind = kind()
         if not _same_kind(existing, kind):
             raise LmauditError(f"{what} '{given}' holds {_a(existing)} lmaudit wrote; this command writes {_a(kind)}",
                                hint=f"name another folder: lmaudit replaces its output folder whole, and never "

@@ -45,6 +45,8 @@ def __getattr__(name: str):
     """The interface's names, imported on first use: ``lmaudit.api.tools`` and ``import lmaudit.api`` stay light."""
     if name == "__all__":
         return sorted({n for family in load_jobs() for n in family.__all__} | set(OTHERS))
+    if name == "JOBS":  # every job declared (its module imported) before the registry is read
+        load_jobs()
     if name in OTHERS:
         return getattr(importlib.import_module(OTHERS[name]), name)
     if name in MODULES:  # ``from lmaudit.api import tools``: the module itself, not a search of the jobs

@@ -35,9 +35,10 @@ from lmaudit.utils import git_state as git_state
 from lmaudit.utils import read_toml as read_toml
 
 
-def check_output(out: str | Path, what: str = "--out", *, kind: str | None = None, inputs: dict | None = None) -> Path:
+def check_output(out: str | Path, what: str = "--out", *, kind=None, inputs: dict | None = None) -> Path:
     """``out`` may receive a ``kind`` folder: new, empty or one lmaudit wrote as ``kind`` (replaced whole), and none
-    of ``inputs`` ({name: path or paths}) or the cache. Said before any work; returns the folder to write."""
+    of ``inputs`` ({name: path or paths}) or the cache. Said before any work; returns the folder to write. ``kind``
+    may be a function giving it, called only when ``out`` holds a folder lmaudit wrote."""
     return check_replaceable(out, what, kind=kind, inputs=with_cache(inputs))
 
 

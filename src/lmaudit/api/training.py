@@ -19,6 +19,7 @@ from lmaudit.models import unlearn as unlearning
 from lmaudit.models.dp import DPSpec
 from lmaudit.models.lora import LoraSpec
 from lmaudit.models.shadows import train_shadows
+from lmaudit.runs.common import JOBS
 from lmaudit.runs.inputs import base_of, lora_of, source_of
 from lmaudit.runs.training import TrainedModel, TrainedShadows, check_training_out
 
@@ -78,7 +79,7 @@ def finetune(model, data, out=None, *, mode: str = "dft", epochs: float = 4.0, l
     return _written(out, key, lambda folder: build.finetune(
         model, texts, folder, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
         kind=kind, mask_ratio=mask_ratio, load_options=load_options, lora=lora, dp=dp, chat_template=chat_template),
-        "model", {"model": model, "data": data, **base_of(load_options)})
+        JOBS["finetune"].type, {"model": model, "data": data, **base_of(load_options)})
 
 
 def unlearn(model, forget, retain, out=None, *, method: str, base=None, epochs: float = 2.0, lr: float = 1e-4,
@@ -106,7 +107,7 @@ def unlearn(model, forget, retain, out=None, *, method: str, base=None, epochs: 
     return _written(out, key, lambda folder: unlearning.unlearn(
         model, *sets, folder, method=method, base_dir=base, epochs=epochs, lr=lr, batch_size=batch_size, block=block,
         mode=mode, retain_weight=retain_weight, npo_beta=npo_beta, seed=seed, kind=kind, load_options=load_options,
-        lora=lora), "model", {"model": model, "base": base, "forget": forget, "retain": retain,
+        lora=lora), JOBS["unlearn"].type, {"model": model, "base": base, "forget": forget, "retain": retain,
                               **base_of(load_options)})
 
 
@@ -133,7 +134,7 @@ def pretrain(out=None, *, kind: str = "ar", preset: str = "tiny", tokens: int | 
                     repeats=repeats, block=block, batch_size=batch_size, lr=lr)
     return _written(out, build.pretrain_key(corpus, tokenizer, **settings),
                     lambda folder: build.pretrain(corpus, tokenizer, folder, **settings),
-                    "model", {"init_from": init_from})
+                    JOBS["pretrain"].type, {"init_from": init_from})
 
 
 def shadows(model, pool, out, *, k: int = 8, epochs: float = 4.0, lr: float | None = None, block: int | None = None,
@@ -150,7 +151,7 @@ def shadows(model, pool, out, *, k: int = 8, epochs: float = 4.0, lr: float | No
     ('shadows', 2)
     """
     model = source_of(model)
-    check_training_out(out, "shadows", {"model": model, "pool": pool, **base_of(load_options)})
+    check_training_out(out, JOBS["shadows"].type, {"model": model, "pool": pool, **base_of(load_options)})
     train_shadows(model, texts_of(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
                   batch_size=batch_size, mode=mode, kind=kind, load_options=load_options, lora=lora_of(lora), dp=dp)
     return TrainedShadows.read(out)

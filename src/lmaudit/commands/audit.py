@@ -62,7 +62,7 @@ def audit_set(
     """Set-level audit: the fraction ρ of the suspect set that behaves like non-members (1 − ρ: trained on); with
     --method duci, the proportion of it used in training, from one attack's decisions debiased on shadow models."""
     model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
-    check_out(out, kind="set-audit", inputs={**model_inputs("--model", model, model_options),
+    check_out(out, job="audit_set", inputs={**model_inputs("--model", model, model_options),
                                              **model_inputs("--reference", reference, model_options),
                                              "--members": members, "--nonmembers": nonmembers, "--data": data,
                                              "--suspect": suspect, "--shadows": shadows})
@@ -126,7 +126,7 @@ def dataset_inference(
 ) -> None:
     """Dataset inference: a p-value for "the model was trained on the suspect set" (Maini et al., 2024)."""
     model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
-    check_out(out, kind="dataset-inference", inputs={**model_inputs("--model", model, model_options),
+    check_out(out, job="dataset_inference", inputs={**model_inputs("--model", model, model_options),
                                                      **model_inputs("--reference", reference, model_options),
                                                      "--suspect": suspect, "--validation": validation,
                                                      "--members": members})

@@ -77,7 +77,7 @@ def canaries_audit(
     trained on scoring as high; each insertion count is compared with the controls (inserted 0 times) by the shift of
     its exposures, with a 95% interval. 'lmaudit gate OUT --max-exposure BITS' gates them."""
     model = c.pick_model(model, None, "")
-    check_out(out, kind="canary-exposure",
+    check_out(out, job="canaries",
               inputs={**model_inputs("--model", model, model_options), "--canaries": canaries})
     cfg = api.ExposureConfig(candidates=candidates, bootstrap=bootstrap, seed=seed)
     with backend_from(run_options.backend, run_options.address, run_options.workers) as backend:

@@ -29,7 +29,7 @@ def compare_cmd(
     """Per attack on the texts both runs scored: AUC(B) − AUC(A) with its paired interval, the rank correlation of
     the scores, and both verdicts side by side (served vs local, before vs after unlearning, two checkpoints)."""
     if out is not None:
-        check_out(out, kind="comparison", inputs={"RUN_A": run_a, "RUN_B": run_b})
+        check_out(out, job="compare", inputs={"RUN_A": run_a, "RUN_B": run_b})
     found = api.compare(run_a, run_b, config=api.CompareConfig(n_bootstrap=bootstrap, seed=seed))
     p = found.payload
     for key in ("a", "b"):

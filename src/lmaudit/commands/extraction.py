@@ -60,7 +60,7 @@ def extract(
 ) -> None:
     """(n,p)-discoverable extraction: single-query success probability of reproducing the masked tokens."""
     model = c.pick_model(model, None, "")
-    check_out(out, kind="extraction", inputs={**model_inputs("--model", model, model_options), "--data": data})
+    check_out(out, job="extract", inputs={**model_inputs("--model", model, model_options), "--data": data})
     try:
         ps = [float(x) for x in p.split(",") if x.strip()]
     except ValueError:

@@ -92,7 +92,7 @@ def mia(
 ) -> None:
     """Membership inference: members vs non-members, every attack, AUC and TPR@FPR."""
     model, reference = c.pick_model(model, target, "--target"), c.source_arg(reference)
-    check_out(out, kind="mia", inputs={**model_inputs("--model", model, model_options),
+    check_out(out, job="mia", inputs={**model_inputs("--model", model, model_options),
                                        **model_inputs("--reference", reference, model_options),
                                        "--members": members, "--nonmembers": nonmembers, "--data": data,
                                        "--shadows": shadows, "--retrained": retrained})

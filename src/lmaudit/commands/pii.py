@@ -53,7 +53,7 @@ def pii(
 ) -> None:
     """Reconstruct a redacted field: generate candidates, rank them (ce, Q-Skew, combined), report top-1 ASR."""
     model, reference = c.pick_model(model, None, ""), c.source_arg(reference)
-    check_out(out, kind="pii-reconstruction", inputs={**model_inputs("--model", model, model_options),
+    check_out(out, job="reconstruct_pii", inputs={**model_inputs("--model", model, model_options),
                                                       **model_inputs("--reference", reference, model_options),
                                                       "--records": records, "--calibration": calibration})
     # the options' text as the settings' values; the config's declared checks refuse a bad one, naming the option

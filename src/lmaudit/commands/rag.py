@@ -67,7 +67,7 @@ def rag_mia_cmd(
                            hint="one of the two")
     if generator is not None and store is None:
         raise LmauditError("--generator needs --store (the documents the local pipeline retrieves from)")
-    check_out(out, kind="rag-mia", inputs={"--members": members, "--nonmembers": nonmembers, "--store": store})
+    check_out(out, job="rag_mia", inputs={"--members": members, "--nonmembers": nonmembers, "--store": store})
     cfg = api.RagConfig(attacks=c.split_names(attacks) or ["s2mia", "mba"], top_k=top_k,
                         max_new_tokens=max_new_tokens, n_masks=n_masks, mask_selection=mask_selection,
                         n_questions=n_questions, question_source=question_source, batch_size=batch_size,

@@ -152,10 +152,12 @@ def shared_options(*, run: bool = False, model: bool = True, extra: tuple = ()):
     return decorate
 
 
-def check_out(out: Path, what: str = "--out", *, kind: str | None = None, inputs: dict | None = None) -> Path:
-    """An output folder must be new, empty or one lmaudit wrote as ``kind`` (it is replaced whole), and none of the
+def check_out(out: Path, what: str = "--out", *, job: str | None = None, kind: str | None = None,
+              inputs: dict | None = None) -> Path:
+    """An output folder must be new, empty or one lmaudit wrote as the results of ``job`` (its ``Job``'s type) or as
+    ``kind`` (what no job writes: a corpus, a demo, an experiment), which is replaced whole, and none of the
     command's ``inputs`` ({option: path or paths}) or the cache: said before any work."""
-    return tools.check_output(out, what, kind=kind, inputs=inputs)
+    return tools.check_output(out, what, kind=(lambda: api.JOBS[job].type) if job else kind, inputs=inputs)
 
 
 def model_inputs(option: str, path: Optional[Path], options: Optional["ModelOptions"] = None) -> dict:

@@ -69,7 +69,7 @@ def unlearning_check(
     """Relearning and quantisation checks of an unlearning, read against the retrained model with paired
     intervals."""
     share, texts = _relearn_on(relearn_on)
-    check_out(out, kind="unlearning-check", inputs={**model_inputs("--model", model, model_options),
+    check_out(out, job="unlearning_check", inputs={**model_inputs("--model", model, model_options),
                                                     **model_inputs("--retrained", retrained, model_options),
                                                     **model_inputs("--reference", reference, model_options),
                                                     "--forget": forget, "--members": members,
