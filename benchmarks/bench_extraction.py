@@ -57,7 +57,7 @@ def main() -> None:
     result = {}
 
     def estimator() -> None:
-        result["r"] = dlm_trajectories(adapter, [target], steps=[N], trajectories=R, seed=0,
+        result["r"] = dlm_trajectories(adapter.handle(), [target], steps=[N], trajectories=R, seed=0,
                                        max_tokens=R * len(ids))[0]
 
     if not args.no_warmup:

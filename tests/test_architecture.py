@@ -223,6 +223,45 @@ def test_the_branch_check_finds_kind_tables_and_adapters_built_outside_models(tm
     assert branches_on_the_model(tmp_path) == [f"lmaudit/probes/x.py:{i}" for i in range(1, len(SEAM_VIOLATIONS) + 1)]
 
 
+def probe_calls_with_an_adapter(root: Path) -> list[str]:
+    """'file:line name' of every call, outside probes/ and models/, of a function imported from a probe module that is
+    given a model's adapter (``x.adapter``) rather than its handle."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("lmaudit/probes/", "lmaudit/models/")):
+            continue
+        tree = ast.parse(path.read_text())
+        probes = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                  and (node.module or "").startswith("lmaudit.probes") for a in node.names}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                and isinstance(f.value, ast.Name) and f.value.id in probes else None
+            given = [*node.args, *(k.value for k in node.keywords)]
+            if (name in probes or isinstance(f, ast.Attribute) and name) \
+                    and any(isinstance(a, ast.Attribute) and a.attr == "adapter" for a in given):
+                out.append(f"{rel}:{node.lineno} {name}")
+    return out
+
+
+def test_probes_are_given_the_handle_not_its_adapter():
+    assert probe_calls_with_an_adapter(SRC) == []
+
+
+def test_the_handle_check_finds_an_adapter_given_to_a_probe(tmp_path):
+    pkg = tmp_path / "lmaudit" / "runs"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text("from lmaudit.probes.trajectories import dlm_trajectories\n"
+                              "from lmaudit.probes import masked\nfrom lmaudit.other import helper\n"
+                              "dlm_trajectories(loaded.adapter, targets)\nmasked.masked_window_stats(h.adapter, w)\n"
+                              "dlm_trajectories(loaded, targets)\nhelper(loaded.adapter)\n")
+    assert probe_calls_with_an_adapter(tmp_path) == ["lmaudit/runs/x.py:4 dlm_trajectories",
+                                                     "lmaudit/runs/x.py:5 masked_window_stats"]
+
+
 # what the command line (lmaudit.cli, lmaudit.commands) imports: the interface (lmaudit.api and its modules), its
 # own helpers, the leaves every layer shares, and the experiments' entry points (they sit above the interface)
 CLI_PACKAGES = ("lmaudit.api", "lmaudit.commands")

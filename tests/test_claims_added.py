@@ -254,10 +254,10 @@ def test_ar_extraction_is_the_dlm_definition_with_a_suffix_read_left_to_right(ti
     ids = np.asarray(tokenizer("the model data train token layer value array matrix")["input_ids"], dtype=np.int64)
     target = Target("s", ids, np.arange(len(ids) - 4, len(ids)))
     adapter = _CausalAsMasked(tiny_model, tokenizer)
-    exact = ar_suffix_logp(ARAdapter(tiny_model, tokenizer), [target])[0]
+    exact = ar_suffix_logp(ARAdapter(tiny_model, tokenizer).handle(), [target])[0]
     with monkeypatch.context() as m:
         m.setattr(traj, "random_orders", lambda t, r, s: np.repeat(np.sort(t.masked)[None], r, axis=0))
-        left_to_right = dlm_trajectories(adapter, [target], steps=[4], trajectories=3, max_tokens=4096)[0]
+        left_to_right = dlm_trajectories(adapter.handle(), [target], steps=[4], trajectories=3, max_tokens=4096)[0]
     assert left_to_right.logp == pytest.approx([exact.logp[0]] * 3, abs=1e-4)
     assert left_to_right.p_hat == pytest.approx(exact.p_hat, rel=1e-4)
     n = queries_needed(exact.p_hat, 0.5)  # the fewest queries that make the suffix (n, 0.5)-discoverable
@@ -266,7 +266,7 @@ def test_ar_extraction_is_the_dlm_definition_with_a_suffix_read_left_to_right(ti
     assert abs(queries_needed(left_to_right.p_hat, 0.5) - n) <= max(1, n // 1000)
     for queries in (max(1, n // 2), 2 * n):
         assert discoverable([left_to_right.p_hat], n=queries, p=0.5) == discoverable([exact.p_hat], n=queries, p=0.5)
-    shuffled = dlm_trajectories(adapter, [target], steps=[4], trajectories=16, seed=1, max_tokens=4096)[0]
+    shuffled = dlm_trajectories(adapter.handle(), [target], steps=[4], trajectories=16, seed=1, max_tokens=4096)[0]
     assert not math.isclose(shuffled.log_p_hat, exact.log_p_hat, rel_tol=1e-3)
     assert x.IDENTITY_TEST.endswith(test_ar_extraction_is_the_dlm_definition_with_a_suffix_read_left_to_right.__name__)
 

@@ -60,7 +60,7 @@ def test_estimator_mean_equals_exact_expectation_over_all_orders(llama_dlm, toke
     perms = np.array(list(itertools.permutations(target.masked)))  # all 24 orders of |M| = 4
     exact = np.mean([math.exp(_brute_force_logp(llama_dlm, target, p, steps)) for p in perms])
     monkeypatch.setattr(traj, "random_orders", lambda t, r, s: perms)
-    res = dlm_trajectories(llama_dlm, [target], steps=[steps], trajectories=len(perms), temperature=1.0)[0]
+    res = dlm_trajectories(llama_dlm.handle(), [target], steps=[steps], trajectories=len(perms), temperature=1.0)[0]
     assert res.p_hat == pytest.approx(exact, rel=1e-5)
     assert res.forwards == steps
 
@@ -69,7 +69,7 @@ def test_sampled_trajectories_estimate_the_expectation(llama_dlm, tokenizer):
     target = _target(tokenizer)
     perms = list(itertools.permutations(target.masked))
     exact = np.mean([math.exp(_brute_force_logp(llama_dlm, target, np.array(p), 2, 0.7)) for p in perms])
-    res = dlm_trajectories(llama_dlm, [target], steps=[2], trajectories=2000, temperature=0.7, seed=5)[0]
+    res = dlm_trajectories(llama_dlm.handle(), [target], steps=[2], trajectories=2000, temperature=0.7, seed=5)[0]
     assert abs(res.p_hat - exact) < 4 * res.std_error + 1e-12
     assert res.forwards == 2
 
@@ -81,7 +81,7 @@ def test_one_step_is_the_product_of_one_step_marginals(tiny_dlm, tokenizer):
     with torch.inference_mode():
         logp = torch.log_softmax(tiny_dlm(x, torch.ones_like(x))[0].double(), dim=-1)
     expected = sum(float(logp[p, target.ids[p]]) for p in target.masked)
-    res = dlm_trajectories(tiny_dlm, [target], steps=[1], trajectories=64)[0]
+    res = dlm_trajectories(tiny_dlm.handle(), [target], steps=[1], trajectories=64)[0]
     assert len(res.logp) == 1 and res.forwards == 1
     assert res.logp[0] == pytest.approx(expected, abs=1e-4)
 
@@ -102,7 +102,7 @@ def test_low_confidence_unmasks_the_most_probable_target_first(llama_dlm, tokeni
             pick = max(scores, key=scores.get)
             total += scores[pick]
             remaining.remove(pick)
-    res = dlm_trajectories(llama_dlm, [target], steps=[4], order="low_confidence")[0]
+    res = dlm_trajectories(llama_dlm.handle(), [target], steps=[4], order="low_confidence")[0]
     assert len(res.logp) == 1
     assert res.logp[0] == pytest.approx(total, abs=1e-4)
     assert res.logp[0] <= best + 1e-9
@@ -112,11 +112,12 @@ def test_batched_records_match_one_at_a_time(llama_dlm, tokenizer):
     a = _target(tokenizer, masked=(2, 4, 5, 7))
     b = Target("t1", np.asarray(tokenizer("array matrix function return input output tensor")["input_ids"]),
                np.array([1, 2, 5]))
-    together = dlm_trajectories(llama_dlm, [a, b], steps=[4, 3], trajectories=16, seed=1)
-    alone = [dlm_trajectories(llama_dlm, [t], steps=[n], trajectories=16, seed=1)[0] for t, n in ((a, 4), (b, 3))]
+    together = dlm_trajectories(llama_dlm.handle(), [a, b], steps=[4, 3], trajectories=16, seed=1)
+    alone = [dlm_trajectories(llama_dlm.handle(), [t], steps=[n], trajectories=16, seed=1)[0]
+             for t, n in ((a, 4), (b, 3))]
     for x, y in zip(together, alone):
         np.testing.assert_allclose(x.logp, y.logp, atol=1e-4)
-    small = dlm_trajectories(llama_dlm, [a, b], steps=[4, 3], trajectories=16, seed=1, max_tokens=64)
+    small = dlm_trajectories(llama_dlm.handle(), [a, b], steps=[4, 3], trajectories=16, seed=1, max_tokens=64)
     for x, y in zip(small, alone):
         np.testing.assert_allclose(x.logp, y.logp, atol=1e-4)
     # a step split over calls to fit the token budget is still one forward pass of each trajectory
@@ -130,7 +131,7 @@ def test_ar_suffix_probability_is_exact(tiny_model, tokenizer):
         logits = tiny_model(input_ids=torch.tensor(ids)[None]).logits[0].double()
     logp = torch.log_softmax(logits, dim=-1)
     expected = sum(float(logp[t - 1, ids[t]]) for t in target.masked)
-    res = ar_suffix_logp(ARAdapter(tiny_model, tokenizer), [target])[0]
+    res = ar_suffix_logp(ARAdapter(tiny_model, tokenizer).handle(), [target])[0]
     assert res.logp[0] == pytest.approx(expected, abs=1e-4)
     assert res.p_hat == pytest.approx(math.exp(expected), rel=1e-4)
 
@@ -158,8 +159,8 @@ def test_refinement_never_lowers_success_under_recovery_monotonicity():
     truth = np.array([2, 7, 9, 5, 6, 8, 10, 11, 7, 9], dtype=np.int64)
     target = Target("o", truth, np.array([1, 2, 4, 5, 7, 8, 9]))
     oracle = DLMAdapter(_OracleModel(truth), mask_token_id=4)  # the real adapter: padding, masks, device
-    coarse = dlm_trajectories(oracle, [target], steps=[2], trajectories=32, seed=0)[0].logp
-    fine = dlm_trajectories(oracle, [target], steps=[7], trajectories=32, seed=0)[0].logp
+    coarse = dlm_trajectories(oracle.handle(), [target], steps=[2], trajectories=32, seed=0)[0].logp
+    fine = dlm_trajectories(oracle.handle(), [target], steps=[7], trajectories=32, seed=0)[0].logp
     assert set(step_bounds(7, 2)) <= set(step_bounds(7, 7))  # the same orders, cut at nested points
     assert np.all(fine >= coarse - 1e-12) and np.any(fine > coarse + 1e-6)
 
@@ -167,7 +168,8 @@ def test_refinement_never_lowers_success_under_recovery_monotonicity():
 def test_refinement_report_on_a_tiny_model(llama_dlm, tokenizer, record_property):
     """Report (not force) how often refining the partition raised p on an untrained tiny model."""
     target = _target(tokenizer, masked=(1, 2, 3, 5, 6, 7, 8, 9))
-    runs = {n: dlm_trajectories(llama_dlm, [target], steps=[n], trajectories=64, seed=2)[0] for n in (1, 2, 4, 8)}
+    runs = {n: dlm_trajectories(llama_dlm.handle(), [target], steps=[n], trajectories=64, seed=2)[0]
+            for n in (1, 2, 4, 8)}
     fraction = float(np.mean(runs[8].logp >= runs[4].logp - 1e-9))
     record_property("refined_not_lower_fraction", fraction)
     print(f"refinement 4→8 steps kept or raised p on {fraction:.0%} of 64 paired trajectories; "

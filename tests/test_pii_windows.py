@@ -37,7 +37,7 @@ def test_window_scores_equal_a_direct_masked_forward(dlm):
     task = WindowTask(MaskPlan("cyclic", budget=6, rho=0.35), "pii", 20, 0)
     logp, offsets = window_logp(dlm, REC, VALUES, task)
     windows, allowed, seeds = task.windows(dlm.tokenizer, _candidates_as_set())
-    stats, direct_offsets = masked_window_stats(dlm.adapter, windows, allowed, task.plan, seeds)
+    stats, direct_offsets = masked_window_stats(dlm, windows, allowed, task.plan, seeds)
     np.testing.assert_array_equal(offsets, direct_offsets)
     np.testing.assert_array_equal(logp, stats[:, 0].astype(np.float64))
     # every masked entry lies on the field: each window's entries are its field tokens, once per cyclic round

@@ -154,7 +154,7 @@ def masked_forward_stats(adapter: DLMAdapter, ids: list[np.ndarray], jobs: MaskJ
     return out
 
 
-def masked_window_stats(adapter: DLMAdapter, windows: list[np.ndarray], allowed: list[np.ndarray], plan: MaskPlan,
+def masked_window_stats(handle: ModelHandle, windows: list[np.ndarray], allowed: list[np.ndarray], plan: MaskPlan,
                         seeds: list[int], *, batch_size: int | None = None,
                         description: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Masked statistics of token windows whose masks may only cover some of their positions.
@@ -175,7 +175,7 @@ def masked_window_stats(adapter: DLMAdapter, windows: list[np.ndarray], allowed:
             index.append(p)
             ratio.append(len(p) / len(allow))
     jobs = MaskJobs(np.array(sample), np.array(pattern), masks, index, np.array(ratio, dtype=np.float32))
-    stats = masked_forward_stats(adapter, windows, jobs, batch_size=batch_size, description=description)
+    stats = masked_forward_stats(handle.adapter, windows, jobs, batch_size=batch_size, description=description)
     counts = np.bincount(jobs.sample, weights=[len(m) for m in masks], minlength=len(windows))
     return stats, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError
+from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.tokenize import model_batches
 from lmaudit.utils import stable_seed
 
@@ -115,14 +116,14 @@ def _top_per_row(rows: np.ndarray, scores: np.ndarray, take: np.ndarray) -> np.n
 
 
 @torch.inference_mode()
-def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order: str = "random",
+def dlm_trajectories(handle: ModelHandle, targets: list[Target], *, steps: list[int], order: str = "random",
                      trajectories: int = 512, temperature: float = 1.0, seed: int = 0,
                      max_tokens: int | None = None) -> list[TrajectoryResult]:
     """Teacher-forced trajectory log-probabilities for a group of records under a DLM.
 
     Parameters
     ----------
-    adapter : DLMAdapter
+    handle : the DLM's handle (its adapter runs the forwards).
     targets : records with their masked positions.
     steps : N per record (1 ≤ N ≤ |M|).
     order : ``random`` or ``low_confidence``.
@@ -140,6 +141,7 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
         raise LmauditError(f"unknown order '{order}'", hint=f"use one of {', '.join(ORDERS)}")
     if temperature <= 0:
         raise LmauditError("extraction probabilities need a temperature > 0")
+    adapter = handle.adapter
     device = adapter.device
     n_rows, orders, bounds = [], [], []
     for t, n in zip(targets, steps):
@@ -186,15 +188,16 @@ def dlm_trajectories(adapter, targets: list[Target], *, steps: list[int], order:
 
 
 @torch.inference_mode()
-def ar_suffix_logp(adapter, targets: list[Target], *, temperature: float = 1.0,
+def ar_suffix_logp(handle: ModelHandle, targets: list[Target], *, temperature: float = 1.0,
                    batch_size: int | None = None) -> list[TrajectoryResult]:
-    """Exact log success probability of a contiguous span read left to right by a causal LM (its ``ARAdapter``).
+    """Exact log success probability of a contiguous span read left to right by the causal LM of ``handle``.
 
     The input is cut right after the span, so later tokens are never seen. One
     forward per batch of records.
     """
     if temperature <= 0:
         raise LmauditError("extraction probabilities need a temperature > 0")
+    adapter = handle.adapter
     device = adapter.device
     seqs = [t.ids[: t.masked[-1] + 1] for t in targets]
     out: list[TrajectoryResult | None] = [None] * len(targets)

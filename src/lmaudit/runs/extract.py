@@ -19,6 +19,7 @@ from lmaudit.errors import LmauditError, warn
 from lmaudit.extraction.discoverable import discoverable, gaussian_relaxed_rate, queries_needed
 from lmaudit.extraction.masks import MaskSpec, mask_text, parse_steps, step_counts
 from lmaudit.models.fingerprint import tokenizer_fingerprint
+from lmaudit.models.handle import ModelHandle
 from lmaudit.probes.shards import run_sharded, shard_size_default
 from lmaudit.probes.stored import ArrayDict
 from lmaudit.probes.trajectories import Target, TrajectoryResult, ar_suffix_logp, dlm_trajectories
@@ -75,10 +76,12 @@ class ExtractConfig:
         check_settings(self)
 
 
-def prepare_targets(adapter, tokenizer, textset: TextSet, spec: MaskSpec, *, max_length: int,
+def prepare_targets(handle: ModelHandle, textset: TextSet, spec: MaskSpec, *, max_length: int,
                     context: str = "both", seed: int = 0) -> list[Target]:
-    """Tokenise each record and resolve its mask to positions in the input ids; the adapter says which ids score
-    the span (:meth:`~lmaudit.models.adapters.ARAdapter.span_input`: an AR model's input ends with one span)."""
+    """Tokenise each record with the tokenizer of ``handle`` and resolve its mask to positions in the input ids; its
+    adapter says which ids score the span (:meth:`~lmaudit.models.adapters.ARAdapter.span_input`: an AR model's input
+    ends with one span)."""
+    adapter, tokenizer = handle.adapter, handle.tokenizer
     if context not in ("both", "left"):
         raise LmauditError(f"unknown context '{context}'", hint="use both or left")
     special = set(tokenizer.all_special_ids)
@@ -119,7 +122,7 @@ def _groups(n_rows: np.ndarray, lengths: np.ndarray, max_tokens: int) -> list[np
 
 def _ar_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -> dict[str, dict[str, np.ndarray]]:
     """One exact column, 'ar': the span's probability read left to right (the steps and order are a DLM's)."""
-    res = ar_suffix_logp(loaded.adapter, targets, temperature=cfg.temperature)
+    res = ar_suffix_logp(loaded, targets, temperature=cfg.temperature)
     return {"ar": _columns(res, np.array([len(t.masked) for t in targets]))}
 
 
@@ -137,7 +140,7 @@ def _dlm_table(loaded, targets: list[Target], cfg: ExtractConfig, description) -
             n_rows = np.where(deterministic, 1, cfg.trajectories)
             results: list = [None] * len(targets)
             for group in _groups(n_rows, lengths, max_tokens):
-                res = dlm_trajectories(loaded.adapter, [targets[i] for i in group],
+                res = dlm_trajectories(loaded, [targets[i] for i in group],
                                        steps=[int(steps[i]) for i in group],
                                        order=cfg.order, trajectories=cfg.trajectories, temperature=cfg.temperature,
                                        seed=cfg.seed, max_tokens=max_tokens)
@@ -277,8 +280,7 @@ class ExtractionTask:
 
     def __call__(self, handle, shard: TextSet) -> ArrayDict:
         cfg = self.cfg
-        targets = prepare_targets(handle.adapter, handle.tokenizer, shard, self.spec,
-                                  max_length=handle.adapter.context_length,
+        targets = prepare_targets(handle, shard, self.spec, max_length=handle.adapter.context_length,
                                   context=cfg.context, seed=cfg.seed)
         table = trajectory_table(handle, targets, cfg, description=None)
         out = ArrayDict({f"{k}@{label}": v for label, col in table.items() for k, v in col.items()})

@@ -147,7 +147,7 @@ class WindowTask:
 
     def __call__(self, handle, shard: TextSet) -> ArrayDict:
         windows, allowed, seeds = self.windows(handle.tokenizer, shard)
-        stats, offsets = masked_window_stats(handle.adapter, windows, allowed, self.plan, seeds)
+        stats, offsets = masked_window_stats(handle, windows, allowed, self.plan, seeds)
         return ArrayDict(stats=stats, offsets=offsets)
 
 
