@@ -528,3 +528,32 @@ def test_mini_set_validity_experiment_scores_both_splits_on_both_models(tmp_path
         assert 0 < cell["dataset_inference"]["p"] <= 1 and cell["ngrams_13"]["scored"] <= 12
     rows = res["tables"][0]["rows"]
     assert [r[0] for r in rows] == list(res["cells"]) and rows[1][6] == "-" and len(rows[0]) == 11
+
+
+def test_the_embedded_pair_pretrained_through_the_interface_is_the_one_the_jobs_use(monkeypatch, tmp_path):
+    """dlm-adaptation pretrains the embedded AR model and DLM through ``lmaudit.pretrain`` (the interface), under the
+    cache keys the jobs' own ``embedded_models`` uses: the same two folders, never a second pair of trainings."""
+    from types import SimpleNamespace
+
+    import lmaudit.api.training as interface
+    from lmaudit.experiments.types.dlm_adaptation import embedded_pair
+    from lmaudit.models import build
+    from lmaudit.models.fingerprint import tokenizer_fingerprint
+    from lmaudit.utils import stable_hash
+
+    keys, real = [], build.cached_build
+
+    def recorded(kind, key, make):  # a model: the folder its key names, nothing trained (the tokenizer is built)
+        if kind != "models":
+            return real(kind, key, make)
+        keys.append(key)
+        return tmp_path / stable_hash(key)
+
+    monkeypatch.setattr(interface, "cached_build", recorded)
+    monkeypatch.setattr(build, "cached_build", recorded)
+    monkeypatch.setattr(interface.TrainedModel, "read", lambda folder: SimpleNamespace(path=folder))
+    # every setting a key is made of, as given (the real key reads the base's weights, which nothing trained here)
+    monkeypatch.setattr(build, "pretrain_key", lambda corpus, tokenizer, **settings: (
+        corpus.fingerprint, tokenizer_fingerprint(tokenizer), sorted((k, str(v)) for k, v in settings.items())))
+    assert embedded_pair() == build.embedded_models()
+    assert len({stable_hash(k) for k in keys}) == 2  # an AR base and the DLM adapted from it

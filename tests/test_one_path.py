@@ -30,14 +30,20 @@ ABOVE = tuple(name for names in LAYERS[RANK["api"] + 1:] for name in names)
 
 def bodies(*, forms: bool = True) -> set[tuple[str, str]]:
     """(module, name) of every job's body, as the registry declares them (the interface's job families loaded), and
-    with ``forms`` the functions of its module that call it (its cached form: ``cached_pretrain`` runs ``pretrain``)."""
+    with ``forms`` every function of its module that runs it, directly or through another such function (its cached
+    form: ``cached_pretrain`` runs ``pretrain``; ``embedded_models`` runs ``cached_pretrain``)."""
     lmaudit.api.load_jobs()
     found = {(job.body.__module__, job.body.__name__) for job in JOBS.values()}
-    if forms:
-        for module, name in list(found):
+    while forms:
+        more = set()
+        for module in {m for m, _ in found}:
             tree = ast.parse(inspect.getsource(importlib.import_module(module)))
-            found |= {(module, fn.name) for fn in tree.body if isinstance(fn, ast.FunctionDef) and any(
-                isinstance(n, ast.Call) and getattr(n.func, "id", None) == name for n in ast.walk(fn))}
+            names = {name for m, name in found if m == module}
+            more |= {(module, fn.name) for fn in tree.body if isinstance(fn, ast.FunctionDef) and any(
+                isinstance(n, ast.Call) and getattr(n.func, "id", None) in names for n in ast.walk(fn))}
+        if more <= found:
+            break
+        found |= more
     return found
 
 
@@ -107,12 +113,14 @@ def test_the_body_check_finds_an_experiment_calling_a_body(tmp_path):
     pkg.mkdir(parents=True)
     (pkg / "x.py").write_text("from lmaudit.runs.mia import RunConfig, run_mia, score_set\nfrom lmaudit import api\n"
                               "from lmaudit.models import build\nimport lmaudit.runs.audit_set as audits\n"
-                              "build.finetune(a, b, c)\nbuild.corpus_tokenizer(c)\naudits.estimate_rho(m, n, u, c)\n")
+                              "build.finetune(a, b, c)\nbuild.corpus_tokenizer(c)\naudits.estimate_rho(m, n, u, c)\n"
+                              "build.embedded_models()\n")  # a body two calls away: it pretrains through the cache
     (tmp_path / "lmaudit" / "api").mkdir()
     (tmp_path / "lmaudit" / "api" / "m.py").write_text("from lmaudit.runs.mia import run_mia\n")
     (tmp_path / "lmaudit" / "runs").mkdir()  # below the interface: a job composes what it needs
     (tmp_path / "lmaudit" / "runs" / "j.py").write_text("from lmaudit.models.build import finetune\n")
-    assert body_calls(tmp_path, bodies()) == ["lmaudit/experiments/x.py: lmaudit.models.build.finetune",
+    assert body_calls(tmp_path, bodies()) == ["lmaudit/experiments/x.py: lmaudit.models.build.embedded_models",
+                                              "lmaudit/experiments/x.py: lmaudit.models.build.finetune",
                                               "lmaudit/experiments/x.py: lmaudit.runs.audit_set.estimate_rho",
                                               "lmaudit/experiments/x.py: lmaudit.runs.mia.run_mia",
                                               "lmaudit/experiments/x.py: lmaudit.runs.mia.score_set"]

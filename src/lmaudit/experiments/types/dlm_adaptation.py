@@ -17,10 +17,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmaudit import api
+from lmaudit.data.corpus import build_corpus
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
-from lmaudit.models.build import embedded_models
+from lmaudit.models.build import EMBEDDED_DLM, corpus_tokenizer
 from lmaudit.models.kinds import dlm_before_adaptation
 from lmaudit.models.loading import load_model
 from lmaudit.models.sources import TRAINING_FILE
@@ -34,6 +36,17 @@ class AdaptationConfig(BaseConfig):
     beside_embedded: bool = setting(True, check=boolean())  # also the embedded tiny DLM (the quick demo's)
 
 
+def embedded_pair() -> tuple[Path, Path]:
+    """(the embedded AR model, the embedded diffusion LM adapted from it), pretrained through the interface into the
+    model cache: the folders :func:`lmaudit.models.build.embedded_models` gives its jobs (the same settings, so the
+    same cache keys)."""
+    corpus = build_corpus()
+    settings = {"preset": EMBEDDED_DLM["preset"], "seed": EMBEDDED_DLM["seed"], "packages": corpus,
+                "tokenizer": corpus_tokenizer(corpus)}
+    base = api.pretrain(kind="ar", tokens=EMBEDDED_DLM["ar_tokens"], **settings).path
+    return base, api.pretrain(kind="dlm", tokens=EMBEDDED_DLM["dlm_tokens"], init_from=base, **settings).path
+
+
 def run(ws: Workspace, cfg: AdaptationConfig) -> dict:
     _, texts = ws.data(cfg.seeds[0])
     t0 = time.perf_counter()
@@ -41,7 +54,7 @@ def run(ws: Workspace, cfg: AdaptationConfig) -> dict:
     built_s = time.perf_counter() - t0
     pairs = {cfg.base or f"tiny ({cfg.preset})": (ws.base(kind="ar"), adapted)}
     if cfg.beside_embedded:
-        pairs["embedded tiny DLM"] = embedded_models()
+        pairs["embedded tiny DLM"] = embedded_pair()
     rows = {}
     for name, (ar, dlm) in pairs.items():
         before = dlm_before_adaptation(ar)  # the AR weights read as a DLM, the mask token untrained
