@@ -10,8 +10,8 @@ import lmaudit
 from helpers import make_texts
 from lmaudit.data.corpus import build_corpus
 from lmaudit.data.loaders import TextSet
-from lmaudit.models import build
 from lmaudit.models.build import cached_pretrain, corpus_tokenizer
+from lmaudit.runs import training as bodies
 from lmaudit.utils import cache_dir, stable_hash
 
 PACKAGES = (str(Path(scipy.__file__).parent / "optimize"),)
@@ -33,7 +33,7 @@ def test_a_fine_tuning_without_out_is_built_once_into_the_cache_under_the_experi
     assert with_lora.path.name == stable_hash(key + ("lora", 4)) and with_lora.training["lora"]["rank"] == 4
     named = lmaudit.finetune(tiny_model_dir, data, cache_key=("mine", 1), **settings)
     assert named.path.name == stable_hash(("mine", 1))
-    monkeypatch.setattr(build, "finetune", _no_training)
+    monkeypatch.setattr(bodies, "finetune", _no_training)  # the job's body, as the interface runs it
     assert lmaudit.finetune(tiny_model_dir, data, **settings).path == ft.path  # read back, not trained again
     with pytest.raises(AssertionError, match="trained again"):  # another setting is another model
         lmaudit.finetune(tiny_model_dir, data, **{**settings, "seed": 1})
@@ -44,7 +44,7 @@ def test_an_unlearning_without_out_is_built_once_into_the_cache(tiny_model_dir, 
     settings = dict(method="gradient_ascent", epochs=1, lr=1e-3, block=32, batch_size=4)
     first = lmaudit.unlearn(tiny_model_dir, forget, retain, **settings)
     assert first.path.parent == cache_dir() / "models" and first.training["method"] == "gradient_ascent"
-    monkeypatch.setattr(lmaudit.models.unlearn, "unlearn", _no_training)
+    monkeypatch.setattr(bodies, "unlearn", _no_training)
     assert lmaudit.unlearn(tiny_model_dir, forget, retain, **settings).path == first.path
     named = ("unlearn", "mine")
     with pytest.raises(AssertionError, match="trained again"):
@@ -55,5 +55,5 @@ def test_a_pretraining_without_out_is_the_cached_pretraining_the_demo_and_experi
     corpus = build_corpus(PACKAGES)
     made = lmaudit.pretrain(tokens=2000, packages=PACKAGES)
     assert made.path == cached_pretrain(corpus, corpus_tokenizer(corpus), tokens=2000)  # one key, one folder
-    monkeypatch.setattr(build, "pretrain", _no_training)
+    monkeypatch.setattr(bodies, "pretrain", _no_training)
     assert lmaudit.pretrain(tokens=2000, packages=corpus, tokenizer=corpus_tokenizer(corpus)).path == made.path

@@ -15,10 +15,9 @@ from lmaudit.cache import cached_build
 from lmaudit.data.corpus import DEFAULT_PACKAGES, Corpus, build_corpus
 from lmaudit.data.given import texts_of
 from lmaudit.models import build
-from lmaudit.models import unlearn as unlearning
 from lmaudit.models.dp import DPSpec
 from lmaudit.models.lora import LoraSpec
-from lmaudit.models.shadows import train_shadows
+from lmaudit.runs import training as jobs
 from lmaudit.runs.common import JOBS
 from lmaudit.runs.inputs import base_of, lora_of, source_of
 from lmaudit.runs.training import TrainedModel, TrainedShadows, check_training_out
@@ -33,8 +32,7 @@ def _written(out, key: tuple, make: Callable[[Path], object], kind: str, inputs:
     if out is None:
         return TrainedModel.read(cached_build("models", key, make))
     check_training_out(out, kind, inputs)
-    make(Path(out))
-    return TrainedModel.read(out)
+    return make(Path(out))
 
 
 def _finetune_key(model, data, *, mode, epochs, lr, block, batch_size, seed, mask_ratio, lora, dp, chat_template,
@@ -76,7 +74,7 @@ def finetune(model, data, out=None, *, mode: str = "dft", epochs: float = 4.0, l
     key = cache_key or _finetune_key(model, texts, mode=mode, epochs=epochs, lr=lr, block=block,
                                      batch_size=batch_size, seed=seed, mask_ratio=mask_ratio, lora=lora, dp=dp,
                                      chat_template=chat_template, kind=kind, load_options=load_options)
-    return _written(out, key, lambda folder: build.finetune(
+    return _written(out, key, lambda folder: jobs.finetune(
         model, texts, folder, mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
         kind=kind, mask_ratio=mask_ratio, load_options=load_options, lora=lora, dp=dp, chat_template=chat_template),
         JOBS["finetune"].type, {"model": model, "data": data, **base_of(load_options)})
@@ -104,7 +102,7 @@ def unlearn(model, forget, retain, out=None, *, method: str, base=None, epochs: 
                 "npo_beta": npo_beta, "seed": seed, "lora": None if lora is None else asdict(lora), "kind": kind,
                 "load_options": load_options}
     key = cache_key or ("unlearn", str(model), *(ts.fingerprint() for ts in sets), settings)
-    return _written(out, key, lambda folder: unlearning.unlearn(
+    return _written(out, key, lambda folder: jobs.unlearn(
         model, *sets, folder, method=method, base_dir=base, epochs=epochs, lr=lr, batch_size=batch_size, block=block,
         mode=mode, retain_weight=retain_weight, npo_beta=npo_beta, seed=seed, kind=kind, load_options=load_options,
         lora=lora), JOBS["unlearn"].type, {"model": model, "base": base, "forget": forget, "retain": retain,
@@ -133,7 +131,7 @@ def pretrain(out=None, *, kind: str = "ar", preset: str = "tiny", tokens: int | 
     settings = dict(kind=kind, preset=preset, tokens=tokens, seed=seed, init_from=init_from, include=included,
                     repeats=repeats, block=block, batch_size=batch_size, lr=lr)
     return _written(out, build.pretrain_key(corpus, tokenizer, **settings),
-                    lambda folder: build.pretrain(corpus, tokenizer, folder, **settings),
+                    lambda folder: jobs.pretrain(corpus, tokenizer, folder, **settings),
                     JOBS["pretrain"].type, {"init_from": init_from})
 
 
@@ -152,6 +150,6 @@ def shadows(model, pool, out, *, k: int = 8, epochs: float = 4.0, lr: float | No
     """
     model = source_of(model)
     check_training_out(out, JOBS["shadows"].type, {"model": model, "pool": pool, **base_of(load_options)})
-    train_shadows(model, texts_of(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr, block=block,
-                  batch_size=batch_size, mode=mode, kind=kind, load_options=load_options, lora=lora_of(lora), dp=dp)
-    return TrainedShadows.read(out)
+    return jobs.train_shadows(model, texts_of(pool, text_field, split), out, k=k, seed=seed, epochs=epochs, lr=lr,
+                              block=block, batch_size=batch_size, mode=mode, kind=kind, load_options=load_options,
+                              lora=lora_of(lora), dp=dp)

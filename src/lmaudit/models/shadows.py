@@ -80,7 +80,7 @@ def shadow_splits(pool: TextSet, k: int, seed: int = 0) -> list[TextSet]:
 
 def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 8, seed: int = 0,
                   **finetune_kwargs) -> Path:
-    """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return its path.
+    """Fine-tune ``k`` shadows of ``base`` on random halves of ``pool``; write the manifest; return the set's folder.
 
     ``finetune_kwargs`` go to :func:`~lmaudit.models.build.finetune`; with ``lora`` each
     shadow is an adapter folder whose base is ``base`` (loaded like a model folder).
@@ -100,4 +100,4 @@ def train_shadows(base: str | Path, pool: TextSet, out: str | Path, *, k: int = 
                     "dp": None if dp is None else asdict(dp)}
         ShadowSet(paths, trained).save(tmp, {"base": str(base), "pool": pool.source, "seed": seed,
                                              "finetune": settings})
-    return out / MANIFEST
+    return out
