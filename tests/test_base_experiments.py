@@ -144,11 +144,11 @@ def test_n_shadows_is_zero_or_at_least_two(tmp_path, n, ok):
         with pytest.raises(LmauditError, match="n_shadows must be an integer ≥ 0, got -1"):
             mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=n)
         return
-    exp = mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=n)
-    assert exp.n_shadows == n
-    if not ok:
+    if not ok:  # refused as the file is read, before anything runs
         with pytest.raises(LmauditError, match="n_shadows must be 0 .* or at least 2"):
-            run_experiment(exp, out_root=tmp_path)
+            mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=n)
+        return
+    assert mini(tmp_path, type="unlearning-audit", kind="ar", n_shadows=n).n_shadows == n
 
 
 def test_pii_extraction_on_an_ar_base_has_the_ar_rows_only(tmp_path, tiny_model_dir):

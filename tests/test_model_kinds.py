@@ -51,9 +51,8 @@ def test_the_unlearning_audit_runs_on_ar_models_only():
     dlm = unlearning_audit.UnlearningConfig(name="x", type="unlearning-audit", kind="dlm")
     with pytest.raises(LmauditError, match="runs on AR models"):
         unlearning_audit.run(None, dlm)  # refused before the workspace builds anything
-    ar = unlearning_audit.UnlearningConfig(name="x", type="unlearning-audit", kind="ar", n_shadows=1)
-    with pytest.raises(LmauditError, match="n_shadows must be 0"):  # the kind passed: the next check speaks
-        unlearning_audit.run(None, ar)
+    with pytest.raises(LmauditError, match="n_shadows must be 0"):  # a declared setting: refused on construction
+        unlearning_audit.UnlearningConfig(name="x", type="unlearning-audit", kind="ar", n_shadows=1)
 
 
 def test_an_ar_folder_read_as_a_dlm_keeps_its_weights_and_runs_with_full_attention(tiny_model_dir):

@@ -246,7 +246,7 @@ def test_requests_run_concurrently_up_to_the_bound_and_give_the_sequential_score
         del server.model.forward
     assert server.most_in_flight == 3 and np.array_equal(one.scores["loss"], many.scores["loss"])
     for option in ("concurrency", "top_k"):  # 0 is refused, not read as the default
-        with pytest.raises(LmauditError, match=f"{option}= must be an integer ≥ 1, got 0"):
+        with pytest.raises(LmauditError, match=f"^{option} must be an integer ≥ 1, got 0"):  # a declared setting
             load_model(server.url, tokenizer=tiny_model_dir, **{option: 0})
 
 

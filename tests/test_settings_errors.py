@@ -261,3 +261,19 @@ def test_many_dataset_inference_splits_show_their_progress(monkeypatch, capsys):
     assert "dataset inference: splits" in capsys.readouterr().err
     dataset_inference(suspect, validation, ["a", "b"], splits=PROGRESS_FROM - 1)
     assert "dataset inference" not in capsys.readouterr().err
+
+
+def test_a_served_models_options_are_declared_settings_refused_before_any_request(tmp_path, pairs):
+    """--top-k and --concurrency are declared (the command line's options and the served source alike): a bad one
+    is refused naming it before anything is asked of the server (none listens at this address) or written."""
+    from lmaudit.errors import SettingError
+    from lmaudit.models.loading import load_model
+
+    url = "http://127.0.0.1:9/v1"
+    for option, name in (("--top-k", "top_k"), ("--concurrency", "concurrency")):
+        res = lmaudit("mia", "--model", url, "--tokenizer", tmp_path, "--members", pairs[0], "--nonmembers",
+                      pairs[1], option, 0, "--out", tmp_path / "run", "--no-report")
+        assert_user_error(res, f"{option} must be an integer ≥ 1, got 0")
+        with pytest.raises(SettingError, match=f"^{name} must be an integer ≥ 1, got 0"):
+            load_model(url, tokenizer=tmp_path, **{name: 0})
+    assert not (tmp_path / "run").exists()

@@ -207,8 +207,7 @@ def test_attack_parameters_with_choices(tmp_path, data, tiny_model_dir):
 # ---------------------------------------------------------------- no other style of check remains
 
 # dataclasses named like settings that are not settings: what a registry records, a derived plan, parsed options
-NOT_SETTINGS = {"lmaudit.attacks.registry.AttackSpec", "lmaudit.models.dp.DPPlan",
-                "lmaudit.commands.running.ModelOptions"}
+NOT_SETTINGS = {"lmaudit.attacks.registry.AttackSpec", "lmaudit.models.dp.DPPlan"}
 # the values a config needs where a field has no default (the rest take their defaults)
 REQUIRED = {"MaskPlan": {"kind": "cyclic"}, "MaskSpec": {"kind": "suffix", "count": 4}, "LoraSpec": {"rank": 4},
             "UnlearnConfig": {"method": "npo"}, "DPSpec": {"epsilon": 8.0}}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import SettingError, check_int
@@ -145,6 +147,15 @@ def text(*, optional: bool = False):
         if not (isinstance(value, str) or (optional and value is None)):
             raise SettingError(name, f"{{name}} must be a string, got {_shown(value)}", flag=flag)
     return refusing(check, 3, b"bytes", *(() if optional else (None,)))
+
+
+def location(*, optional: bool = False):
+    """A path, as a string or a path object (None allowed when ``optional``): the type alone, for a file, folder or
+    model name whose meaning is checked where it is read."""
+    def check(value, name: str, flag: str | None) -> None:
+        if not (isinstance(value, (str, os.PathLike)) or (optional and value is None)):
+            raise SettingError(name, f"{{name}} must be a path, got {_shown(value)}", flag=flag)
+    return refusing(check, 3, b"bytes", *(() if optional else (None,)), valid=("x", Path("x")))
 
 
 def each(item, *, optional: bool = False, nonempty: bool = False):

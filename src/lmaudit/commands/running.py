@@ -17,25 +17,26 @@ from lmaudit import api
 from lmaudit.api import tools
 from lmaudit.errors import LmauditError
 from lmaudit.progress import stdout_console
-from lmaudit.settings import check_settings, one_of, setting
+from lmaudit.settings import boolean, check_settings, integer, location, one_of, setting, text
 
 
 @dataclass
 class ModelOptions:
     """How to load the model(s) a command uses: the same options on every command that loads one."""
 
-    kind: Optional[str] = None
-    trust_remote_code: bool = False
-    allow_pickle: bool = False
-    mask_token_id: Optional[int] = None
-    shift_logits: Optional[bool] = None
+    # the types alone where the meaning is checked by the source that reads it (the kind, the device, the paths)
+    kind: Optional[str] = setting(None, check=text(optional=True))
+    trust_remote_code: bool = setting(False, check=boolean())
+    allow_pickle: bool = setting(False, check=boolean())
+    mask_token_id: Optional[int] = setting(None, check=integer(0, optional=True))
+    shift_logits: Optional[bool] = setting(None, check=boolean(optional=True))
     dtype: str = setting("auto", check=one_of(tools.DTYPE_NAMES))
-    device: str = "auto"
-    adapter_base: Optional[Path] = None
-    tokenizer: Optional[Path] = None
-    served_model: Optional[str] = None
-    top_k: Optional[int] = None
-    concurrency: Optional[int] = None
+    device: str = setting("auto", check=text())
+    adapter_base: Optional[Path] = setting(None, check=location(optional=True))
+    tokenizer: Optional[Path] = setting(None, check=location(optional=True))
+    served_model: Optional[str] = setting(None, check=text(optional=True))
+    top_k: Optional[int] = setting(None, check=integer(1, optional=True))
+    concurrency: Optional[int] = setting(None, check=integer(1, optional=True))
 
     def __post_init__(self) -> None:
         """Checked before any work (the device is checked when the model loads)."""
@@ -54,17 +55,18 @@ class ModelOptions:
 class RunOptions:
     """Where shard work runs and whether a report is written."""
 
-    no_report: bool = False
-    backend: str = "local"
-    address: Optional[str] = None
-    workers: Optional[int] = None
-    mlflow: Optional[str] = None
-    mlflow_experiment: str = "lmaudit"
-    mlflow_run_name: Optional[str] = None
+    no_report: bool = setting(False, check=boolean())
+    backend: str = setting("local", check=text())  # its name, checked when the backend is made
+    address: Optional[str] = setting(None, check=text(optional=True))
+    workers: Optional[int] = setting(None, check=integer(1, optional=True))
+    mlflow: Optional[str] = setting(None, check=text(optional=True))
+    mlflow_experiment: str = setting("lmaudit", check=text())
+    mlflow_run_name: Optional[str] = setting(None, check=text(optional=True))
 
     def __post_init__(self) -> None:
         """``--mlflow``: a URI MLflow could not write to is refused here, before any model loads; the URI then
         carries the experiment and run name to :func:`finish`."""
+        check_settings(self)
         if self.mlflow:
             uri = api.check_tracking_uri(self.mlflow)
             self.mlflow = MLflowTarget(uri, self.mlflow_experiment, self.mlflow_run_name)

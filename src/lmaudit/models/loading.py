@@ -31,6 +31,7 @@ from lmaudit.models.resolve import AdapterStep, ResolvedModel, resolve_model
 from lmaudit.models.served import is_endpoint
 from lmaudit.models.served_model import DEFAULT_CONCURRENCY, DEFAULT_TOP_K, load_served
 from lmaudit.models.sources import BASE_OPTION
+from lmaudit.settings import check_settings, integer, location, setting, text
 
 try:  # transformers 5 checks config fields with huggingface_hub's strict dataclasses
     from huggingface_hub.errors import StrictDataclassError
@@ -133,13 +134,17 @@ class ServedSource:
     this process keeps none (cpu or auto)."""
 
     what: ClassVar[str] = "a served model, whose server holds the weights"
-    path: str
-    kind: str | None = None
-    tokenizer: str | Path | None = None
-    served_model: str | None = None
-    top_k: int | None = None
-    concurrency: int | None = None
-    device: str | None = None
+    # the types alone where the meaning is checked on use (the kind, the tokenizer, the served name, the device)
+    path: str = setting(check=text())
+    kind: str | None = setting(None, check=text(optional=True))
+    tokenizer: str | Path | None = setting(None, check=location(optional=True))
+    served_model: str | None = setting(None, check=text(optional=True))
+    top_k: int | None = setting(None, check=integer(1, optional=True))  # None: DEFAULT_TOP_K
+    concurrency: int | None = setting(None, check=integer(1, optional=True))  # None: DEFAULT_CONCURRENCY
+    device: str | None = setting(None, check=text(optional=True))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
     def load(self) -> ModelHandle:
         if self.device not in (None, "auto", "cpu"):

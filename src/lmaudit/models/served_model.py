@@ -226,9 +226,6 @@ def load_served(url: str, *, tokenizer=None, served_model: str | None = None, to
         raise ModelLoadError(f"{url}: a served model needs a local copy of its tokenizer",
                              hint="pass {tokenizer} with the served model's folder, GGUF file or name",
                              options=("tokenizer",))
-    for name, value in (("top_k", top_k), ("concurrency", concurrency)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ModelLoadError(f"{{{name}}} must be an integer ≥ 1, got {value!r}", options=(name,))
     tok, limit = _tokenizer_of(tokenizer)
     bos = tok.bos_token_id
     if bos is None:

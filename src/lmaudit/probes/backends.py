@@ -27,6 +27,7 @@ import torch
 from lmaudit.errors import LmauditError
 from lmaudit.models.loading import load_model
 from lmaudit.progress import set_quiet
+from lmaudit.settings import integer
 
 BACKENDS = ("local", "ray")
 
@@ -106,8 +107,7 @@ class RayBackend:
                  threads_per_worker: int | None = None) -> None:
         ray = _require_ray()
         self._ray = ray
-        if workers is not None and workers < 1:
-            raise LmauditError(f"--workers must be ≥ 1, got {workers}")
+        integer(1, optional=True)(workers, "workers", "--workers")  # the check RunOptions declares, for a caller here
         if not ray.is_initialized():
             kwargs: dict = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
                             "configure_logging": True}

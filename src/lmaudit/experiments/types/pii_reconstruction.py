@@ -90,8 +90,6 @@ def run(ws: Workspace, cfg: ReconstructionConfig) -> dict:
     for key in cfg.reconstruct:
         if key not in known:
             raise LmauditError(f"unknown key 'reconstruct.{key}'", hint=f"known keys: {', '.join(sorted(known))}")
-    if cfg.repeats < 1:
-        raise LmauditError(f"key 'repeats' must be ≥ 1, got {cfg.repeats}")
     if cfg.n_targets + cfg.n_calibration > cfg.n_members:
         raise LmauditError(f"n_targets + n_calibration = {cfg.n_targets + cfg.n_calibration} training messages "
                            f"needed, n_members = {cfg.n_members}", hint="raise n_members or lower the others")

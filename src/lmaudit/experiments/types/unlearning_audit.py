@@ -47,7 +47,7 @@ from lmaudit import api
 from lmaudit.audit.coverage import coverage, stored_intervals
 from lmaudit.audit.per_sample import threshold_forgetting, threshold_forgetting_interval
 from lmaudit.data.loaders import TextSet
-from lmaudit.errors import LmauditError
+from lmaudit.errors import LmauditError, SettingError
 from lmaudit.experiments.config import BaseConfig
 from lmaudit.experiments.registry import register_experiment
 from lmaudit.experiments.workspace import Workspace
@@ -61,10 +61,21 @@ from lmaudit.report import plots
 from lmaudit.runs.audit_set import AuditConfig
 from lmaudit.runs.mia import RunConfig
 from lmaudit.seeds import seed_std
-from lmaudit.settings import each, fraction, integer, keys_of, one_of, positive, setting, table
+from lmaudit.settings import each, fraction, integer, keys_of, one_of, positive, refusing, setting, table
 
 AUDITS = ("smi", "smi-m", "smi-scores", "smi-m-scores", "threshold-loss", "threshold-reference", "threshold-lira")
 SCORE_FEATURES = ("loss", "zlib", "min_k", "reference")  # the score vector of the *-scores audits
+
+
+def _shadow_count(value, name: str, flag: str | None) -> None:
+    """0 (no LiRA audit) or at least 2: LiRA's shadows come in complementary halves."""
+    integer(0)(value, name, flag)
+    if value == 1:
+        raise SettingError(name, "{name} must be 0 (no LiRA audit) or at least 2 (LiRA's shadows come in "
+                                 "complementary halves), got 1", flag=flag)
+
+
+SHADOW_COUNT = refusing(_shadow_count, -1, 1, 2.5, "2", None, valid=(0, 2))
 
 
 @dataclass
@@ -75,7 +86,7 @@ class UnlearningConfig(BaseConfig):
     # lr, epochs, retain_weight, npo_beta (and mode): each checked as UnlearnConfig declares it
     unlearn: dict = setting(default_factory=dict,
                             check=keys_of(UnlearnConfig, ("epochs", "lr", "mode", "retain_weight", "npo_beta")))
-    n_shadows: int = setting(8, check=integer(0))  # LiRA shadow models (0: no LiRA audit)
+    n_shadows: int = setting(8, check=SHADOW_COUNT)  # LiRA shadow models (0: no LiRA audit)
     # FPR at which per-sample audits set their threshold: in (0, 1), as threshold_forgetting takes it (0 or 1 passed
     # the file's check once and failed after every model was trained)
     audit_fpr: float = setting(0.1, check=positive(below=1.0))
@@ -138,9 +149,6 @@ def run(ws: Workspace, cfg: UnlearningConfig) -> dict:
     """ρ of each audit for every forget fraction, unlearning method and seed, and the cost of each audit."""
     if not unlearning_audited(cfg.kind):
         raise LmauditError("the unlearning-audit experiment runs on AR models (LiRA's shadows are AR)")
-    if cfg.n_shadows == 1:
-        raise LmauditError("n_shadows must be 0 (no LiRA audit) or at least 2 (LiRA's shadows come in "
-                           "complementary halves)")
     variants = _variant_configs(cfg.smi_m_variants)  # checked before anything is trained
     rows: dict[str, list[float]] = {}
     intervals: dict[str, list] = {}
