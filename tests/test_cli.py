@@ -161,18 +161,45 @@ def test_finetune_with_stderr_in_a_file_prints_progress_lines(tmp_path, tiny_mod
     assert [int(m.group(3)) for m in progress] == sorted(int(m.group(3)) for m in progress)
 
 
-@pytest.mark.parametrize("command", [
-    ["finetune", "--data", "{d}", "--out", "{o}"],
-    ["unlearn", "--forget", "{d}", "--retain", "{d}", "--method", "finetune", "--out", "{o}"],
-    ["shadows", "--pool", "{d}", "--out", "{o}", "--k", "2"],
-    ["extract", "--data", "{d}", "--out", "{o}"],
-    ["pii", "--records", "{d}", "--out", "{o}"],
-])
+def _commands_taking(option: str) -> list[str]:
+    """Every command (its words) whose options include ``option``, read from the command line itself."""
+    import click
+    import typer
+
+    from lmaudit.cli import app
+
+    root = typer.main.get_command(app)
+    ctx = click.Context(root)
+
+    def walk(command, words=()):
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(ctx):
+                yield from walk(command.get_command(ctx, name), (*words, name))
+        elif any(option in getattr(p, "opts", ()) for p in command.params):
+            yield " ".join(words)
+
+    return sorted(walk(root))
+
+
+# each command's model ({m}) and texts ({d}: every one the file whose column is not "content")
+TEXT_INPUTS = {"finetune": ["--data", "{d}"], "unlearn": ["--forget", "{d}", "--retain", "{d}", "--method", "finetune"],
+               "shadows": ["--pool", "{d}", "--k", "2"], "extract": ["--data", "{d}"], "pii": ["--records", "{d}"],
+               "mia": ["--members", "{d}", "--nonmembers", "{d}"],
+               "audit-set": ["--members", "{d}", "--nonmembers", "{d}", "--suspect", "{d}"],
+               "dataset-inference": ["--suspect", "{d}", "--validation", "{d}"],
+               "rag-mia": ["--store", "{d}", "--members", "{d}", "--nonmembers", "{d}"],
+               "unlearning-check": ["--retrained", "{m}", "--forget", "{d}", "--members", "{d}", "--nonmembers", "{d}"]}
+MODEL_OPTION = {"rag-mia": "--generator"}  # the others: --model
+
+
+@pytest.mark.parametrize("command", _commands_taking("--text-field"))
 def test_every_command_that_reads_texts_takes_text_field(tmp_path, tiny_model_dir, command):
+    assert set(TEXT_INPUTS) == set(_commands_taking("--text-field"))  # a new command reading texts needs its inputs
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"body": "a text under another column name", "email": "a@b.org"}) + "\n")
-    args = [a.format(d=data, o=tmp_path / "out") for a in command]
-    out = lmaudit(args[0], "--model", tiny_model_dir, *args[1:], "--text-field", "content")
+    args = [a.format(d=data, m=tiny_model_dir) for a in TEXT_INPUTS[command]]
+    out = lmaudit(*command.split(), MODEL_OPTION.get(command, "--model"), tiny_model_dir, *args, "--out",
+                  tmp_path / "out", "--text-field", "content")
     assert_user_error(out, "d.jsonl", "content")  # the loader was asked for the named column, and says so
     assert not (tmp_path / "out").exists()
 

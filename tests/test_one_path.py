@@ -213,14 +213,31 @@ def test_the_backend_is_a_parameter_of_the_jobs(tiny_model_dir):
         "loss"]["auc"]
 
 
-@pytest.mark.parametrize("job", ["mia", "dataset_inference", "extract"])
-def test_an_unknown_backend_name_is_refused_before_any_model_loads(job):
-    import lmaudit
+def _jobs_taking_a_backend() -> list[str]:
+    lmaudit.api.load_jobs()
+    return [name for name in JOBS if "backend" in inspect.signature(getattr(lmaudit.api, name)).parameters]
+
+
+# each job's inputs, as readable texts (and a canary folder): what it reads before any model loads
+BACKEND_INPUTS = {"mia": ((), {"members": ["a b c"], "nonmembers": ["d e f"]}),
+                  "audit_set": ((), {"members": ["a b c"], "nonmembers": ["d e f"], "suspect": ["g h i"]}),
+                  "dataset_inference": ((["a b c"], ["d e f"]), {}), "extract": ((["a b c"],), {}),
+                  "reconstruct_pii": ((["Mail [REDACTED] now"],), {}), "canaries": (("{canaries}",), {})}
+
+
+@pytest.mark.parametrize("job", _jobs_taking_a_backend())
+def test_an_unknown_backend_name_is_refused_before_any_model_loads(job, tmp_path):
+    """Every job whose interface takes a backend (read from the registry) refuses a bad name before it loads the
+    model, which does not exist here."""
+    from lmaudit.api.secrets import write_exposure_canaries
     from lmaudit.errors import SettingError
 
-    args = {"mia": (["a b c"], ["d e f"]), "dataset_inference": (["a b c"], ["d e f"]), "extract": (["a b c"],)}[job]
+    assert set(BACKEND_INPUTS) == set(_jobs_taking_a_backend())  # a new job with a backend needs its inputs here
+    write_exposure_canaries(tmp_path / "c", "pin {digits:6}", n=4, insertions=[1])
+    args, kwargs = BACKEND_INPUTS[job]
+    args = [str(tmp_path / "c") if a == "{canaries}" else a for a in args]
     with pytest.raises(SettingError, match="unknown backend 'rey'"):  # not "no such model folder"
-        getattr(lmaudit, job)("no/such/model", *args, backend="rey")
+        getattr(lmaudit, job)("no/such/model", *args, backend="rey", **kwargs)
 
 
 def test_the_job_registry_read_first_holds_every_job():
