@@ -1,5 +1,6 @@
 """The Q-Skew regime study: the out-of-domain pydoc source, the cell grid, the Δ statistics, and a miniature run."""
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -88,17 +89,28 @@ def test_committed_grid_is_valid_and_each_cell_says_what_it_changes():
 
 
 @pytest.mark.parametrize("cells, needle", [
-    ({}, "no cells"),
-    ({"a": {"lrr": 1e-3}}, r"cell 'a': unknown key 'lrr'"),
-    ({"a": {"epochs": 2.5}}, r"'epochs' must be int, got float"),
-    ({"a": {"epochs": True}}, r"'epochs' must be int, got bool"),
-    ({"a": {"preset": "huge"}}, r"unknown preset 'huge'"),
-    ({"a": {"source": "pydoc", "mode": "ift"}}, "pydoc source serves mode 'dft' only"),
-    ({"a": {"lr": 0}}, "lr must be > 0"),
+    ({"a": {"lrr": 1e-3}}, r"^cells\.a has no key 'lrr'"),
+    ({"a": {"epochs": 2.5}}, r"^cells\.a\.epochs must be an integer ≥ 1, got 2\.5"),
+    ({"a": {"epochs": True}}, r"^cells\.a\.epochs must be an integer ≥ 1, got True"),
+    ({"a": {"preset": "huge"}}, r"^unknown preset 'huge'"),
+    ({"a": {"lr": 0}}, r"^cells\.a\.lr must be a positive number, got 0"),
+    ({"a": 3}, r"^cells\.a must be a table"),
 ])
-def test_bad_cells(tmp_path, cells, needle):
+def test_bad_cells_are_refused_as_the_file_is_read(cells, needle):
+    """A cell's settings are declared (``CellSettings``): a bad one is refused when the experiment is read, naming
+    the cell and the key."""
     cfg = load_experiment(REPO / "experiments" / "dlm-regimes.toml")
-    cfg.cells = cells
+    with pytest.raises(LmauditError, match=needle):
+        dataclasses.replace(cfg, cells=cells)
+
+
+@pytest.mark.parametrize("cells, needle", [
+    ({}, "no cells"),
+    ({"a": {"source": "pydoc", "mode": "ift"}}, "pydoc source serves mode 'dft' only"),
+])
+def test_bad_cell_plans(cells, needle):
+    """What no single setting says: a plan with no cell, or a cell whose settings do not go together."""
+    cfg = dataclasses.replace(load_experiment(REPO / "experiments" / "dlm-regimes.toml"), cells=cells)
     with pytest.raises(LmauditError, match=needle):
         cell_settings(cfg)
 

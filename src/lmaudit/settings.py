@@ -158,6 +158,18 @@ def location(*, optional: bool = False):
     return refusing(check, 3, b"bytes", *(() if optional else (None,)), valid=("x", Path("x")))
 
 
+def tables_of(config: type, keys: tuple[str, ...] | None = None):
+    """A table of named tables, each a table of settings of ``config`` as :func:`keys_of` checks one (its key named
+    ``name.label``): an experiment's cells, each setting what it changes."""
+    inner = keys_of(config, keys)
+
+    def check(value, name: str, flag: str | None) -> None:
+        table()(value, name, flag)
+        for label, settings in value.items():
+            inner(settings, f"{name}.{label}", f"{flag or name}.{label}")
+    return refusing(check, 3, {"a": 3}, {"a": {"no such key": 1}}, valid=({}, {"a": {}}))
+
+
 def each(item, *, optional: bool = False, nonempty: bool = False):
     """A list whose every element passes ``item`` (named ``name[i]``); None allowed when ``optional``; at least
     one element when ``nonempty``."""

@@ -51,7 +51,7 @@ from lmaudit.progress import info
 from lmaudit.report import plots
 from lmaudit.runs.mia import RunConfig
 from lmaudit.seeds import pool_paired
-from lmaudit.settings import integer, one_of, setting, table
+from lmaudit.settings import check_settings, integer, one_of, positive, setting, tables_of
 
 # row label -> (attack, parameters): every row of a cell
 ROWS = {
@@ -63,8 +63,21 @@ ROWS = {
     "min_k_pp": ("min_k_pp", {}),
 }
 VERSUS = ("calibration", "calibration unmasked_ratio")  # q_skew − each, paired
-CELL_KEYS = {"lr": float, "epochs": int, "preset": str, "source": str, "mode": str}
 N_PAIRED = 1000  # paired bootstrap resamples
+
+
+@dataclass
+class CellSettings:
+    """What a cell may change of the centre, each checked as declared when the experiment file is read."""
+
+    lr: float = setting(1e-3, check=positive())
+    epochs: int = setting(6, check=integer(1))
+    preset: str = setting("tiny", check=one_of(tuple(PRESETS), noun="preset"))
+    source: str = setting("corpus", check=one_of(SOURCES, noun="source"))
+    mode: str = setting("dft", check=one_of(("dft", "ift"), noun="mode"))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 @dataclass
@@ -72,34 +85,23 @@ class RegimesConfig(BaseConfig):
     budget: int = setting(16, check=integer(1))  # masked forwards per model per sample (DLM attacks)
     # the centre's members and non-members: corpus (in-domain) | pydoc (out-of-domain)
     source: str = setting("corpus", check=one_of(SOURCES))
-    # label -> the centre's settings it replaces (CELL_KEYS)
-    cells: dict[str, dict] = setting(default_factory=dict, check=table())
+    # label -> the centre's settings it replaces (CellSettings)
+    cells: dict[str, dict] = setting(default_factory=dict, check=tables_of(CellSettings))
 
 
 def cell_settings(cfg: RegimesConfig) -> dict[str, dict]:
     """``{label: {lr, epochs, preset, source, mode}}``: every cell's settings, checked before anything is trained.
 
-    A key outside :data:`CELL_KEYS`, a value of the wrong type, an unknown preset,
-    source or mode, or a ``pydoc`` cell in ``ift`` mode is an error that names the cell.
+    A key outside :class:`CellSettings` or a value it refuses was refused when the file was read (naming the
+    cell); here, no cell at all, or a ``pydoc`` cell in ``ift`` mode, is an error that names it.
     """
     if not cfg.cells:
         raise LmauditError(f"experiment '{cfg.name}': no cells", hint="add a table [cells] with e.g. centre = {}")
     centre = {"lr": cfg.lr, "epochs": cfg.epochs, "preset": cfg.preset, "source": cfg.source, "mode": cfg.mode}
-    allowed = {"preset": tuple(PRESETS), "source": SOURCES, "mode": ("dft", "ift")}
     out = {}
     for label, overrides in cfg.cells.items():
         where = f"experiment '{cfg.name}', cell '{label}'"
-        for key, value in overrides.items():
-            want = CELL_KEYS.get(key)
-            if want is None:
-                raise LmauditError(f"{where}: unknown key '{key}'", hint=f"a cell sets {', '.join(CELL_KEYS)}")
-            if isinstance(value, bool) or not (isinstance(value, want) or (want is float and isinstance(value, int))):
-                raise LmauditError(f"{where}: '{key}' must be {want.__name__}, got {type(value).__name__}")
-            if key in allowed and value not in allowed[key]:
-                raise LmauditError(f"{where}: unknown {key} '{value}'", hint=f"one of {', '.join(allowed[key])}")
         s = {**centre, **overrides}
-        if s["lr"] <= 0 or s["epochs"] < 1:
-            raise LmauditError(f"{where}: lr must be > 0 and epochs ≥ 1, got {s['lr']} and {s['epochs']}")
         if s["source"] == "pydoc" and s["mode"] != "dft":
             raise LmauditError(f"{where}: the pydoc source serves mode 'dft' only (its paragraphs have no summary "
                                "line to build an instruction from)")
