@@ -43,15 +43,38 @@ def test_mia_refuses_bad_numbers_before_loading_anything(tmp_path, data, no_mode
         assert "MiB per text" in exc.hint  # the error says what such a budget would cost
 
 
-def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, data, no_model_load):
+def _out_commands() -> list[str]:
+    from test_cli import _commands_taking
+
+    # card adds its section to a model card's README between its markers and keeps the rest of the file (its tests)
+    return [c for c in _commands_taking("--out") if c != "card"]
+
+
+@pytest.mark.parametrize("command", _out_commands())
+def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, data, no_model_load, command):
+    """Every command with --out (read from the command line), given its required inputs (the data file, a run
+    folder, a model that is never loaded), refuses an --out that is a file it did not write, and keeps the file."""
+    import click
+    import typer
+
+    from lmaudit.cli import app
+    from report_folders import mia_folder
+
+    run, _ = mia_folder(tmp_path / "run")
+    root = typer.main.get_command(app)
+    found = root
+    for word in command.split():
+        found = found.get_command(click.Context(root), word)
+    given = {o for p in found.params for o in getattr(p, "opts", ())}
+    args = [x for p in found.params if p.required and p.name != "out"
+            for x in ((run,) if p.param_type_name == "argument" else (p.opts[0], data))]
+    args += [*(("--model", tmp_path / "model") if "--model" in given and "--model" not in args else ()),
+             *(("--generator", tmp_path / "model", "--store", data) if "--generator" in given else ())]
     taken = tmp_path / "results.txt"
     taken.write_text("keep me")
-    for command in (["mia", "--members", data, "--nonmembers", data],
-                    ["audit-set", "--members", data, "--nonmembers", data, "--suspect", data],
-                    ["extract", "--data", data],
-                    ["pii", "--records", data]):
-        res = lmaudit(command[0], "--model", tmp_path / "model", *command[1:], "--out", taken)
-        assert_user_error(res, f"--out '{taken}' is an existing file")
+    res = lmaudit(*command.split(), *args, "--out", taken)
+    assert_user_error(res, str(taken))
+    assert any(words in str(res.exception) for words in ("is an existing file", "lmaudit did not write"))
     assert taken.read_text() == "keep me"
 
 

@@ -98,9 +98,20 @@ def claims_cmd(
         raise LmauditError(f"'{root}' is not a folder", hint="name the folder that holds the experiments' folders")
     target = out or root / "CLAIMS.md"
     text = build_claims(root, command="lmaudit claims" + ("" if root == Path("results") else f" {root}"))
+    if target.is_dir() or (target.exists() and _first_line(target) != text.split("\n", 1)[0]):
+        raise LmauditError(f"--out '{target}' is {'a folder' if target.is_dir() else 'a file lmaudit did not write'}; "
+                           "claims replaces only a table it wrote", hint="name a new file, or an earlier CLAIMS.md")
     with atomic_path(target) as tmp:
         tmp.write_text(text + "\n")
     stdout_console.print(f"claims: {target}")
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.readline().rstrip("\n")
+    except OSError:
+        return ""
 
 
 @app.command("reproduce", rich_help_panel=c.PANEL_RESULTS)
