@@ -236,18 +236,30 @@ def test_dataset_inference_splits_are_bounded_and_say_why():
         InferenceConfig(seed=2**64)
 
 
-@pytest.mark.parametrize("args", [
-    ("corpus", "pii"), ("corpus", "canaries", "--out", "CANARIES"), ("extract", "--model", "M", "--data", "D"),
-    ("generate", "--model", "M", "--prompt-file", "P"), ("epsilon", "RUN"),
-    ("audit-set", "--model", "M", "--members", "D", "--nonmembers", "D", "--suspect", "D"),
-])
-def test_every_seed_option_is_checked_as_the_command_line_is_read(tmp_path, args):
-    """Commands whose --seed reaches no checked config (Faker, the ε split, sampling) refuse a seed torch or numpy
-    would overflow on, before any work; the others say it as early."""
-    args = [str(tmp_path / a) if a.isupper() else a for a in args]
-    res = lmaudit(*args, "--seed", 2**64)
+def _seed_commands() -> list[str]:
+    from test_cli import _commands_taking
+
+    return _commands_taking("--seed")
+
+
+@pytest.mark.parametrize("command", _seed_commands())
+def test_every_seed_option_is_checked_as_the_command_line_is_read(tmp_path, command):
+    """Every command with --seed (read from the command line), given its required inputs as paths that do not exist,
+    refuses a seed torch or numpy would overflow on before it reads any of them or writes anything."""
+    import click
+    import typer
+
+    from lmaudit.cli import app
+
+    root = typer.main.get_command(app)
+    found = root
+    for word in command.split():
+        found = found.get_command(click.Context(root), word)
+    args = [x for p in found.params if p.required
+            for x in ((tmp_path / "IN",) if p.param_type_name == "argument" else (p.opts[0], tmp_path / "IN"))]
+    res = lmaudit(*command.split(), *args, "--seed", 2**64)
     assert_user_error(res, "--seed must be an integer between 0 and 4,294,967,295, got 18446744073709551616")
-    assert not (tmp_path / "CANARIES").exists() and not (tmp_path / "data").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_many_dataset_inference_splits_show_their_progress(monkeypatch, capsys):

@@ -267,9 +267,7 @@ def finetune(
     started = time.perf_counter()
 
     FinetuneConfig(mode=mode, epochs=epochs, lr=lr, block=block, batch_size=batch_size, seed=seed,
-                   mask_ratio=mask_ratio)  # every setting checked before the model loads
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise SettingError("steps", f"{{name}} must be a positive integer, got {steps!r}")
+                   mask_ratio=mask_ratio, steps=steps)  # every setting checked before the model loads
     base = local_model(base)  # a GGUF file or named model: its imported folder, which the adapter then names
     loaded = load_model(base, kind=kind, **(load_options or {}))
     regime, chosen = training_defaults(loaded.model, lora)

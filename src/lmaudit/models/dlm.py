@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from lmaudit.errors import LmauditError, SettingError
+from lmaudit.errors import LmauditError
 from lmaudit.models.presets import build_ar_model, get_preset
 from lmaudit.models.train import masked_cross_entropy
 
@@ -98,10 +98,9 @@ def diffusion_objective(adapter_factory, *, eps: float = 1e-3, mask_ratio: float
 
     ``adapter_factory(model) -> DLMAdapter``. Only positions with ``loss_mask`` (the
     response of an IFT pair, or every real token for DFT) can be masked and trained;
-    prompts and padding are never masked.
+    prompts and padding are never masked. ``mask_ratio`` (a fixed ratio, None: drawn) is checked where it is
+    declared (:class:`~lmaudit.models.train.FinetuneConfig`).
     """
-    if mask_ratio is not None and not 0.0 < mask_ratio <= 1.0:
-        raise SettingError("mask_ratio", f"{{name}} must be in (0, 1], got {mask_ratio}")
 
     def objective(model, input_ids, attention_mask, loss_mask, generator) -> torch.Tensor:
         adapter = adapter_factory(model)

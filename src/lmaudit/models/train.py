@@ -66,6 +66,7 @@ class FinetuneConfig:
     batch_size: int | None = setting(None, check=integer(1, optional=True))
     seed: int = setting(0, check=seed_value())
     mask_ratio: float | None = setting(None, check=fraction(above_zero=True, optional=True))  # DLM: a fixed ratio
+    steps: int | None = setting(None, check=integer(1, optional=True))  # optimiser steps instead of epochs
 
     def __post_init__(self) -> None:
         check_settings(self)
