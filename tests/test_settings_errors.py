@@ -289,3 +289,19 @@ def test_a_served_models_options_are_declared_settings_refused_before_any_reques
         with pytest.raises(SettingError, match=f"^{name} must be an integer ≥ 1, got 0"):
             load_model(url, tokenizer=tmp_path, **{name: 0})
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--gen-length", 0, "--gen-length must be an integer ≥ 1, got 0"),
+    ("--steps", 0, "--steps must be an integer ≥ 1, got 0"),
+    ("--block-length", 0, "--block-length must be an integer ≥ 1, got 0"),
+    ("--temperature", -1, "--temperature must be a number ≥ 0, got -1.0"),
+    ("--remasking", "wavy", "unknown remasking 'wavy'"),
+])
+def test_generate_checks_its_settings_before_reading_prompts_or_loading_a_model(tmp_path, option, value, message):
+    """lmaudit generate's settings are declared (GenerateConfig): refused naming the option, before the prompt
+    file (absent here) is read or the model (absent too) is loaded; they were checked after the model loaded, or
+    not at all (the lengths)."""
+    res = lmaudit("generate", "--model", tmp_path / "model", "--prompt-file", tmp_path / "prompts.jsonl", option,
+                  value)
+    assert_user_error(res, message)

@@ -7,6 +7,7 @@ import pandas as pd
 
 from lmaudit.data.given import texts_of
 from lmaudit.extraction.reconstruct import redacted_records
+from lmaudit.models.generate import GenerateConfig
 from lmaudit.models.loading import load_models
 from lmaudit.privacy.secrets import read_exposure_canaries
 from lmaudit.runs.canaries import ExposureConfig, ExposureResult, check_candidates, run_exposure
@@ -108,6 +109,8 @@ def generate(model, prompts, *, gen_length: int = 32, steps: int = 32, block_len
     >>> list(rows.columns), len(rows)
     (['id', 'prompt', 'continuation'], 2)
     """
+    GenerateConfig(gen_length=gen_length, steps=steps, block_length=block_length, temperature=temperature,
+                   remasking=remasking, seed=seed)  # every setting checked before the prompts are read
     texts = texts_of(prompts)
     target, _ = load_models(model, **load_options)
     tok = target.tokenizer

@@ -10,13 +10,31 @@ of the sampled token) or random ones (``random``); the rest are masked again.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from lmaudit.errors import LmauditError
 from lmaudit.models.kv_cache import cache_kwargs, cache_of
+from lmaudit.settings import check_settings, integer, non_negative, one_of, seed_value, setting
 
 REMASKING = ("low_confidence", "random")
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """What :func:`lmaudit.generate` is asked for, checked on construction, before the model loads."""
+
+    gen_length: int = setting(32, check=integer(1))  # tokens generated per prompt
+    steps: int = setting(32, check=integer(1))  # DLM: denoising steps in total
+    block_length: int | None = setting(None, check=integer(1, optional=True))  # DLM: semi-autoregressive blocks
+    temperature: float = setting(1.0, check=non_negative())  # 0: greedy
+    remasking: str = setting("low_confidence", check=one_of(REMASKING, noun="remasking"))  # DLM
+    seed: int = setting(0, check=seed_value())
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 def transfer_counts(n_masked: int, steps: int) -> np.ndarray:
