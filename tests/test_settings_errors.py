@@ -305,3 +305,21 @@ def test_generate_checks_its_settings_before_reading_prompts_or_loading_a_model(
     res = lmaudit("generate", "--model", tmp_path / "model", "--prompt-file", tmp_path / "prompts.jsonl", option,
                   value)
     assert_user_error(res, message)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--block", 0, "--block must be an integer ≥ 1, got 0"),  # was read as "the preset's block"
+    ("--batch-size", 0, "--batch-size must be an integer ≥ 1, got 0"),
+    ("--lr", -1, "--lr must be a positive number, got -1.0"),
+    ("--tokens", 0, "--tokens must be an integer ≥ 1, got 0"),
+    ("--kind", "xyz", "unknown model kind 'xyz'"),
+])
+def test_pretrain_checks_its_settings_before_any_corpus_or_model(tmp_path, monkeypatch, option, value, message):
+    """pretrain's settings are declared (PretrainConfig, the job's settings): refused naming the option before the
+    corpus is built or a model made, and nothing is written."""
+    import lmaudit.api.training as interface
+
+    monkeypatch.setattr(interface, "build_corpus", lambda *a, **k: pytest.fail("the corpus was built first"))
+    res = lmaudit("pretrain", "--out", tmp_path / "model", option, value)
+    assert_user_error(res, message)
+    assert not (tmp_path / "model").exists()

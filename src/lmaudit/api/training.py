@@ -17,6 +17,7 @@ from lmaudit.data.given import texts_of
 from lmaudit.models import build
 from lmaudit.models.dp import DPSpec
 from lmaudit.models.lora import LoraSpec
+from lmaudit.models.train import PretrainConfig
 from lmaudit.runs import training as jobs
 from lmaudit.runs.common import JOBS
 from lmaudit.runs.inputs import base_of, lora_of, source_of
@@ -125,6 +126,7 @@ def pretrain(out=None, *, kind: str = "ar", preset: str = "tiny", tokens: int | 
     >>> base.training["stage"], base.training["kind"]
     ('pretrain', 'ar')
     """
+    PretrainConfig(kind=kind, tokens=tokens, seed=seed, repeats=repeats, block=block, batch_size=batch_size, lr=lr)
     corpus = packages if isinstance(packages, Corpus) else build_corpus(tuple(packages))
     tokenizer = build.corpus_tokenizer(corpus) if tokenizer is None else tokenizer
     included = None if include is None else texts_of(include, name="include")

@@ -35,7 +35,15 @@ from lmaudit.models.lora import LoraSpec, finish_training, full_model, save_weig
 from lmaudit.models.presets import Preset, build_ar_model, get_preset
 from lmaudit.models.sources import TRAINING_FILE, detect_kind
 from lmaudit.models.tokenizer import train_tokenizer
-from lmaudit.models.train import FinetuneConfig, TrainConfig, ar_objective, dft_examples, ift_examples, train
+from lmaudit.models.train import (
+    FinetuneConfig,
+    PretrainConfig,
+    TrainConfig,
+    ar_objective,
+    dft_examples,
+    ift_examples,
+    train,
+)
 from lmaudit.progress import info
 from lmaudit.utils import stable_seed
 
@@ -117,6 +125,7 @@ def pretrain(
     (a 135M-parameter model wants a smaller learning rate than the tiny preset's). A folder that is already a
     diffusion LM, or a budget under one block, is refused.
     """
+    PretrainConfig(kind=kind, tokens=tokens, seed=seed, repeats=repeats, block=block, batch_size=batch_size, lr=lr)
     p = get_preset(preset) if isinstance(preset, str) else preset
     p = replace(p, block=block or p.block, batch=batch_size or p.batch, lr=lr or p.lr)
     tokens = tokens or p.pretrain_tokens

@@ -72,6 +72,24 @@ class FinetuneConfig:
         check_settings(self)
 
 
+@dataclass(frozen=True)
+class PretrainConfig:
+    """What a pretraining (or an AR model's adaptation into a DLM) is asked for, checked on construction, before the
+    corpus is tokenised or a model built: ``block``, ``batch_size`` and ``lr`` left None take the preset's, and
+    ``tokens`` None its budget (the preset is named, and checked, by its name)."""
+
+    kind: str = setting("ar", check=one_of(("ar", "dlm"), noun="model kind"))
+    tokens: int | None = setting(None, check=integer(1, optional=True))
+    seed: int = setting(0, check=seed_value())
+    repeats: int = setting(1, check=integer(1))  # times each included text is seen
+    block: int | None = setting(None, check=integer(1, optional=True))
+    batch_size: int | None = setting(None, check=integer(1, optional=True))
+    lr: float | None = setting(None, check=positive(optional=True))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, *,
                          gather: bool | None = None, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy in float32 of the rows of ``logits`` (..., V) where ``mask`` (...) is True, at ``targets`` (...).

@@ -26,7 +26,7 @@ from lmaudit.models.loading import load_model
 from lmaudit.models.shadows import MANIFEST as SHADOWS_FILE
 from lmaudit.models.shadows import ShadowsConfig, ShadowSet
 from lmaudit.models.sources import TRAINING_FILE, model_folders
-from lmaudit.models.train import FinetuneConfig
+from lmaudit.models.train import FinetuneConfig, PretrainConfig
 from lmaudit.models.unlearn import UnlearnConfig
 from lmaudit.runs.common import Job, register_job
 
@@ -123,6 +123,6 @@ train_shadows = typed(shadows.train_shadows, TrainedShadows)
 
 for _job in (Job("finetune", "model", "finetune", TrainedModel, finetune, FinetuneConfig),
              Job("unlearn", "model", "unlearn", TrainedModel, unlearn, UnlearnConfig),
-             Job("pretrain", "model", "pretrain", TrainedModel, pretrain),
+             Job("pretrain", "model", "pretrain", TrainedModel, pretrain, PretrainConfig),
              Job("shadows", "shadows", "shadows", TrainedShadows, train_shadows, ShadowsConfig)):
     register_job(_job)
