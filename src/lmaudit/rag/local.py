@@ -29,6 +29,7 @@ from lmaudit.errors import LmauditError
 from lmaudit.models.chat import has_chat_template
 from lmaudit.models.handle import ModelHandle
 from lmaudit.rag.system import DEFAULT_TEMPLATE, check_template, render
+from lmaudit.settings import integer
 from lmaudit.utils import stable_hash
 
 try:  # an optional dependency: lmaudit[rag]
@@ -85,8 +86,7 @@ class TextGenerator:
     def __init__(self, handle: ModelHandle, *, max_new_tokens: int = 64, chat_template: bool | None = None,
                  batch_size: int = 8) -> None:
         for name, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise LmauditError(f"{{{name}}} must be an integer ≥ 1, got {value!r}", options=(name,))
+            integer(1)(value, name, None)  # the settings' own check, for a generator built here
         if chat_template and not has_chat_template(handle.tokenizer):
             raise LmauditError("{chat_template}: the generator's tokenizer has no chat template",
                                options={"chat_template": ("chat_template=True", "--chat-template")})
@@ -175,8 +175,7 @@ class LocalRag:
         elif not isinstance(generator, TextGenerator) and not callable(generator):
             raise LmauditError(f"the generator must be a loaded model or a function of the prompt, got "
                                f"{type(generator).__name__}")
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            raise LmauditError(f"{{top_k}} must be an integer ≥ 1, got {top_k!r}", options=("top_k",))
+        integer(1)(top_k, "top_k", None)
         self.generator, self.top_k = generator, top_k
         self.template = check_template(template)
         self.queries = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from lmaudit.errors import LmauditError
 from lmaudit.models.endpoint import Endpoint
+from lmaudit.settings import integer
 from lmaudit.utils import stable_hash
 
 PROBE_QUESTION = "In one sentence, what is a library catalogue for?"
@@ -26,9 +27,7 @@ class ServedRag:
 
     def __init__(self, url: str, *, model: str | None = None, max_tokens: int = 64, seed: int = 0,
                  verify: bool = True, timeout: float = 120.0, retries: int = 4, backoff: float = 0.5) -> None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise LmauditError(f"{{max_new_tokens}} must be an integer ≥ 1, got {max_tokens!r}",
-                               options=("max_new_tokens",))
+        integer(1)(max_tokens, "max_new_tokens", None)  # the settings' own check, for a system built here
         self.endpoint = Endpoint(url, model=model, verify=verify, timeout=timeout, retries=retries, backoff=backoff)
         self.max_tokens, self.seed = max_tokens, seed
         self.queries = 0
