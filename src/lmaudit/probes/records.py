@@ -292,11 +292,6 @@ class GradientStats(NpzRecord):
     def as_reference(self) -> "GradientStats | None":
         return self.reference
 
-    @classmethod
-    def concat(cls, parts: list["GradientStats"]) -> "GradientStats":
-        """The texts of ``parts`` in order (companions are not carried)."""
-        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in saved_fields(cls)})
-
 
 @dataclass
 class NeighbourStats:
@@ -342,8 +337,3 @@ class SampleStats(NpzRecord):
 
     def as_reference(self) -> "SampleStats | None":
         return self.reference
-
-    @classmethod
-    def concat(cls, parts: list["SampleStats"]) -> "SampleStats":
-        """The texts of ``parts`` in order (companions are not carried)."""
-        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in saved_fields(cls)})

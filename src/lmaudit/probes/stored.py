@@ -34,6 +34,12 @@ class NpzRecord:
         with np.load(path, allow_pickle=False) as z:
             return cls(**{f.name: z[f.name] for f in saved_fields(cls)})
 
+    @classmethod
+    def concat(cls, parts: list):
+        """The records of ``parts`` in order, every saved array joined (companions are not carried); a record with
+        offsets into flat arrays joins them its own way."""
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in saved_fields(cls)})
+
 
 @dataclass
 class ArrayRecord:
